@@ -1,0 +1,302 @@
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use clap::Args;
+use serde_json::json;
+use strobe_engine::{run_scenario, ClockSource, LatePolicy, RunOptions, RunReport};
+use strobe_model::{quick, Resources, Scenario};
+
+use crate::Failure;
+
+#[derive(Args)]
+pub struct GenArgs {
+    /// Scenario file (TOML, OTG names). Without it, the one-flow options below describe the run.
+    scenario: Option<PathBuf>,
+
+    /// Port to send on: pcap:FILE (nanosecond trace with scheduled times) or null.
+    #[arg(long, help_heading = "One-flow options")]
+    port: Option<String>,
+    /// UDP flow SRC:PORT-DST:PORT, e.g. 198.18.0.1:1000-198.18.1.1:2000 ([v6]:port for IPv6).
+    #[arg(long, help_heading = "One-flow options")]
+    udp: Option<String>,
+    /// TCP flow SRC:PORT-DST:PORT.
+    #[arg(long, help_heading = "One-flow options")]
+    tcp: Option<String>,
+    /// ICMP echo flow SRC-DST.
+    #[arg(long, help_heading = "One-flow options")]
+    icmp: Option<String>,
+    #[arg(long, help_heading = "One-flow options")]
+    src_mac: Option<String>,
+    #[arg(long, help_heading = "One-flow options")]
+    dst_mac: Option<String>,
+    /// VLAN id; give twice for QinQ (outer first).
+    #[arg(long, help_heading = "One-flow options")]
+    vlan: Vec<u16>,
+    /// Frame size incl. FCS: 128 | imix | 64-1518 | 64-1518/64 | random:64-1518.
+    #[arg(long, default_value = "64", help_heading = "One-flow options")]
+    size: String,
+    /// Rate: 1000 (pps), 100kpps, 1.5mpps, 10gbps (layer 1), or max (unpaced).
+    #[arg(long, default_value = "1000", help_heading = "One-flow options")]
+    rate: String,
+    /// Timing: cbr | poisson | burst:PACKETS/GAP | on_off:ON/OFF.
+    #[arg(long, default_value = "cbr", help_heading = "One-flow options")]
+    pattern: String,
+    /// Number of frames to send.
+    #[arg(long, help_heading = "One-flow options")]
+    count: Option<u64>,
+    /// How long to send, e.g. 10s, 500ms.
+    #[arg(long, help_heading = "One-flow options")]
+    duration: Option<String>,
+    /// Vary a field: LAYER.FIELD=inc:START/STEP/COUNT | dec:… | rand:MIN-MAX[/SEED] | values:A,B | VALUE.
+    #[arg(long, help_heading = "One-flow options")]
+    vary: Vec<String>,
+    /// Seed for random fields, sizes and timing.
+    #[arg(long, default_value_t = 1, help_heading = "One-flow options")]
+    seed: u64,
+    /// Do not write the instrumentation trailer.
+    #[arg(long, help_heading = "One-flow options")]
+    no_trailer: bool,
+
+    /// Frames handed to the backend at once (default 1 when paced, 32 when unpaced).
+    #[arg(long)]
+    batch: Option<usize>,
+    /// When falling behind: shift (keep gaps, rate dips) or catch-up (burst until on time).
+    #[arg(long, default_value = "shift", value_parser = ["shift", "catch-up"])]
+    late: String,
+    /// Lateness beyond which a frame counts as late, e.g. 1us.
+    #[arg(long, default_value = "1us")]
+    late_tolerance: String,
+    /// Ignore deadlines and send as fast as possible.
+    #[arg(long)]
+    unpaced: bool,
+    /// Write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// Reads files a scenario refers to, relative to the scenario's folder.
+pub struct FileResources {
+    base: PathBuf,
+}
+
+impl FileResources {
+    /// Resolves paths against the current directory (command-line flows).
+    pub fn cwd() -> Self {
+        FileResources {
+            base: PathBuf::from("."),
+        }
+    }
+
+    fn resolve(&self, path: &str) -> PathBuf {
+        let p = Path::new(path);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base.join(p)
+        }
+    }
+}
+
+impl Resources for FileResources {
+    fn read_text(&self, path: &str) -> Result<String, String> {
+        let full = self.resolve(path);
+        std::fs::read_to_string(&full).map_err(|e| format!("cannot read {}: {e}", full.display()))
+    }
+    fn read_capture_timestamps(&self, path: &str) -> Result<Vec<u64>, String> {
+        let full = self.resolve(path);
+        let mut ts = Vec::new();
+        strobe_io::read_capture(&full.to_string_lossy(), false, |f| ts.push(f.ts_ns))
+            .map_err(|e| e.to_string())?;
+        Ok(ts)
+    }
+}
+
+fn load(
+    args: &GenArgs,
+    unpaced: &mut bool,
+    time_limit_ns: &mut Option<u64>,
+) -> Result<Scenario, Failure> {
+    let bad = |e: strobe_model::ModelError| Failure::BadInput(e.to_string());
+    if let Some(path) = &args.scenario {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Failure::BadInput(format!("cannot read scenario {}: {e}", path.display()))
+        })?;
+        let res = FileResources {
+            base: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+        };
+        return strobe_model::load_scenario(&text, &path.to_string_lossy(), &res).map_err(bad);
+    }
+    let Some(port) = args.port.clone() else {
+        return Err(Failure::BadInput(
+            "nothing to send: give a scenario file (strobe gen scenario.toml) or a port and a flow \
+             (strobe gen --port pcap:out.pcap --udp 198.18.0.1:1000-198.18.1.1:2000 --count 1000)"
+                .into(),
+        ));
+    };
+    let mut q = quick::QuickArgs {
+        port,
+        udp: args.udp.clone(),
+        tcp: args.tcp.clone(),
+        icmp: args.icmp.clone(),
+        src_mac: args.src_mac.clone(),
+        dst_mac: args.dst_mac.clone(),
+        vlan: args.vlan.clone(),
+        size: args.size.clone(),
+        rate: args.rate.clone(),
+        pattern: args.pattern.clone(),
+        count: args.count,
+        duration: args.duration.clone(),
+        vary: args.vary.clone(),
+        seed: args.seed,
+        no_trailer: args.no_trailer,
+    };
+    if args.rate.eq_ignore_ascii_case("max") {
+        // As fast as the engine goes: a schedule far above any reachable rate, deadlines
+        // ignored, and a real-time limit instead of a scheduled one.
+        *unpaced = true;
+        q.rate = "1000000000000".into();
+        if let Some(d) = q.duration.take() {
+            *time_limit_ns = Some(
+                strobe_timing::parse_duration_ns(&d)
+                    .map_err(|e| Failure::BadInput(format!("--duration {d}: {e}")))?,
+            );
+        }
+    }
+    quick::build(&q, &FileResources::cwd()).map_err(bad)
+}
+
+pub fn run(args: GenArgs) -> Result<(), Failure> {
+    let mut unpaced = args.unpaced;
+    let mut time_limit_ns = None;
+    let scenario = load(&args, &mut unpaced, &mut time_limit_ns)?;
+    for w in &scenario.warnings {
+        eprintln!("warning: {w}");
+    }
+    let late_tolerance_ns = strobe_timing::parse_duration_ns(&args.late_tolerance)
+        .map_err(|e| Failure::BadInput(format!("--late-tolerance {}: {e}", args.late_tolerance)))?;
+    if args.batch == Some(0) {
+        return Err(Failure::BadInput("--batch must be at least 1".into()));
+    }
+    let opts = RunOptions {
+        batch: args.batch,
+        late_policy: if args.late == "shift" {
+            LatePolicy::Shift
+        } else {
+            LatePolicy::CatchUp
+        },
+        late_tolerance_ns,
+        unpaced,
+        time_limit_ns,
+        ..RunOptions::default()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        // A second Ctrl-C while stopping is ignored: the run is already winding down.
+        ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
+            .map_err(|e| Failure::Runtime(format!("cannot install the Ctrl-C handler: {e}")))?;
+    }
+    let report =
+        run_scenario(&scenario, &opts, stop).map_err(|e| Failure::Runtime(e.to_string()))?;
+    print_report(&report);
+    if let Some(path) = &args.json {
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&report_json(&report)).unwrap_or_default(),
+        )
+        .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+fn clock_name(c: ClockSource) -> &'static str {
+    match c {
+        ClockSource::Tsc => "invariant TSC",
+        ClockSource::Monotonic => "CLOCK_MONOTONIC (TSC not invariant)",
+    }
+}
+
+fn print_report(r: &RunReport) {
+    println!(
+        "clock: {} at {:.3} MHz",
+        clock_name(r.clock),
+        r.ticks_per_sec / 1e6
+    );
+    for p in &r.ports {
+        println!("port {}: {}", p.name, p.backend);
+        let secs = p.elapsed_ns as f64 / 1e9;
+        if p.scheduled_time {
+            println!(
+                "  {} frames, {} bytes (scheduled time, batch {})",
+                p.frames, p.bytes, p.batch
+            );
+        } else {
+            let mpps = if secs > 0.0 {
+                p.frames as f64 / secs / 1e6
+            } else {
+                0.0
+            };
+            let ns_per = if p.frames > 0 {
+                p.elapsed_ns as f64 / p.frames as f64
+            } else {
+                0.0
+            };
+            println!(
+                "  {} frames, {} bytes in {:.3} s: {:.3} Mpps, {:.2} ns/frame (batch {})",
+                p.frames, p.bytes, secs, mpps, ns_per, p.batch
+            );
+            println!(
+                "  late frames: {} (worst {} ns, schedule shifted {} ns)",
+                p.late_frames, p.max_late_ns, p.shifted_ns
+            );
+        }
+        if p.stopped_early {
+            println!("  stopped before the end of the schedule");
+        }
+        println!(
+            "  {:<24} {:>6} {:>14} {:>16} {:>16} {:>6}",
+            "flow", "id", "frames", "bytes", "last_ns", "trailer"
+        );
+        for f in &p.flows {
+            println!(
+                "  {:<24} {:>6} {:>14} {:>16} {:>16} {:>6}",
+                f.name,
+                f.id,
+                f.frames,
+                f.bytes,
+                f.last_ns.unwrap_or(0),
+                if f.instrumented { "yes" } else { "no" }
+            );
+        }
+    }
+}
+
+fn report_json(r: &RunReport) -> serde_json::Value {
+    json!({
+        "clock": clock_name(r.clock),
+        "ticks_per_sec": r.ticks_per_sec,
+        "ports": r.ports.iter().map(|p| json!({
+            "name": p.name,
+            "backend": p.backend,
+            "scheduled_time": p.scheduled_time,
+            "batch": p.batch,
+            "frames_tx": p.frames,
+            "bytes_tx": p.bytes,
+            "late_frames": p.late_frames,
+            "max_late_ns": p.max_late_ns,
+            "shifted_ns": p.shifted_ns,
+            "elapsed_ns": p.elapsed_ns,
+            "stopped_early": p.stopped_early,
+            "flows": p.flows.iter().map(|f| json!({
+                "name": f.name,
+                "id": f.id,
+                "frames_tx": f.frames,
+                "bytes_tx": f.bytes,
+                "first_ns": f.first_ns,
+                "last_ns": f.last_ns,
+                "instrumented": f.instrumented,
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}

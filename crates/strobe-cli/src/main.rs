@@ -1,0 +1,61 @@
+//! `strobe`: the command-line front end.
+
+mod analyze_cmd;
+mod demo_cmd;
+mod gen_cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A precise, scriptable software packet generator and latency meter.
+#[derive(Parser)]
+#[command(name = "strobe", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate traffic from a scenario file or a one-flow command line.
+    Gen(gen_cmd::GenArgs),
+    /// Precision analysis (Mind the Gap) of any pcap/pcapng capture.
+    Analyze(analyze_cmd::AnalyzeArgs),
+    /// Generate traces and measure their precision and the engine's cost: a first result
+    /// with nothing to set up.
+    Demo(demo_cmd::DemoArgs),
+}
+
+/// Exit codes: 0 success, 1 the run failed, 2 bad input (also clap's usage errors).
+pub enum Failure {
+    BadInput(String),
+    Runtime(String),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STROBE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Gen(args) => gen_cmd::run(args),
+        Command::Analyze(args) => analyze_cmd::run(args),
+        Command::Demo(args) => demo_cmd::run_demo(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::BadInput(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Runtime(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! strobe-io: the transmit backends behind one trait, plus capture-file reading.
+//!
+//! A backend owns the frame buffers ("slots"); the engine writes each frame straight into a
+//! slot through the `fill` callback of [`Backend::transmit`]. Slot ids are stable, so the
+//! engine can keep a template in a slot and patch only the varying fields, as MoonGen does
+//! with pre-filled mbufs. Live backends (AF_PACKET, AF_XDP) implement the same trait with
+//! ring frames / UMEM frames as slots.
+mod capture;
+mod null;
+mod pcap;
+
+pub use capture::{read_capture, CaptureInfo, CapturedFrame};
+pub use null::NullBackend;
+pub use pcap::PcapBackend;
+
+/// What the engine's fill callback reports for one frame it wrote into a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Filled {
+    /// Frame length in bytes, without FCS.
+    pub len: usize,
+    /// Scheduled departure in ns on the run's timeline (t0 = 0).
+    pub scheduled_ns: u64,
+}
+
+/// How a backend's transmit timestamps relate to real time; reported with every result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeBase {
+    /// No wall clock: frames carry their scheduled departure (deterministic traces).
+    Scheduled,
+    /// Frames leave in real time, timestamped by the engine's clock.
+    RealTime,
+}
+
+/// Counters a backend keeps about what it accepted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BackendStats {
+    pub frames: u64,
+    pub bytes: u64,
+}
+
+/// Errors from opening or driving a backend.
+#[derive(Debug, thiserror::Error)]
+pub enum IoError {
+    #[error("unknown port `{0}`: accepted forms are `pcap:FILE` (write a nanosecond pcap) and `null` (drop after all per-packet work)")]
+    UnknownPort(String),
+    #[error("{what} `{path}`: {source}")]
+    File {
+        what: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not a readable pcap or pcapng file: {detail}")]
+    BadCapture { path: String, detail: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// One transmit queue of one port.
+pub trait Backend: Send {
+    /// Human description, e.g. `pcap:out.pcap (nanosecond pcap, scheduled time)`.
+    fn describe(&self) -> String;
+    /// How many frame slots the backend owns; `transmit` never asks for more at once.
+    fn slot_count(&self) -> usize;
+    /// Largest frame (without FCS) a slot holds.
+    fn max_frame_len(&self) -> usize;
+    fn time_base(&self) -> TimeBase;
+    /// Transmit up to `count` frames: for each, the backend picks a free slot and calls
+    /// `fill(slot_id, slot_buffer)`, which writes the frame and says how long it is.
+    /// Returns how many frames were handed to the wire (or file).
+    fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
+    where
+        F: FnMut(u32, &mut [u8]) -> Filled;
+    /// Flush buffered output; called once at the end of a run.
+    fn finish(&mut self) -> Result<BackendStats, IoError>;
+}
+
+/// Frame slot capacity of the file and null backends: jumbo frames up to 9216 bytes.
+pub const MAX_FRAME_LEN: usize = 9216;
+
+/// Any backend strobe can open from a port location string.
+pub enum AnyBackend {
+    Pcap(PcapBackend),
+    Null(NullBackend),
+}
+
+impl AnyBackend {
+    /// Opens the backend named by a port location: `pcap:FILE` or `null`.
+    /// `slots` is the batch size the engine will use.
+    pub fn open(location: &str, slots: usize) -> Result<Self, IoError> {
+        if let Some(path) = location.strip_prefix("pcap:") {
+            if path.is_empty() {
+                return Err(IoError::UnknownPort(location.to_string()));
+            }
+            return Ok(AnyBackend::Pcap(PcapBackend::create(path)?));
+        }
+        if location == "null" {
+            return Ok(AnyBackend::Null(NullBackend::new(slots.max(1))));
+        }
+        Err(IoError::UnknownPort(location.to_string()))
+    }
+}
+
+impl Backend for AnyBackend {
+    fn describe(&self) -> String {
+        match self {
+            AnyBackend::Pcap(b) => b.describe(),
+            AnyBackend::Null(b) => b.describe(),
+        }
+    }
+    fn slot_count(&self) -> usize {
+        match self {
+            AnyBackend::Pcap(b) => b.slot_count(),
+            AnyBackend::Null(b) => b.slot_count(),
+        }
+    }
+    fn max_frame_len(&self) -> usize {
+        match self {
+            AnyBackend::Pcap(b) => b.max_frame_len(),
+            AnyBackend::Null(b) => b.max_frame_len(),
+        }
+    }
+    fn time_base(&self) -> TimeBase {
+        match self {
+            AnyBackend::Pcap(b) => b.time_base(),
+            AnyBackend::Null(b) => b.time_base(),
+        }
+    }
+    fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
+    where
+        F: FnMut(u32, &mut [u8]) -> Filled,
+    {
+        match self {
+            AnyBackend::Pcap(b) => b.transmit(count, fill),
+            AnyBackend::Null(b) => b.transmit(count, fill),
+        }
+    }
+    fn finish(&mut self) -> Result<BackendStats, IoError> {
+        match self {
+            AnyBackend::Pcap(b) => b.finish(),
+            AnyBackend::Null(b) => b.finish(),
+        }
+    }
+}

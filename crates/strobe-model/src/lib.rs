@@ -1,0 +1,33 @@
+//! strobe-model: the traffic model.
+//!
+//! - [`load_scenario`] reads a TOML scenario file written with Open Traffic Generator
+//!   names and shapes (documented in SCENARIO.md beside this crate) and validates it
+//!   completely, so the engine never meets a frame it cannot build or a schedule it
+//!   cannot run.
+//! - [`quick::build`] turns the one-flow command-line shorthand into the same model.
+//! - [`Pattern`] and [`SizeSpec`] give every packet's field values and frame size as pure,
+//!   random-access functions of the packet index.
+//!
+//! Pure: no I/O. Files a scenario names are read through the caller's [`Resources`].
+//! Every error is a [`ModelError`] naming the file, line, column and model path, and what
+//! would have been accepted.
+
+mod error;
+mod model;
+mod node;
+mod pattern;
+pub mod quick;
+mod scenario;
+mod size;
+mod value;
+
+pub use error::ModelError;
+pub use model::{
+    FieldPattern, FlowSpec, HeaderSpec, LatencyMode, Metrics, PortSpec, Resources, Scenario,
+    DEFAULT_PORT_SPEED_BPS, FCS_LEN, MAX_FLOWS, MAX_FRAME_SIZE,
+};
+pub use pattern::{random_in, random_word, width_mask, Pattern};
+pub use scenario::{
+    default_size_seed, default_timing_seed, load_scenario, SIZE_SEED_BASE, TIMING_SEED_BASE,
+};
+pub use size::{SizeSequence, SizeSpec};

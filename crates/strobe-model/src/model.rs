@@ -1,0 +1,424 @@
+//! The resolved traffic model handed to the engine, and the checks every flow passes
+//! whether it came from a scenario file or from the command line.
+
+use strobe_timing::{Rate, Schedule, ScheduleSpec};
+use strobe_wire::{build, trailer, Header, HeaderKind, Payload, WireError};
+
+use crate::error::ModelError;
+use crate::pattern::Pattern;
+use crate::size::SizeSpec;
+
+/// Line rate assumed for a port whose speed is not given: 10 Gbit/s.
+pub const DEFAULT_PORT_SPEED_BPS: u64 = 10_000_000_000;
+/// Largest frame size accepted, FCS included (the usual jumbo limit).
+pub const MAX_FRAME_SIZE: u32 = 9216;
+/// Flow ids are 16 bits wide in the trailer.
+pub const MAX_FLOWS: usize = 1 << 16;
+/// Bytes of FCS included in every OTG frame size but not in the frame strobe builds.
+pub const FCS_LEN: u32 = 4;
+
+/// A complete, validated traffic model.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// File name, or "command line".
+    pub source: String,
+    pub ports: Vec<PortSpec>,
+    pub flows: Vec<FlowSpec>,
+    /// Things adjusted on the user's behalf (e.g. the trailer switched off); show them.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct PortSpec {
+    pub name: String,
+    /// Where the port's frames go, e.g. "pcap:out.pcap" or "null"; interpreted by the CLI.
+    pub location: String,
+    /// Line rate in bit/s, for percentage rates and byte-denominated gaps.
+    pub speed_bps: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct FlowSpec {
+    pub name: String,
+    /// Index in the scenario; the flow id carried in the trailer.
+    pub id: u16,
+    pub tx_port: String,
+    pub rx_ports: Vec<String>,
+    pub packet: Vec<HeaderSpec>,
+    /// Frame sizes, FCS included.
+    pub size: SizeSpec,
+    pub size_seed: u64,
+    pub payload: Payload,
+    /// Fully resolved: percentages and byte gaps already converted with the port speed.
+    pub schedule: ScheduleSpec,
+    pub metrics: Metrics,
+}
+
+impl FlowSpec {
+    /// The header stack of packet `j`.
+    pub fn stack_at(&self, j: u64) -> Vec<Header> {
+        self.packet.iter().map(|h| h.header_at(j)).collect()
+    }
+
+    /// Bytes of headers in front of the payload.
+    pub fn header_len(&self) -> usize {
+        self.packet.iter().map(HeaderSpec::wire_len).sum()
+    }
+}
+
+/// One header of a flow's packet and the patterns of the fields the user set.
+#[derive(Clone, Debug)]
+pub struct HeaderSpec {
+    pub kind: HeaderKind,
+    /// Only fields the user set; the rest are computed (auto) or take their default.
+    pub fields: Vec<FieldPattern>,
+    /// The bytes of a `custom` header; empty otherwise.
+    pub custom_bytes: Vec<u8>,
+}
+
+#[derive(Clone, Debug)]
+pub struct FieldPattern {
+    /// Index into `kind.fields()` and `Header::values`.
+    pub field_index: usize,
+    pub pattern: Pattern,
+}
+
+impl HeaderSpec {
+    /// A header of `kind` with no field set.
+    pub fn new(kind: HeaderKind) -> Self {
+        HeaderSpec {
+            kind,
+            fields: Vec::new(),
+            custom_bytes: Vec::new(),
+        }
+    }
+
+    /// Sets (or replaces) the pattern of one field.
+    pub fn set(&mut self, field_index: usize, pattern: Pattern) {
+        match self
+            .fields
+            .iter_mut()
+            .find(|f| f.field_index == field_index)
+        {
+            Some(existing) => existing.pattern = pattern,
+            None => self.fields.push(FieldPattern {
+                field_index,
+                pattern,
+            }),
+        }
+    }
+
+    /// The header of packet `j`: every set field at its `j`-th value; unset fields stay
+    /// `None` so that auto fields are computed (a checksum the user set is a custom value).
+    pub fn header_at(&self, j: u64) -> Header {
+        let mut header = if self.kind == HeaderKind::Custom {
+            Header::custom(self.custom_bytes.clone())
+        } else {
+            Header::new(self.kind)
+        };
+        let defs = self.kind.fields();
+        for field in &self.fields {
+            if let (Some(slot), Some(def)) = (
+                header.values.get_mut(field.field_index),
+                defs.get(field.field_index),
+            ) {
+                *slot = Some(field.pattern.value_at(j, def.bit_len));
+            }
+        }
+        header
+    }
+
+    /// Bytes this header occupies.
+    pub fn wire_len(&self) -> usize {
+        self.kind.fixed_len().unwrap_or(self.custom_bytes.len())
+    }
+}
+
+/// What is measured for a flow (OTG `Flow.Metrics`, resolved).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Metrics {
+    pub enable: bool,
+    pub loss: bool,
+    pub timestamps: bool,
+    pub latency: Option<LatencyMode>,
+    /// Resolved: write the instrumentation trailer into every frame.
+    pub instrument: bool,
+}
+
+/// RFC 1242 latency definitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LatencyMode {
+    /// Last bit out to first bit in.
+    StoreForward,
+    /// First bit out to first bit in.
+    CutThrough,
+}
+
+impl LatencyMode {
+    /// OTG spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            LatencyMode::StoreForward => "store_forward",
+            LatencyMode::CutThrough => "cut_through",
+        }
+    }
+}
+
+/// Files a scenario refers to (empirical gap tables, captures to replay). Paths are as
+/// written in the scenario; the caller resolves them, typically relative to the file.
+pub trait Resources {
+    fn read_text(&self, path: &str) -> Result<String, String>;
+    /// Departure timestamps, in nanoseconds, of every packet of a capture.
+    fn read_capture_timestamps(&self, path: &str) -> Result<Vec<u64>, String>;
+}
+
+/// The parts of a flow an error can point at; each front end maps them to its own
+/// locations (a scenario path with line and column, or a command-line flag).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    Packet,
+    Size,
+    Metrics,
+    Instrument,
+    Rate,
+    Timing,
+    Duration,
+}
+
+/// Metrics as asked for, before the trailer decision.
+#[derive(Clone, Debug)]
+pub(crate) struct MetricsRequest {
+    pub enable: bool,
+    pub loss: bool,
+    pub timestamps: bool,
+    pub latency: Option<LatencyMode>,
+    /// `Some` when the user said explicitly whether to write the trailer.
+    pub instrument: Option<bool>,
+    /// The user explicitly asked for a measurement that needs the trailer.
+    pub demanded: bool,
+}
+
+impl MetricsRequest {
+    /// strobe's default: measure everything, trailer on if it fits.
+    pub fn measure_all() -> Self {
+        MetricsRequest {
+            enable: true,
+            loss: true,
+            timestamps: true,
+            latency: Some(LatencyMode::StoreForward),
+            instrument: None,
+            demanded: false,
+        }
+    }
+}
+
+/// A flow as parsed, before the checks that need all of it at once.
+pub(crate) struct FlowDraft {
+    pub name: String,
+    pub id: u16,
+    pub tx_port: String,
+    pub rx_ports: Vec<String>,
+    pub packet: Vec<HeaderSpec>,
+    pub size: SizeSpec,
+    pub size_seed: u64,
+    pub payload: Payload,
+    pub schedule: ScheduleSpec,
+    pub metrics: MetricsRequest,
+}
+
+/// Validates a drafted flow and decides about the trailer, so the engine never trips.
+pub(crate) fn finish_flow(
+    draft: FlowDraft,
+    at: &dyn Fn(Part, String) -> ModelError,
+    warnings: &mut Vec<String>,
+) -> Result<FlowSpec, ModelError> {
+    if draft.packet.is_empty() {
+        return Err(at(
+            Part::Packet,
+            "the packet has no headers — give at least one, e.g. ethernet".to_string(),
+        ));
+    }
+    check_size_shape(&draft.size).map_err(|m| at(Part::Size, m))?;
+    let header_len: usize = draft.packet.iter().map(HeaderSpec::wire_len).sum();
+    let (min, max) = (draft.size.min(), draft.size.max());
+    let smallest_fit = header_len as u32 + FCS_LEN;
+    if min < smallest_fit {
+        return Err(at(
+            Part::Size,
+            format!(
+                "frame size {min} is too small for the {header_len} bytes of headers — sizes include the 4-byte FCS, so at least {smallest_fit} is needed (accepted: {smallest_fit} to {MAX_FRAME_SIZE})"
+            ),
+        ));
+    }
+    // Building both extremes proves every size in between builds too: only the payload
+    // length changes.
+    let stack: Vec<Header> = draft.packet.iter().map(|h| h.header_at(0)).collect();
+    for size in [min, max] {
+        build(&stack, (size - FCS_LEN) as usize, &draft.payload).map_err(|e| match e {
+            WireError::FrameTooShort { .. } | WireError::FrameTooLong { .. } => {
+                at(Part::Size, e.to_string())
+            }
+            _ => at(Part::Packet, e.to_string()),
+        })?;
+    }
+
+    let metrics = resolve_metrics(&draft, header_len, min, at, warnings)?;
+    check_rate(&draft.schedule.rate).map_err(|m| at(Part::Rate, m))?;
+    check_schedule(&draft.schedule, at)?;
+
+    Ok(FlowSpec {
+        name: draft.name,
+        id: draft.id,
+        tx_port: draft.tx_port,
+        rx_ports: draft.rx_ports,
+        packet: draft.packet,
+        size: draft.size,
+        size_seed: draft.size_seed,
+        payload: draft.payload,
+        schedule: draft.schedule,
+        metrics,
+    })
+}
+
+fn check_size_shape(size: &SizeSpec) -> Result<(), String> {
+    match size {
+        SizeSpec::Fixed(_) => {}
+        SizeSpec::Increment { start, end, step } => {
+            if start > end {
+                return Err(format!(
+                    "increment start {start} is above end {end} — start must not exceed end"
+                ));
+            }
+            if *step == 0 {
+                return Err("increment step must be at least 1".to_string());
+            }
+        }
+        SizeSpec::Random { min, max } => {
+            if min > max {
+                return Err(format!(
+                    "random min {min} is above max {max} — min must not exceed max"
+                ));
+            }
+        }
+        SizeSpec::WeightPairs(pairs) => {
+            if pairs.iter().all(|(_, w)| *w == 0) {
+                return Err(
+                    "weight_pairs needs at least one size with a weight above zero".to_string(),
+                );
+            }
+        }
+    }
+    let max = size.max();
+    if max > MAX_FRAME_SIZE {
+        return Err(format!(
+            "frame size {max} is above the largest accepted size {MAX_FRAME_SIZE} (sizes include the 4-byte FCS)"
+        ));
+    }
+    Ok(())
+}
+
+fn resolve_metrics(
+    draft: &FlowDraft,
+    header_len: usize,
+    min_size: u32,
+    at: &dyn Fn(Part, String) -> ModelError,
+    warnings: &mut Vec<String>,
+) -> Result<Metrics, ModelError> {
+    let request = &draft.metrics;
+    let needed = header_len as u32 + trailer::LEN as u32 + FCS_LEN;
+    let fits = min_size >= needed;
+    let no_fit = || {
+        format!(
+            "the {}-byte instrumentation trailer does not fit in {min_size}-byte frames behind {header_len} bytes of headers — use frame sizes of at least {needed}",
+            trailer::LEN
+        )
+    };
+    let instrument = match request.instrument {
+        Some(true) if !fits => {
+            return Err(at(
+                Part::Instrument,
+                format!("{}, or set instrument = false", no_fit()),
+            ))
+        }
+        Some(false) if request.demanded => {
+            return Err(at(
+                Part::Instrument,
+                "loss, latency and timestamps are measured with the instrumentation trailer, which instrument = false turns off — remove one of the two".to_string(),
+            ))
+        }
+        Some(explicit) => explicit,
+        None if !request.enable => false,
+        None if fits => true,
+        None if request.demanded => {
+            return Err(at(
+                Part::Metrics,
+                format!("{}, or turn off loss, latency and timestamps", no_fit()),
+            ))
+        }
+        None => {
+            warnings.push(format!(
+                "flow `{}`: the {}-byte instrumentation trailer does not fit in its smallest frames ({min_size} bytes behind {header_len} bytes of headers), so it is off and loss, latency and timestamps are not measured; frame sizes of at least {needed} would fit it",
+                draft.name,
+                trailer::LEN
+            ));
+            false
+        }
+    };
+    Ok(if instrument {
+        Metrics {
+            enable: request.enable,
+            loss: request.loss,
+            timestamps: request.timestamps,
+            latency: request.latency,
+            instrument,
+        }
+    } else {
+        // Receive-side measurements identify a flow's frames by the trailer.
+        Metrics {
+            enable: request.enable,
+            loss: false,
+            timestamps: false,
+            latency: None,
+            instrument,
+        }
+    })
+}
+
+fn check_rate(rate: &Rate) -> Result<(), String> {
+    let (value, unit) = match rate {
+        Rate::Pps(pps) => (*pps, "packets per second"),
+        Rate::L1BitsPerSec(bps) => (*bps, "bits per second"),
+    };
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(format!("the rate must be above zero — got {value} {unit}"))
+    }
+}
+
+fn check_schedule(
+    spec: &ScheduleSpec,
+    at: &dyn Fn(Part, String) -> ModelError,
+) -> Result<(), ModelError> {
+    let Err(error) = Schedule::new(spec.clone()) else {
+        return Ok(());
+    };
+    // Schedule::new names the problem but not which part of the flow holds it; trying the
+    // parts on their own attributes the error to `rate`, `timing` or `duration`.
+    let rate_alone = ScheduleSpec {
+        rate: spec.rate,
+        ..ScheduleSpec::default()
+    };
+    if let Err(e) = Schedule::new(rate_alone) {
+        return Err(at(Part::Rate, e.to_string()));
+    }
+    let without_duration = ScheduleSpec {
+        duration: ScheduleSpec::default().duration,
+        start_delay_ns: 0,
+        ..spec.clone()
+    };
+    if let Err(e) = Schedule::new(without_duration) {
+        return Err(at(Part::Timing, e.to_string()));
+    }
+    Err(at(Part::Duration, error.to_string()))
+}

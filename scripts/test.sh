@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs strobe's whole test suite: formatting, lints, unit and integration tests.
+# Installs what the tests need (tshark, the independent decoder) when it is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+need_apt tshark
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo test --workspace --quiet 2>&1 | tee /tmp/strobe-test.log
