@@ -197,8 +197,7 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
         ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
             .map_err(|e| Failure::Runtime(format!("cannot install the Ctrl-C handler: {e}")))?;
     }
-    let report =
-        run_scenario(&scenario, &opts, stop).map_err(|e| Failure::Runtime(e.to_string()))?;
+    let report = run_scenario(&scenario, &opts, stop).map_err(Failure::from)?;
     print_report(&report);
     if let Some(path) = &args.json {
         std::fs::write(

@@ -33,6 +33,16 @@ pub enum Failure {
     Runtime(String),
 }
 
+impl From<strobe_engine::EngineError> for Failure {
+    fn from(e: strobe_engine::EngineError) -> Self {
+        if e.is_bad_input() {
+            Failure::BadInput(e.to_string())
+        } else {
+            Failure::Runtime(e.to_string())
+        }
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(

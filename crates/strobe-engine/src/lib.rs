@@ -11,8 +11,9 @@ pub mod worker;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use strobe_io::AnyBackend;
+use strobe_io::{AnyBackend, TimeBase};
 use strobe_model::Scenario;
+use strobe_timing::{Duration, Pattern, ScheduleSpec};
 
 pub use clock::{Clock, ClockSource};
 pub use generator::FlowGenerator;
@@ -35,6 +36,32 @@ pub enum EngineError {
     Backend(String),
     #[error("transmit worker for port `{0}` panicked")]
     WorkerPanicked(String),
+    #[error(
+        "flow `{flow}` never ends, but port `{port}` writes a trace in scheduled time, which would \
+         fill the disk: give it a duration (fixed_packets, fixed_seconds, or burst with bursts > 0; \
+         on the command line --count or --duration)"
+    )]
+    Endless { flow: String, port: String },
+}
+
+impl EngineError {
+    /// Whether the error comes from what the user asked for (as opposed to a failure while
+    /// running): the front end exits with a different code.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            EngineError::Flow { .. } | EngineError::Port { .. } | EngineError::Endless { .. }
+        )
+    }
+}
+
+/// Whether a flow's schedule comes to an end by itself.
+fn schedule_ends(spec: &ScheduleSpec) -> bool {
+    match spec.duration {
+        Duration::Continuous => matches!(spec.pattern, Pattern::Replay { .. }),
+        Duration::Bursts { bursts, .. } => bursts > 0,
+        Duration::Packets(_) | Duration::Seconds(_) => true,
+    }
 }
 
 /// Results of a whole run.
@@ -63,6 +90,14 @@ pub fn run_scenario(
             .collect();
         if flows.is_empty() {
             continue;
+        }
+        if AnyBackend::time_base_of(&port.location) == Some(TimeBase::Scheduled) {
+            if let Some(f) = flows.iter().find(|f| !schedule_ends(&f.schedule)) {
+                return Err(EngineError::Endless {
+                    flow: f.name.clone(),
+                    port: port.name.clone(),
+                });
+            }
         }
         let batch = opts.batch.unwrap_or(32);
         let backend =

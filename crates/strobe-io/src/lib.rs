@@ -85,6 +85,17 @@ pub enum AnyBackend {
 }
 
 impl AnyBackend {
+    /// The time base a port location would have, without opening it.
+    pub fn time_base_of(location: &str) -> Option<TimeBase> {
+        if location.starts_with("pcap:") {
+            Some(TimeBase::Scheduled)
+        } else if location == "null" {
+            Some(TimeBase::RealTime)
+        } else {
+            None
+        }
+    }
+
     /// Opens the backend named by a port location: `pcap:FILE` or `null`.
     /// `slots` is the batch size the engine will use.
     pub fn open(location: &str, slots: usize) -> Result<Self, IoError> {

@@ -1,0 +1,210 @@
+//! Bad input gets a message naming the file, line and field and what is accepted, with exit
+//! code 2 and no panic; Ctrl-C ends a run cleanly with its results.
+
+mod common;
+use common::*;
+
+use std::process::Output;
+
+const GOOD_STACK: &str = r#"[[ports]]
+name = "tx"
+location = "pcap:x.pcap"
+
+[[flows]]
+name = "f"
+tx = "tx"
+size = 128
+duration = { fixed_packets = { packets = 10 } }
+[[flows.packet]]
+ethernet = { src = "02:00:00:00:00:01" }
+[[flows.packet]]
+ipv4 = { src = "198.18.0.1", dst = "198.18.1.1" }
+"#;
+
+/// Runs `strobe gen` on a scenario made from GOOD_STACK with one substitution.
+fn gen_with(dir: &Scratch, from: &str, to: &str) -> Output {
+    assert!(GOOD_STACK.contains(from), "test bug: {from}");
+    let path = dir.path("s.toml");
+    std::fs::write(&path, GOOD_STACK.replacen(from, to, 1)).unwrap();
+    strobe()
+        .arg("gen")
+        .arg(&path)
+        .current_dir(&dir.0)
+        .output()
+        .unwrap()
+}
+
+fn bad_input(out: Output, must_contain: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "exit code; stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
+    for s in must_contain {
+        assert!(stderr.contains(s), "`{s}` missing from: {stderr}");
+    }
+}
+
+#[test]
+fn the_good_stack_runs() {
+    let dir = Scratch::new("good");
+    let out = gen_with(&dir, "", "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn scenario_errors_name_file_line_field_and_what_is_accepted() {
+    let dir = Scratch::new("errors");
+    bad_input(
+        gen_with(&dir, "198.18.0.1\"", "198.18.0.300\""),
+        &[
+            "s.toml:13:",
+            "flows[0].packet[1].ipv4.src",
+            "198.18.0.300",
+            "dotted quad",
+        ],
+    );
+    bad_input(
+        gen_with(
+            &dir,
+            "dst = \"198.18.1.1\"",
+            "dst = \"198.18.1.1\", tll = 4",
+        ),
+        &["s.toml:13:", "unknown key `tll`", "time_to_live"],
+    );
+    bad_input(
+        gen_with(
+            &dir,
+            "dst = \"198.18.1.1\"",
+            "dst = \"198.18.1.1\", time_to_live = 300",
+        ),
+        &["s.toml:13:", "ipv4.time_to_live", "0 to 255"],
+    );
+    bad_input(
+        gen_with(&dir, "tx = \"tx\"", "tx = \"nope\""),
+        &["s.toml:7:", "unknown port `nope`", "defined ports: tx"],
+    );
+    bad_input(
+        gen_with(&dir, "size = 128", "size = 128\nrate = \"10 furlongs\""),
+        &["s.toml:9:", "flows[0].rate", "furlongs", "kpps"],
+    );
+    bad_input(
+        gen_with(&dir, "[[flows.packet]]\nipv4", "[[flows.packet]]\nipv5"),
+        &["s.toml:13:", "unknown header `ipv5`", "ipv4"],
+    );
+    bad_input(
+        gen_with(&dir, "name = \"tx\"", "name = = \"tx\""),
+        &["s.toml:2:", "invalid TOML"],
+    );
+    // A frame too small for its headers.
+    bad_input(
+        gen_with(&dir, "size = 128", "size = 30"),
+        &["s.toml", "flows[0]", "size"],
+    );
+    bad_input(
+        gen_with(&dir, "duration = { fixed_packets = { packets = 10 } }", ""),
+        &["never ends", "--count"],
+    );
+}
+
+#[test]
+fn command_line_errors() {
+    let dir = Scratch::new("cli-errors");
+    let gen = |args: &[&str]| {
+        strobe()
+            .arg("gen")
+            .args(args)
+            .current_dir(&dir.0)
+            .output()
+            .unwrap()
+    };
+    bad_input(
+        gen(&["--port", "null", "--udp", "198.18.0.1:1-198.18.1.1"]),
+        &["--udp", "SRC_IP:PORT-DST_IP:PORT"],
+    );
+    bad_input(
+        gen(&[
+            "--port",
+            "null",
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+            "--rate",
+            "5furlongs",
+        ]),
+        &["--rate", "mpps"],
+    );
+    bad_input(
+        gen(&[
+            "--port",
+            "null",
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+            "--vary",
+            "ip.srcx=inc:1/1/1",
+        ]),
+        &["--vary", "srcx", "accepted"],
+    );
+    bad_input(
+        gen(&[
+            "--port",
+            "bogus:x",
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+            "--count",
+            "1",
+        ]),
+        &["bogus:x", "pcap:FILE"],
+    );
+    bad_input(gen(&["missing.toml"]), &["missing.toml"]);
+    bad_input(gen(&[]), &["nothing to send"]);
+    let analyze = |args: &[&str]| {
+        strobe()
+            .arg("analyze")
+            .args(args)
+            .current_dir(&dir.0)
+            .output()
+            .unwrap()
+    };
+    std::fs::write(dir.path("junk.pcap"), b"not a capture at all").unwrap();
+    bad_input(
+        analyze(&["junk.pcap"]),
+        &["junk.pcap", "not a readable pcap"],
+    );
+    bad_input(
+        analyze(&["junk.pcap", "--expect", "cbr:fast"]),
+        &["--expect", "cbr:100kpps"],
+    );
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_and_still_reports() {
+    let dir = Scratch::new("sigint");
+    let json = dir.path("result.json");
+    let child = strobe()
+        .args([
+            "gen",
+            "--port",
+            "null",
+            "--udp",
+            "198.18.0.1:1000-198.18.1.1:2000",
+        ])
+        .args(["--rate", "10kpps", "--duration", "120s", "--json", &json])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kill(2) on the PID of the child this test started.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(rc, 0);
+    let out = child.wait_with_output().unwrap();
+    let stdout = ok(out);
+    assert!(stdout.contains("stopped before the end"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let frames = report["ports"][0]["frames_tx"].as_u64().unwrap();
+    assert!(frames > 100, "only {frames} frames before Ctrl-C");
+    assert_eq!(report["ports"][0]["stopped_early"], true);
+}
