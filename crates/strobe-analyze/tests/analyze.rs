@@ -137,9 +137,9 @@ fn bursty(bursts: usize, burst: usize, singles: usize) -> Capture {
         if b > 0 {
             gaps.push(100_000);
         }
-        gaps.extend(std::iter::repeat(67).take(burst - 1));
+        gaps.extend(std::iter::repeat_n(67, burst - 1));
     }
-    gaps.extend(std::iter::repeat(100_000).take(singles));
+    gaps.extend(std::iter::repeat_n(100_000, singles));
     from_gaps(gaps)
 }
 

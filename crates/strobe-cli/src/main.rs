@@ -19,7 +19,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Generate traffic from a scenario file or a one-flow command line.
-    Gen(gen_cmd::GenArgs),
+    Gen(Box<gen_cmd::GenArgs>),
     /// Precision analysis (Mind the Gap) of any pcap/pcapng capture.
     Analyze(analyze_cmd::AnalyzeArgs),
     /// Generate traces and measure their precision and the engine's cost: a first result
@@ -53,7 +53,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Gen(args) => gen_cmd::run(args),
+        Command::Gen(args) => gen_cmd::run(*args),
         Command::Analyze(args) => analyze_cmd::run(args),
         Command::Demo(args) => demo_cmd::run_demo(args),
     };

@@ -226,9 +226,7 @@ impl Schedule {
             return None;
         }
         let departure = match self.generator.next(frame_len) {
-            Some(t) if self.end_ns.map_or(true, |end| t < end) => {
-                t.checked_add(self.start_delay_ns)
-            }
+            Some(t) if self.end_ns.is_none_or(|end| t < end) => t.checked_add(self.start_delay_ns),
             _ => None,
         };
         match departure {
