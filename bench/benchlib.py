@@ -173,11 +173,19 @@ def summarize_null(raw_path, out_path, meta):
         print("== batch size (same command, --batch N) ==")
         print(f"{'batch':>6} {'Mpps':>8} {'ns/pkt':>8}")
         summary["batch"] = {}
+        # The side-by-side runs leave the batch to strobe; the size it chose is the default.
+        default = strobe_rounds[0].get("batch")
         for c in batch_cases:
             mpps = median_of(c, "mpps")
             size = int(c.split("-", 1)[1])
             summary["batch"][size] = {"mpps": mpps, "ns_per_packet": 1e3 / mpps}
-            print(f"{size:>6} {mpps:>8.2f} {1e3 / mpps:>8.2f}")
+            mark = "  (default)" if size == default else ""
+            print(f"{size:>6} {mpps:>8.2f} {1e3 / mpps:>8.2f}{mark}")
+        best = max(summary["batch"], key=lambda b: summary["batch"][b]["mpps"])
+        if default in summary["batch"]:
+            gain = summary["batch"][best]["mpps"] / summary["batch"][default]["mpps"] - 1
+            print(f"best: batch {best}, {gain:+.1%} Mpps against the default ({default})")
+            summary["batch_best"] = {"batch": best, "gain_over_default": gain, "default": default}
 
     # Marginal cost per varying field (MoonGen paper, Table 2 style).
     field_cases = [c for c in by_case if c.startswith(("counter-", "random-"))]
@@ -222,6 +230,61 @@ def summarize_null(raw_path, out_path, meta):
     print(f"results: {out_path}")
 
 
+def markdown_null(summary_path):
+    """The null section's tables as Markdown, ready for BENCHMARKS.md."""
+    try:
+        with open(summary_path, encoding="utf-8") as f:
+            d = json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"cannot read {summary_path}: {e}")
+    rows = d["raw"]
+    out = []
+    out.append("| round | strobe Mpps | strobe ns/pkt | testpmd Mpps | testpmd ns/pkt | strobe/testpmd |")
+    out.append("|---:|---:|---:|---:|---:|---:|")
+    strobe = [r for r in rows if r["case"] == "strobe"]
+    peer = [r for r in rows if r["case"] == "testpmd"]
+    for s_row, p_row in zip(strobe, peer):
+        out.append(
+            f"| {s_row['round']} | {s_row['mpps']:.2f} | {s_row['ns_per_packet']:.2f} | "
+            f"{p_row['mpps']:.2f} | {p_row['ns_per_packet']:.2f} | {s_row['mpps'] / p_row['mpps']:.3f} |"
+        )
+    c = d["comparison"]
+    sm, pm = c["strobe_median_mpps"], c["testpmd_median_mpps"]
+    out.append(
+        f"| **median** | **{sm:.2f}** | **{1e3 / sm:.2f}** | **{pm:.2f}** | "
+        f"**{1e3 / pm:.2f}** | **{c['ratio']:.3f}** |"
+    )
+    if "batch" in d:
+        default = d.get("batch_best", {}).get("default")
+        out.append("")
+        out.append("| batch | Mpps | ns/pkt |")
+        out.append("|---:|---:|---:|")
+        for b, v in sorted(d["batch"].items(), key=lambda kv: int(kv[0])):
+            mark = " (default)" if default is not None and int(b) == default else ""
+            out.append(f"| {b}{mark} | {v['mpps']:.2f} | {v['ns_per_packet']:.2f} |")
+    if "fields" in d:
+        fl = d["fields"]
+        out.append("")
+        out.append("| varying fields | counter ns/pkt | random ns/pkt |")
+        out.append("|---:|---:|---:|")
+        out.append(f"| 0 | {fl['base_ns']:.2f} | {fl['base_ns']:.2f} |")
+        for n in fl["counter"]["ns_by_fields"]:
+            cn = fl["counter"]["ns_by_fields"][n]
+            rn = fl["random"]["ns_by_fields"].get(n)
+            out.append(f"| {n} | {cn:.2f} | {rn:.2f} |")
+        out.append(
+            f"| **slope, ns per added field** | **{fl['counter']['slope_ns_per_field']:+.2f}** | "
+            f"**{fl['random']['slope_ns_per_field']:+.2f}** |"
+        )
+        if "no_trailer_ns" in fl:
+            out.append("")
+            out.append(
+                f"Trailer: {fl['base_ns']:.2f} ns/pkt with it, {fl['no_trailer_ns']:.2f} without "
+                f"(`--no-trailer`): {fl['base_ns'] - fl['no_trailer_ns']:+.2f} ns/pkt."
+            )
+    print("\n".join(out))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -237,6 +300,8 @@ def main():
     n.add_argument("raw")
     n.add_argument("out")
     n.add_argument("--meta", default="{}", help="JSON object stored with the summary")
+    m = sub.add_parser("markdown-null", help="the null section's summary as Markdown tables")
+    m.add_argument("summary")
     args = ap.parse_args()
 
     if args.cmd in ("testpmd", "strobe"):
@@ -249,6 +314,8 @@ def main():
         except ValueError as e:
             fail(f"--meta is not JSON: {e}")
         summarize_null(args.raw, args.out, meta)
+    elif args.cmd == "markdown-null":
+        markdown_null(args.summary)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 //! §2(B), RFC 1624). That makes the update stateless: no previous-packet state, no rescans,
 //! any template in any slot.
 
+use strobe_io::{TxSlot, MAX_BATCH};
 use strobe_model::{FlowSpec, Pattern};
 use strobe_wire::{bits, checksum, trailer, Built, Header};
 
@@ -23,26 +24,42 @@ fn fold(mut x: u64) -> u64 {
     (x & 0xFFFF) + (x >> 16)
 }
 
+/// A representative of `v` mod 65535 below 2^33 (2^32 ≡ 1 mod 65535): cheaper than a full
+/// fold and small enough that checksum terms can be summed unfolded.
 #[inline(always)]
-fn fold128(v: u128) -> u64 {
-    fold(fold(v as u64) + fold((v >> 64) as u64))
+fn reduce(v: u64) -> u64 {
+    (v & 0xFFFF_FFFF) + (v >> 32)
+}
+
+#[inline(always)]
+fn reduce128(v: u128) -> u64 {
+    reduce(v as u64) + reduce((v >> 64) as u64)
 }
 
 /// The power of two by which a field ending at absolute bit `end_bit` weighs in a checksum
 /// whose words start at byte `range_start`.
-fn weight_shift(end_bit: usize, range_start: usize) -> u32 {
+fn weight_shift(end_bit: usize, range_start: usize) -> u8 {
     let d = (end_bit - range_start * 8) % 16;
-    ((16 - d) % 16) as u32
+    ((16 - d) % 16) as u8
 }
 
 /// Produces the j-th value of a field pattern, one step per packet, with OTG semantics
 /// (`start ± (j % count)·step`, `values[j % len]`, seeded random), without division.
 #[derive(Clone, Debug)]
 enum ValueGen {
+    /// Fields of up to 64 bits (nearly all): increments in u64. A decrement is an increment
+    /// by the two's complement of the step.
+    Counter64 {
+        start: u64,
+        step: u64,
+        count: u64,
+        k: u64,
+        cur: u64,
+        mask: u64,
+    },
     Counter {
         start: u128,
         step: u128,
-        down: bool,
         count: u64,
         k: u64,
         cur: u128,
@@ -78,15 +95,33 @@ impl ValueGen {
                 idx: 0,
             },
             Pattern::Increment { start, step, count }
-            | Pattern::Decrement { start, step, count } => ValueGen::Counter {
-                start: start & mask,
-                step: step & mask,
-                down: matches!(pattern, Pattern::Decrement { .. }),
-                count: (*count).max(1),
-                k: 0,
-                cur: start & mask,
-                mask,
-            },
+            | Pattern::Decrement { start, step, count } => {
+                let step = if matches!(pattern, Pattern::Decrement { .. }) {
+                    step.wrapping_neg() & mask
+                } else {
+                    step & mask
+                };
+                let count = (*count).max(1);
+                if bit_len <= 64 {
+                    ValueGen::Counter64 {
+                        start: (start & mask) as u64,
+                        step: step as u64,
+                        count,
+                        k: 0,
+                        cur: (start & mask) as u64,
+                        mask: mask as u64,
+                    }
+                } else {
+                    ValueGen::Counter {
+                        start: start & mask,
+                        step,
+                        count,
+                        k: 0,
+                        cur: start & mask,
+                        mask,
+                    }
+                }
+            }
             Pattern::Random {
                 min,
                 max,
@@ -102,38 +137,37 @@ impl ValueGen {
         }
     }
 
-    /// The current packet's value; then steps to the next packet.
-    #[inline(always)]
-    fn next_value(&mut self) -> u128 {
+    /// [`ValueGen::fill`] for fields of at most 64 bits, in u64.
+    #[inline]
+    fn fill64(&mut self, out: &mut [u64]) {
         match self {
-            ValueGen::Counter {
+            ValueGen::Counter64 {
                 start,
                 step,
-                down,
                 count,
                 k,
                 cur,
                 mask,
             } => {
-                let v = *cur;
-                *k += 1;
-                if *k == *count {
-                    *k = 0;
-                    *cur = *start;
-                } else if *down {
-                    *cur = cur.wrapping_sub(*step) & *mask;
-                } else {
-                    *cur = cur.wrapping_add(*step) & *mask;
+                for o in out {
+                    *o = *cur;
+                    *k += 1;
+                    if *k == *count {
+                        *k = 0;
+                        *cur = *start;
+                    } else {
+                        *cur = cur.wrapping_add(*step) & *mask;
+                    }
                 }
-                v
             }
             ValueGen::Table { values, idx } => {
-                let v = values[*idx];
-                *idx += 1;
-                if *idx == values.len() {
-                    *idx = 0;
+                for o in out {
+                    *o = values[*idx] as u64;
+                    *idx += 1;
+                    if *idx == values.len() {
+                        *idx = 0;
+                    }
                 }
-                v
             }
             ValueGen::Random {
                 seed,
@@ -142,12 +176,91 @@ impl ValueGen {
                 min,
                 max,
             } => {
-                let v = strobe_model::random_in(*seed, *k, *min, *max);
-                *k += 1;
-                if *k == *count {
-                    *k = 0;
+                for o in out {
+                    *o = strobe_model::random_in(*seed, *k, *min, *max) as u64;
+                    *k += 1;
+                    if *k == *count {
+                        *k = 0;
+                    }
                 }
-                v
+            }
+            ValueGen::Counter { .. } => {
+                // Only fields wider than 64 bits get a u128 counter.
+                let mut wide = [0u128; 1];
+                for o in out {
+                    self.fill(&mut wide);
+                    *o = wide[0] as u64;
+                }
+            }
+        }
+    }
+
+    /// The values of the next `out.len()` packets, in order: one dispatch per batch, then a
+    /// tight loop.
+    #[inline]
+    fn fill(&mut self, out: &mut [u128]) {
+        match self {
+            ValueGen::Counter64 {
+                start,
+                step,
+                count,
+                k,
+                cur,
+                mask,
+            } => {
+                for o in out {
+                    *o = *cur as u128;
+                    *k += 1;
+                    if *k == *count {
+                        *k = 0;
+                        *cur = *start;
+                    } else {
+                        *cur = cur.wrapping_add(*step) & *mask;
+                    }
+                }
+            }
+            ValueGen::Counter {
+                start,
+                step,
+                count,
+                k,
+                cur,
+                mask,
+            } => {
+                for o in out {
+                    *o = *cur;
+                    *k += 1;
+                    if *k == *count {
+                        *k = 0;
+                        *cur = *start;
+                    } else {
+                        *cur = cur.wrapping_add(*step) & *mask;
+                    }
+                }
+            }
+            ValueGen::Table { values, idx } => {
+                for o in out {
+                    *o = values[*idx];
+                    *idx += 1;
+                    if *idx == values.len() {
+                        *idx = 0;
+                    }
+                }
+            }
+            ValueGen::Random {
+                seed,
+                k,
+                count,
+                min,
+                max,
+            } => {
+                for o in out {
+                    *o = strobe_model::random_in(*seed, *k, *min, *max);
+                    *k += 1;
+                    if *k == *count {
+                        *k = 0;
+                    }
+                }
             }
         }
     }
@@ -163,12 +276,17 @@ struct VarField {
     gen: ValueGen,
 }
 
-/// One term of a checksum: the folded value in slot `src` of the per-packet value table,
-/// weighted by 2^shift.
+/// Size of a flow's per-packet value table: varying fields, then the trailer's sequence
+/// number and timestamp, then checksums (nested checksums feed outer ones).
+const VALUES: usize = 256;
+/// Most varying fields a flow may have (the rest of the table holds trailer and checksums).
+pub const MAX_VARYING_FIELDS: usize = 200;
+
+/// One term of a checksum: value `src` of this packet's table weighted by 2^shift.
 #[derive(Clone, Copy, Debug)]
 struct Term {
-    src: u16,
-    shift: u32,
+    src: u8,
+    shift: u8,
 }
 
 #[derive(Clone, Debug)]
@@ -199,9 +317,10 @@ pub struct FlowGenerator {
     /// Template index by frame size (incl. FCS).
     by_size: Vec<u16>,
     fields: Vec<VarField>,
-    /// Folded values of this packet: fields first, then trailer seq and timestamp, then
-    /// the checksums already computed (for checksums nested inside other checksums).
-    folded: Vec<u64>,
+    /// Index of the trailer's sequence number in the value table (after the fields).
+    seq_at: usize,
+    /// Checksums recomputed per packet (the same for every template of the flow).
+    n_csums: usize,
     instrumented: bool,
     seq: u32,
 }
@@ -250,10 +369,16 @@ impl FlowGenerator {
                 });
             }
         }
-        let seq_slot = fields.len();
-        let ts_slot = seq_slot + 1;
-        let csum_slot0 = ts_slot + 1;
 
+        if fields.len() > MAX_VARYING_FIELDS {
+            return Err(EngineError::Flow {
+                flow: flow.name.clone(),
+                message: format!(
+                    "{} varying fields; at most {MAX_VARYING_FIELDS} are supported",
+                    fields.len()
+                ),
+            });
+        }
         let mut templates = Vec::with_capacity(sizes.len());
         for (t, &size) in sizes.iter().enumerate() {
             let built = build_frame(flow, &base_headers, size)?;
@@ -285,9 +410,7 @@ impl FlowGenerator {
             } else {
                 None
             };
-            let csums = plan_checksums(
-                &built, &bytes, &fields, trailer_at, seq_slot, ts_slot, csum_slot0,
-            );
+            let csums = plan_checksums(&built, &bytes, &fields, trailer_at);
             // The template holds valid checksums for its own contents, so a frame copied
             // from it is correct even before any patch.
             let mut bytes = bytes.into_boxed_slice();
@@ -300,13 +423,14 @@ impl FlowGenerator {
             });
             by_size[size as usize] = t as u16;
         }
-        let n_csums = templates.iter().map(|t| t.csums.len()).max().unwrap_or(0);
+        let n_csums = templates.first().map_or(0, |t| t.csums.len());
         Ok(FlowGenerator {
             name: flow.name.clone(),
             id: flow.id,
             templates,
             by_size,
-            folded: vec![0; csum_slot0 + n_csums],
+            seq_at: fields.len(),
+            n_csums,
             fields,
             instrumented,
             seq: 0,
@@ -333,61 +457,214 @@ impl FlowGenerator {
         self.templates[template as usize].size
     }
 
-    /// Writes the next packet into `buf`. `slot_holds` says which template the buffer
-    /// already contains (updated here); the template is copied only when it differs.
-    /// `tx_ns` goes into the trailer. Returns the frame length.
-    #[inline]
-    pub fn write_next(
+    /// Writes this flow's next packets into `slots[which[0]]`, `slots[which[1]]`, … in
+    /// order; packet j uses template `templates[j]`. `holds` says which template each slot
+    /// (by id) already contains and is kept up to date: a template is copied only when the
+    /// slot held another. Sets each slot's `len`. The work runs phase by phase over the
+    /// batch (templates and trailer, then each field, then each checksum) so that every
+    /// loop is tight and every dispatch happens once per batch.
+    pub fn write_batch(
         &mut self,
-        buf: &mut [u8],
-        slot_holds: &mut u32,
-        template: u16,
-        tx_ns: u64,
-    ) -> usize {
-        let key = ((self.id as u32) << 16) | template as u32;
-        let t = &self.templates[template as usize];
-        let len = t.bytes.len();
-        let frame = &mut buf[..len];
-        if *slot_holds != key {
-            frame.copy_from_slice(&t.bytes);
-            *slot_holds = key;
+        slots: &mut [TxSlot<'_>],
+        which: &[u16],
+        templates: &[u16],
+        tx_time: TxTime,
+        holds: &mut [u32],
+        scratch: &mut BatchScratch,
+    ) {
+        let k = which.len().min(MAX_BATCH);
+        let (which, templates) = (&which[..k], &templates[..k]);
+        let vals = &mut scratch.vals;
+        let at = |value: usize, j: usize| (value * MAX_BATCH + j) & (VALUE_SLOTS - 1);
+        let seq_at = self.seq_at;
+
+        // Templates and lengths.
+        for (&w, &tid) in which.iter().zip(templates) {
+            let slot = &mut slots[w as usize];
+            let t = &self.templates[tid as usize];
+            let len = t.bytes.len();
+            let key = ((self.id as u32) << 16) | tid as u32;
+            let held = &mut holds[slot.id as usize];
+            if *held != key {
+                slot.buf[..len].copy_from_slice(&t.bytes);
+                *held = key;
+            }
+            slot.len = len;
         }
+
+        // The trailer: sequence number and timestamp (every template of a flow has one, or
+        // none has).
+        if self.instrumented {
+            let (seqs, rest) = vals[seq_at * MAX_BATCH..].split_at_mut(MAX_BATCH);
+            let stamps = &mut rest[..MAX_BATCH];
+            for (j, (&w, &tid)) in which.iter().zip(templates).enumerate() {
+                let slot = &mut slots[w as usize];
+                let tr = self.templates[tid as usize].trailer_at.unwrap_or(0);
+                let tx_ns = match tx_time {
+                    TxTime::Same(ns) => ns,
+                    TxTime::Scheduled => slot.scheduled_ns,
+                };
+                let seq = self.seq.wrapping_add(j as u32);
+                let dst: &mut [u8; trailer::LEN] = (&mut slot.buf[tr..tr + trailer::LEN])
+                    .try_into()
+                    .expect("trailer fits: checked at compile time");
+                dst[trailer::SEQ_OFFSET..trailer::SEQ_OFFSET + 4]
+                    .copy_from_slice(&seq.to_be_bytes());
+                dst[trailer::TIMESTAMP_OFFSET..].copy_from_slice(&tx_ns.to_be_bytes());
+                seqs[j] = seq as u64;
+                stamps[j] = reduce(tx_ns);
+            }
+        }
+        self.seq = self.seq.wrapping_add(k as u32);
+
+        // Each varying field over the whole batch.
         for (i, f) in self.fields.iter_mut().enumerate() {
-            let v = f.gen.next_value();
-            match f.whole_bytes {
-                Some((at, n)) if n <= 8 => {
-                    frame[at..at + n].copy_from_slice(&(v as u64).to_be_bytes()[8 - n..]);
+            let out = &mut vals[i * MAX_BATCH..i * MAX_BATCH + k];
+            if f.bit_len <= 64 {
+                let values = &mut scratch.narrow[..k];
+                f.gen.fill64(values);
+                match f.whole_bytes {
+                    Some((off, 2)) => put::<2>(slots, which, off, values, out),
+                    Some((off, 4)) => put::<4>(slots, which, off, values, out),
+                    Some((off, 6)) => put::<6>(slots, which, off, values, out),
+                    Some((off, 1)) => put::<1>(slots, which, off, values, out),
+                    Some((off, 8)) => put::<8>(slots, which, off, values, out),
+                    _ => {
+                        for ((&w, &v), o) in which.iter().zip(values.iter()).zip(out.iter_mut()) {
+                            bits::write_bits(
+                                slots[w as usize].buf,
+                                f.bit_offset,
+                                f.bit_len,
+                                v as u128,
+                            );
+                            *o = reduce(v);
+                        }
+                    }
                 }
-                Some((at, n)) => frame[at..at + n].copy_from_slice(&v.to_be_bytes()[16 - n..]),
-                None => bits::write_bits(frame, f.bit_offset, f.bit_len, v),
+            } else {
+                let values = &mut scratch.wide[..k];
+                f.gen.fill(values);
+                for ((&w, &v), o) in which.iter().zip(values.iter()).zip(out.iter_mut()) {
+                    match f.whole_bytes {
+                        Some((off, n)) => slots[w as usize].buf[off..off + n]
+                            .copy_from_slice(&v.to_be_bytes()[16 - n..]),
+                        None => bits::write_bits(slots[w as usize].buf, f.bit_offset, f.bit_len, v),
+                    }
+                    *o = reduce128(v);
+                }
             }
-            self.folded[i] = fold128(v);
         }
-        let seq_slot = self.fields.len();
-        if let Some(at) = t.trailer_at {
-            let seq = self.seq;
-            frame[at + trailer::SEQ_OFFSET..at + trailer::SEQ_OFFSET + 4]
-                .copy_from_slice(&seq.to_be_bytes());
-            frame[at + trailer::TIMESTAMP_OFFSET..at + trailer::TIMESTAMP_OFFSET + 8]
-                .copy_from_slice(&tx_ns.to_be_bytes());
-            self.folded[seq_slot] = fold(seq as u64);
-            self.folded[seq_slot + 1] = fold(tx_ns);
-        }
-        self.seq = self.seq.wrapping_add(1);
-        let csum_slot0 = seq_slot + 2;
-        for (c, plan) in t.csums.iter().enumerate() {
-            let mut sum = plan.base;
-            for term in &plan.terms {
-                sum += fold(self.folded[term.src as usize] << term.shift);
+
+        // Each checksum over the whole batch, innermost first.
+        if self.templates.len() == 1 {
+            // One template: the same plan for every packet, so each term is one contiguous
+            // add across the batch (vectorisable), then one fold per packet.
+            let sums = &mut scratch.sums[..k];
+            for (c, plan) in self.templates[0].csums.iter().enumerate() {
+                sums.fill(plan.base);
+                for term in &plan.terms {
+                    let src = term.src as usize * MAX_BATCH;
+                    for (sum, v) in sums.iter_mut().zip(&vals[src..src + k]) {
+                        *sum += v << term.shift;
+                    }
+                }
+                let dst = (seq_at + 2 + c) * MAX_BATCH;
+                for ((&w, &sum), out) in which.iter().zip(sums.iter()).zip(&mut vals[dst..dst + k])
+                {
+                    let value = finish_checksum(sum, plan.zero_as_ffff);
+                    slots[w as usize].buf[plan.at..plan.at + 2]
+                        .copy_from_slice(&value.to_be_bytes());
+                    *out = value as u64;
+                }
             }
-            let mut value = !(fold(sum) as u16);
-            if value == 0 && plan.zero_as_ffff {
-                value = 0xFFFF;
+        } else {
+            for c in 0..self.n_csums {
+                for (j, (&w, &tid)) in which.iter().zip(templates).enumerate() {
+                    let plan = &self.templates[tid as usize].csums[c];
+                    let mut sum = plan.base;
+                    for term in &plan.terms {
+                        sum += vals[at(term.src as usize, j)] << term.shift;
+                    }
+                    let value = finish_checksum(sum, plan.zero_as_ffff);
+                    slots[w as usize].buf[plan.at..plan.at + 2]
+                        .copy_from_slice(&value.to_be_bytes());
+                    vals[at(seq_at + 2 + c, j)] = value as u64;
+                }
             }
-            frame[plan.at..plan.at + 2].copy_from_slice(&value.to_be_bytes());
-            self.folded[csum_slot0 + c] = value as u64;
         }
-        len
+    }
+}
+
+/// The checksum field value for a one's-complement sum. Terms stay below 2^49, so sums of
+/// them never overflow and need only this one fold.
+#[inline(always)]
+fn finish_checksum(sum: u64, zero_as_ffff: bool) -> u16 {
+    let value = !(fold(sum) as u16);
+    if value == 0 && zero_as_ffff {
+        0xFFFF
+    } else {
+        value
+    }
+}
+
+/// Writes an N-byte (N <= 8) field big-endian into every packet of the batch and keeps its
+/// reduced value; N is a constant so each store is a single instruction.
+#[inline(always)]
+fn put<const N: usize>(
+    slots: &mut [TxSlot<'_>],
+    which: &[u16],
+    off: usize,
+    values: &[u64],
+    out: &mut [u64],
+) {
+    for ((&w, &v), o) in which.iter().zip(values).zip(out.iter_mut()) {
+        let bytes = v.to_be_bytes();
+        let dst: &mut [u8; N] = (&mut slots[w as usize].buf[off..off + N])
+            .try_into()
+            .expect("N bytes");
+        dst.copy_from_slice(&bytes[8 - N..]);
+        *o = reduce(v);
+    }
+}
+
+/// The timestamp written into the trailers of a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxTime {
+    /// One clock reading for the whole batch (handed over at once).
+    Same(u64),
+    /// Each frame's own scheduled departure (traces in scheduled time).
+    Scheduled,
+}
+
+/// Entries of the batch value table: [`VALUES`] values for each of [`MAX_BATCH`] packets.
+const VALUE_SLOTS: usize = VALUES * MAX_BATCH;
+
+/// Per-worker scratch space for [`FlowGenerator::write_batch`], allocated once.
+pub struct BatchScratch {
+    vals: Box<[u64; VALUE_SLOTS]>,
+    wide: Box<[u128; MAX_BATCH]>,
+    narrow: Box<[u64; MAX_BATCH]>,
+    sums: Box<[u64; MAX_BATCH]>,
+}
+
+impl BatchScratch {
+    pub fn new() -> Self {
+        BatchScratch {
+            // Built on the heap: the table is 512 KiB, too big for a stack temporary.
+            vals: vec![0; VALUE_SLOTS]
+                .into_boxed_slice()
+                .try_into()
+                .expect("length is VALUE_SLOTS"),
+            wide: Box::new([0; MAX_BATCH]),
+            narrow: Box::new([0; MAX_BATCH]),
+            sums: Box::new([0; MAX_BATCH]),
+        }
+    }
+}
+
+impl Default for BatchScratch {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -411,69 +688,68 @@ fn finish_template(bytes: &mut [u8], built: &Built) {
     }
 }
 
-/// For each checksum: the sum of its constant part, and the terms for what varies.
+/// For each checksum that can change from packet to packet: the sum of its constant part,
+/// and the terms for what varies. Checksums over constant bytes only are left out: the
+/// template already holds their value.
 fn plan_checksums(
     built: &Built,
     bytes: &[u8],
     fields: &[VarField],
     trailer_at: Option<usize>,
-    seq_slot: usize,
-    ts_slot: usize,
-    csum_slot0: usize,
 ) -> Vec<CsumPlan> {
-    // The constant part: the frame with every varying bit and every checksum zeroed.
-    let mut constant = bytes.to_vec();
-    for f in fields {
-        bits::write_bits(&mut constant, f.bit_offset, f.bit_len, 0);
-    }
-    // (start bit, end bit, value slot) of everything that varies.
+    // (start bit, end bit, value index) of everything that varies.
+    let seq_at = fields.len();
     let mut varying: Vec<(usize, usize, usize)> = fields
         .iter()
         .enumerate()
         .map(|(i, f)| (f.bit_offset, f.bit_offset + f.bit_len as usize, i))
         .collect();
+    // The constant part: the frame with every varying bit zeroed.
+    let mut constant = bytes.to_vec();
+    for f in fields {
+        bits::write_bits(&mut constant, f.bit_offset, f.bit_len, 0);
+    }
     if let Some(at) = trailer_at {
         let seq = at + trailer::SEQ_OFFSET;
         let ts = at + trailer::TIMESTAMP_OFFSET;
         constant[seq..seq + 4].fill(0);
         constant[ts..ts + 8].fill(0);
-        varying.push((seq * 8, (seq + 4) * 8, seq_slot));
-        varying.push((ts * 8, (ts + 8) * 8, ts_slot));
+        varying.push((seq * 8, (seq + 4) * 8, seq_at));
+        varying.push((ts * 8, (ts + 8) * 8, seq_at + 1));
     }
+    let mut plans = Vec::new();
+    // Innermost first, so a checksum knows whether the inner ones it covers vary.
     for spec in &built.checksums {
-        constant[spec.at..spec.at + 2].fill(0);
-    }
-    let mut plans = Vec::with_capacity(built.checksums.len());
-    for (c, spec) in built.checksums.iter().enumerate() {
-        let mut base = spec.constant;
-        for r in &spec.covers {
-            base += checksum::sum_words(&constant[r.clone()]);
-        }
-        let mut terms = Vec::new();
         let covering = |start: usize, end: usize| {
             spec.covers
                 .iter()
                 .find(|r| start >= r.start * 8 && end <= r.end * 8)
                 .map(|r| r.start)
         };
-        for &(start, end, slot) in &varying {
-            if let Some(range_start) = covering(start, end) {
-                terms.push(Term {
-                    src: slot as u16,
+        let terms: Vec<Term> = varying
+            .iter()
+            .filter_map(|&(start, end, src)| {
+                covering(start, end).map(|range_start| Term {
+                    src: src as u8,
                     shift: weight_shift(end, range_start),
-                });
-            }
+                })
+            })
+            .collect();
+        if terms.is_empty() {
+            continue;
         }
-        // Checksums computed earlier (inner ones) that this one covers.
-        for (inner, inner_spec) in built.checksums.iter().enumerate().take(c) {
-            let (start, end) = (inner_spec.at * 8, inner_spec.at * 8 + 16);
-            if let Some(range_start) = covering(start, end) {
-                terms.push(Term {
-                    src: (csum_slot0 + inner) as u16,
-                    shift: weight_shift(end, range_start),
-                });
-            }
+        // The field itself counts as zero; every other byte of the range is constant or
+        // zeroed above.
+        let mut own = constant.clone();
+        own[spec.at..spec.at + 2].fill(0);
+        let mut base = spec.constant;
+        for r in &spec.covers {
+            base += checksum::sum_words(&own[r.clone()]);
         }
+        // From now on this checksum varies: outer checksums see it as a term.
+        let (at_bit, end_bit) = (spec.at * 8, spec.at * 8 + 16);
+        bits::write_bits(&mut constant, at_bit, 16, 0);
+        varying.push((at_bit, end_bit, seq_at + 2 + plans.len()));
         plans.push(CsumPlan {
             at: spec.at,
             base,

@@ -15,12 +15,12 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration as StdDuration;
 
-use strobe_io::{Backend, Filled, TimeBase};
+use strobe_io::{Backend, TimeBase, TxSlot, MAX_BATCH};
 use strobe_model::{FlowSpec, SizeSequence};
 use strobe_timing::Schedule;
 
 use crate::clock::Clock;
-use crate::generator::FlowGenerator;
+use crate::generator::{BatchScratch, FlowGenerator, TxTime};
 use crate::EngineError;
 
 /// What to do when the worker falls behind its schedule.
@@ -98,24 +98,186 @@ struct FlowState {
     schedule: Schedule,
     /// The next frame: (deadline ns, template), or None when the flow is done.
     next: Option<(u64, u16)>,
+    /// (size, template) when the flow has a single frame size: no size sequence to step.
+    fixed: Option<(u32, u16)>,
+    /// Unpaced runs have no schedule to follow: frames left to send (u64::MAX = no end),
+    /// when the duration is a packet count or continuous.
+    unpaced_budget: Option<u64>,
     report: FlowReport,
 }
 
 impl FlowState {
+    /// Counts the frames just written for this flow.
+    #[inline]
+    fn record(&mut self, slots: &[TxSlot<'_>], which: &[u16], templates: &[u16]) {
+        let (Some(&first), Some(&last)) = (which.first(), which.last()) else {
+            return;
+        };
+        let r = &mut self.report;
+        r.frames += which.len() as u64;
+        r.bytes += match self.fixed {
+            Some((size, _)) => size as u64 * which.len() as u64,
+            None => templates
+                .iter()
+                .map(|&t| self.gen.frame_size(t) as u64)
+                .sum(),
+        };
+        r.first_ns.get_or_insert(slots[first as usize].scheduled_ns);
+        r.last_ns = Some(slots[last as usize].scheduled_ns);
+    }
+
+    #[inline(always)]
     fn advance(&mut self) {
-        let size = self.sizes.next_size();
+        let (size, template) = match self.fixed {
+            Some(fixed) => fixed,
+            None => {
+                let size = self.sizes.next_size();
+                (size, self.gen.template_for(size))
+            }
+        };
         self.next = self
             .schedule
             .next(size)
-            .map(|deadline| (deadline, self.gen.template_for(size)));
+            .map(|deadline| (deadline, template));
     }
 }
 
-#[derive(Clone, Copy)]
-struct Planned {
-    flow: u16,
-    template: u16,
-    deadline_ns: u64,
+/// The frames of one batch, struct-of-arrays, allocated once per worker.
+struct Plan {
+    deadlines: Vec<u64>,
+    templates: Vec<u16>,
+    flows: Vec<u16>,
+    /// 0, 1, 2, …: the slot order of a batch that holds a single flow.
+    identity: Vec<u16>,
+    /// Scratch for grouping a mixed batch by flow.
+    order: Vec<u32>,
+    which: Vec<u16>,
+    group_templates: Vec<u16>,
+}
+
+impl Plan {
+    fn new() -> Plan {
+        Plan {
+            deadlines: vec![0; MAX_BATCH],
+            templates: vec![0; MAX_BATCH],
+            flows: vec![0; MAX_BATCH],
+            identity: (0..MAX_BATCH as u16).collect(),
+            order: vec![0; MAX_BATCH],
+            which: vec![0; MAX_BATCH],
+            group_templates: vec![0; MAX_BATCH],
+        }
+    }
+
+    /// Plans up to `batch` frames: the earliest across flows, merged by deadline. Returns
+    /// how many (0 when every flow is done).
+    fn fill(&mut self, states: &mut [FlowState], batch: usize) -> usize {
+        if let [s] = states {
+            return self.fill_single(s, batch);
+        }
+        // A linear scan is cheapest for the handful of flows a port usually carries.
+        let mut n = 0;
+        while n < batch {
+            let mut best: Option<(usize, u64)> = None;
+            for (i, s) in states.iter().enumerate() {
+                if let Some((d, _)) = s.next {
+                    if best.is_none_or(|(_, bd)| d < bd) {
+                        best = Some((i, d));
+                    }
+                }
+            }
+            let Some((i, _)) = best else { break };
+            let s = &mut states[i];
+            let Some((deadline, template)) = s.next else {
+                break;
+            };
+            self.deadlines[n] = deadline;
+            self.templates[n] = template;
+            self.flows[n] = i as u16;
+            s.advance();
+            n += 1;
+        }
+        n
+    }
+
+    /// One flow: no merge, and for a fixed frame size the schedule runs in one tight loop.
+    fn fill_single(&mut self, s: &mut FlowState, batch: usize) -> usize {
+        let mut n = 0;
+        if let Some((deadline, template)) = s.next.take() {
+            self.deadlines[0] = deadline;
+            self.templates[0] = template;
+            n = 1;
+        }
+        if let (Some(budget), Some((_, template))) = (s.unpaced_budget.as_mut(), s.fixed) {
+            // Deadlines mean nothing here: count frames, leave departure times at zero.
+            let got = (batch - n).min(*budget as usize);
+            *budget -= got as u64;
+            self.deadlines[n..n + got].fill(0);
+            self.templates[n..n + got].fill(template);
+            return n + got;
+        }
+        match s.fixed {
+            Some((size, template)) => {
+                let got = s.schedule.next_batch(size, &mut self.deadlines[n..batch]);
+                self.templates[n..n + got].fill(template);
+                n += got;
+            }
+            None => {
+                while n < batch {
+                    let size = s.sizes.next_size();
+                    let Some(deadline) = s.schedule.next(size) else {
+                        break;
+                    };
+                    self.deadlines[n] = deadline;
+                    self.templates[n] = s.gen.template_for(size);
+                    n += 1;
+                }
+            }
+        }
+        self.flows[..n].fill(0);
+        n
+    }
+
+    /// Writes the planned frames into the backend's slots, flow by flow.
+    fn write(
+        &mut self,
+        slots: &mut [TxSlot<'_>],
+        states: &mut [FlowState],
+        tx_time: TxTime,
+        holds: &mut [u32],
+        scratch: &mut BatchScratch,
+    ) {
+        let n = slots.len();
+        if let [s] = states {
+            let (which, templates) = (&self.identity[..n], &self.templates[..n]);
+            s.gen
+                .write_batch(slots, which, templates, tx_time, holds, scratch);
+            s.record(slots, which, templates);
+            return;
+        }
+        // Group the batch by flow, keeping each flow's packets in order.
+        for j in 0..n {
+            self.order[j] = ((self.flows[j] as u32) << 16) | j as u32;
+        }
+        self.order[..n].sort_unstable();
+        let mut start = 0;
+        while start < n {
+            let flow = self.order[start] >> 16;
+            let mut end = start;
+            while end < n && self.order[end] >> 16 == flow {
+                let j = (self.order[end] & 0xFFFF) as usize;
+                self.which[end - start] = j as u16;
+                self.group_templates[end - start] = self.templates[j];
+                end += 1;
+            }
+            let k = end - start;
+            let (which, templates) = (&self.which[..k], &self.group_templates[..k]);
+            let s = &mut states[flow as usize];
+            s.gen
+                .write_batch(slots, which, templates, tx_time, holds, scratch);
+            s.record(slots, which, templates);
+            start = end;
+        }
+    }
 }
 
 /// Runs one port's flows on `backend` until every flow's duration is over or `stop` is set.
@@ -134,7 +296,19 @@ pub fn run_port<B: Backend>(
             message: e.to_string(),
         })?;
         let gen = FlowGenerator::compile(f)?;
+        let sizes = f.size.distinct_sizes();
+        let fixed = (sizes.len() == 1).then(|| (sizes[0], gen.template_for(sizes[0])));
+        let unpaced_budget = match f.schedule.duration {
+            _ if !opts.unpaced || flows.len() > 1 || backend.time_base() == TimeBase::Scheduled => {
+                None
+            }
+            strobe_timing::Duration::Continuous => Some(u64::MAX),
+            strobe_timing::Duration::Packets(n) => Some(n),
+            _ => None,
+        };
         let mut s = FlowState {
+            unpaced_budget,
+            fixed,
             report: FlowReport {
                 name: f.name.clone(),
                 id: f.id,
@@ -146,7 +320,9 @@ pub fn run_port<B: Backend>(
             schedule,
             next: None,
         };
-        s.advance();
+        if s.unpaced_budget.is_none() {
+            s.advance();
+        }
         states.push(s);
     }
     let scheduled_time = backend.time_base() == TimeBase::Scheduled;
@@ -154,16 +330,10 @@ pub fn run_port<B: Backend>(
     let batch = opts
         .batch
         .unwrap_or(if paced { 1 } else { 32 })
-        .clamp(1, backend.slot_count().max(1));
-    let mut slot_holds = vec![u32::MAX; backend.slot_count()];
-    let mut plan = vec![
-        Planned {
-            flow: 0,
-            template: 0,
-            deadline_ns: 0,
-        };
-        batch
-    ];
+        .clamp(1, backend.slot_count().clamp(1, MAX_BATCH));
+    let mut holds = vec![u32::MAX; backend.slot_count()];
+    let mut scratch = BatchScratch::new();
+    let mut plan = Plan::new();
     let mut report = PortReport {
         name: port_name.to_string(),
         backend: backend.describe(),
@@ -184,36 +354,14 @@ pub fn run_port<B: Backend>(
             report.stopped_early = true;
             break;
         }
-        // Plan the batch: the earliest frames across flows, merged by deadline. A linear
-        // scan is cheapest for the handful of flows a port usually carries.
-        let mut n = 0;
-        while n < batch {
-            let mut best: Option<(usize, u64)> = None;
-            for (i, s) in states.iter().enumerate() {
-                if let Some((d, _)) = s.next {
-                    if best.is_none_or(|(_, bd)| d < bd) {
-                        best = Some((i, d));
-                    }
-                }
-            }
-            let Some((i, deadline)) = best else { break };
-            let s = &mut states[i];
-            let template = s.next.map(|(_, t)| t).unwrap_or(0);
-            plan[n] = Planned {
-                flow: i as u16,
-                template,
-                deadline_ns: deadline,
-            };
-            s.advance();
-            n += 1;
-        }
+        let n = plan.fill(&mut states, batch);
         if n == 0 {
             break;
         }
 
         let mut now = clock.now_ticks();
         if paced {
-            let due = t0_ticks + clock.ns_to_ticks(plan[0].deadline_ns + shift_ns);
+            let due = t0_ticks + clock.ns_to_ticks(plan.deadlines[0] + shift_ns);
             if now < due {
                 now = wait_until(clock, due, stop);
             }
@@ -236,29 +384,18 @@ pub fn run_port<B: Backend>(
         }
         first_tx_ticks.get_or_insert(now);
 
-        let mut i = 0;
-        let sent = backend.transmit(n, |slot, buf| {
-            let p = plan[i];
-            i += 1;
-            let s = &mut states[p.flow as usize];
-            let scheduled_ns = p.deadline_ns + shift_ns;
-            let tx_ns = if scheduled_time {
-                scheduled_ns
-            } else if paced {
-                // The last instant before hand-over, per frame.
-                clock.realtime_ns(clock.now_ticks())
+        let (plan, states, holds, scratch) = (&mut plan, &mut states, &mut holds, &mut scratch);
+        let sent = backend.transmit(n, move |slots| {
+            for (slot, &d) in slots.iter_mut().zip(&plan.deadlines) {
+                slot.scheduled_ns = d + shift_ns;
+            }
+            // Frames of one batch are handed over together: one reading, taken last.
+            let tx_time = if scheduled_time {
+                TxTime::Scheduled
             } else {
-                clock.realtime_ns(now)
+                TxTime::Same(clock.realtime_ns(clock.now_ticks()))
             };
-            let len = s
-                .gen
-                .write_next(buf, &mut slot_holds[slot as usize], p.template, tx_ns);
-            let r = &mut s.report;
-            r.frames += 1;
-            r.bytes += s.gen.frame_size(p.template) as u64;
-            r.first_ns.get_or_insert(scheduled_ns);
-            r.last_ns = Some(scheduled_ns);
-            Filled { len, scheduled_ns }
+            plan.write(slots, states, tx_time, holds, scratch);
         })?;
         if sent < n {
             return Err(EngineError::Backend(format!(
@@ -266,7 +403,8 @@ pub fn run_port<B: Backend>(
                 backend.describe()
             )));
         }
-        last_tx_ticks = now;
+        // Elapsed time runs to the end of the last hand-over.
+        last_tx_ticks = clock.now_ticks();
     }
     let stats = backend.finish()?;
     report.frames = stats.frames;

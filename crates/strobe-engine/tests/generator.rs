@@ -3,7 +3,9 @@
 //! and etherparse, an independent decoder that verifies every checksum.
 
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use strobe_engine::generator::{BatchScratch, TxTime};
 use strobe_engine::FlowGenerator;
+use strobe_io::TxSlot;
 use strobe_model::{load_scenario, FlowSpec, Resources};
 use strobe_wire::trailer::{self, Trailer};
 
@@ -46,32 +48,67 @@ fn reference(f: &FlowSpec, j: u64, size: u32, tx_ns: u64) -> Vec<u8> {
     bytes
 }
 
-/// Generates `n` packets through a rotating set of `slots` buffers, checking each one.
+/// Generates `n` packets in batches of `batch` through `slots` rotating buffers, checking
+/// each one against a full rebuild and etherparse.
 fn check_flow(f: &FlowSpec, n: u64, slots: usize, mut extra: impl FnMut(u64, &[u8])) {
-    let mut gen = FlowGenerator::compile(f).unwrap();
-    let mut sizes = f.size.sequence(f.size_seed);
-    let mut bufs = vec![vec![0u8; 9216]; slots];
-    let mut holds = vec![u32::MAX; slots];
-    for j in 0..n {
-        let size = sizes.next_size();
-        let slot = (j as usize) % slots;
-        let tx_ns = 1_700_000_000_000_000_000 + j * 1_234_567;
-        let len = gen.write_next(
-            &mut bufs[slot],
-            &mut holds[slot],
-            gen.template_for(size),
-            tx_ns,
-        );
-        let frame = &bufs[slot][..len];
-        assert_eq!(len, size as usize - 4);
-        let want = reference(f, j, size, tx_ns);
-        assert_eq!(frame, &want[..], "packet {j} differs from a full rebuild");
-        verify_checksums(frame, j);
-        if f.metrics.instrument {
-            let t = Trailer::from_frame(frame).expect("trailer present");
-            assert_eq!((t.flow_id, t.seq, t.tx_ns), (f.id, j as u32, tx_ns));
+    for batch in [1usize, 7, 32] {
+        let mut gen = FlowGenerator::compile(f).unwrap();
+        let mut sizes = f.size.sequence(f.size_seed);
+        // (slot id, buffer): ids stay attached to their memory, as in a backend.
+        let mut bufs: Vec<(u32, Box<[u8]>)> = (0..slots.max(batch) as u32)
+            .map(|id| (id, vec![0u8; 9216].into_boxed_slice()))
+            .collect();
+        let mut holds = vec![u32::MAX; bufs.len()];
+        let mut scratch = BatchScratch::new();
+        let mut j = 0u64;
+        let mut round = 0usize;
+        while j < n {
+            let k = batch.min((n - j) as usize);
+            // Rotate which buffers a batch gets, so slots change templates and hold stale frames.
+            let m = bufs.len();
+            bufs.rotate_left(round % m);
+            round += 1;
+            let mut batch_slots: Vec<TxSlot> = bufs
+                .iter_mut()
+                .take(k)
+                .map(|(id, buf)| TxSlot {
+                    id: *id,
+                    buf,
+                    len: 0,
+                    scheduled_ns: 0,
+                })
+                .collect();
+            let sizes_k: Vec<u32> = (0..k).map(|_| sizes.next_size()).collect();
+            let templates: Vec<u16> = sizes_k.iter().map(|&s| gen.template_for(s)).collect();
+            let which: Vec<u16> = (0..k as u16).collect();
+            let tx_ns = 1_700_000_000_000_000_000 + j * 1_234_567;
+            gen.write_batch(
+                &mut batch_slots,
+                &which,
+                &templates,
+                TxTime::Same(tx_ns),
+                &mut holds,
+                &mut scratch,
+            );
+            for (i, slot) in batch_slots.iter().enumerate() {
+                let jj = j + i as u64;
+                let frame = &slot.buf[..slot.len];
+                assert_eq!(slot.len, sizes_k[i] as usize - 4);
+                let want = reference(f, jj, sizes_k[i], tx_ns);
+                assert_eq!(
+                    frame,
+                    &want[..],
+                    "packet {jj} (batch {batch}) differs from a full rebuild"
+                );
+                verify_checksums(frame, jj);
+                if f.metrics.instrument {
+                    let t = Trailer::from_frame(frame).expect("trailer present");
+                    assert_eq!((t.flow_id, t.seq, t.tx_ns), (f.id, jj as u32, tx_ns));
+                }
+                extra(jj, frame);
+            }
+            j += k as u64;
         }
-        extra(j, frame);
     }
 }
 
@@ -204,9 +241,10 @@ fn imix_sizes_use_several_templates_in_shared_slots() {
     check_flow(&f, 1200, 4, |_, frame| {
         *counts.entry(frame.len()).or_insert(0) += 1
     });
+    // check_flow runs the flow three times (batch sizes 1, 7, 32).
     assert_eq!(
         counts.into_iter().collect::<Vec<_>>(),
-        vec![(60, 700), (566, 400), (1514, 100)]
+        vec![(60, 2100), (566, 1200), (1514, 300)]
     );
 }
 

@@ -137,7 +137,7 @@ fn read_pcapng(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Backend, Filled, PcapBackend};
+    use crate::{Backend, PcapBackend};
 
     #[test]
     fn pcap_round_trip_keeps_nanoseconds() {
@@ -147,16 +147,14 @@ mod tests {
         let path = path.to_str().unwrap();
         let mut b = PcapBackend::create(path).unwrap();
         let times = [1u64, 1_000_000_007, 5_000_000_123];
-        for (i, t) in times.iter().enumerate() {
-            b.transmit(1, |_, buf| {
-                buf[..60].fill(i as u8);
-                Filled {
-                    len: 60 + i,
-                    scheduled_ns: *t,
-                }
-            })
-            .unwrap();
-        }
+        b.transmit(3, |slots| {
+            for (i, slot) in slots.iter_mut().enumerate() {
+                slot.buf[..60].fill(i as u8);
+                slot.len = 60 + i;
+                slot.scheduled_ns = times[i];
+            }
+        })
+        .unwrap();
         b.finish().unwrap();
         let mut got = Vec::new();
         let info = read_capture(path, true, |f| got.push(f)).unwrap();

@@ -1,8 +1,9 @@
 //! strobe-io: the transmit backends behind one trait, plus capture-file reading.
 //!
-//! A backend owns the frame buffers ("slots"); the engine writes each frame straight into a
-//! slot through the `fill` callback of [`Backend::transmit`]. Slot ids are stable, so the
-//! engine can keep a template in a slot and patch only the varying fields, as MoonGen does
+//! A backend owns the frame buffers ("slots"); the engine writes a whole batch of frames
+//! straight into slots through the `fill` callback of [`Backend::transmit`], so it can work
+//! field by field over the batch instead of dispatching per packet. Slot ids are stable, so
+//! the engine can keep a template in a slot and patch only the varying fields, as MoonGen does
 //! with pre-filled mbufs. Live backends (AF_PACKET, AF_XDP) implement the same trait with
 //! ring frames / UMEM frames as slots.
 mod capture;
@@ -10,17 +11,26 @@ mod null;
 mod pcap;
 
 pub use capture::{read_capture, CaptureInfo, CapturedFrame};
-pub use null::NullBackend;
+pub use null::{slots_of, NullBackend};
 pub use pcap::PcapBackend;
 
-/// What the engine's fill callback reports for one frame it wrote into a slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Filled {
-    /// Frame length in bytes, without FCS.
+/// Most frames one `transmit` call may carry.
+pub const MAX_BATCH: usize = 256;
+
+/// One frame buffer handed to the engine's fill callback.
+pub struct TxSlot<'a> {
+    /// Stable id of the buffer: the same id always names the same memory.
+    pub id: u32,
+    /// The buffer, `max_frame_len()` bytes; it still holds what was last written into it.
+    pub buf: &'a mut [u8],
+    /// Set by the engine: frame length without FCS.
     pub len: usize,
-    /// Scheduled departure in ns on the run's timeline (t0 = 0).
+    /// Set by the engine: scheduled departure in ns on the run's timeline (t0 = 0).
     pub scheduled_ns: u64,
 }
+
+/// A batch of slots on the stack (no allocation per batch).
+pub type TxBatch<'a> = arrayvec::ArrayVec<TxSlot<'a>, MAX_BATCH>;
 
 /// How a backend's transmit timestamps relate to real time; reported with every result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,12 +75,13 @@ pub trait Backend: Send {
     /// Largest frame (without FCS) a slot holds.
     fn max_frame_len(&self) -> usize;
     fn time_base(&self) -> TimeBase;
-    /// Transmit up to `count` frames: for each, the backend picks a free slot and calls
-    /// `fill(slot_id, slot_buffer)`, which writes the frame and says how long it is.
-    /// Returns how many frames were handed to the wire (or file).
+    /// Transmit up to `count` frames (at most [`MAX_BATCH`] and `slot_count()`): the backend
+    /// picks free slots and calls `fill` once with all of them; the engine writes the frames
+    /// and sets each slot's `len` and `scheduled_ns`. Returns how many frames were handed to
+    /// the wire (or file).
     fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
     where
-        F: FnMut(u32, &mut [u8]) -> Filled;
+        F: FnOnce(&mut [TxSlot<'_>]);
     /// Flush buffered output; called once at the end of a run.
     fn finish(&mut self) -> Result<BackendStats, IoError>;
 }
@@ -139,7 +150,7 @@ impl Backend for AnyBackend {
     }
     fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
     where
-        F: FnMut(u32, &mut [u8]) -> Filled,
+        F: FnOnce(&mut [TxSlot<'_>]),
     {
         match self {
             AnyBackend::Pcap(b) => b.transmit(count, fill),

@@ -5,7 +5,10 @@ use std::time::Duration;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{Endianness, TsResolution};
 
-use crate::{Backend, BackendStats, Filled, IoError, TimeBase, MAX_FRAME_LEN};
+use crate::{slots_of, Backend, BackendStats, IoError, TimeBase, TxBatch, TxSlot, MAX_FRAME_LEN};
+
+/// Frames a trace is written in at once.
+const PCAP_SLOTS: usize = 64;
 
 /// Writes every frame with its *scheduled* departure time into a nanosecond pcap: a
 /// deterministic trace of exactly what the engine would send, and how timing models are
@@ -13,7 +16,7 @@ use crate::{Backend, BackendStats, Filled, IoError, TimeBase, MAX_FRAME_LEN};
 pub struct PcapBackend {
     path: String,
     writer: Option<PcapWriter<BufWriter<File>>>,
-    slot: Box<[u8]>,
+    slots: Vec<Box<[u8]>>,
     stats: BackendStats,
 }
 
@@ -35,7 +38,9 @@ impl PcapBackend {
         Ok(PcapBackend {
             path: path.to_string(),
             writer: Some(writer),
-            slot: vec![0u8; MAX_FRAME_LEN].into_boxed_slice(),
+            slots: (0..PCAP_SLOTS)
+                .map(|_| vec![0u8; MAX_FRAME_LEN].into_boxed_slice())
+                .collect(),
             stats: BackendStats::default(),
         })
     }
@@ -61,7 +66,7 @@ impl Backend for PcapBackend {
         )
     }
     fn slot_count(&self) -> usize {
-        1
+        PCAP_SLOTS
     }
     fn max_frame_len(&self) -> usize {
         MAX_FRAME_LEN
@@ -69,9 +74,9 @@ impl Backend for PcapBackend {
     fn time_base(&self) -> TimeBase {
         TimeBase::Scheduled
     }
-    fn transmit<F>(&mut self, count: usize, mut fill: F) -> Result<usize, IoError>
+    fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
     where
-        F: FnMut(u32, &mut [u8]) -> Filled,
+        F: FnOnce(&mut [TxSlot<'_>]),
     {
         let Some(writer) = self.writer.as_mut() else {
             return Err(IoError::Other(format!(
@@ -79,21 +84,22 @@ impl Backend for PcapBackend {
                 self.path
             )));
         };
-        for _ in 0..count {
-            let filled = fill(0, &mut self.slot);
-            let data = &self.slot[..filled.len];
+        let mut batch = TxBatch::new();
+        slots_of(&mut self.slots, count, &mut batch);
+        fill(&mut batch);
+        for slot in &batch {
             let packet = PcapPacket::new(
-                Duration::from_nanos(filled.scheduled_ns),
-                filled.len as u32,
-                data,
+                Duration::from_nanos(slot.scheduled_ns),
+                slot.len as u32,
+                &slot.buf[..slot.len],
             );
             writer
                 .write_packet(&packet)
                 .map_err(|e| write_error(&self.path, e))?;
             self.stats.frames += 1;
-            self.stats.bytes += filled.len as u64;
+            self.stats.bytes += slot.len as u64;
         }
-        Ok(count)
+        Ok(batch.len())
     }
     fn finish(&mut self) -> Result<BackendStats, IoError> {
         if let Some(writer) = self.writer.take() {

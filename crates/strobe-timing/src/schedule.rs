@@ -220,7 +220,7 @@ impl Schedule {
 
     /// Departure time, in ns from t0, of the next packet, whose frame is `frame_len` bytes
     /// including the FCS; None once the duration is over (and from then on).
-    #[inline]
+    #[inline(always)]
     pub fn next(&mut self, frame_len: u32) -> Option<u64> {
         if self.finished || self.sent >= self.max_packets {
             return None;
@@ -239,6 +239,19 @@ impl Schedule {
                 None
             }
         }
+    }
+
+    /// Departures of the next packets, all `frame_len` bytes long, into `out`; returns how
+    /// many were written (fewer than `out.len()` only when the duration ends). The same as
+    /// calling [`Schedule::next`] repeatedly, in one tight loop.
+    pub fn next_batch(&mut self, frame_len: u32, out: &mut [u64]) -> usize {
+        for (n, slot) in out.iter_mut().enumerate() {
+            match self.next(frame_len) {
+                Some(t) => *slot = t,
+                None => return n,
+            }
+        }
+        out.len()
     }
 
     /// Packets scheduled so far.
@@ -502,7 +515,7 @@ enum Generator {
 
 impl Generator {
     /// Next departure relative to the start delay.
-    #[inline]
+    #[inline(always)]
     fn next(&mut self, frame_len: u32) -> Option<u64> {
         match self {
             Generator::Paced(g) => g.next(frame_len),
@@ -537,7 +550,7 @@ enum PacedTiming {
 }
 
 impl Paced {
-    #[inline]
+    #[inline(always)]
     fn next(&mut self, frame_len: u32) -> Option<u64> {
         if self.timing.whole_ns() >= self.next_change_ns {
             self.apply_rate_changes();
