@@ -249,6 +249,19 @@ fn print_report(r: &RunReport) {
                 "  late frames: {} (worst {} ns, schedule shifted {} ns)",
                 p.late_frames, p.max_late_ns, p.shifted_ns
             );
+            if let Some(h) = &p.handover {
+                println!(
+                    "  hand-over after deadline: p50 {} ns, p99 {} ns, p99.9 {} ns, p99.99 {} ns, max {} ns; \
+                     {:.2} % within 100 ns, {:.2} % within 1 µs",
+                    h.p50_ns,
+                    h.p99_ns,
+                    h.p99_9_ns,
+                    h.p99_99_ns,
+                    h.max_ns,
+                    h.within_100ns * 100.0,
+                    h.within_1us * 100.0
+                );
+            }
         }
         if p.stopped_early {
             println!("  stopped before the end of the schedule");
@@ -285,6 +298,17 @@ fn report_json(r: &RunReport) -> serde_json::Value {
             "late_frames": p.late_frames,
             "max_late_ns": p.max_late_ns,
             "shifted_ns": p.shifted_ns,
+            "handover_error": p.handover.as_ref().map(|h| json!({
+                "samples": h.samples,
+                "p50_ns": h.p50_ns,
+                "p90_ns": h.p90_ns,
+                "p99_ns": h.p99_ns,
+                "p99_9_ns": h.p99_9_ns,
+                "p99_99_ns": h.p99_99_ns,
+                "max_ns": h.max_ns,
+                "within_100ns": h.within_100ns,
+                "within_1us": h.within_1us,
+            })),
             "elapsed_ns": p.elapsed_ns,
             "stopped_early": p.stopped_early,
             "flows": p.flows.iter().map(|f| json!({

@@ -17,7 +17,7 @@ use strobe_timing::{Duration, Pattern, ScheduleSpec};
 
 pub use clock::{Clock, ClockSource};
 pub use generator::FlowGenerator;
-pub use worker::{run_port, FlowReport, LatePolicy, PortReport, RunOptions};
+pub use worker::{run_port, FlowReport, HandoverError, LatePolicy, PortReport, RunOptions};
 
 /// Errors that stop a run.
 #[derive(Debug, thiserror::Error)]

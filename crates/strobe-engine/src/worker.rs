@@ -15,6 +15,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration as StdDuration;
 
+use hdrhistogram::Histogram;
 use strobe_io::{Backend, TimeBase, TxSlot, MAX_BATCH};
 use strobe_model::{FlowSpec, SizeSequence};
 use strobe_timing::Schedule;
@@ -72,8 +73,43 @@ pub struct FlowReport {
     pub instrumented: bool,
 }
 
+/// Distribution of hand-over errors (actual minus scheduled time), in ns.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HandoverError {
+    pub samples: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p99_9_ns: u64,
+    pub p99_99_ns: u64,
+    pub max_ns: u64,
+    /// Share of hand-overs within 100 ns and within 1 µs of their deadline.
+    pub within_100ns: f64,
+    pub within_1us: f64,
+}
+
+impl HandoverError {
+    fn from_histogram(h: &Histogram<u64>) -> Option<Self> {
+        if h.is_empty() {
+            return None;
+        }
+        let share = |ns: u64| h.count_between(0, ns) as f64 / h.len() as f64;
+        Some(HandoverError {
+            samples: h.len(),
+            p50_ns: h.value_at_quantile(0.5),
+            p90_ns: h.value_at_quantile(0.9),
+            p99_ns: h.value_at_quantile(0.99),
+            p99_9_ns: h.value_at_quantile(0.999),
+            p99_99_ns: h.value_at_quantile(0.9999),
+            max_ns: h.max(),
+            within_100ns: share(100),
+            within_1us: share(1_000),
+        })
+    }
+}
+
 /// Per-port transmit results.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct PortReport {
     pub name: String,
     pub backend: String,
@@ -86,6 +122,9 @@ pub struct PortReport {
     pub max_late_ns: u64,
     /// Total schedule shift applied under `LatePolicy::Shift`.
     pub shifted_ns: u64,
+    /// Paced runs: how far after its deadline each batch was handed to the backend — the
+    /// engine's own timing precision (the wire adds the backend's and the NIC's).
+    pub handover: Option<HandoverError>,
     /// Real time from the first to the last hand-over (0 for scheduled-time backends).
     pub elapsed_ns: u64,
     pub stopped_early: bool,
@@ -346,6 +385,9 @@ pub fn run_port<B: Backend>(
         .time_limit_ns
         .map(|ns| t0_ticks + clock.ns_to_ticks(ns));
     let mut shift_ns = 0u64;
+    // 1 ns to 100 s at 3 significant digits; allocated once, recording never allocates.
+    let mut handover = Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 3)
+        .expect("static histogram bounds are valid");
     let mut first_tx_ticks = None;
     let mut last_tx_ticks = t0_ticks;
 
@@ -365,8 +407,10 @@ pub fn run_port<B: Backend>(
             if now < due {
                 now = wait_until(clock, due, stop);
             }
+            let error_ns = clock.ticks_to_ns(now.saturating_sub(due));
+            handover.saturating_record(error_ns);
             if now > due {
-                let late = clock.ticks_to_ns(now - due);
+                let late = error_ns;
                 report.max_late_ns = report.max_late_ns.max(late);
                 if late > opts.late_tolerance_ns {
                     report.late_frames += n as u64;
@@ -410,6 +454,7 @@ pub fn run_port<B: Backend>(
     report.frames = stats.frames;
     report.bytes = states.iter().map(|s| s.report.bytes).sum();
     report.shifted_ns = shift_ns;
+    report.handover = HandoverError::from_histogram(&handover);
     report.elapsed_ns = match (scheduled_time, first_tx_ticks) {
         (false, Some(first)) => clock.ticks_to_ns(last_tx_ticks.saturating_sub(first)),
         _ => 0,

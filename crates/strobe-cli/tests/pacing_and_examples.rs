@@ -1,0 +1,83 @@
+//! Real-time pacing on the null backend (correctness with generous bounds; precision is the
+//! benchmark's job), and every scenario in examples/ runs.
+
+mod common;
+use common::*;
+
+#[test]
+fn paced_run_follows_its_schedule_and_reports_its_precision() {
+    let dir = Scratch::new("paced");
+    let json = dir.path("r.json");
+    ok(strobe()
+        .args([
+            "gen",
+            "--port",
+            "null",
+            "--udp",
+            "198.18.0.1:1000-198.18.1.1:2000",
+        ])
+        .args(["--rate", "20kpps", "--count", "10000", "--json", &json])
+        .output()
+        .unwrap());
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let port = &r["ports"][0];
+    assert_eq!(port["frames_tx"], 10_000);
+    assert_eq!(port["batch"], 1, "paced runs hand frames over one by one");
+    // 10 000 frames at 20 kpps take 0.5 s of real time; an unpaced run would take ~1 ms.
+    let secs = port["elapsed_ns"].as_f64().unwrap() / 1e9;
+    assert!((0.45..2.0).contains(&secs), "elapsed {secs} s");
+    let h = &port["handover_error"];
+    assert_eq!(h["samples"], 10_000, "every hand-over measured");
+    assert!(
+        h["p50_ns"].as_u64().unwrap() < 100_000,
+        "median hand-over error {}",
+        h["p50_ns"]
+    );
+    assert_eq!(port["flows"][0]["frames_tx"], 10_000);
+}
+
+#[test]
+fn unpaced_run_ignores_deadlines() {
+    let out = ok(strobe()
+        .args([
+            "gen",
+            "--port",
+            "null",
+            "--udp",
+            "198.18.0.1:1000-198.18.1.1:2000",
+        ])
+        .args(["--rate", "max", "--count", "1000000"])
+        .output()
+        .unwrap());
+    assert!(out.contains("1000000 frames"), "{out}");
+    assert!(
+        !out.contains("hand-over"),
+        "no deadlines, no hand-over error: {out}"
+    );
+}
+
+#[test]
+fn every_example_scenario_runs() {
+    let dir = Scratch::new("examples");
+    let mut ran = 0;
+    for entry in std::fs::read_dir(examples_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let out = strobe()
+                .arg("gen")
+                .arg(&path)
+                .current_dir(&dir.0)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            ran += 1;
+        }
+    }
+    assert!(ran >= 10, "only {ran} examples found");
+}
