@@ -150,11 +150,13 @@ fn load(
         vary: args.vary.clone(),
         seed: args.seed,
         no_trailer: args.no_trailer,
+        unbounded: false,
     };
     if args.rate.eq_ignore_ascii_case("max") {
         // As fast as the engine goes: a schedule far above any reachable rate, deadlines
         // ignored, and a real-time limit instead of a scheduled one.
         *unpaced = true;
+        q.unbounded = true;
         q.rate = "1000000000000".into();
         if let Some(d) = q.duration.take() {
             *time_limit_ns = Some(

@@ -107,6 +107,21 @@ fn scenario_errors_name_file_line_field_and_what_is_accepted() {
         gen_with(&dir, "duration = { fixed_packets = { packets = 10 } }", ""),
         &["never ends", "--count"],
     );
+    // Rates no schedule can meet: above the port's line rate (10 Gbit/s by default).
+    bad_input(
+        gen_with(&dir, "size = 128", "size = 64\nrate = { pps = 20000000 }"),
+        &[
+            "s.toml:9:",
+            "flows[0].rate",
+            "13.44 Gbit/s",
+            "line rate of 10 Gbit/s",
+            "speed",
+        ],
+    );
+    bad_input(
+        gen_with(&dir, "size = 128", "size = 128\nrate = { gbps = 40 }"),
+        &["s.toml:9:", "line rate"],
+    );
 }
 
 #[test]
@@ -158,6 +173,19 @@ fn command_line_errors() {
         &["bogus:x", "pcap:FILE"],
     );
     bad_input(gen(&["missing.toml"]), &["missing.toml"]);
+    bad_input(
+        gen(&[
+            "--port",
+            "null",
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+            "--rate",
+            "20mpps",
+            "--count",
+            "1",
+        ]),
+        &["--rate", "line rate"],
+    );
     bad_input(gen(&[]), &["nothing to send"]);
     let analyze = |args: &[&str]| {
         strobe()

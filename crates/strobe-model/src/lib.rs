@@ -13,6 +13,7 @@
 //! would have been accepted.
 
 mod error;
+mod line_rate;
 mod model;
 mod node;
 mod pattern;

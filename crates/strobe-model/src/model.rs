@@ -5,6 +5,7 @@ use strobe_timing::{Rate, Schedule, ScheduleSpec};
 use strobe_wire::{build, trailer, Header, HeaderKind, Payload, WireError};
 
 use crate::error::ModelError;
+use crate::line_rate::{check_flow, TxLine};
 use crate::pattern::Pattern;
 use crate::size::SizeSpec;
 
@@ -224,6 +225,8 @@ pub(crate) struct FlowDraft {
     pub payload: Payload,
     pub schedule: ScheduleSpec,
     pub metrics: MetricsRequest,
+    /// The tx port's line rate the schedule must fit; None skips the check.
+    pub line: Option<TxLine>,
 }
 
 /// Validates a drafted flow and decides about the trailer, so the engine never trips.
@@ -265,6 +268,9 @@ pub(crate) fn finish_flow(
     let metrics = resolve_metrics(&draft, header_len, min, at, warnings)?;
     check_rate(&draft.schedule.rate).map_err(|m| at(Part::Rate, m))?;
     check_schedule(&draft.schedule, at)?;
+    if let Some(line) = &draft.line {
+        check_flow(&draft.schedule, &draft.size, line).map_err(|(part, m)| at(part, m))?;
+    }
 
     Ok(FlowSpec {
         name: draft.name,

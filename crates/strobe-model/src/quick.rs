@@ -11,6 +11,7 @@ use strobe_timing::{Duration, Pattern as Departures, ScheduleSpec};
 use strobe_wire::{HeaderKind, Payload};
 
 use crate::error::{flag_error, ModelError};
+use crate::line_rate::{check_port, Remedy, TxLine};
 use crate::model::{
     finish_flow, FlowDraft, HeaderSpec, MetricsRequest, Part, PortSpec, Resources, Scenario,
     DEFAULT_PORT_SPEED_BPS,
@@ -54,6 +55,8 @@ pub struct QuickArgs {
     pub seed: u64,
     /// Leave the instrumentation trailer out (no loss or latency measurement).
     pub no_trailer: bool,
+    /// The rate is a placeholder for an unpaced run: skip the line-rate check.
+    pub unbounded: bool,
 }
 
 impl Default for QuickArgs {
@@ -74,6 +77,7 @@ impl Default for QuickArgs {
             vary: Vec::new(),
             seed: 1,
             no_trailer: false,
+            unbounded: false,
         }
     }
 }
@@ -117,6 +121,11 @@ pub fn build(args: &QuickArgs, res: &dyn Resources) -> Result<Scenario, ModelErr
     let name = l4_flag
         .map_or("ethernet", |f| f.trim_start_matches('-'))
         .to_string();
+    let line = (!args.unbounded).then(|| TxLine {
+        port: "the command-line port".to_string(),
+        speed_bps: DEFAULT_PORT_SPEED_BPS,
+        remedy: Remedy::CommandLine,
+    });
     let draft = FlowDraft {
         name,
         id: 0,
@@ -138,6 +147,7 @@ pub fn build(args: &QuickArgs, res: &dyn Resources) -> Result<Scenario, ModelErr
             instrument: args.no_trailer.then_some(false),
             ..MetricsRequest::measure_all()
         },
+        line: line.clone(),
     };
     let locate = |part: Part, message: String| {
         let flag = match part {
@@ -152,6 +162,11 @@ pub fn build(args: &QuickArgs, res: &dyn Resources) -> Result<Scenario, ModelErr
     };
     let mut warnings = Vec::new();
     let flow = finish_flow(draft, &locate, &mut warnings)?;
+    if let Some(line) = &line {
+        // The flow's long-run rate: on/off periods shorter than a packet gap still send
+        // one packet each.
+        check_port(&[&flow], line).map_err(|m| flag_error("--rate", m))?;
+    }
     Ok(Scenario {
         source: "command line".to_string(),
         ports: vec![PortSpec {

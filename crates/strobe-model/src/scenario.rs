@@ -11,6 +11,7 @@ use strobe_timing::{
 use strobe_wire::{FieldDef, FieldFormat, HeaderKind, Payload};
 
 use crate::error::{Locator, ModelError};
+use crate::line_rate::{check_port, Remedy, TxLine};
 use crate::model::{
     finish_flow, FlowDraft, FlowSpec, HeaderSpec, LatencyMode, MetricsRequest, Part, PortSpec,
     Resources, Scenario, DEFAULT_PORT_SPEED_BPS, MAX_FLOWS,
@@ -83,8 +84,15 @@ struct Loader<'a> {
     res: &'a dyn Resources,
 }
 
-/// A flow's view of its ports: name → speed.
-type PortSpeeds = HashMap<String, u64>;
+/// A flow's view of its ports: name → line rate.
+type PortSpeeds = HashMap<String, TxLine>;
+
+/// Where a port is written, for errors about its line rate.
+struct PortPlace {
+    path: String,
+    /// The `speed` value, or the port table when `speed` is not given.
+    span: Range<usize>,
+}
 
 impl Loader<'_> {
     fn err(&self, span: &Range<usize>, path: &str, message: impl Into<String>) -> ModelError {
@@ -102,10 +110,23 @@ impl Loader<'_> {
                 "the scenario defines no ports — add a [[ports]] table with name and location",
             )
         })?;
-        let ports = self.ports(ports_node)?;
+        let (ports, places) = self.ports(ports_node)?;
         let speeds: PortSpeeds = ports
             .iter()
-            .map(|p| (p.name.clone(), p.speed_bps))
+            .zip(&places)
+            .map(|(p, place)| {
+                let remedy = if place.path.ends_with(".speed") {
+                    Remedy::RaiseSpeed
+                } else {
+                    Remedy::SetSpeed
+                };
+                let line = TxLine {
+                    port: format!("port `{}`", p.name),
+                    speed_bps: p.speed_bps,
+                    remedy,
+                };
+                (p.name.clone(), line)
+            })
             .collect();
 
         let flows_node = top.get("flows").ok_or_else(|| {
@@ -156,6 +177,12 @@ impl Loader<'_> {
             }
             flows.push(flow);
         }
+        for (port, place) in ports.iter().zip(&places) {
+            let on_port: Vec<&FlowSpec> = flows.iter().filter(|f| f.tx_port == port.name).collect();
+            if let Some(line) = speeds.get(&port.name) {
+                check_port(&on_port, line).map_err(|m| self.err(&place.span, &place.path, m))?;
+            }
+        }
         Ok(Scenario {
             source: source.to_string(),
             ports,
@@ -164,7 +191,7 @@ impl Loader<'_> {
         })
     }
 
-    fn ports(&self, node: &Node) -> Result<Vec<PortSpec>, ModelError> {
+    fn ports(&self, node: &Node) -> Result<(Vec<PortSpec>, Vec<PortPlace>), ModelError> {
         let items = self
             .r
             .array(node, "ports", "an array of [[ports]] tables")?;
@@ -176,6 +203,7 @@ impl Loader<'_> {
             ));
         }
         let mut ports: Vec<PortSpec> = Vec::with_capacity(items.len());
+        let mut places = Vec::with_capacity(items.len());
         for (index, item) in items.iter().enumerate() {
             let path = format!("ports[{index}]");
             let t = self.r.table(item, &path, "a [[ports]] table")?;
@@ -210,8 +238,18 @@ impl Loader<'_> {
                 location,
                 speed_bps,
             });
+            places.push(match t.get("speed") {
+                Some(n) => PortPlace {
+                    path: t.child("speed"),
+                    span: n.span(),
+                },
+                None => PortPlace {
+                    path,
+                    span: t.span.clone(),
+                },
+            });
         }
-        Ok(ports)
+        Ok((ports, places))
     }
 
     fn port_speed(&self, node: &Node, path: &str) -> Result<u64, ModelError> {
@@ -281,10 +319,10 @@ impl Loader<'_> {
         )?;
         let name = self.required_name(&t, "a flow name such as \"udp-1\"")?;
         let (tx_port, rx_ports) = self.endpoints(&t, speeds)?;
-        let speed = speeds
-            .get(&tx_port)
-            .copied()
-            .unwrap_or(DEFAULT_PORT_SPEED_BPS);
+        let line = speeds.get(&tx_port).cloned();
+        let speed = line
+            .as_ref()
+            .map_or(DEFAULT_PORT_SPEED_BPS, |l| l.speed_bps);
 
         let packet = match t.get("packet") {
             Some(n) => self.packet(n, &t.child("packet"))?,
@@ -340,6 +378,7 @@ impl Loader<'_> {
             payload,
             schedule,
             metrics,
+            line,
         };
         let locate = |part: Part, message: String| {
             let (key, sub) = match part {

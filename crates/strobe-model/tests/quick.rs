@@ -531,3 +531,74 @@ fn defaults_build_a_plain_ethernet_flow() {
     assert_eq!(flow.schedule.duration, Duration::Continuous);
     assert_eq!(scenario.ports[0].location, "null");
 }
+
+#[test]
+fn rates_above_the_line_rate_are_rejected_unless_unbounded() {
+    let fast = QuickArgs {
+        rate: "20mpps".to_string(),
+        ..udp_args()
+    };
+    let e = err(&fast);
+    assert_eq!(e.source, "command line");
+    assert_eq!((e.line, e.column), (None, None));
+    assert_eq!(e.path, "--rate");
+    assert!(
+        e.to_string().starts_with(
+            "command line: --rate: rate 20 Mpps of 64-byte frames needs 13.44 Gbit/s at layer 1 (64 + 20 bytes per frame), above the command-line port's line rate of 10 Gbit/s — lower the rate"
+        ),
+        "{e}"
+    );
+    assert!(e.message.contains("--rate max"), "{e}");
+
+    let bits = err(&QuickArgs {
+        rate: "40gbps".to_string(),
+        ..udp_args()
+    });
+    assert_eq!(bits.path, "--rate");
+    assert!(
+        bits.message
+            .starts_with("rate 40 Gbit/s (layer 1) is above the command-line port's line rate"),
+        "{bits}"
+    );
+
+    // On/off periods shorter than a packet gap still send one packet each: 1 pps turns
+    // into 500 Mpps.
+    let on_off = err(&QuickArgs {
+        rate: "1".to_string(),
+        pattern: "on_off:1ns/1ns".to_string(),
+        ..udp_args()
+    });
+    assert_eq!(on_off.path, "--rate");
+    assert!(
+        on_off.message.contains("flow `udp` needs") && on_off.message.contains("on average"),
+        "{on_off}"
+    );
+
+    // What `--rate max` becomes: a placeholder rate for an unpaced run.
+    let unpaced = QuickArgs {
+        rate: "1000000000000".to_string(),
+        unbounded: true,
+        ..udp_args()
+    };
+    assert_eq!(flow(&unpaced).schedule.rate, Rate::Pps(1e12));
+    assert_eq!(
+        err(&QuickArgs {
+            unbounded: false,
+            ..unpaced
+        })
+        .path,
+        "--rate"
+    );
+
+    // Exactly the line rate is fine.
+    assert_eq!(
+        flow(&QuickArgs {
+            rate: "10gbps".to_string(),
+            ..udp_args()
+        })
+        .schedule
+        .rate,
+        Rate::L1BitsPerSec(1e10)
+    );
+    assert!(!QuickArgs::default().unbounded);
+}

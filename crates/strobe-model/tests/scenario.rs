@@ -911,3 +911,262 @@ fn ipv4_priority_accepts_the_otg_nested_forms() {
     assert_eq!(wide.path, "flows[0].packet[1].ipv4.priority.dscp.phb");
     assert!(wide.message.contains("0 to 63"), "{wide}");
 }
+
+// ---- line rate ----
+
+/// A scenario with one port `tx` (with `port_extra` lines) and the given flows, each a
+/// `(name, keys)` pair sending UDP4 on `tx`.
+fn port_with_flows(port_extra: &str, flows: &[(&str, &str)]) -> String {
+    let mut text = format!("[[ports]]\nname = \"tx\"\nlocation = \"null\"\n{port_extra}\n");
+    for (name, keys) in flows {
+        text.push_str(&format!(
+            "\n[[flows]]\nname = \"{name}\"\ntx = \"tx\"\n{keys}\n{UDP4}"
+        ));
+    }
+    text
+}
+
+#[test]
+fn packet_rate_above_the_line_rate_is_rejected_at_the_rate() {
+    let text = one_flow("size = 64\nrate = \"20mpps\"", UDP4);
+    let err = load(&text).unwrap_err();
+    assert_located(&err, &text, "rate = \"20mpps\"", "flows[0].rate");
+    assert_eq!(err.column, Some(8), "{err}");
+    for part in [
+        "rate 20 Mpps of 64-byte frames needs 13.44 Gbit/s at layer 1 (64 + 20 bytes per frame)",
+        "above port `tx`'s line rate of 10 Gbit/s",
+        "lower the rate, or set the port's speed (e.g. speed = \"25gbps\")",
+    ] {
+        assert!(err.message.contains(part), "{err}");
+    }
+
+    // Mean sizes count: IMIX averages 353.833 bytes, 373.833 bytes of line time.
+    let imix = one_flow("size = \"imix\"\nrate = \"4mpps\"", UDP4);
+    let err = load(&imix).unwrap_err();
+    assert_located(&err, &imix, "rate = \"4mpps\"", "flows[0].rate");
+    assert!(
+        err.message
+            .contains("rate 4 Mpps of frames averaging 353.833 bytes needs 11.963 Gbit/s"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bit_rate_above_the_line_rate_is_rejected() {
+    let text = port_with_flows(
+        "speed = \"10gbps\"",
+        &[("f", "rate = { choice = \"gbps\", gbps = 40 }")],
+    );
+    let err = load(&text).unwrap_err();
+    // The rate table's value, as for other rate errors.
+    assert_located(&err, &text, "rate = {", "flows[0].rate");
+    assert!(
+        err.message.starts_with(
+            "rate 40 Gbit/s (layer 1) is above port `tx`'s line rate of 10 Gbit/s — lower the rate, or raise the port's speed (e.g. speed = \"40gbps\")"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_flow_without_a_rate_key_is_located_at_its_table() {
+    // No rate key: the default 1000 pps of 64-byte frames needs 672 kbit/s.
+    let text = port_with_flows("speed = 500000", &[("f", "size = 64")]);
+    let err = load(&text).unwrap_err();
+    assert_eq!(err.path, "flows[0].rate", "{err}");
+    assert_eq!(err.line, Some(line_of(&text, "[[flows]]")), "{err}");
+    assert!(
+        err.message
+            .contains("1 kpps of 64-byte frames needs 672 kbit/s"),
+        "{err}"
+    );
+    assert!(err.message.contains("line rate of 500 kbit/s"), "{err}");
+    assert!(
+        err.message
+            .contains("raise the port's speed (e.g. speed = \"10mbps\")"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_top_of_a_rate_profile_is_checked_not_only_its_end() {
+    let ramp = one_flow(
+        "timing = { pattern = \"cbr\", ramp = { from = \"20mpps\", to = \"1mpps\", over = \"10s\" } }",
+        UDP4,
+    );
+    let err = load(&ramp).unwrap_err();
+    assert_located(&err, &ramp, "timing = {", "flows[0].timing");
+    assert!(
+        err.message.starts_with(
+            "the ramp's top rate 20 Mpps of 64-byte frames needs 13.44 Gbit/s at layer 1"
+        ),
+        "{err}"
+    );
+    assert!(err.message.contains("lower the ramp's rates"), "{err}");
+
+    let steps = one_flow(
+        "rate = \"1mpps\"\ntiming = { pattern = \"poisson\", steps = [{ at = \"1s\", rate = \"16gbps\" }, { at = \"2s\", rate = \"1mpps\" }] }",
+        UDP4,
+    );
+    let err = load(&steps).unwrap_err();
+    assert_located(&err, &steps, "timing = {", "flows[0].timing");
+    assert!(
+        err.message
+            .starts_with("steps[0] rate 16 Gbit/s (layer 1) is above port `tx`'s line rate"),
+        "{err}"
+    );
+
+    // A profile that stays below the line everywhere is fine.
+    load_flow(
+        "timing = { pattern = \"cbr\", ramp = { from = \"1mpps\", to = \"14mpps\", over = \"10s\" } }",
+        UDP4,
+    );
+}
+
+#[test]
+fn bursts_are_checked_at_their_rate_within_the_burst() {
+    // 20 Mpps within each burst averages far less, but no burst can be sent that fast.
+    let text = one_flow(
+        "rate = \"20mpps\"\ntiming = { pattern = \"burst\", packets = 8, inter_burst_gap = \"1ms\" }",
+        UDP4,
+    );
+    let err = load(&text).unwrap_err();
+    assert_located(&err, &text, "rate = \"20mpps\"", "flows[0].rate");
+    assert!(err.message.contains("13.44 Gbit/s"), "{err}");
+
+    let gap = one_flow(
+        "timing = { pattern = \"burst\", packets = 8, inter_burst_gap = \"1ms\", intra_gap = \"50ns\" }",
+        UDP4,
+    );
+    let err = load(&gap).unwrap_err();
+    assert_located(&err, &gap, "timing = {", "flows[0].timing");
+    assert!(
+        err.message
+            .starts_with("intra_gap = 50 ns (20 Mpps within a burst) of 64-byte frames"),
+        "{err}"
+    );
+}
+
+#[test]
+fn exactly_the_line_rate_is_accepted() {
+    let bits = load_flow("rate = { gbps = 10 }", UDP4);
+    assert_eq!(bits.schedule.rate, Rate::L1BitsPerSec(1e10));
+    // 10 Gbit/s / (84 bytes × 8) = 14 880 952.38… pps, rounded up a little.
+    load_flow("size = 64\nrate = 14880952.381", UDP4);
+    load_flow("rate = \"100%\"", UDP4);
+    // Two flows sharing the line exactly.
+    load(&port_with_flows(
+        "",
+        &[("a", "rate = \"4gbps\""), ("b", "rate = \"6gbps\"")],
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn a_faster_port_makes_room() {
+    let flow = "size = 64\nrate = \"20mpps\"";
+    let scenario = load(&port_with_flows("speed = \"25gbps\"", &[("f", flow)]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(scenario.ports[0].speed_bps, 25_000_000_000);
+    let scenario = load(&port_with_flows(
+        "speed = \"40gbps\"",
+        &[("f", "rate = { gbps = 40 }")],
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(scenario.flows[0].schedule.rate, Rate::L1BitsPerSec(4e10));
+}
+
+#[test]
+fn flows_of_a_port_must_fit_its_line_together() {
+    let text = port_with_flows(
+        "",
+        &[
+            ("a", "rate = \"6gbps\""),
+            ("b", "size = 64\nrate = \"7440476pps\""),
+        ],
+    );
+    let err = load(&text).unwrap_err();
+    assert_located(&err, &text, "[[ports]]", "ports[0]");
+    assert!(
+        err.message.starts_with(
+            "the 2 flows sending on port `tx` need 11 Gbit/s together at layer 1 (`a` 6 Gbit/s, `b` 5 Gbit/s), above its line rate of 10 Gbit/s — lower their rates, or set the port's speed (e.g. speed = \"25gbps\")"
+        ),
+        "{err}"
+    );
+
+    // With a speed, the error points at it.
+    let text = port_with_flows(
+        "speed = \"1gbps\"",
+        &[("a", "rate = \"600mbps\""), ("b", "rate = \"600mbps\"")],
+    );
+    let err = load(&text).unwrap_err();
+    assert_located(&err, &text, "speed = \"1gbps\"", "ports[0].speed");
+    assert!(err.message.contains("need 1.2 Gbit/s together"), "{err}");
+    assert!(
+        err.message
+            .contains("raise the port's speed (e.g. speed = \"2.5gbps\")"),
+        "{err}"
+    );
+
+    // Bursty flows count with their average rate: 8 packets at 10 Mpps every 10.8 µs
+    // average about 740 kpps each.
+    let bursty = "size = 64\nrate = \"10mpps\"\ntiming = { pattern = \"burst\", packets = 8, inter_burst_gap = \"10us\" }";
+    load(&port_with_flows("", &[("a", bursty), ("b", bursty)])).unwrap_or_else(|e| panic!("{e}"));
+
+    // Flows on different ports do not add up.
+    let two_ports = format!(
+        "{PORTS}\n[[flows]]\nname = \"a\"\ntx = \"tx\"\nrate = \"6gbps\"\n{UDP4}\n[[flows]]\nname = \"b\"\ntx = \"rx\"\nrate = \"6gbps\"\n{UDP4}"
+    );
+    load(&two_ports).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn flows_that_take_turns_share_a_line() {
+    // `a` ends after 1 s; `b` starts 2 s in.
+    let turns = port_with_flows(
+        "",
+        &[
+            ("a", "rate = \"8gbps\"\nduration = \"1s\""),
+            (
+                "b",
+                "rate = \"8gbps\"\nduration = { continuous = { delay = { microseconds = 2000000 } } }",
+            ),
+        ],
+    );
+    load(&turns).unwrap_or_else(|e| panic!("{e}"));
+
+    // Steps that hand the line over at the same instant.
+    let handover = port_with_flows(
+        "",
+        &[
+            (
+                "up",
+                "rate = \"1gbps\"\ntiming = { pattern = \"cbr\", steps = [{ at = \"1s\", rate = \"8gbps\" }] }",
+            ),
+            (
+                "down",
+                "rate = \"8gbps\"\ntiming = { pattern = \"cbr\", steps = [{ at = \"1s\", rate = \"1gbps\" }] }",
+            ),
+        ],
+    );
+    load(&handover).unwrap_or_else(|e| panic!("{e}"));
+
+    // Overlapping at 1 s: the message says when.
+    let overlap = port_with_flows(
+        "",
+        &[
+            ("steady", "rate = \"5gbps\""),
+            (
+                "late",
+                "rate = \"1gbps\"\ntiming = { pattern = \"cbr\", steps = [{ at = \"1.5s\", rate = \"6gbps\" }] }",
+            ),
+        ],
+    );
+    let err = load(&overlap).unwrap_err();
+    assert_located(&err, &overlap, "[[ports]]", "ports[0]");
+    assert!(
+        err.message
+            .contains("need 11 Gbit/s together at layer 1 from 1.5 s into the run (`steady` 5 Gbit/s, `late` 6 Gbit/s)"),
+        "{err}"
+    );
+}
