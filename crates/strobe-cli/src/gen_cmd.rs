@@ -200,6 +200,12 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::Runtime(format!("cannot install the Ctrl-C handler: {e}")))?;
     }
     let report = run_scenario(&scenario, &opts, stop).map_err(Failure::from)?;
+    if report.clock == ClockSource::Monotonic {
+        eprintln!(
+            "warning: this CPU's time-stamp counter is not invariant (no constant_tsc/nonstop_tsc \
+             flags), so pacing used CLOCK_MONOTONIC: expect coarser gaps than on an invariant TSC"
+        );
+    }
     print_report(&report);
     if let Some(path) = &args.json {
         std::fs::write(
