@@ -137,68 +137,10 @@ impl ValueGen {
         }
     }
 
-    /// [`ValueGen::fill`] for fields of at most 64 bits, in u64.
-    #[inline]
-    fn fill64(&mut self, out: &mut [u64]) {
-        match self {
-            ValueGen::Counter64 {
-                start,
-                step,
-                count,
-                k,
-                cur,
-                mask,
-            } => {
-                for o in out {
-                    *o = *cur;
-                    *k += 1;
-                    if *k == *count {
-                        *k = 0;
-                        *cur = *start;
-                    } else {
-                        *cur = cur.wrapping_add(*step) & *mask;
-                    }
-                }
-            }
-            ValueGen::Table { values, idx } => {
-                for o in out {
-                    *o = values[*idx] as u64;
-                    *idx += 1;
-                    if *idx == values.len() {
-                        *idx = 0;
-                    }
-                }
-            }
-            ValueGen::Random {
-                seed,
-                k,
-                count,
-                min,
-                max,
-            } => {
-                for o in out {
-                    *o = strobe_model::random_in(*seed, *k, *min, *max) as u64;
-                    *k += 1;
-                    if *k == *count {
-                        *k = 0;
-                    }
-                }
-            }
-            ValueGen::Counter { .. } => {
-                // Only fields wider than 64 bits get a u128 counter.
-                let mut wide = [0u128; 1];
-                for o in out {
-                    self.fill(&mut wide);
-                    *o = wide[0] as u64;
-                }
-            }
-        }
-    }
-
     /// The values of the next `out.len()` packets, in order: one dispatch per batch, then a
-    /// tight loop.
+    /// tight loop. `T` is u64 for fields of up to 64 bits (cheaper arithmetic), else u128.
     #[inline]
-    fn fill(&mut self, out: &mut [u128]) {
+    fn fill<T: FieldValue>(&mut self, out: &mut [T]) {
         match self {
             ValueGen::Counter64 {
                 start,
@@ -209,7 +151,7 @@ impl ValueGen {
                 mask,
             } => {
                 for o in out {
-                    *o = *cur as u128;
+                    *o = T::from_u64(*cur);
                     *k += 1;
                     if *k == *count {
                         *k = 0;
@@ -228,7 +170,7 @@ impl ValueGen {
                 mask,
             } => {
                 for o in out {
-                    *o = *cur;
+                    *o = T::from_u128(*cur);
                     *k += 1;
                     if *k == *count {
                         *k = 0;
@@ -240,7 +182,7 @@ impl ValueGen {
             }
             ValueGen::Table { values, idx } => {
                 for o in out {
-                    *o = values[*idx];
+                    *o = T::from_u128(values[*idx]);
                     *idx += 1;
                     if *idx == values.len() {
                         *idx = 0;
@@ -255,7 +197,7 @@ impl ValueGen {
                 max,
             } => {
                 for o in out {
-                    *o = strobe_model::random_in(*seed, *k, *min, *max);
+                    *o = T::from_u128(strobe_model::random_in(*seed, *k, *min, *max));
                     *k += 1;
                     if *k == *count {
                         *k = 0;
@@ -263,6 +205,35 @@ impl ValueGen {
                 }
             }
         }
+    }
+}
+
+/// The integer a batch of field values is produced in. Values always fit: u64 is only used
+/// for fields of at most 64 bits.
+trait FieldValue: Copy {
+    fn from_u64(v: u64) -> Self;
+    fn from_u128(v: u128) -> Self;
+}
+
+impl FieldValue for u64 {
+    #[inline(always)]
+    fn from_u64(v: u64) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn from_u128(v: u128) -> Self {
+        v as u64
+    }
+}
+
+impl FieldValue for u128 {
+    #[inline(always)]
+    fn from_u64(v: u64) -> Self {
+        v as u128
+    }
+    #[inline(always)]
+    fn from_u128(v: u128) -> Self {
+        v
     }
 }
 
@@ -522,7 +493,7 @@ impl FlowGenerator {
             let out = &mut vals[i * MAX_BATCH..i * MAX_BATCH + k];
             if f.bit_len <= 64 {
                 let values = &mut scratch.narrow[..k];
-                f.gen.fill64(values);
+                f.gen.fill(values);
                 match f.whole_bytes {
                     Some((off, 2)) => put::<2>(slots, which, off, values, out),
                     Some((off, 4)) => put::<4>(slots, which, off, values, out),

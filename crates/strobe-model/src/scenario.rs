@@ -1262,32 +1262,26 @@ impl Loader<'_> {
         accepted.extend_from_slice(own);
         self.r.only(&t, &accepted)?;
 
-        let time = |key: &str| -> Result<u64, ModelError> {
+        let required = |key: &str| {
             let p = t.child(key);
-            let n = t.get(key).ok_or_else(|| {
-                self.err(
+            match t.get(key) {
+                Some(n) => Ok((n, p)),
+                None => Err(self.err(
                     &t.span,
                     &p,
                     format!(
                         "missing {key} — the {pattern_name} pattern needs {}",
                         own.join(" and ")
                     ),
-                )
-            })?;
+                )),
+            }
+        };
+        let time = |key: &str| -> Result<u64, ModelError> {
+            let (n, p) = required(key)?;
             self.time(n, &p)
         };
         let real = |key: &str| -> Result<f64, ModelError> {
-            let p = t.child(key);
-            let n = t.get(key).ok_or_else(|| {
-                self.err(
-                    &t.span,
-                    &p,
-                    format!(
-                        "missing {key} — the {pattern_name} pattern needs {}",
-                        own.join(" and ")
-                    ),
-                )
-            })?;
+            let (n, p) = required(key)?;
             self.r.number(n, &p, "a number")
         };
 
