@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# strobe's first-contact demo: builds strobe, generates precisely timed traffic, and shows
-# how precise it is. Installs nothing beyond the Rust build.
+# strobe's first-contact demo: builds strobe, brings up the embedded virtual lab (network
+# namespaces + veth around a Linux router), sends a throughput run and a mixed CBR + Poisson
+# run through it, prints what came back, and removes the lab. Needs root for the lab: runs
+# strobe under sudo when not root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet -p strobe-cli
-exec target/release/strobe demo "$@"
+if [ "$(id -u)" -eq 0 ]; then
+    exec target/release/strobe demo "$@"
+else
+    exec sudo target/release/strobe demo "$@"
+fi

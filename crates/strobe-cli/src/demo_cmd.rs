@@ -1,159 +1,172 @@
-//! `strobe demo`: a first result in under a minute, with nothing to set up.
-//!
-//! It generates constant-rate and Poisson traces, measures their precision the way
-//! `strobe analyze` does for any capture, then measures the engine itself on the null
-//! backend, unpaced and paced in real time.
+//! `strobe demo`: a first real result with nothing to set up. Brings up the virtual lab
+//! (its own, under a separate prefix), sends a throughput run and a mixed CBR + Poisson run
+//! through the device under test, prints what came back, and removes the lab again.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use clap::Args;
-use strobe_analyze::{analyze, Capture, Expectation, Options, Report};
 use strobe_engine::{run_scenario, RunOptions, RunReport};
+use strobe_lab::{Dut, Lab, LabConfig};
 use strobe_model::quick::{self, QuickArgs};
+use strobe_model::{PortSpec, Scenario};
 
 use crate::gen_cmd::FileResources;
+use crate::lab_cmd::lab_failure;
+use crate::results::print_summary;
 use crate::Failure;
+
+/// The demo's own lab, so a lab the user has up is never touched.
+const DEMO_PREFIX: &str = "strobe-demo";
 
 #[derive(Args)]
 pub struct DemoArgs {
-    /// Seconds of real-time engine measurement on the null backend.
-    #[arg(long, default_value_t = 2.0)]
+    /// Seconds per run.
+    #[arg(long, default_value_t = 3.0)]
     seconds: f64,
+    /// Device under test: cable | bridge | router | tbf:RATE.
+    #[arg(long, default_value = "router")]
+    dut: String,
 }
 
-fn udp_flow(
-    port: String,
-    rate: &str,
-    pattern: &str,
-    count: Option<u64>,
-    duration: Option<String>,
-) -> QuickArgs {
+/// Removes the demo lab when the demo ends, however it ends.
+struct LabGuard;
+
+impl Drop for LabGuard {
+    fn drop(&mut self) {
+        match strobe_lab::down(DEMO_PREFIX) {
+            Ok(_) => println!("\n== lab `{DEMO_PREFIX}` removed"),
+            Err(e) => eprintln!("warning: could not remove lab `{DEMO_PREFIX}`: {e}"),
+        }
+    }
+}
+
+fn hex(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// One UDP flow from the lab's tx side to its rx side.
+fn lab_flow(lab: &Lab, src_port: u16, rate: &str, pattern: &str, seconds: f64) -> QuickArgs {
     QuickArgs {
-        port,
-        udp: Some("198.18.0.1:1000-198.18.1.1:2000".into()),
+        port: lab.port(&lab.tx, "afpacket"),
+        udp: Some(format!("{}:{src_port}-{}:2000", lab.tx.ipv4, lab.rx.ipv4)),
+        src_mac: Some(hex(lab.tx.mac)),
+        dst_mac: Some(hex(lab.tx.next_hop_mac)),
         size: "64".into(),
         rate: rate.into(),
         pattern: pattern.into(),
-        count,
-        duration,
-        vary: vec!["ip.src=inc:198.18.0.1/0.0.0.1/256".into()],
+        duration: Some(format!("{seconds}s")),
         ..QuickArgs::default()
     }
 }
 
-fn run(q: &QuickArgs, opts: &RunOptions) -> Result<RunReport, Failure> {
-    let res = FileResources::cwd();
-    let scenario = quick::build(q, &res).map_err(|e| Failure::BadInput(e.to_string()))?;
-    run_scenario(&scenario, opts, Arc::new(AtomicBool::new(false)))
-        .map_err(|e| Failure::Runtime(e.to_string()))
+/// A scenario of several one-flow descriptions on the same tx port, received at lab rx.
+fn scenario(lab: &Lab, flows: &[(&str, QuickArgs)]) -> Result<Scenario, Failure> {
+    let mut out: Option<Scenario> = None;
+    for (i, (name, q)) in flows.iter().enumerate() {
+        let mut s =
+            quick::build(q, &FileResources::cwd()).map_err(|e| Failure::BadInput(e.to_string()))?;
+        let mut f = s.flows.remove(0);
+        f.name = (*name).to_string();
+        f.id = i as u16;
+        f.rx_ports = vec!["rx".into()];
+        match &mut out {
+            Some(acc) => {
+                f.tx_port = acc.ports[0].name.clone();
+                acc.flows.push(f);
+            }
+            None => {
+                s.flows = vec![f];
+                let speed_bps = s.ports[0].speed_bps;
+                s.ports.push(PortSpec {
+                    name: "rx".into(),
+                    location: lab.port(&lab.rx, "afpacket"),
+                    speed_bps,
+                });
+                out = Some(s);
+            }
+        }
+    }
+    out.ok_or_else(|| Failure::Runtime("no flows".into()))
 }
 
-fn analyze_trace(path: &str, expect: Expectation) -> Result<Report, Failure> {
-    let mut capture = Capture {
-        timestamps_ns: Vec::new(),
-        frame_lens: Vec::new(),
-        resolution_ns: 1,
-    };
-    strobe_io::read_capture(path, false, |f| {
-        capture.timestamps_ns.push(f.ts_ns);
-        capture.frame_lens.push(f.orig_len);
-    })
-    .map_err(|e| Failure::Runtime(e.to_string()))?;
-    let options = Options {
-        expect: Some(expect),
-        burst_gap_ns: None,
-        histogram_bins: 10,
-    };
-    analyze(&capture, &options).map_err(|e| Failure::Runtime(e.to_string()))
+fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, Failure> {
+    run_scenario(
+        s,
+        opts,
+        Arc::new(AtomicBool::new(false)),
+        u64::MAX,
+        &mut |_| {},
+    )
+    .map_err(Failure::from)
 }
 
 pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
-    let dir = std::env::temp_dir().join(format!("strobe-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Failure::Runtime(format!("cannot create {}: {e}", dir.display())))?;
-    let result = demo_steps(&dir, args.seconds);
-    let _ = std::fs::remove_dir_all(&dir);
-    result
-}
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(Failure::BadInput(
+            "strobe demo builds a virtual lab of network namespaces, which needs root: run it with sudo \
+             (scripts/demo.sh does)"
+                .into(),
+        ));
+    }
+    let dut: Dut = args
+        .dut
+        .parse()
+        .map_err(|e| Failure::BadInput(format!("--dut {}: {e}", args.dut)))?;
+    println!("== 1. The virtual lab: generator, device under test ({dut:?}), sink — namespaces {DEMO_PREFIX}-*");
+    let lab = strobe_lab::up(&LabConfig {
+        prefix: DEMO_PREFIX.into(),
+        dut,
+    })
+    .map_err(lab_failure)?;
+    let _guard = LabGuard;
+    println!(
+        "   tx {} {} -> DUT -> rx {} {}",
+        lab.tx.iface, lab.tx.ipv4, lab.rx.iface, lab.rx.ipv4
+    );
 
-fn demo_steps(dir: &std::path::Path, seconds: f64) -> Result<(), Failure> {
-    println!("== 1. A constant-rate trace: 100 000 UDP frames at 100 kpps, source address cycling over 256 values");
-    let cbr = dir.join("cbr.pcap").to_string_lossy().into_owned();
-    run(
-        &udp_flow(format!("pcap:{cbr}"), "100kpps", "cbr", Some(100_000), None),
-        &RunOptions::default(),
-    )?;
-    let r = analyze_trace(&cbr, Expectation::Cbr { pps: 100_000.0 })?;
-    println!("{r}\n");
-
-    println!("== 2. A Poisson trace: 100 000 frames at a mean of 1 Mpps");
-    let poisson = dir.join("poisson.pcap").to_string_lossy().into_owned();
-    run(
-        &udp_flow(
-            format!("pcap:{poisson}"),
-            "1mpps",
-            "poisson",
-            Some(100_000),
-            None,
-        ),
-        &RunOptions::default(),
-    )?;
-    let r = analyze_trace(&poisson, Expectation::Poisson { pps: 1_000_000.0 })?;
-    println!("{r}\n");
-
-    let secs = format!("{seconds}s");
-    println!("== 3. Engine cost: every per-packet step (field patch, checksums, trailer with timestamp), frames dropped by the null backend, {secs}");
-    let mut q = udp_flow("null".into(), "1000000000000", "cbr", None, None);
-    // Unpaced: the rate is a placeholder, so the line-rate check does not apply.
+    let secs = args.seconds;
+    println!("\n== 2. Throughput: 64-byte UDP frames as fast as strobe sends them (AF_PACKET), {secs} s, counted at the sink");
+    let mut q = lab_flow(&lab, 1000, "1000000000000", "cbr", secs);
+    q.duration = None;
     q.unbounded = true;
-    let opts = RunOptions {
-        unpaced: true,
-        time_limit_ns: Some((seconds * 1e9) as u64),
-        ..RunOptions::default()
-    };
-    let report = run(&q, &opts)?;
-    print_rate(&report);
-
-    println!("\n== 4. Real-time pacing: 1 Mpps CBR on the null backend for {secs}, one frame per deadline");
+    let s = scenario(&lab, &[("throughput", q)])?;
     let report = run(
-        &udp_flow("null".into(), "1mpps", "cbr", None, Some(secs)),
-        &RunOptions::default(),
+        &s,
+        &RunOptions {
+            unpaced: true,
+            time_limit_ns: Some((secs * 1e9) as u64),
+            ..RunOptions::default()
+        },
     )?;
-    print_rate(&report);
-    for p in &report.ports {
-        if let Some(h) = &p.handover {
-            println!(
-                "   hand-over after each deadline: p50 {} ns, p99 {} ns, p99.9 {} ns, max {:.1} µs; {:.3} % within 1 µs",
-                h.p50_ns,
-                h.p99_ns,
-                h.p99_9_ns,
-                h.max_ns as f64 / 1e3,
-                h.within_1us * 100.0
-            );
-        }
+    print_summary(&s, &report);
+    if let (Some(tx), Some(Some(rx))) = (report.ports.first(), report.rx_flows.first()) {
+        let t = tx.elapsed_ns as f64 / 1e9;
         println!(
-            "   {} of {} frames later than 1 µs — the tail is the machine (preemption, virtualisation), not the schedule",
-            p.late_frames, p.frames
+            "   => sent {:.3} Mpps, received {:.3} Mpps through the DUT ({:.2} % lost: a software DUT on two shared cores saturates)",
+            tx.frames as f64 / t / 1e6,
+            rx.counters.unique as f64 / t / 1e6,
+            rx.lost.unwrap_or(0) as f64 * 100.0 / tx.frames.max(1) as f64
         );
     }
-    println!(
-        "\nNext: `strobe gen --help`, `strobe analyze --help`, and the scenarios in examples/."
-    );
-    Ok(())
-}
 
-fn print_rate(report: &RunReport) {
-    for p in &report.ports {
-        let secs = p.elapsed_ns as f64 / 1e9;
-        if secs > 0.0 {
-            println!(
-                "   {} frames in {:.3} s: {:.2} Mpps, {:.2} ns per frame",
-                p.frames,
-                secs,
-                p.frames as f64 / secs / 1e6,
-                secs * 1e9 / p.frames.max(1) as f64
-            );
-        }
-    }
+    println!("\n== 3. Mixed traffic: a 50 kpps constant-rate flow and a 50 kpps Poisson flow, {secs} s, paced frame by frame");
+    let s = scenario(
+        &lab,
+        &[
+            ("cbr-50k", lab_flow(&lab, 1001, "50kpps", "cbr", secs)),
+            (
+                "poisson-50k",
+                lab_flow(&lab, 1002, "50kpps", "poisson", secs),
+            ),
+        ],
+    )?;
+    let report = run(&s, &RunOptions::default())?;
+    print_summary(&s, &report);
+    println!("\nNext: `strobe lab up`, `strobe gen --port lab:tx --rx lab:rx …`, `strobe analyze`, examples/.");
+    Ok(())
 }

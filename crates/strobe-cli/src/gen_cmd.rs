@@ -3,10 +3,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use clap::Args;
-use serde_json::json;
-use strobe_engine::{run_scenario, ClockSource, LatePolicy, RunOptions, RunReport};
+use strobe_engine::{run_scenario, ClockSource, LatePolicy, RunOptions};
 use strobe_model::{quick, Resources, Scenario};
 
+use crate::lab_cmd::{lab_failure, resolve_lab_ports};
+use crate::results::{print_summary, to_csv, to_json, Status};
 use crate::Failure;
 
 #[derive(Args)]
@@ -70,9 +71,27 @@ pub struct GenArgs {
     /// Ignore deadlines and send as fast as possible.
     #[arg(long)]
     unpaced: bool,
+    /// Receive on this port too and count the flow there (same forms as --port).
+    #[arg(long, help_heading = "One-flow options")]
+    rx: Option<String>,
+    /// Prefix of the lab that `lab:tx` / `lab:rx` ports refer to.
+    #[arg(long, default_value = "strobe", value_name = "PREFIX")]
+    lab: String,
+    /// How long receivers keep counting after the last frame was sent, e.g. 500ms.
+    #[arg(long, default_value = "500ms")]
+    drain: String,
+    /// Per-flow status lines.
+    #[arg(short, long)]
+    verbose: bool,
+    /// No status line while running.
+    #[arg(short, long)]
+    quiet: bool,
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Write per-flow results as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
 }
 
 /// Reads files a scenario refers to, relative to the scenario's folder.
@@ -152,6 +171,30 @@ fn load(
         no_trailer: args.no_trailer,
         unbounded: false,
     };
+    if let Some(side) = q.port.strip_prefix("lab:") {
+        // On the lab, frames go from the endpoint's MAC to its next hop unless told otherwise.
+        let lab = strobe_lab::status(&args.lab)
+            .map_err(lab_failure)?
+            .ok_or_else(|| {
+                Failure::BadInput(format!(
+                    "--port {}: no lab `{}` is up: run `strobe lab up` first",
+                    q.port, args.lab
+                ))
+            })?;
+        let e = if side.starts_with("rx") {
+            &lab.rx
+        } else {
+            &lab.tx
+        };
+        let hex = |m: [u8; 6]| {
+            m.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":")
+        };
+        q.src_mac.get_or_insert_with(|| hex(e.mac));
+        q.dst_mac.get_or_insert_with(|| hex(e.next_hop_mac));
+    }
     if args.rate.eq_ignore_ascii_case("max") {
         // As fast as the engine goes: a schedule far above any reachable rate, deadlines
         // ignored, and a real-time limit instead of a scheduled one.
@@ -165,13 +208,29 @@ fn load(
             );
         }
     }
-    quick::build(&q, &FileResources::cwd()).map_err(bad)
+    let mut scenario = quick::build(&q, &FileResources::cwd()).map_err(bad)?;
+    if let Some(rx) = &args.rx {
+        let speed_bps = scenario
+            .ports
+            .first()
+            .map_or(10_000_000_000, |p| p.speed_bps);
+        scenario.ports.push(strobe_model::PortSpec {
+            name: "rx".into(),
+            location: rx.clone(),
+            speed_bps,
+        });
+        for f in &mut scenario.flows {
+            f.rx_ports = vec!["rx".into()];
+        }
+    }
+    Ok(scenario)
 }
 
 pub fn run(args: GenArgs) -> Result<(), Failure> {
     let mut unpaced = args.unpaced;
     let mut time_limit_ns = None;
-    let scenario = load(&args, &mut unpaced, &mut time_limit_ns)?;
+    let mut scenario = load(&args, &mut unpaced, &mut time_limit_ns)?;
+    resolve_lab_ports(&mut scenario, &args.lab)?;
     for w in &scenario.warnings {
         eprintln!("warning: {w}");
     }
@@ -192,6 +251,9 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
         time_limit_ns,
         ..RunOptions::default()
     };
+    let drain_ns = strobe_timing::parse_duration_ns(&args.drain)
+        .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", args.drain)))?;
+    let opts = RunOptions { drain_ns, ..opts };
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
@@ -199,135 +261,27 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
         ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
             .map_err(|e| Failure::Runtime(format!("cannot install the Ctrl-C handler: {e}")))?;
     }
-    let report = run_scenario(&scenario, &opts, stop).map_err(Failure::from)?;
+    let mut status = Status::new(&scenario, args.verbose, args.quiet);
+    let report = run_scenario(&scenario, &opts, stop, 1_000_000_000, &mut |t| {
+        status.tick(t)
+    });
+    status.finish();
+    let report = report.map_err(Failure::from)?;
     if report.clock == ClockSource::Monotonic {
         eprintln!(
             "warning: this CPU's time-stamp counter is not invariant (no constant_tsc/nonstop_tsc \
              flags), so pacing used CLOCK_MONOTONIC: expect coarser gaps than on an invariant TSC"
         );
     }
-    print_report(&report);
+    print_summary(&scenario, &report);
     if let Some(path) = &args.json {
-        std::fs::write(
-            path,
-            serde_json::to_string_pretty(&report_json(&report)).unwrap_or_default(),
-        )
-        .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
+        let text = serde_json::to_string_pretty(&to_json(&scenario, &report)).unwrap_or_default();
+        std::fs::write(path, text)
+            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
+    }
+    if let Some(path) = &args.csv {
+        std::fs::write(path, to_csv(&scenario, &report))
+            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
     }
     Ok(())
-}
-
-fn clock_name(c: ClockSource) -> &'static str {
-    match c {
-        ClockSource::Tsc => "invariant TSC",
-        ClockSource::Monotonic => "CLOCK_MONOTONIC (TSC not invariant)",
-    }
-}
-
-fn print_report(r: &RunReport) {
-    println!(
-        "clock: {} at {:.3} MHz",
-        clock_name(r.clock),
-        r.ticks_per_sec / 1e6
-    );
-    for p in &r.ports {
-        println!("port {}: {}", p.name, p.backend);
-        let secs = p.elapsed_ns as f64 / 1e9;
-        if p.scheduled_time {
-            println!(
-                "  {} frames, {} bytes (scheduled time, batch {})",
-                p.frames, p.bytes, p.batch
-            );
-        } else {
-            let mpps = if secs > 0.0 {
-                p.frames as f64 / secs / 1e6
-            } else {
-                0.0
-            };
-            let ns_per = if p.frames > 0 {
-                p.elapsed_ns as f64 / p.frames as f64
-            } else {
-                0.0
-            };
-            println!(
-                "  {} frames, {} bytes in {:.3} s: {:.3} Mpps, {:.2} ns/frame (batch {})",
-                p.frames, p.bytes, secs, mpps, ns_per, p.batch
-            );
-            println!(
-                "  late frames: {} (worst {} ns, schedule shifted {} ns)",
-                p.late_frames, p.max_late_ns, p.shifted_ns
-            );
-            if let Some(h) = &p.handover {
-                println!(
-                    "  hand-over after deadline: p50 {} ns, p99 {} ns, p99.9 {} ns, p99.99 {} ns, max {} ns; \
-                     {:.2} % within 100 ns, {:.2} % within 1 µs",
-                    h.p50_ns,
-                    h.p99_ns,
-                    h.p99_9_ns,
-                    h.p99_99_ns,
-                    h.max_ns,
-                    h.within_100ns * 100.0,
-                    h.within_1us * 100.0
-                );
-            }
-        }
-        if p.stopped_early {
-            println!("  stopped before the end of the schedule");
-        }
-        println!(
-            "  {:<24} {:>6} {:>14} {:>16} {:>16} {:>6}",
-            "flow", "id", "frames", "bytes", "last_ns", "trailer"
-        );
-        for f in &p.flows {
-            println!(
-                "  {:<24} {:>6} {:>14} {:>16} {:>16} {:>6}",
-                f.name,
-                f.id,
-                f.frames,
-                f.bytes,
-                f.last_ns.unwrap_or(0),
-                if f.instrumented { "yes" } else { "no" }
-            );
-        }
-    }
-}
-
-fn report_json(r: &RunReport) -> serde_json::Value {
-    json!({
-        "clock": clock_name(r.clock),
-        "ticks_per_sec": r.ticks_per_sec,
-        "ports": r.ports.iter().map(|p| json!({
-            "name": p.name,
-            "backend": p.backend,
-            "scheduled_time": p.scheduled_time,
-            "batch": p.batch,
-            "frames_tx": p.frames,
-            "bytes_tx": p.bytes,
-            "late_frames": p.late_frames,
-            "max_late_ns": p.max_late_ns,
-            "shifted_ns": p.shifted_ns,
-            "handover_error": p.handover.as_ref().map(|h| json!({
-                "samples": h.samples,
-                "p50_ns": h.p50_ns,
-                "p90_ns": h.p90_ns,
-                "p99_ns": h.p99_ns,
-                "p99_9_ns": h.p99_9_ns,
-                "p99_99_ns": h.p99_99_ns,
-                "max_ns": h.max_ns,
-                "within_100ns": h.within_100ns,
-                "within_1us": h.within_1us,
-            })),
-            "elapsed_ns": p.elapsed_ns,
-            "stopped_early": p.stopped_early,
-            "flows": p.flows.iter().map(|f| json!({
-                "name": f.name,
-                "id": f.id,
-                "frames_tx": f.frames,
-                "bytes_tx": f.bytes,
-                "first_ns": f.first_ns,
-                "last_ns": f.last_ns,
-                "instrumented": f.instrumented,
-            })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-    })
 }

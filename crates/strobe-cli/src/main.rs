@@ -3,6 +3,8 @@
 mod analyze_cmd;
 mod demo_cmd;
 mod gen_cmd;
+mod lab_cmd;
+mod results;
 
 use std::process::ExitCode;
 
@@ -22,6 +24,8 @@ enum Command {
     Gen(Box<gen_cmd::GenArgs>),
     /// Precision analysis (Mind the Gap) of any pcap/pcapng capture.
     Analyze(analyze_cmd::AnalyzeArgs),
+    /// The embedded virtual lab: network namespaces and veth pairs around a device under test.
+    Lab(lab_cmd::LabArgs),
     /// Generate traces and measure their precision and the engine's cost: a first result
     /// with nothing to set up.
     Demo(demo_cmd::DemoArgs),
@@ -55,6 +59,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Gen(args) => gen_cmd::run(*args),
         Command::Analyze(args) => analyze_cmd::run(args),
+        Command::Lab(args) => lab_cmd::run(args),
         Command::Demo(args) => demo_cmd::run_demo(args),
     };
     match result {

@@ -6,12 +6,20 @@
 //!   TSC ([`clock`]), flows merged by deadline.
 pub mod clock;
 pub mod generator;
+pub mod live;
+pub mod rx;
+pub mod rx_worker;
 pub mod worker;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use strobe_io::{AnyBackend, TimeBase};
+use std::sync::atomic::Ordering;
+
+use live::LiveCounters;
+use rx::{FlowRxReport, RxTracker};
+use rx_worker::{run_rx, RxPortReport};
+use strobe_io::{AnyBackend, AnyReceiver, TimeBase};
 use strobe_model::Scenario;
 use strobe_timing::{Duration, Pattern, ScheduleSpec};
 
@@ -69,18 +77,49 @@ fn schedule_ends(spec: &ScheduleSpec) -> bool {
 pub struct RunReport {
     pub clock: ClockSource,
     pub ticks_per_sec: f64,
+    /// Transmit side, one entry per port that sends.
     pub ports: Vec<PortReport>,
+    /// Receive side, one entry per port that receives.
+    pub rx_ports: Vec<RxPortReport>,
+    /// Per flow (index = flow id): receive counters summed over its receive ports and the
+    /// loss against what its transmit port sent; None for flows no port receives.
+    pub rx_flows: Vec<Option<FlowRxReport>>,
+    /// Receivers kept counting this long after the last frame was sent.
+    pub drain_ns: u64,
 }
 
-/// Runs every port of the scenario that has flows, one worker thread per port.
+/// What a watcher of a running run is shown, about once per `tick` interval.
+pub struct Tick<'a> {
+    /// Time since the transmitters started.
+    pub elapsed_ns: u64,
+    pub flows: &'a [live::FlowSnapshot],
+    pub rx_other: u64,
+}
+
+/// Runs every port of the scenario: a receive worker for each port that some flow names as
+/// a receiver (started first), a transmit worker for each port with flows to send. After
+/// the transmitters finish (or `stop` is set), receivers keep counting for
+/// `opts.drain_ns`, then loss is final. `on_tick` is called about every `tick_ns` with the
+/// live counters.
 pub fn run_scenario(
     scenario: &Scenario,
     opts: &RunOptions,
     stop: Arc<AtomicBool>,
+    tick_ns: u64,
+    on_tick: &mut dyn FnMut(&Tick<'_>),
 ) -> Result<RunReport, EngineError> {
     let clock = Clock::calibrate(std::time::Duration::from_millis(50));
-    // Open every backend before any worker starts, so a bad port fails the run up front.
-    let mut jobs = Vec::new();
+    let n_flows = scenario.flows.len();
+    let live = opts
+        .live
+        .clone()
+        .unwrap_or_else(|| Arc::new(LiveCounters::new(n_flows)));
+    let opts = &RunOptions {
+        live: Some(live.clone()),
+        ..opts.clone()
+    };
+    // Open every port before any worker starts, so a bad port fails the run up front.
+    let mut tx_jobs = Vec::new();
     for port in &scenario.ports {
         let flows: Vec<_> = scenario
             .flows
@@ -105,10 +144,49 @@ pub fn run_scenario(
                 port: port.name.clone(),
                 source,
             })?;
-        jobs.push((port.name.clone(), backend, flows));
+        tx_jobs.push((port.name.clone(), backend, flows));
     }
-    let results: Vec<Result<PortReport, EngineError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = jobs
+    let mut rx_jobs = Vec::new();
+    for port in &scenario.ports {
+        if !scenario
+            .flows
+            .iter()
+            .any(|f| f.rx_ports.contains(&port.name))
+        {
+            continue;
+        }
+        let receiver = AnyReceiver::open(&port.location).map_err(|source| EngineError::Port {
+            port: port.name.clone(),
+            source,
+        })?;
+        rx_jobs.push((port.name.clone(), receiver, RxTracker::new(n_flows)));
+    }
+
+    let rx_stop = AtomicBool::new(false);
+    let (tx_results, rx_results) = std::thread::scope(|scope| {
+        let rx_handles: Vec<_> = rx_jobs
+            .into_iter()
+            .map(|(name, mut receiver, mut tracker)| {
+                let (clock, live, rx_stop) = (&clock, &*live, &rx_stop);
+                let thread_name = name.clone();
+                let handle = std::thread::Builder::new()
+                    .name(format!("rx-{name}"))
+                    .spawn_scoped(scope, move || {
+                        run_rx(
+                            &thread_name,
+                            &mut receiver,
+                            &mut tracker,
+                            Some(live),
+                            clock,
+                            rx_stop,
+                        )
+                        .map(|report| (report, tracker))
+                    })
+                    .expect("spawning a thread");
+                (handle, name)
+            })
+            .collect();
+        let tx_handles: Vec<_> = tx_jobs
             .into_iter()
             .map(|(name, mut backend, flows)| {
                 let stop = stop.clone();
@@ -123,15 +201,68 @@ pub fn run_scenario(
                 (handle, name)
             })
             .collect();
-        handles
+
+        // Watch until every transmitter is done.
+        let started = clock.now_ticks();
+        let mut next_tick = tick_ns;
+        while !tx_handles.iter().all(|(h, _)| h.is_finished()) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let elapsed_ns = clock.ticks_to_ns(clock.now_ticks() - started);
+            if elapsed_ns >= next_tick {
+                next_tick = elapsed_ns + tick_ns;
+                let flows = live.snapshot();
+                on_tick(&Tick {
+                    elapsed_ns,
+                    flows: &flows,
+                    rx_other: live.rx_other.load(Ordering::Relaxed),
+                });
+            }
+        }
+        let tx_results: Vec<Result<PortReport, EngineError>> = tx_handles
             .into_iter()
             .map(|(h, name)| h.join().unwrap_or(Err(EngineError::WorkerPanicked(name))))
-            .collect()
+            .collect();
+        // Frames still in flight (queues, the device under test) get the drain period.
+        if !rx_handles.is_empty() {
+            std::thread::sleep(std::time::Duration::from_nanos(opts.drain_ns));
+        }
+        rx_stop.store(true, Ordering::Relaxed);
+        let rx_results: Vec<Result<(RxPortReport, RxTracker), EngineError>> = rx_handles
+            .into_iter()
+            .map(|(h, name)| h.join().unwrap_or(Err(EngineError::WorkerPanicked(name))))
+            .collect();
+        (tx_results, rx_results)
     });
-    let ports = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let ports = tx_results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let mut rx_ports = Vec::new();
+    let mut merged = RxTracker::new(n_flows);
+    for r in rx_results {
+        let (report, tracker) = r?;
+        merged.absorb(&tracker);
+        rx_ports.push(report);
+    }
+    // Loss against what each flow's transmit port sent.
+    let mut sent = vec![0u64; n_flows];
+    for p in &ports {
+        for f in &p.flows {
+            if let Some(s) = sent.get_mut(f.id as usize) {
+                *s = f.frames;
+            }
+        }
+    }
+    let reports = merged.report(Some(&sent));
+    let rx_flows = scenario
+        .flows
+        .iter()
+        .zip(reports)
+        .map(|(f, r)| (!f.rx_ports.is_empty()).then_some(r))
+        .collect();
     Ok(RunReport {
         clock: clock.source(),
         ticks_per_sec: clock.ticks_per_sec(),
         ports,
+        rx_ports,
+        rx_flows,
+        drain_ns: opts.drain_ns,
     })
 }

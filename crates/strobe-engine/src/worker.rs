@@ -13,6 +13,7 @@
 //! Either way late frames are counted.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use hdrhistogram::Histogram;
@@ -22,6 +23,7 @@ use strobe_timing::Schedule;
 
 use crate::clock::Clock;
 use crate::generator::{BatchScratch, FlowGenerator, TxTime};
+use crate::live::LiveCounters;
 use crate::EngineError;
 
 /// What to do when the worker falls behind its schedule.
@@ -44,6 +46,10 @@ pub struct RunOptions {
     pub time_limit_ns: Option<u64>,
     /// Lead time between starting the worker and the schedule's t0.
     pub start_lead_ns: u64,
+    /// Live counters to publish to (status lines), if anyone watches.
+    pub live: Option<Arc<LiveCounters>>,
+    /// How long receivers keep counting after the last frame was sent.
+    pub drain_ns: u64,
 }
 
 impl Default for RunOptions {
@@ -55,6 +61,8 @@ impl Default for RunOptions {
             unpaced: false,
             time_limit_ns: None,
             start_lead_ns: 200_000,
+            live: None,
+            drain_ns: 500_000_000,
         }
     }
 }
@@ -142,6 +150,8 @@ struct FlowState {
     /// Unpaced runs have no schedule to follow: frames left to send (u64::MAX = no end),
     /// when the duration is a packet count or continuous.
     unpaced_budget: Option<u64>,
+    /// Where the counters are published for watchers of the run.
+    live: Option<Arc<LiveCounters>>,
     report: FlowReport,
 }
 
@@ -163,6 +173,9 @@ impl FlowState {
         };
         r.first_ns.get_or_insert(slots[first as usize].scheduled_ns);
         r.last_ns = Some(slots[last as usize].scheduled_ns);
+        if let Some(live) = &self.live {
+            live.publish_tx(r.id, r.frames, r.bytes);
+        }
     }
 
     #[inline(always)]
@@ -346,6 +359,7 @@ pub fn run_port<B: Backend>(
             _ => None,
         };
         let mut s = FlowState {
+            live: opts.live.clone(),
             unpaced_budget,
             fixed,
             report: FlowReport {

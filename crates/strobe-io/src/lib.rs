@@ -6,13 +6,18 @@
 //! the engine can keep a template in a slot and patch only the varying fields, as MoonGen does
 //! with pre-filled mbufs. Live backends (AF_PACKET, AF_XDP) implement the same trait with
 //! ring frames / UMEM frames as slots.
+pub mod afpacket;
+pub mod afxdp;
 mod capture;
+pub mod netns;
 mod null;
 mod pcap;
+mod rx;
 
 pub use capture::{read_capture, CaptureInfo, CapturedFrame};
 pub use null::{slots_of, NullBackend};
 pub use pcap::PcapBackend;
+pub use rx::{Receiver, RxDrops, RxFrame, RxTimestamp};
 
 /// Most frames one `transmit` call may carry.
 pub const MAX_BATCH: usize = 256;
@@ -162,5 +167,32 @@ impl Backend for AnyBackend {
             AnyBackend::Pcap(b) => b.finish(),
             AnyBackend::Null(b) => b.finish(),
         }
+    }
+}
+
+/// Any receiver strobe can open from a port location.
+pub enum AnyReceiver {}
+
+impl AnyReceiver {
+    /// Opens the receive side of a port location.
+    pub fn open(location: &str) -> Result<Self, IoError> {
+        Err(IoError::Other(format!(
+            "port `{location}` cannot receive: `pcap:` and `null` ports only transmit"
+        )))
+    }
+}
+
+impl Receiver for AnyReceiver {
+    fn describe(&self) -> String {
+        match *self {}
+    }
+    fn poll<F>(&mut self, _max: usize, _each: F) -> Result<usize, IoError>
+    where
+        F: FnMut(&RxFrame<'_>),
+    {
+        match *self {}
+    }
+    fn drops(&mut self) -> Result<RxDrops, IoError> {
+        match *self {}
     }
 }

@@ -1,0 +1,143 @@
+//! `strobe lab up|status|down`, and `lab:tx` / `lab:rx` port names that resolve to the
+//! lab's interfaces.
+
+use clap::{Args, Subcommand};
+use strobe_lab::{Dut, Endpoint, Lab, LabConfig};
+use strobe_model::Scenario;
+
+use crate::Failure;
+
+#[derive(Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    command: LabCommand,
+    /// Name prefix of the lab's namespaces, to run several labs side by side.
+    #[arg(long, default_value = "strobe", global = true)]
+    prefix: String,
+}
+
+#[derive(Subcommand)]
+enum LabCommand {
+    /// Create the lab (idempotent): generator side, device under test, sink side.
+    Up {
+        /// Device under test: cable | bridge | router | tbf:RATE (e.g. tbf:100mbit).
+        #[arg(long, default_value = "router")]
+        dut: String,
+    },
+    /// Show the lab, its interfaces and addresses, and the port names to use.
+    Status,
+    /// Remove the lab and everything it created (idempotent).
+    Down,
+}
+
+pub fn run(args: LabArgs) -> Result<(), Failure> {
+    match args.command {
+        LabCommand::Up { dut } => {
+            let dut: Dut = dut
+                .parse()
+                .map_err(|e| Failure::BadInput(format!("--dut {dut}: {e}")))?;
+            let lab = strobe_lab::up(&LabConfig {
+                prefix: args.prefix,
+                dut,
+            })
+            .map_err(lab_failure)?;
+            print_lab(&lab);
+        }
+        LabCommand::Status => match strobe_lab::status(&args.prefix).map_err(lab_failure)? {
+            Some(lab) => print_lab(&lab),
+            None => println!(
+                "no lab with prefix `{}` (strobe lab up creates one)",
+                args.prefix
+            ),
+        },
+        LabCommand::Down => {
+            if strobe_lab::down(&args.prefix).map_err(lab_failure)? {
+                println!("lab `{}` removed", args.prefix);
+            } else {
+                println!("no lab with prefix `{}`: nothing to remove", args.prefix);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Lab errors from missing privileges or bad names are the user's to fix.
+pub fn lab_failure(e: strobe_lab::LabError) -> Failure {
+    Failure::BadInput(e.to_string())
+}
+
+fn mac(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn print_endpoint(role: &str, lab: &Lab, e: &Endpoint) {
+    println!(
+        "  {role}: {} in namespace {} — MAC {}, {}/{}, {}; send frames to MAC {}",
+        e.iface,
+        e.netns,
+        mac(e.mac),
+        e.ipv4,
+        e.prefix_len_v4,
+        e.ipv6,
+        mac(e.next_hop_mac)
+    );
+    println!(
+        "      port: {}  (or afxdp: {})",
+        lab.port(e, "afpacket"),
+        lab.port(e, "afxdp")
+    );
+}
+
+fn print_lab(lab: &Lab) {
+    println!("lab `{}`, device under test: {:?}", lab.prefix, lab.dut);
+    print_endpoint("tx", lab, &lab.tx);
+    print_endpoint("rx", lab, &lab.rx);
+    println!(
+        "  e.g.: strobe gen --port lab:tx --rx lab:rx --udp {}:1000-{}:2000 --rate 100kpps --count 100000",
+        lab.tx.ipv4, lab.rx.ipv4
+    );
+}
+
+/// Resolves `lab:tx`, `lab:rx` (AF_PACKET) and `lab:tx@afxdp`, `lab:rx@afxdp` port
+/// locations to the lab's interfaces. Returns the lab when any port used it.
+pub fn resolve_lab_ports(scenario: &mut Scenario, prefix: &str) -> Result<Option<Lab>, Failure> {
+    if !scenario
+        .ports
+        .iter()
+        .any(|p| p.location.starts_with("lab:"))
+    {
+        return Ok(None);
+    }
+    let lab = strobe_lab::status(prefix).map_err(lab_failure)?.ok_or_else(|| {
+        Failure::BadInput(format!(
+            "a port uses the lab, but no lab with prefix `{prefix}` is up: run `strobe lab up` first"
+        ))
+    })?;
+    for port in &mut scenario.ports {
+        let Some(rest) = port.location.strip_prefix("lab:") else {
+            continue;
+        };
+        let (side, backend) = rest.split_once('@').unwrap_or((rest, "afpacket"));
+        let endpoint = match side {
+            "tx" => &lab.tx,
+            "rx" => &lab.rx,
+            other => {
+                return Err(Failure::BadInput(format!(
+                    "port `{}`: unknown lab side `{other}` — accepted: lab:tx, lab:rx, lab:tx@afxdp, lab:rx@afxdp",
+                    port.name
+                )))
+            }
+        };
+        if !matches!(backend, "afpacket" | "afxdp") {
+            return Err(Failure::BadInput(format!(
+                "port `{}`: unknown backend `{backend}` — accepted: afpacket, afxdp",
+                port.name
+            )));
+        }
+        port.location = lab.port(endpoint, backend);
+    }
+    Ok(Some(lab))
+}

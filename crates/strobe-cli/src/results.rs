@@ -1,0 +1,388 @@
+//! How a run is shown: a status line while it runs, then a summary table, JSON and CSV.
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+use strobe_engine::live::FlowSnapshot;
+use strobe_engine::{ClockSource, RunReport, Tick};
+use strobe_model::Scenario;
+
+pub fn clock_name(c: ClockSource) -> &'static str {
+    match c {
+        ClockSource::Tsc => "invariant TSC",
+        ClockSource::Monotonic => "CLOCK_MONOTONIC (TSC not invariant)",
+    }
+}
+
+/// Bits a frame of `bytes` (without FCS, as counted on veth) costs at layer 2 and layer 1.
+fn l2_l1_bits(frames: u64, bytes: u64) -> (f64, f64) {
+    let l2 = (bytes + 4 * frames) as f64 * 8.0;
+    (l2, l2 + (20 * frames) as f64 * 8.0)
+}
+
+/// The one-line status printed every second, and the progress bar on a terminal.
+pub struct Status {
+    bar: Option<ProgressBar>,
+    total_frames: Option<u64>,
+    verbose: bool,
+    quiet: bool,
+    last: Vec<FlowSnapshot>,
+    last_ns: u64,
+    names: Vec<String>,
+}
+
+impl Status {
+    pub fn new(scenario: &Scenario, verbose: bool, quiet: bool) -> Self {
+        let total_frames: Option<u64> = scenario
+            .flows
+            .iter()
+            .map(|f| match f.schedule.duration {
+                strobe_timing::Duration::Packets(n) => Some(n),
+                _ => None,
+            })
+            .sum();
+        let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
+            let bar = match total_frames {
+                Some(n) => ProgressBar::new(n).with_style(
+                    ProgressStyle::with_template("{bar:30} {percent:>3}% {msg}")
+                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                ),
+                None => ProgressBar::new_spinner(),
+            };
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            bar
+        });
+        Status {
+            bar,
+            total_frames,
+            verbose,
+            quiet,
+            last: vec![FlowSnapshot::default(); scenario.flows.len()],
+            last_ns: 0,
+            names: scenario.flows.iter().map(|f| f.name.clone()).collect(),
+        }
+    }
+
+    pub fn tick(&mut self, t: &Tick<'_>) {
+        if self.quiet {
+            return;
+        }
+        let dt = (t.elapsed_ns - self.last_ns).max(1) as f64 / 1e9;
+        let sum = |v: &[FlowSnapshot]| {
+            v.iter().fold(FlowSnapshot::default(), |a, f| FlowSnapshot {
+                tx_frames: a.tx_frames + f.tx_frames,
+                tx_bytes: a.tx_bytes + f.tx_bytes,
+                rx_frames: a.rx_frames + f.rx_frames,
+                rx_bytes: a.rx_bytes + f.rx_bytes,
+                rx_unique: a.rx_unique + f.rx_unique,
+            })
+        };
+        let (now, before) = (sum(t.flows), sum(&self.last));
+        let tx_pps = (now.tx_frames - before.tx_frames) as f64 / dt;
+        let rx_pps = (now.rx_frames - before.rx_frames) as f64 / dt;
+        // TX bytes are frame sizes incl. FCS; RX bytes are as received (no FCS on veth).
+        let (rx_l2, rx_l1) = l2_l1_bits(
+            now.rx_frames - before.rx_frames,
+            now.rx_bytes - before.rx_bytes,
+        );
+        let tx_l1 = ((now.tx_bytes - before.tx_bytes) + 20 * (now.tx_frames - before.tx_frames))
+            as f64
+            * 8.0;
+        let lost = now.tx_frames.saturating_sub(now.rx_unique);
+        let mut line = format!(
+            "{:>6.1}s  tx {:>10.0} pps {:>7.3} Gbit/s L1 | rx {:>10.0} pps {:>7.3} Gbit/s L1 {:>7.3} L2 | not yet received {}",
+            t.elapsed_ns as f64 / 1e9,
+            tx_pps,
+            tx_l1 / dt / 1e9,
+            rx_pps,
+            rx_l1 / dt / 1e9,
+            rx_l2 / dt / 1e9,
+            lost
+        );
+        if self.verbose {
+            for (i, (f, b)) in t.flows.iter().zip(&self.last).enumerate() {
+                let _ = write!(
+                    line,
+                    "\n          {:<20} tx {:>10.0} pps  rx {:>10.0} pps  outstanding {}",
+                    self.names.get(i).map(String::as_str).unwrap_or("?"),
+                    (f.tx_frames - b.tx_frames) as f64 / dt,
+                    (f.rx_frames - b.rx_frames) as f64 / dt,
+                    f.tx_frames.saturating_sub(f.rx_unique)
+                );
+            }
+        }
+        match &self.bar {
+            Some(bar) => {
+                if self.total_frames.is_some() {
+                    bar.set_position(now.tx_frames);
+                }
+                bar.set_message(line.lines().next().unwrap_or_default().to_string());
+                if self.verbose {
+                    bar.println(line);
+                }
+            }
+            None => eprintln!("{line}"),
+        }
+        self.last = t.flows.to_vec();
+        self.last_ns = t.elapsed_ns;
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// The final summary on stdout.
+pub fn print_summary(scenario: &Scenario, r: &RunReport) {
+    println!(
+        "clock: {} at {:.3} MHz",
+        clock_name(r.clock),
+        r.ticks_per_sec / 1e6
+    );
+    for p in &r.ports {
+        println!("tx port {}: {}", p.name, p.backend);
+        let secs = p.elapsed_ns as f64 / 1e9;
+        if p.scheduled_time {
+            println!(
+                "  {} frames, {} bytes (scheduled time, batch {})",
+                p.frames, p.bytes, p.batch
+            );
+        } else {
+            let mpps = if secs > 0.0 {
+                p.frames as f64 / secs / 1e6
+            } else {
+                0.0
+            };
+            let ns_per = if p.frames > 0 {
+                p.elapsed_ns as f64 / p.frames as f64
+            } else {
+                0.0
+            };
+            println!(
+                "  {} frames, {} bytes in {:.3} s: {:.3} Mpps, {:.2} ns/frame (batch {})",
+                p.frames, p.bytes, secs, mpps, ns_per, p.batch
+            );
+            println!(
+                "  late frames: {} (worst {} ns, schedule shifted {} ns)",
+                p.late_frames, p.max_late_ns, p.shifted_ns
+            );
+            if let Some(h) = &p.handover {
+                println!(
+                    "  hand-over after deadline: p50 {} ns, p99 {} ns, p99.9 {} ns, p99.99 {} ns, max {} ns; \
+                     {:.2} % within 100 ns, {:.2} % within 1 µs",
+                    h.p50_ns,
+                    h.p99_ns,
+                    h.p99_9_ns,
+                    h.p99_99_ns,
+                    h.max_ns,
+                    h.within_100ns * 100.0,
+                    h.within_1us * 100.0
+                );
+            }
+        }
+        if p.stopped_early {
+            println!("  stopped before the end of the schedule");
+        }
+    }
+    for p in &r.rx_ports {
+        println!(
+            "rx port {}: {} — {} frames, timestamps: {}; not strobe's: {}, unknown flow: {}, truncated: {}, dropped by the kernel: {}",
+            p.name,
+            p.receiver,
+            p.frames,
+            p.timestamps,
+            p.other.not_instrumented,
+            p.other.unknown_flow,
+            p.other.truncated,
+            p.drops.ring_full
+        );
+    }
+    println!(
+        "  {:<20} {:>12} {:>12} {:>10} {:>8} {:>9} {:>6} {:>6} {:>7}",
+        "flow", "tx frames", "rx frames", "lost", "loss %", "reorder", "dup", "late", "trailer"
+    );
+    for f in &scenario.flows {
+        let tx: u64 = r
+            .ports
+            .iter()
+            .flat_map(|p| &p.flows)
+            .filter(|x| x.id == f.id)
+            .map(|x| x.frames)
+            .sum();
+        let instrumented = r
+            .ports
+            .iter()
+            .flat_map(|p| &p.flows)
+            .any(|x| x.id == f.id && x.instrumented);
+        match r.rx_flows.get(f.id as usize).and_then(Option::as_ref) {
+            Some(rx) => {
+                let lost = rx.lost.unwrap_or(0);
+                println!(
+                    "  {:<20} {:>12} {:>12} {:>10} {:>8.4} {:>9} {:>6} {:>6} {:>7}",
+                    f.name,
+                    tx,
+                    rx.counters.frames,
+                    lost,
+                    pct(lost, tx),
+                    rx.counters.reordered,
+                    rx.counters.duplicates,
+                    rx.counters.late,
+                    if instrumented { "yes" } else { "no" }
+                );
+            }
+            None => println!(
+                "  {:<20} {:>12} {:>12} {:>10} {:>8} {:>9} {:>6} {:>6} {:>7}",
+                f.name,
+                tx,
+                "-",
+                "-",
+                "-",
+                "-",
+                "-",
+                "-",
+                if instrumented { "yes" } else { "no" }
+            ),
+        }
+    }
+    if !r.rx_ports.is_empty() {
+        println!(
+            "  (loss is final: receivers drained for {} ms after the last frame)",
+            r.drain_ns / 1_000_000
+        );
+    }
+}
+
+/// Per-flow results as JSON (OTG-style names where OTG has them).
+pub fn to_json(scenario: &Scenario, r: &RunReport) -> serde_json::Value {
+    let flows: Vec<_> = scenario
+        .flows
+        .iter()
+        .map(|f| {
+            let tx = r.ports.iter().flat_map(|p| &p.flows).find(|x| x.id == f.id);
+            let rx = r.rx_flows.get(f.id as usize).and_then(Option::as_ref);
+            json!({
+                "name": f.name,
+                "id": f.id,
+                "tx_port": f.tx_port,
+                "rx_ports": f.rx_ports,
+                "frames_tx": tx.map(|t| t.frames),
+                "bytes_tx": tx.map(|t| t.bytes),
+                "first_tx_ns": tx.and_then(|t| t.first_ns),
+                "last_tx_ns": tx.and_then(|t| t.last_ns),
+                "instrumented": tx.map(|t| t.instrumented),
+                "frames_rx": rx.map(|x| x.counters.frames),
+                "bytes_rx": rx.map(|x| x.counters.bytes),
+                "frames_rx_unique": rx.map(|x| x.counters.unique),
+                "loss": rx.and_then(|x| x.lost),
+                "reordered": rx.map(|x| x.counters.reordered),
+                "duplicates": rx.map(|x| x.counters.duplicates),
+                "late": rx.map(|x| x.counters.late),
+                "first_rx_ns": rx.and_then(|x| x.counters.first_rx_ns),
+                "last_rx_ns": rx.and_then(|x| x.counters.last_rx_ns),
+            })
+        })
+        .collect();
+    json!({
+        "clock": clock_name(r.clock),
+        "ticks_per_sec": r.ticks_per_sec,
+        "drain_ns": r.drain_ns,
+        "ports": r.ports.iter().map(|p| json!({
+            "name": p.name,
+            "backend": p.backend,
+            "scheduled_time": p.scheduled_time,
+            "batch": p.batch,
+            "frames_tx": p.frames,
+            "bytes_tx": p.bytes,
+            "late_frames": p.late_frames,
+            "max_late_ns": p.max_late_ns,
+            "shifted_ns": p.shifted_ns,
+            "handover_error": p.handover.as_ref().map(|h| json!({
+                "samples": h.samples,
+                "p50_ns": h.p50_ns,
+                "p90_ns": h.p90_ns,
+                "p99_ns": h.p99_ns,
+                "p99_9_ns": h.p99_9_ns,
+                "p99_99_ns": h.p99_99_ns,
+                "max_ns": h.max_ns,
+                "within_100ns": h.within_100ns,
+                "within_1us": h.within_1us,
+            })),
+            "elapsed_ns": p.elapsed_ns,
+            "stopped_early": p.stopped_early,
+            "flows": p.flows.iter().map(|f| json!({
+                "name": f.name,
+                "id": f.id,
+                "frames_tx": f.frames,
+                "bytes_tx": f.bytes,
+                "first_ns": f.first_ns,
+                "last_ns": f.last_ns,
+                "instrumented": f.instrumented,
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "rx_ports": r.rx_ports.iter().map(|p| json!({
+            "name": p.name,
+            "receiver": p.receiver,
+            "frames_rx": p.frames,
+            "timestamps": p.timestamps,
+            "not_instrumented": p.other.not_instrumented,
+            "unknown_flow": p.other.unknown_flow,
+            "truncated": p.other.truncated,
+            "kernel_drops": p.drops.ring_full,
+        })).collect::<Vec<_>>(),
+        "flows": flows,
+    })
+}
+
+/// Per-flow results as CSV, one row per flow.
+pub fn to_csv(scenario: &Scenario, r: &RunReport) -> String {
+    let mut out = String::from(
+        "flow,id,tx_port,frames_tx,bytes_tx,frames_rx,bytes_rx,frames_rx_unique,loss,loss_pct,reordered,duplicates,late\n",
+    );
+    for f in &scenario.flows {
+        let tx = r.ports.iter().flat_map(|p| &p.flows).find(|x| x.id == f.id);
+        let (frames_tx, bytes_tx) = tx.map_or((0, 0), |t| (t.frames, t.bytes));
+        let rx = r.rx_flows.get(f.id as usize).and_then(Option::as_ref);
+        let cell = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+        let loss = rx.and_then(|x| x.lost);
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            csv_field(&f.name),
+            f.id,
+            csv_field(&f.tx_port),
+            frames_tx,
+            bytes_tx,
+            cell(rx.map(|x| x.counters.frames)),
+            cell(rx.map(|x| x.counters.bytes)),
+            cell(rx.map(|x| x.counters.unique)),
+            cell(loss),
+            loss.map(|l| format!("{:.6}", pct(l, frames_tx)))
+                .unwrap_or_default(),
+            cell(rx.map(|x| x.counters.reordered)),
+            cell(rx.map(|x| x.counters.duplicates)),
+            cell(rx.map(|x| x.counters.late)),
+        );
+    }
+    out
+}
+
+/// Quotes a CSV field when it needs it (RFC 4180).
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}

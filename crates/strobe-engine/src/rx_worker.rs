@@ -1,0 +1,129 @@
+//! The receive worker of one port: busy-polls its receiver, recognises strobe's frames and
+//! counts them per flow until told to stop (after the run's drain period).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use strobe_io::{Receiver, RxDrops};
+
+use crate::clock::Clock;
+use crate::live::LiveCounters;
+use crate::rx::{OtherFrames, RxTracker};
+use crate::EngineError;
+
+/// Frames taken from the receiver per poll.
+const POLL_BATCH: usize = 256;
+/// Publish live counters at least every this many frames.
+const PUBLISH_EVERY: u64 = 8192;
+
+/// What one receive port saw besides the per-flow counts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RxPortReport {
+    pub name: String,
+    pub receiver: String,
+    pub frames: u64,
+    pub other: OtherFrames,
+    pub drops: RxDrops,
+    /// How the receive timestamps were taken ("kernel", "user", or "none").
+    pub timestamps: &'static str,
+}
+
+/// Counts frames from `rx` into `tracker` until `stop` is set. Frames already waiting when
+/// `stop` is seen are still drained (one last poll round).
+pub fn run_rx<R: Receiver>(
+    port_name: &str,
+    rx: &mut R,
+    tracker: &mut RxTracker,
+    live: Option<&LiveCounters>,
+    clock: &Clock,
+    stop: &AtomicBool,
+) -> Result<RxPortReport, EngineError> {
+    let mut report = RxPortReport {
+        name: port_name.to_string(),
+        receiver: rx.describe(),
+        frames: 0,
+        other: OtherFrames::default(),
+        drops: RxDrops::default(),
+        timestamps: "none",
+    };
+    let mut publisher = Publisher::new(tracker);
+    let mut since_publish = 0u64;
+    let mut last_publish = clock.now_ticks();
+    let publish_ticks = clock.ns_to_ticks(10_000_000);
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
+        let mut stamps = "none";
+        let n = rx.poll(POLL_BATCH, |f| {
+            let ns = f.timestamp.map(|t| {
+                stamps = match t {
+                    strobe_io::RxTimestamp::Kernel(_) => "kernel",
+                    strobe_io::RxTimestamp::User(_) => "user",
+                };
+                t.ns()
+            });
+            tracker.on_frame(f.data, f.wire_len, ns);
+        })?;
+        if n > 0 {
+            report.frames += n as u64;
+            report.timestamps = stamps;
+            since_publish += n as u64;
+        }
+        if let Some(live) = live {
+            let now = clock.now_ticks();
+            if since_publish >= PUBLISH_EVERY
+                || (since_publish > 0 && now - last_publish > publish_ticks)
+            {
+                publisher.publish(tracker, live);
+                since_publish = 0;
+                last_publish = now;
+            }
+        }
+        if n == 0 {
+            if stopping {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+    }
+    if let Some(live) = live {
+        publisher.publish(tracker, live);
+    }
+    report.other = tracker.other;
+    report.drops = rx.drops()?;
+    Ok(report)
+}
+
+/// Publishes this worker's counts as increments, so several receive ports can feed the same
+/// flow's live counters.
+struct Publisher {
+    sent: Vec<(u64, u64, u64)>,
+    other: u64,
+}
+
+impl Publisher {
+    fn new(tracker: &RxTracker) -> Self {
+        Publisher {
+            sent: vec![(0, 0, 0); tracker.flow_count()],
+            other: 0,
+        }
+    }
+
+    fn publish(&mut self, tracker: &RxTracker, live: &LiveCounters) {
+        for (id, sent) in self.sent.iter_mut().enumerate() {
+            let (Some(c), Some(l)) = (tracker.counters(id as u16), live.flow(id as u16)) else {
+                continue;
+            };
+            let now = (c.frames, c.bytes, c.unique);
+            if now != *sent {
+                l.rx_frames.fetch_add(now.0 - sent.0, Ordering::Relaxed);
+                l.rx_bytes.fetch_add(now.1 - sent.1, Ordering::Relaxed);
+                l.rx_unique.fetch_add(now.2 - sent.2, Ordering::Relaxed);
+                *sent = now;
+            }
+        }
+        let other =
+            tracker.other.not_instrumented + tracker.other.unknown_flow + tracker.other.truncated;
+        live.rx_other
+            .fetch_add(other - self.other, Ordering::Relaxed);
+        self.other = other;
+    }
+}

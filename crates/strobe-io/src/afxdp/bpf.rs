@@ -1,0 +1,394 @@
+//! strobe's own XDP program, built instruction by instruction, and the bpf() calls that
+//! create its XSKMAP, load it, and attach it through a bpf_link.
+//!
+//! The program is the classic AF_XDP redirect:
+//! `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);`
+//! Frames of queues without a socket in the map fall back to XDP_PASS (the low bits of the
+//! flags argument), so the rest of the interface keeps working.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use super::sys::{failed, owned_fd};
+use crate::IoError;
+
+const BPF_MAP_CREATE: libc::c_long = 0;
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_LINK_CREATE: libc::c_long = 28;
+
+const BPF_MAP_TYPE_XSKMAP: u32 = 17;
+const BPF_PROG_TYPE_XDP: u32 = 6;
+const BPF_ATTACH_XDP: u32 = 37;
+const BPF_FUNC_REDIRECT_MAP: i32 = 51;
+const BPF_PSEUDO_MAP_FD: u8 = 1;
+
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+const XDP_PASS: i32 = 2;
+/// Offset of `rx_queue_index` in `struct xdp_md`.
+const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
+
+/// The verifier log is only asked for after a failed load; this is plenty for 6 insns.
+const VERIFIER_LOG_BYTES: usize = 64 * 1024;
+
+/// One eBPF instruction (`struct bpf_insn`): the register nibbles are dst low, src high.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Insn {
+    code: u8,
+    regs: u8,
+    off: i16,
+    imm: i32,
+}
+
+impl Insn {
+    const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+        Insn {
+            code,
+            regs: (src << 4) | (dst & 0x0f),
+            off,
+            imm,
+        }
+    }
+}
+
+// Opcodes, as class | size or operation | mode or source.
+/// BPF_LDX (0x01) | BPF_W (0x00) | BPF_MEM (0x60).
+const LDX_MEM_W: u8 = 0x61;
+/// BPF_LD (0x00) | BPF_DW (0x18) | BPF_IMM (0x00).
+const LD_IMM_DW: u8 = 0x18;
+/// BPF_ALU64 (0x07) | BPF_MOV (0xb0) | BPF_K (0x00).
+const ALU64_MOV_K: u8 = 0xb7;
+/// BPF_JMP (0x05) | BPF_CALL (0x80).
+const JMP_CALL: u8 = 0x85;
+/// BPF_JMP (0x05) | BPF_EXIT (0x90).
+const JMP_EXIT: u8 = 0x95;
+
+/// r2 = ctx->rx_queue_index; r1 = &map; r3 = XDP_PASS; r0 = bpf_redirect_map(r1, r2, r3).
+fn redirect_program(map_fd: i32) -> [Insn; 6] {
+    [
+        Insn::new(LDX_MEM_W, 2, 1, XDP_MD_RX_QUEUE_INDEX, 0),
+        // A 64-bit immediate takes two slots; the loader swaps the map fd for the map.
+        Insn::new(LD_IMM_DW, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),
+        Insn::new(0, 0, 0, 0, 0),
+        Insn::new(ALU64_MOV_K, 3, 0, 0, XDP_PASS),
+        Insn::new(JMP_CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),
+        Insn::new(JMP_EXIT, 0, 0, 0, 0),
+    ]
+}
+
+/// Object names shown by `bpftool` (16 bytes, NUL-padded).
+fn object_name(name: &str) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (dst, src) in out.iter_mut().zip(name.bytes().take(15)) {
+        *dst = src;
+    }
+    out
+}
+
+// The leading parts of `union bpf_attr` each command reads; the kernel treats the rest of
+// the union as zero.
+
+#[repr(C)]
+struct MapCreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    inner_map_fd: u32,
+    numa_node: u32,
+    map_name: [u8; 16],
+}
+
+#[repr(C)]
+struct MapUpdateAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+#[repr(C)]
+struct ProgLoadAttr {
+    prog_type: u32,
+    insn_cnt: u32,
+    insns: u64,
+    license: u64,
+    log_level: u32,
+    log_size: u32,
+    log_buf: u64,
+    kern_version: u32,
+    prog_flags: u32,
+    prog_name: [u8; 16],
+    prog_ifindex: u32,
+    expected_attach_type: u32,
+}
+
+#[repr(C)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+}
+
+fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> libc::c_long {
+    // SAFETY: attr is a live, fully initialised prefix of `union bpf_attr` for `cmd`, and
+    // every pointer inside it points at memory that outlives the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            (attr as *mut T).cast::<libc::c_void>(),
+            std::mem::size_of::<T>() as libc::c_uint,
+        )
+    }
+}
+
+/// How the program runs on the interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum AttachMode {
+    /// In the driver, before any socket buffer exists.
+    Native,
+    /// In the generic (SKB) path: works on every interface, slower.
+    Generic,
+}
+
+/// strobe's XDP program attached to one interface. Dropping it closes the link, which
+/// detaches the program; a crashed process detaches the same way, as the kernel closes its
+/// descriptors.
+pub(super) struct XdpAttachment {
+    // Field order is drop order: detach first, then free the program, then the map.
+    _link: OwnedFd,
+    _prog: OwnedFd,
+    _map: OwnedFd,
+    pub mode: AttachMode,
+    /// Why native mode was not used, when it was not.
+    pub note: Option<String>,
+}
+
+impl XdpAttachment {
+    /// Creates the XSKMAP with `xsk_fd` at key `queue`, loads the program, and attaches it
+    /// to `ifindex` natively, falling back to generic mode.
+    pub(super) fn attach(
+        iface: &str,
+        driver: &str,
+        ifindex: u32,
+        queue: u32,
+        xsk_fd: &OwnedFd,
+    ) -> Result<XdpAttachment, IoError> {
+        let map = create_xskmap(queue)?;
+        let key = queue;
+        let value = xsk_fd.as_raw_fd() as u32;
+        let mut update = MapUpdateAttr {
+            map_fd: map.as_raw_fd() as u32,
+            _pad: 0,
+            key: &key as *const u32 as u64,
+            value: &value as *const u32 as u64,
+            flags: 0,
+        };
+        if bpf(BPF_MAP_UPDATE_ELEM, &mut update) != 0 {
+            return Err(failed(
+                format_args!(
+                    "cannot put the AF_XDP socket of {iface} queue {queue} into the XSKMAP"
+                ),
+                io::Error::last_os_error(),
+            ));
+        }
+        let prog = load_program(&map)?;
+
+        let (link, mode, note) = match create_link(&prog, ifindex, XDP_FLAGS_DRV_MODE) {
+            Ok(link) => (link, AttachMode::Native, None),
+            Err(native) if is_mode_unsupported(&native) => {
+                let link = create_link(&prog, ifindex, XDP_FLAGS_SKB_MODE)
+                    .map_err(|e| link_error(iface, "generic", e))?;
+                let note = format!(
+                    "driver {driver} of {iface} has no native XDP ({native}); using generic (SKB) mode, which costs a socket buffer per frame"
+                );
+                (link, AttachMode::Generic, Some(note))
+            }
+            Err(e) => return Err(link_error(iface, "native", e)),
+        };
+        Ok(XdpAttachment {
+            _link: link,
+            _prog: prog,
+            _map: map,
+            mode,
+            note,
+        })
+    }
+}
+
+fn create_xskmap(queue: u32) -> Result<OwnedFd, IoError> {
+    let mut attr = MapCreateAttr {
+        map_type: BPF_MAP_TYPE_XSKMAP,
+        key_size: 4,
+        value_size: 4,
+        max_entries: queue + 1,
+        map_flags: 0,
+        inner_map_fd: 0,
+        numa_node: 0,
+        map_name: object_name("strobe_xsks"),
+    };
+    owned_fd(bpf(BPF_MAP_CREATE, &mut attr)).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOSYS) => IoError::Other(
+            "this kernel has no bpf() system call (CONFIG_BPF_SYSCALL); AF_XDP receive needs it".into(),
+        ),
+        Some(libc::EINVAL) => IoError::Other(format!(
+            "cannot create the XSKMAP: {e}: this kernel lacks XSKMAP (needs Linux >= 4.18 with CONFIG_XDP_SOCKETS)"
+        )),
+        _ => failed("cannot create the XSKMAP for AF_XDP receive", e),
+    })
+}
+
+fn load_program(map: &OwnedFd) -> Result<OwnedFd, IoError> {
+    let insns = redirect_program(map.as_raw_fd());
+    let license = c"Dual MIT/GPL";
+    let attempt = |log: Option<&mut Vec<u8>>| {
+        let (log_level, log_size, log_buf) = match log {
+            Some(buf) => (1, buf.len() as u32, buf.as_mut_ptr() as u64),
+            None => (0, 0, 0),
+        };
+        let mut attr = ProgLoadAttr {
+            prog_type: BPF_PROG_TYPE_XDP,
+            insn_cnt: insns.len() as u32,
+            insns: insns.as_ptr() as u64,
+            license: license.as_ptr() as u64,
+            log_level,
+            log_size,
+            log_buf,
+            kern_version: 0,
+            prog_flags: 0,
+            prog_name: object_name("strobe_xsk"),
+            prog_ifindex: 0,
+            expected_attach_type: BPF_ATTACH_XDP,
+        };
+        owned_fd(bpf(BPF_PROG_LOAD, &mut attr))
+    };
+    match attempt(None) {
+        Ok(fd) => Ok(fd),
+        Err(first) => {
+            // Load again with the verifier log on, so the error can say why.
+            let mut log = vec![0u8; VERIFIER_LOG_BYTES];
+            let second = attempt(Some(&mut log)).err().unwrap_or(first);
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let text = String::from_utf8_lossy(&log[..end]);
+            let text = text.trim();
+            let err = failed("cannot load strobe's XDP program", second);
+            Err(if text.is_empty() {
+                err
+            } else {
+                IoError::Other(format!("{err}\nverifier log:\n{text}"))
+            })
+        }
+    }
+}
+
+fn create_link(prog: &OwnedFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
+    let mut attr = LinkCreateAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        target_ifindex: ifindex,
+        attach_type: BPF_ATTACH_XDP,
+        flags,
+    };
+    owned_fd(bpf(BPF_LINK_CREATE, &mut attr))
+}
+
+/// Errors that mean "this driver has no native XDP", as opposed to a busy interface or
+/// missing privileges.
+fn is_mode_unsupported(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) | Some(524 /* ENOTSUPP */)
+    )
+}
+
+fn link_error(iface: &str, mode: &str, err: io::Error) -> IoError {
+    let step = format!("cannot attach strobe's XDP program to {iface} ({mode} mode)");
+    match err.raw_os_error() {
+        Some(libc::EBUSY) | Some(libc::EEXIST) => IoError::Other(format!(
+            "{step}: {err}: another XDP program is already attached (see `ip link show dev {iface}`); strobe does not replace it"
+        )),
+        Some(libc::EINVAL) => IoError::Other(format!(
+            "{step}: {err}: attaching XDP through bpf_link needs Linux >= 5.9"
+        )),
+        _ => failed(step, err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instructions_encode_registers_and_immediates() {
+        let prog = redirect_program(7);
+        assert_eq!(std::mem::size_of::<Insn>(), 8);
+        // ldxw r2, [r1 + 16]
+        assert_eq!(
+            prog[0],
+            Insn {
+                code: 0x61,
+                regs: 0x12,
+                off: 16,
+                imm: 0
+            }
+        );
+        // lddw r1, map_fd 7 (pseudo map fd in src)
+        assert_eq!(
+            prog[1],
+            Insn {
+                code: 0x18,
+                regs: 0x11,
+                off: 0,
+                imm: 7
+            }
+        );
+        assert_eq!(
+            prog[2],
+            Insn {
+                code: 0,
+                regs: 0,
+                off: 0,
+                imm: 0
+            }
+        );
+        // mov r3, XDP_PASS
+        assert_eq!(
+            prog[3],
+            Insn {
+                code: 0xb7,
+                regs: 0x03,
+                off: 0,
+                imm: 2
+            }
+        );
+        assert_eq!(
+            prog[4],
+            Insn {
+                code: 0x85,
+                regs: 0,
+                off: 0,
+                imm: 51
+            }
+        );
+        assert_eq!(
+            prog[5],
+            Insn {
+                code: 0x95,
+                regs: 0,
+                off: 0,
+                imm: 0
+            }
+        );
+    }
+
+    #[test]
+    fn object_names_are_truncated_and_nul_terminated() {
+        assert_eq!(&object_name("strobe_xsk")[..11], b"strobe_xsk\0");
+        assert_eq!(object_name("a_name_longer_than_sixteen")[15], 0);
+    }
+}

@@ -1,0 +1,1085 @@
+//! AF_XDP backend: one XDP socket on one queue of an interface, transmitting from (and
+//! optionally receiving into) a UMEM that strobe registers itself, with no C library.
+//!
+//! What kernels and drivers give:
+//! - AF_XDP sockets exist since Linux 4.18 (CONFIG_XDP_SOCKETS). Every driver supports
+//!   *copy mode*: TX frames are copied into socket buffers and sent by `sendto()` (at most
+//!   32 per call), RX frames are copied from the driver's buffers into the UMEM.
+//! - *Zero-copy* needs driver support (i40e, ice, ixgbe, mlx5, igc, stmmac, virtio_net since
+//!   6.11, …); veth has none, so binding with XDP_ZEROCOPY fails with EOPNOTSUPP there and
+//!   `XdpMode::Auto` falls back to copy mode, saying why.
+//! - need_wakeup (XDP_USE_NEED_WAKEUP and the ring flags word) since 5.4; without it the
+//!   socket is kicked after every batch. Copy-mode TX always asks for a wake-up.
+//! - XDP programs attached through a bpf_link (BPF_LINK_CREATE, attach type BPF_XDP) since
+//!   5.9: the program detaches when the link's descriptor closes, also when strobe crashes.
+//! - veth runs XDP natively (since 4.19). A native program on one end receives what the
+//!   other end's stack or AF_XDP socket sends, with nothing needed on the sending end (GRO
+//!   or an XDP program on the peer only matters when frames are redirected *into* a veth
+//!   with XDP_REDIRECT/XDP_TX). Drivers without native XDP get the generic (SKB) hook.
+//! - RX timestamps: the XDP path carries no kernel timestamp here, so frames are stamped
+//!   with strobe's CLOCK_REALTIME right after they are taken off the RX ring.
+//!
+//! Threads: TX uses the TX and completion rings, RX the fill and RX rings. Those are
+//! independent single-producer/single-consumer pairs over disjoint UMEM frames, so
+//! [`AfXdpPort::split`] hands each direction to its own thread with no lock between them.
+
+mod bpf;
+mod ring;
+mod sys;
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bpf::{AttachMode, XdpAttachment};
+use ring::{Consumer, Producer, RingOffsets};
+use sys::{failed, LinkFacts, Mmap};
+
+use crate::netns::in_netns;
+use crate::{
+    Backend, BackendStats, IoError, Receiver, RxDrops, RxFrame, RxTimestamp, TimeBase, TxBatch,
+    TxSlot, MAX_BATCH,
+};
+
+/// Which AF_XDP mode to ask the driver for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum XdpMode {
+    /// Zero-copy when the driver supports it, else copy mode (the reason is in `notes()`).
+    #[default]
+    Auto,
+    Copy,
+    ZeroCopy,
+}
+
+/// The mode a bound socket actually runs in, as the kernel reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XdpModeInUse {
+    Copy,
+    ZeroCopy,
+}
+
+impl XdpModeInUse {
+    fn name(self) -> &'static str {
+        match self {
+            XdpModeInUse::Copy => "copy mode",
+            XdpModeInUse::ZeroCopy => "zero-copy",
+        }
+    }
+}
+
+/// How to set up an AF_XDP port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AfXdpOptions {
+    pub mode: XdpMode,
+    /// UMEM frame size: 2048 or 4096 bytes; one frame holds one packet.
+    pub frame_size: u32,
+    /// UMEM frames. With `rx`, half (at most `ring_size`) go to RX and the rest to TX; TX
+    /// uses at most `ring_size`. Frames the rings could never hold are not allocated.
+    pub frames: u32,
+    /// Entries of the RX, TX and completion rings: a power of two. The fill ring gets
+    /// twice the RX frames (see `Layout::fill_ring_size`).
+    pub ring_size: u32,
+    /// Bind with XDP_USE_NEED_WAKEUP and kick the kernel only when it asks.
+    pub need_wakeup: bool,
+    /// Load and attach strobe's XDP program and receive this queue's frames. Off by default:
+    /// it takes every frame of the queue away from the kernel's stack.
+    pub rx: bool,
+}
+
+impl Default for AfXdpOptions {
+    fn default() -> Self {
+        AfXdpOptions {
+            mode: XdpMode::Auto,
+            frame_size: 2048,
+            frames: 4096,
+            ring_size: 2048,
+            need_wakeup: true,
+            rx: false,
+        }
+    }
+}
+
+/// How the UMEM is divided: TX frames are ids `0..tx_frames`, RX frames follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    frame_size: u32,
+    ring_size: u32,
+    tx_frames: u32,
+    rx_frames: u32,
+}
+
+impl Layout {
+    /// The kernel publishes how far it has read the fill ring only when it has used up
+    /// what it read last time, so up to all RX frames can sit there consumed but not yet
+    /// released while all of them come back: twice the RX frames always fits.
+    fn fill_ring_size(&self) -> u32 {
+        (2 * self.rx_frames).next_power_of_two().max(self.ring_size)
+    }
+}
+
+impl AfXdpOptions {
+    fn layout(&self) -> Result<Layout, IoError> {
+        if self.frame_size != 2048 && self.frame_size != 4096 {
+            return Err(IoError::Other(format!(
+                "AF_XDP frame size {} is not supported: use 2048 or 4096",
+                self.frame_size
+            )));
+        }
+        if !self.ring_size.is_power_of_two() || !(8..=65536).contains(&self.ring_size) {
+            return Err(IoError::Other(format!(
+                "AF_XDP ring size {} is not supported: use a power of two from 8 to 65536",
+                self.ring_size
+            )));
+        }
+        let needed = if self.rx { 2 } else { 1 };
+        if self.frames < needed {
+            return Err(IoError::Other(format!(
+                "AF_XDP needs at least {needed} UMEM frames{}, not {}",
+                if self.rx {
+                    " (one for TX, one for RX)"
+                } else {
+                    ""
+                },
+                self.frames
+            )));
+        }
+        // RX frames never exceed the fill ring and TX frames never exceed the TX and
+        // completion rings, so handing frames back to the kernel always finds room.
+        let rx_frames = if self.rx {
+            (self.frames / 2).min(self.ring_size)
+        } else {
+            0
+        };
+        let tx_frames = (self.frames - rx_frames).min(self.ring_size);
+        Ok(Layout {
+            frame_size: self.frame_size,
+            ring_size: self.ring_size,
+            tx_frames,
+            rx_frames,
+        })
+    }
+}
+
+/// The socket and its UMEM, shared by the two halves of a port.
+struct Socket {
+    // Field order is drop order: close the socket before unmapping the UMEM it used.
+    fd: OwnedFd,
+    umem: Mmap,
+}
+
+impl Socket {
+    /// Start of UMEM frame `frame`; the caller keeps `frame` inside the UMEM.
+    fn frame_ptr(&self, layout: &Layout, frame: u32) -> *mut u8 {
+        debug_assert!(((frame as usize + 1) * layout.frame_size as usize) <= self.umem.len());
+        // SAFETY: the offset stays inside the UMEM mapping (checked above in debug builds,
+        // guaranteed by callers, which only use frame ids of the layout).
+        unsafe {
+            self.umem
+                .as_ptr()
+                .add(frame as usize * layout.frame_size as usize)
+        }
+    }
+}
+
+/// Where a port is, for messages and `describe()`.
+#[derive(Clone, Debug)]
+struct Place {
+    iface: String,
+    netns: Option<String>,
+    queue: u32,
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.netns {
+            Some(ns) => write!(f, "{ns}/{} queue {}", self.iface, self.queue),
+            None => write!(f, "{} queue {}", self.iface, self.queue),
+        }
+    }
+}
+
+/// A socket set up but not yet bound: UMEM registered, rings sized and mapped, the fill
+/// ring stocked with every RX frame.
+struct Unbound {
+    socket: Socket,
+    tx: Producer<libc::xdp_desc>,
+    completion: Consumer<u64>,
+    rx: Option<(Consumer<libc::xdp_desc>, Producer<u64>)>,
+    has_flags: bool,
+}
+
+impl Unbound {
+    fn new(layout: &Layout, rx: bool) -> Result<Unbound, IoError> {
+        // SAFETY: plain socket creation; the result is checked.
+        let fd = sys::owned_fd(unsafe {
+            libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0)
+        } as libc::c_long)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::EAFNOSUPPORT) => IoError::Other(format!(
+                "this kernel has no AF_XDP sockets ({e}): AF_XDP needs Linux >= 4.18 built with CONFIG_XDP_SOCKETS=y; use an afpacket port instead"
+            )),
+            _ => failed("cannot create an AF_XDP socket", e),
+        })?;
+
+        let frames = layout.tx_frames + layout.rx_frames;
+        let umem_len = frames as usize * layout.frame_size as usize;
+        let umem = Mmap::anonymous(umem_len)
+            .map_err(|e| failed(format_args!("cannot allocate {umem_len} bytes of UMEM"), e))?;
+        let reg = libc::xdp_umem_reg {
+            addr: umem.as_ptr() as u64,
+            len: umem_len as u64,
+            chunk_size: layout.frame_size,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg).map_err(|e| {
+            match e.raw_os_error() {
+                Some(libc::ENOBUFS) | Some(libc::ENOMEM) => IoError::Other(format!(
+                    "cannot register {} KiB of UMEM: {e}: over the locked-memory limit; raise it (`ulimit -l`) or run as root",
+                    umem_len / 1024
+                )),
+                _ => failed("cannot register the UMEM with the AF_XDP socket", e),
+            }
+        })?;
+
+        let size = layout.ring_size;
+        let fill_size = layout.fill_ring_size();
+        let set_size = |name: libc::c_int, what: &str, size: u32| {
+            sys::setsockopt(&fd, libc::SOL_XDP, name, &size).map_err(|e| {
+                failed(
+                    format_args!("cannot size the AF_XDP {what} ring to {size}"),
+                    e,
+                )
+            })
+        };
+        set_size(libc::XDP_UMEM_FILL_RING, "fill", fill_size)?;
+        set_size(libc::XDP_UMEM_COMPLETION_RING, "completion", size)?;
+        set_size(libc::XDP_TX_RING, "TX", size)?;
+        if rx {
+            set_size(libc::XDP_RX_RING, "RX", size)?;
+        }
+
+        let (offsets, has_flags) = mmap_offsets(&fd)?;
+        let map_err = |what: &'static str| {
+            move |e| failed(format_args!("cannot map the AF_XDP {what} ring"), e)
+        };
+        let tx = Producer::map(&fd, libc::XDP_PGOFF_TX_RING as u64, size, offsets.tx)
+            .map_err(map_err("TX"))?;
+        let completion = Consumer::map(&fd, libc::XDP_UMEM_PGOFF_COMPLETION_RING, size, offsets.cr)
+            .map_err(map_err("completion"))?;
+        let mut fill = Producer::map(&fd, libc::XDP_UMEM_PGOFF_FILL_RING, fill_size, offsets.fr)
+            .map_err(map_err("fill"))?;
+        let rx = if rx {
+            let ring = Consumer::map(&fd, libc::XDP_PGOFF_RX_RING as u64, size, offsets.rx)
+                .map_err(map_err("RX"))?;
+            // Every RX frame starts out with the kernel (the fresh ring has room for all).
+            for i in 0..layout.rx_frames {
+                let frame = layout.tx_frames + i;
+                fill.write(i, frame as u64 * layout.frame_size as u64);
+            }
+            fill.submit(layout.rx_frames);
+            Some((ring, fill))
+        } else {
+            None
+        };
+        Ok(Unbound {
+            socket: Socket { fd, umem },
+            tx,
+            completion,
+            rx,
+            has_flags,
+        })
+    }
+
+    fn bind(
+        &self,
+        ifindex: u32,
+        queue: u32,
+        mode: XdpModeInUse,
+        need_wakeup: bool,
+    ) -> std::io::Result<()> {
+        let mut flags = match mode {
+            XdpModeInUse::Copy => libc::XDP_COPY,
+            XdpModeInUse::ZeroCopy => libc::XDP_ZEROCOPY,
+        };
+        if need_wakeup {
+            flags |= libc::XDP_USE_NEED_WAKEUP;
+        }
+        let addr = libc::sockaddr_xdp {
+            sxdp_family: libc::AF_XDP as u16,
+            sxdp_flags: flags,
+            sxdp_ifindex: ifindex,
+            sxdp_queue_id: queue,
+            sxdp_shared_umem_fd: 0,
+        };
+        // SAFETY: addr is a valid sockaddr_xdp of the size passed.
+        let rc = unsafe {
+            libc::bind(
+                self.socket.fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_xdp).cast(),
+                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+struct AllOffsets {
+    rx: RingOffsets,
+    tx: RingOffsets,
+    fr: RingOffsets,
+    cr: RingOffsets,
+}
+
+/// Ring layout from the kernel; kernels before need_wakeup return the shorter structure
+/// without the flags word.
+fn mmap_offsets(fd: &OwnedFd) -> Result<(AllOffsets, bool), IoError> {
+    let mut raw = [0u64; 16];
+    let len = sys::getsockopt(fd, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS, &mut raw)
+        .map_err(|e| failed("cannot read the AF_XDP ring offsets", e))?;
+    let per_ring = match len {
+        128 => 4,
+        96 => 3,
+        other => {
+            return Err(IoError::Other(format!(
+                "the kernel returned AF_XDP ring offsets of an unknown size ({other} bytes)"
+            )))
+        }
+    };
+    let ring = |i: usize| {
+        let r = &raw[i * per_ring..(i + 1) * per_ring];
+        RingOffsets {
+            producer: r[0],
+            consumer: r[1],
+            desc: r[2],
+            flags: (per_ring == 4).then(|| r[3]),
+        }
+    };
+    Ok((
+        AllOffsets {
+            rx: ring(0),
+            tx: ring(1),
+            fr: ring(2),
+            cr: ring(3),
+        },
+        per_ring == 4,
+    ))
+}
+
+/// Why a socket could not be opened: set-up failures are final, a failed bind may be retried
+/// in another mode.
+enum OpenError {
+    Setup(IoError),
+    Bind(std::io::Error),
+}
+
+/// Sets up a socket and binds it in `mode`.
+fn open_bound(
+    layout: &Layout,
+    opts: &AfXdpOptions,
+    ifindex: u32,
+    queue: u32,
+    mode: XdpModeInUse,
+) -> Result<Unbound, OpenError> {
+    let socket = Unbound::new(layout, opts.rx).map_err(OpenError::Setup)?;
+    let need_wakeup = opts.need_wakeup && socket.has_flags;
+    socket
+        .bind(ifindex, queue, mode, need_wakeup)
+        .map_err(OpenError::Bind)?;
+    Ok(socket)
+}
+
+fn queue_out_of_range(place: &Place, queues: u32) -> IoError {
+    IoError::Other(format!(
+        "queue {} is out of range for {}: it has {queues} queue{} (0..{}; see `ethtool -l {}`)",
+        place.queue,
+        place.iface,
+        if queues == 1 { "" } else { "s" },
+        queues.saturating_sub(1),
+        place.iface
+    ))
+}
+
+fn bind_error(
+    place: &Place,
+    facts: &LinkFacts,
+    mode: XdpModeInUse,
+    err: std::io::Error,
+) -> IoError {
+    let iface = &place.iface;
+    let driver = facts.driver_name();
+    let step = format!("cannot bind the AF_XDP socket to {place} ({})", mode.name());
+    match (err.raw_os_error(), mode) {
+        (Some(libc::EOPNOTSUPP) | Some(524), XdpModeInUse::ZeroCopy) => IoError::Other(format!(
+            "{step}: {err}: driver {driver} of {iface} has no AF_XDP zero-copy support; use copy or auto mode"
+        )),
+        (Some(libc::EBUSY), _) => IoError::Other(format!(
+            "{step}: {err}: queue {} of {iface} is already used by another AF_XDP socket",
+            place.queue
+        )),
+        (Some(libc::EINVAL), _) => match facts.rx_queues.min(facts.tx_queues) {
+            Some(n) if place.queue >= n => queue_out_of_range(place, n),
+            _ => IoError::Other(format!(
+                "{step}: {err}: the queue may be out of range (`ethtool -l {iface}`), or the kernel is older than 5.4 and lacks need_wakeup (set need_wakeup = false)"
+            )),
+        },
+        _ => failed(step, err),
+    }
+}
+
+/// Asks the kernel whether a bound socket runs zero-copy (XDP_OPTIONS, Linux 5.3+).
+fn mode_in_use(fd: &OwnedFd, asked: XdpModeInUse) -> XdpModeInUse {
+    let mut options = libc::xdp_options { flags: 0 };
+    match sys::getsockopt(fd, libc::SOL_XDP, libc::XDP_OPTIONS, &mut options) {
+        Ok(_) if options.flags & libc::XDP_OPTIONS_ZEROCOPY != 0 => XdpModeInUse::ZeroCopy,
+        Ok(_) => XdpModeInUse::Copy,
+        Err(_) => asked,
+    }
+}
+
+/// One AF_XDP socket on one queue: TX and (with `rx`) RX over one UMEM.
+pub struct AfXdpPort {
+    tx: AfXdpTx,
+    rx: Option<AfXdpRx>,
+    mode: XdpModeInUse,
+    notes: Vec<String>,
+}
+
+impl AfXdpPort {
+    /// Opens queue `queue` of `iface`, inside network namespace `netns` if given.
+    pub fn open(
+        iface: &str,
+        queue: u32,
+        netns: Option<&str>,
+        opts: &AfXdpOptions,
+    ) -> Result<AfXdpPort, IoError> {
+        let layout = opts.layout()?;
+        let place = Place {
+            iface: iface.to_string(),
+            netns: netns.map(str::to_string),
+            queue,
+        };
+        in_netns(netns, || Self::open_here(place, layout, opts))
+    }
+
+    fn open_here(place: Place, layout: Layout, opts: &AfXdpOptions) -> Result<AfXdpPort, IoError> {
+        let ifindex = sys::if_index(&place.iface, place.netns.as_deref())?;
+        let facts = LinkFacts::query(&place.iface);
+        // Clearly out of range for every kind of queue: say so before the kernel's EINVAL.
+        if let Some(n) = facts.rx_queues.max(facts.tx_queues) {
+            if place.queue >= n {
+                return Err(queue_out_of_range(&place, n));
+            }
+        }
+
+        let mut notes = Vec::new();
+        let open = |mode| open_bound(&layout, opts, ifindex, place.queue, mode);
+        let (socket, asked) = match opts.mode {
+            XdpMode::Copy | XdpMode::ZeroCopy => {
+                let mode = if opts.mode == XdpMode::Copy {
+                    XdpModeInUse::Copy
+                } else {
+                    XdpModeInUse::ZeroCopy
+                };
+                match open(mode) {
+                    Ok(socket) => (socket, mode),
+                    Err(OpenError::Setup(e)) => return Err(e),
+                    Err(OpenError::Bind(e)) => return Err(bind_error(&place, &facts, mode, e)),
+                }
+            }
+            XdpMode::Auto => match open(XdpModeInUse::ZeroCopy) {
+                Ok(socket) => (socket, XdpModeInUse::ZeroCopy),
+                Err(OpenError::Setup(e)) => return Err(e),
+                Err(OpenError::Bind(zc)) => {
+                    let copy = match open(XdpModeInUse::Copy) {
+                        Ok(socket) => socket,
+                        Err(OpenError::Setup(e)) => return Err(e),
+                        Err(OpenError::Bind(e)) => {
+                            return Err(bind_error(&place, &facts, XdpModeInUse::Copy, e))
+                        }
+                    };
+                    notes.push(format!(
+                        "zero-copy is not available on {} (driver {}: {zc}); using copy mode",
+                        place.iface,
+                        facts.driver_name()
+                    ));
+                    (copy, XdpModeInUse::Copy)
+                }
+            },
+        };
+        let mode = mode_in_use(&socket.socket.fd, asked);
+        let need_wakeup = opts.need_wakeup && socket.has_flags;
+        if opts.need_wakeup && !socket.has_flags {
+            notes.push(
+                "this kernel has no need_wakeup (< 5.4): the socket is kicked after every batch"
+                    .into(),
+            );
+        }
+
+        let Unbound {
+            socket,
+            tx,
+            completion,
+            rx,
+            ..
+        } = socket;
+        let socket = Arc::new(socket);
+        let rx = match rx {
+            Some((ring, fill)) => {
+                let xdp = XdpAttachment::attach(
+                    &place.iface,
+                    facts.driver_name(),
+                    ifindex,
+                    place.queue,
+                    &socket.fd,
+                )?;
+                notes.extend(xdp.note.clone());
+                Some(AfXdpRx {
+                    ring,
+                    fill,
+                    xdp,
+                    socket: Arc::clone(&socket),
+                    layout,
+                    place: place.clone(),
+                    mode,
+                    need_wakeup,
+                    invalid: 0,
+                })
+            }
+            None => None,
+        };
+        let tx = AfXdpTx {
+            ring: tx,
+            completion,
+            free: FrameFifo::new(layout.tx_frames),
+            in_flight: 0,
+            socket,
+            layout,
+            place,
+            mode,
+            need_wakeup,
+            stats: BackendStats::default(),
+        };
+        Ok(AfXdpPort {
+            tx,
+            rx,
+            mode,
+            notes,
+        })
+    }
+
+    /// The mode the kernel runs the socket in.
+    pub fn mode(&self) -> XdpModeInUse {
+        self.mode
+    }
+
+    /// Fallbacks taken while opening (zero-copy to copy, native to generic XDP, no
+    /// need_wakeup), each with its reason; empty when everything ran as asked.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Separates the directions, so a TX worker and an RX worker can each own one: they
+    /// share nothing but the socket (no lock, disjoint frames, separate rings). The RX half
+    /// exists when the port was opened with `rx`; dropping it detaches the XDP program.
+    pub fn split(self) -> (AfXdpTx, Option<AfXdpRx>) {
+        (self.tx, self.rx)
+    }
+}
+
+/// Free TX frame ids in the order they completed: a fixed ring, no allocation after open.
+/// Completions arrive in send order, so the ids come back round in the same rotation.
+struct FrameFifo {
+    ids: Box<[u32]>,
+    head: u32,
+    len: u32,
+    mask: u32,
+}
+
+impl FrameFifo {
+    fn new(count: u32) -> FrameFifo {
+        let capacity = count.next_power_of_two();
+        let mut ids = vec![0u32; capacity as usize].into_boxed_slice();
+        for (slot, id) in ids.iter_mut().zip(0..count) {
+            *slot = id;
+        }
+        FrameFifo {
+            ids,
+            head: 0,
+            len: count,
+            mask: capacity - 1,
+        }
+    }
+
+    fn get(&self, i: u32) -> u32 {
+        self.ids[(self.head.wrapping_add(i) & self.mask) as usize]
+    }
+
+    fn pop(&mut self, n: u32) {
+        self.head = self.head.wrapping_add(n);
+        self.len -= n;
+    }
+
+    fn push(&mut self, id: u32) {
+        self.ids[(self.head.wrapping_add(self.len) & self.mask) as usize] = id;
+        self.len += 1;
+    }
+}
+
+/// Kicks per `transmit` to empty the TX ring: a full batch in copy mode takes
+/// MAX_BATCH / 32 of them; the rest is slack for a busy kernel.
+const MAX_FLUSH_KICKS: u32 = (MAX_BATCH / 32) as u32 + 8;
+
+/// How long TX waits for the kernel to complete frames before giving up.
+const TX_STALL_LIMIT: Duration = Duration::from_secs(2);
+
+/// The transmit half: UMEM frames `0..slot_count()` are the engine's slots.
+pub struct AfXdpTx {
+    ring: Producer<libc::xdp_desc>,
+    completion: Consumer<u64>,
+    free: FrameFifo,
+    /// Frames published to the TX ring and not yet completed.
+    in_flight: u32,
+    socket: Arc<Socket>,
+    layout: Layout,
+    place: Place,
+    mode: XdpModeInUse,
+    need_wakeup: bool,
+    stats: BackendStats,
+}
+
+impl AfXdpTx {
+    /// Takes completed frames back into the free rotation.
+    fn reclaim(&mut self) {
+        let n = self.completion.available(u32::MAX);
+        if n == 0 {
+            return;
+        }
+        for i in 0..n {
+            let frame = self.completion.read(i) / self.layout.frame_size as u64;
+            // The kernel only completes what we sent; anything else would be a kernel bug,
+            // and taking it would hand one frame out twice.
+            if frame < self.layout.tx_frames as u64 {
+                self.free.push(frame as u32);
+            }
+        }
+        self.completion.release(n);
+        self.in_flight -= n.min(self.in_flight);
+    }
+
+    /// Whether the kernel needs a `sendto` to process the TX ring: always without
+    /// need_wakeup, else when it set the flag (copy mode always does).
+    fn wants_kick(&self) -> bool {
+        !self.need_wakeup || self.ring.needs_wakeup()
+    }
+
+    /// Tells the kernel to process the TX ring, if it asked for that.
+    fn kick(&mut self) -> Result<(), IoError> {
+        if !self.wants_kick() {
+            return Ok(());
+        }
+        // SAFETY: a zero-length sendto without buffers or address only wakes the socket.
+        let rc = unsafe {
+            libc::sendto(
+                self.socket.fd.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        if rc >= 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            // The kernel sent what it could this round (copy mode: 32 frames) or is busy;
+            // the next kick continues.
+            Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {
+                Ok(())
+            }
+            Some(libc::ENETDOWN) => Err(IoError::Other(format!(
+                "AF_XDP TX on {}: interface {} is down (`ip link set {} up`)",
+                self.place, self.place.iface, self.place.iface
+            ))),
+            Some(libc::ENXIO) => Err(IoError::Other(format!(
+                "AF_XDP TX on {}: the interface went away",
+                self.place
+            ))),
+            _ => Err(failed(
+                format_args!("AF_XDP TX kick on {}", self.place),
+                err,
+            )),
+        }
+    }
+
+    /// Kicks until the kernel has taken every published descriptor off the TX ring, so no
+    /// frame waits for the next call (copy mode sends at most 32 per kick). Bounded: what a
+    /// busy kernel leaves goes out with the next kick.
+    fn flush(&mut self) -> Result<(), IoError> {
+        let mut tries = MAX_FLUSH_KICKS;
+        while tries > 0 && self.ring.pending() > 0 && self.wants_kick() {
+            self.kick()?;
+            tries -= 1;
+        }
+        Ok(())
+    }
+
+    /// Whether `want` frames are free and the TX ring has room for them. The ring can lag
+    /// behind the frames: the kernel publishes how far it has read only now and then.
+    fn has_room(&mut self, want: u32) -> bool {
+        self.free.len >= want && self.ring.free(want) >= want
+    }
+
+    /// Kicks and reclaims until `want` frames can be sent or the stall limit passes.
+    fn wait_for_room(&mut self, want: u32) -> Result<(), IoError> {
+        let started = Instant::now();
+        loop {
+            self.kick()?;
+            self.reclaim();
+            if self.has_room(want) {
+                return Ok(());
+            }
+            if started.elapsed() > TX_STALL_LIMIT {
+                return Err(self.stalled());
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    fn stalled(&mut self) -> IoError {
+        IoError::Other(format!(
+            "AF_XDP TX on {} stalled: {} frames not completed after {} s ({} still in the TX ring); is the link up (`ip link show {}`)?",
+            self.place,
+            self.in_flight,
+            TX_STALL_LIMIT.as_secs(),
+            self.ring.pending(),
+            self.place.iface
+        ))
+    }
+
+    /// The mode the kernel runs the socket in.
+    pub fn mode(&self) -> XdpModeInUse {
+        self.mode
+    }
+}
+
+impl Backend for AfXdpTx {
+    fn describe(&self) -> String {
+        format!(
+            "afxdp:{} TX ({}, {} frames of {} bytes, need_wakeup {})",
+            self.place,
+            self.mode.name(),
+            self.layout.tx_frames,
+            self.layout.frame_size,
+            if self.need_wakeup { "on" } else { "off" }
+        )
+    }
+
+    fn slot_count(&self) -> usize {
+        self.layout.tx_frames as usize
+    }
+
+    fn max_frame_len(&self) -> usize {
+        self.layout.frame_size as usize
+    }
+
+    fn time_base(&self) -> TimeBase {
+        TimeBase::RealTime
+    }
+
+    fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
+    where
+        F: FnOnce(&mut [TxSlot<'_>]),
+    {
+        let want = count.min(MAX_BATCH).min(self.slot_count()) as u32;
+        self.reclaim();
+        if !self.has_room(want) {
+            self.wait_for_room(want)?;
+        }
+
+        let frame_size = self.layout.frame_size as usize;
+        let mut batch = TxBatch::new();
+        for i in 0..want {
+            let id = self.free.get(i);
+            // SAFETY: free frames are owned by this half alone: the kernel gave them back
+            // (or never had them), RX frames are other ids, and each id is in the free FIFO
+            // once, so the slices are disjoint. They do not outlive this call.
+            let buf = unsafe {
+                std::slice::from_raw_parts_mut(self.socket.frame_ptr(&self.layout, id), frame_size)
+            };
+            batch.push(TxSlot {
+                id,
+                buf,
+                len: 0,
+                scheduled_ns: 0,
+            });
+        }
+        fill(&mut batch);
+
+        // Check every length before publishing anything: the kernel silently skips a bad
+        // descriptor and never completes its frame, which would leak the slot.
+        if let Some(bad) = batch.iter().find(|s| s.len < 14 || s.len > frame_size) {
+            return Err(IoError::Other(format!(
+                "AF_XDP TX on {}: frame of {} bytes in slot {}; frames must be 14 to {frame_size} bytes",
+                self.place, bad.len, bad.id
+            )));
+        }
+        let n = batch.len() as u32;
+        let mut bytes = 0u64;
+        for (i, slot) in batch.iter().enumerate() {
+            self.ring.write(
+                i as u32,
+                libc::xdp_desc {
+                    addr: slot.id as u64 * frame_size as u64,
+                    len: slot.len as u32,
+                    options: 0,
+                },
+            );
+            bytes += slot.len as u64;
+        }
+        drop(batch);
+        self.ring.submit(n);
+        self.free.pop(n);
+        self.in_flight += n;
+        self.stats.frames += n as u64;
+        self.stats.bytes += bytes;
+        self.flush()?;
+        Ok(n as usize)
+    }
+
+    /// Waits (bounded) until the kernel has completed every frame handed to it.
+    fn finish(&mut self) -> Result<BackendStats, IoError> {
+        let started = Instant::now();
+        loop {
+            self.reclaim();
+            if self.in_flight == 0 {
+                return Ok(self.stats);
+            }
+            if started.elapsed() > TX_STALL_LIMIT {
+                return Err(self.stalled());
+            }
+            self.kick()?;
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// The receive half: this queue's frames, redirected by strobe's XDP program.
+pub struct AfXdpRx {
+    ring: Consumer<libc::xdp_desc>,
+    fill: Producer<u64>,
+    xdp: XdpAttachment,
+    socket: Arc<Socket>,
+    layout: Layout,
+    place: Place,
+    mode: XdpModeInUse,
+    need_wakeup: bool,
+    /// Descriptors that pointed outside our RX frames (never seen; counted, not trusted).
+    invalid: u64,
+}
+
+impl AfXdpRx {
+    /// Whether the XDP program runs in the driver (true) or in the generic SKB path.
+    pub fn native_xdp(&self) -> bool {
+        self.xdp.mode == AttachMode::Native
+    }
+
+    /// Wakes the kernel to refill from the fill ring, if it asked for that.
+    fn kick(&mut self) -> Result<(), IoError> {
+        if !self.need_wakeup || !self.fill.needs_wakeup() {
+            return Ok(());
+        }
+        // SAFETY: a zero-length recvfrom without buffers or address only wakes the socket.
+        let rc = unsafe {
+            libc::recvfrom(
+                self.socket.fd.as_raw_fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        if rc >= 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::EINTR) => Ok(()),
+            Some(libc::ENETDOWN) => Err(IoError::Other(format!(
+                "AF_XDP RX on {}: interface {} is down",
+                self.place, self.place.iface
+            ))),
+            _ => Err(failed(
+                format_args!("AF_XDP RX wake-up on {}", self.place),
+                err,
+            )),
+        }
+    }
+}
+
+impl Receiver for AfXdpRx {
+    fn describe(&self) -> String {
+        format!(
+            "afxdp:{} RX ({}, XDP {} via bpf_link, {} frames of {} bytes; timestamps: strobe's CLOCK_REALTIME right after dequeue, XDP gives no kernel RX timestamp here)",
+            self.place,
+            self.mode.name(),
+            if self.native_xdp() { "native" } else { "generic" },
+            self.layout.rx_frames,
+            self.layout.frame_size
+        )
+    }
+
+    fn poll<F>(&mut self, max: usize, mut each: F) -> Result<usize, IoError>
+    where
+        F: FnMut(&RxFrame<'_>),
+    {
+        let ready = self.ring.available(max.min(u32::MAX as usize) as u32);
+        // Every frame taken goes straight back to the fill ring, so take no more than fit
+        // (the fill ring's size makes that all of them; this only guards the invariant).
+        let n = if ready == 0 {
+            0
+        } else {
+            self.fill.free(ready).min(ready)
+        };
+        if n == 0 {
+            self.kick()?;
+            return Ok(0);
+        }
+        let now = sys::realtime_ns();
+        let frame_size = self.layout.frame_size as u64;
+        let first = self.layout.tx_frames as u64;
+        let end = first + self.layout.rx_frames as u64;
+
+        let mut delivered = 0;
+        let mut refill = 0;
+        for i in 0..n {
+            let desc = self.ring.read(i);
+            let frame = desc.addr / frame_size;
+            if !(first..end).contains(&frame) {
+                self.invalid += 1;
+                continue;
+            }
+            let offset = desc.addr % frame_size;
+            if offset + desc.len as u64 <= frame_size {
+                // SAFETY: the kernel handed this frame to us through the RX ring and will not
+                // touch it until it is back on the fill ring, which happens after `each`
+                // returns; the range lies inside the frame (checked above).
+                let data = unsafe {
+                    std::slice::from_raw_parts(
+                        self.socket
+                            .frame_ptr(&self.layout, frame as u32)
+                            .add(offset as usize),
+                        desc.len as usize,
+                    )
+                };
+                each(&RxFrame {
+                    data,
+                    wire_len: desc.len,
+                    timestamp: Some(RxTimestamp::User(now)),
+                });
+                delivered += 1;
+            } else {
+                self.invalid += 1;
+            }
+            self.fill.write(refill, frame * frame_size);
+            refill += 1;
+        }
+        self.ring.release(n);
+        self.fill.submit(refill);
+        Ok(delivered)
+    }
+
+    /// Frames the kernel could not put on the RX ring: ring full, no free frame on the fill
+    /// ring, or a frame too long for a UMEM frame.
+    fn drops(&mut self) -> Result<RxDrops, IoError> {
+        // SAFETY: all-zero is a valid xdp_statistics (integers only).
+        let mut stats: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        sys::getsockopt(
+            &self.socket.fd,
+            libc::SOL_XDP,
+            libc::XDP_STATISTICS,
+            &mut stats,
+        )
+        .map_err(|e| {
+            failed(
+                format_args!("cannot read AF_XDP statistics of {}", self.place),
+                e,
+            )
+        })?;
+        Ok(RxDrops {
+            ring_full: stats.rx_dropped + stats.rx_ring_full,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_splits_frames_and_caps_them_by_the_rings() {
+        let opts = AfXdpOptions {
+            rx: true,
+            ..AfXdpOptions::default()
+        };
+        let l = opts.layout().unwrap();
+        assert_eq!((l.tx_frames, l.rx_frames), (2048, 2048));
+        let tx_only = AfXdpOptions {
+            frames: 10_000,
+            ring_size: 1024,
+            ..AfXdpOptions::default()
+        };
+        let l = tx_only.layout().unwrap();
+        assert_eq!((l.tx_frames, l.rx_frames), (1024, 0));
+        let small = AfXdpOptions {
+            frames: 3,
+            rx: true,
+            ..AfXdpOptions::default()
+        };
+        let l = small.layout().unwrap();
+        assert_eq!((l.tx_frames, l.rx_frames), (2, 1));
+    }
+
+    #[test]
+    fn bad_options_are_refused_with_what_is_accepted() {
+        let bad_frame = AfXdpOptions {
+            frame_size: 1500,
+            ..AfXdpOptions::default()
+        };
+        let err = bad_frame.layout().unwrap_err().to_string();
+        assert!(
+            err.contains("1500") && err.contains("2048 or 4096"),
+            "{err}"
+        );
+        let bad_ring = AfXdpOptions {
+            ring_size: 1000,
+            ..AfXdpOptions::default()
+        };
+        let err = bad_ring.layout().unwrap_err().to_string();
+        assert!(err.contains("power of two"), "{err}");
+        let no_frames = AfXdpOptions {
+            frames: 1,
+            rx: true,
+            ..AfXdpOptions::default()
+        };
+        assert!(no_frames.layout().is_err());
+    }
+
+    #[test]
+    fn free_frames_rotate_in_completion_order() {
+        let mut fifo = FrameFifo::new(3);
+        assert_eq!((fifo.get(0), fifo.get(1), fifo.get(2)), (0, 1, 2));
+        fifo.pop(2);
+        fifo.push(0);
+        fifo.push(1);
+        assert_eq!(fifo.len, 3);
+        assert_eq!((fifo.get(0), fifo.get(1), fifo.get(2)), (2, 0, 1));
+    }
+}

@@ -1,0 +1,49 @@
+//! The receive side of a port: frames as the kernel or NIC delivered them.
+
+use crate::IoError;
+
+/// Which clock stamped a received frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxTimestamp {
+    /// The kernel's software receive timestamp (CLOCK_REALTIME ns), e.g. from TPACKET_V3.
+    Kernel(u64),
+    /// strobe's own clock right after the frame was taken from the ring (CLOCK_REALTIME ns).
+    User(u64),
+}
+
+impl RxTimestamp {
+    pub fn ns(self) -> u64 {
+        match self {
+            RxTimestamp::Kernel(ns) | RxTimestamp::User(ns) => ns,
+        }
+    }
+}
+
+/// One received frame. `data` is only valid during the callback.
+#[derive(Clone, Copy, Debug)]
+pub struct RxFrame<'a> {
+    /// The frame without FCS, possibly truncated (see `wire_len`).
+    pub data: &'a [u8],
+    /// Length of the frame as it was on the wire (without FCS).
+    pub wire_len: u32,
+    pub timestamp: Option<RxTimestamp>,
+}
+
+/// Counters a receiver keeps about frames it could not deliver.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxDrops {
+    /// Frames the kernel dropped because the ring was full.
+    pub ring_full: u64,
+}
+
+/// One receive queue of one port, busy-polled by an RX worker.
+pub trait Receiver: Send {
+    fn describe(&self) -> String;
+    /// Hands up to `max` frames that are ready to `each`, without blocking; returns how
+    /// many were delivered (0 when nothing is waiting).
+    fn poll<F>(&mut self, max: usize, each: F) -> Result<usize, IoError>
+    where
+        F: FnMut(&RxFrame<'_>);
+    /// Drop counters so far.
+    fn drops(&mut self) -> Result<RxDrops, IoError>;
+}

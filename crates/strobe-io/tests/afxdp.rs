@@ -1,0 +1,570 @@
+//! AF_XDP backend on veth pairs in network namespaces that each test creates and removes.
+//! Needs root (skipped with a message otherwise); traffic stays inside the namespace and uses
+//! 198.18.0.0/15 only.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use strobe_io::afxdp::{AfXdpOptions, AfXdpPort, AfXdpRx, AfXdpTx, XdpMode, XdpModeInUse};
+use strobe_io::{read_capture, Backend, Receiver, RxTimestamp};
+
+const MAC_A: [u8; 6] = [0x02, 0x53, 0x54, 0x00, 0x00, 0x0a];
+const MAC_B: [u8; 6] = [0x02, 0x53, 0x54, 0x00, 0x00, 0x0b];
+const SRC_IP: [u8; 4] = [198, 18, 0, 1];
+const DST_IP: [u8; 4] = [198, 18, 0, 2];
+const SRC_PORT: u16 = 4000;
+const DST_PORT: u16 = 5000;
+/// Ethernet + IPv4 + UDP headers.
+const HEADERS: usize = 14 + 20 + 8;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("skipped: AF_XDP tests need root (namespaces, veth, BPF)");
+    }
+    root
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("cannot run a command");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A namespace with a veth pair `a` <-> `b` inside; removed on drop, also when a test fails.
+struct Lab {
+    ns: String,
+    a: String,
+    b: String,
+}
+
+impl Lab {
+    /// `tag` keeps namespaces of tests running in parallel apart.
+    fn new(tag: char) -> Lab {
+        let pid = std::process::id();
+        let lab = Lab {
+            ns: format!("sxt-{pid}-{tag}"),
+            a: format!("sxt-{pid}-{tag}a"),
+            b: format!("sxt-{pid}-{tag}b"),
+        };
+        run(Command::new("ip").args(["netns", "add", &lab.ns]));
+        // From here on the guard exists and removes the namespace with everything in it.
+        // No IPv6 autoconfiguration chatter on the test link.
+        for key in ["all", "default"] {
+            lab.exec(&[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{key}.disable_ipv6=1"),
+            ]);
+        }
+        lab.ip(&[
+            "link", "add", &lab.a, "type", "veth", "peer", "name", &lab.b,
+        ]);
+        lab.ip(&["link", "set", &lab.a, "address", &mac_text(MAC_A), "up"]);
+        lab.ip(&["link", "set", &lab.b, "address", &mac_text(MAC_B), "up"]);
+        lab
+    }
+
+    fn ip(&self, args: &[&str]) -> String {
+        let out = run(Command::new("ip").arg("-n").arg(&self.ns).args(args));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn exec(&self, args: &[&str]) -> String {
+        let out = run(Command::new("ip")
+            .args(["netns", "exec", &self.ns])
+            .args(args));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn open(&self, iface: &str, opts: &AfXdpOptions) -> AfXdpPort {
+        AfXdpPort::open(iface, 0, Some(&self.ns), opts)
+            .unwrap_or_else(|e| panic!("cannot open AF_XDP on {iface}: {e}"))
+    }
+
+    /// TX on `a` (copy mode) and RX on `b`.
+    fn pair(&self, tx_opts: &AfXdpOptions, rx_opts: &AfXdpOptions) -> (AfXdpTx, AfXdpRx) {
+        let rx = self
+            .open(&self.b, rx_opts)
+            .split()
+            .1
+            .expect("opened with rx");
+        let (tx, no_rx) = self.open(&self.a, tx_opts).split();
+        assert!(no_rx.is_none(), "a port opened without rx has no RX half");
+        (tx, rx)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.ns])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+fn mac_text(mac: [u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn copy_opts() -> AfXdpOptions {
+    AfXdpOptions {
+        mode: XdpMode::Copy,
+        ..AfXdpOptions::default()
+    }
+}
+
+fn rx_opts() -> AfXdpOptions {
+    AfXdpOptions {
+        rx: true,
+        ..AfXdpOptions::default()
+    }
+}
+
+/// Frame length (without FCS) of frame `seq`: 60 to 1514 bytes, mixed.
+fn frame_len(seq: u32) -> usize {
+    60 + (seq as usize * 7919) % (1514 - 60 + 1)
+}
+
+/// An Ethernet/IPv4/UDP frame whose payload starts with `seq` and continues with bytes
+/// derived from it, built by etherparse (checksums included).
+fn frame(seq: u32) -> Vec<u8> {
+    let len = frame_len(seq);
+    let mut payload = vec![0u8; len - HEADERS];
+    payload[..4].copy_from_slice(&seq.to_be_bytes());
+    for (i, b) in payload.iter_mut().enumerate().skip(4) {
+        *b = (seq as usize * 31 + i) as u8;
+    }
+    let builder = etherparse::PacketBuilder::ethernet2(MAC_A, MAC_B)
+        .ipv4(SRC_IP, DST_IP, 64)
+        .udp(SRC_PORT, DST_PORT);
+    let mut out = Vec::with_capacity(len);
+    builder.write(&mut out, &payload).unwrap();
+    assert_eq!(out.len(), len);
+    out
+}
+
+/// The sequence number of one of our frames, None for anything else.
+fn seq_of(data: &[u8]) -> Option<u32> {
+    let ours = data.len() >= HEADERS + 4
+        && data[..6] == MAC_B
+        && data[6..12] == MAC_A
+        && data[26..30] == SRC_IP
+        && data[30..34] == DST_IP;
+    ours.then(|| u32::from_be_bytes(data[HEADERS..HEADERS + 4].try_into().unwrap()))
+}
+
+/// Sends frames `seqs` in batches of at most `batch`, writing each in full.
+fn send(tx: &mut AfXdpTx, seqs: std::ops::Range<u32>, batch: usize) {
+    let mut next = seqs.start;
+    while next < seqs.end {
+        let k = batch.min((seqs.end - next) as usize);
+        let sent = tx
+            .transmit(k, |slots| {
+                for (slot, seq) in slots.iter_mut().zip(next..) {
+                    let f = frame(seq);
+                    slot.buf[..f.len()].copy_from_slice(&f);
+                    slot.len = f.len();
+                }
+            })
+            .unwrap();
+        assert_eq!(sent, k);
+        next += k as u32;
+    }
+}
+
+/// Polls until `n` of our frames arrived (others are ignored) or 10 s passed.
+fn receive(rx: &mut AfXdpRx, n: usize) -> Vec<Vec<u8>> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = Vec::new();
+    while got.len() < n && Instant::now() < deadline {
+        rx.poll(64, |f| {
+            if seq_of(f.data).is_some() {
+                got.push(f.data.to_vec());
+            }
+        })
+        .unwrap();
+    }
+    got
+}
+
+#[test]
+fn ten_thousand_mixed_frames_arrive_intact_and_in_order() {
+    if !is_root() {
+        return;
+    }
+    let lab = Lab::new('t');
+    let (mut tx, mut rx) = lab.pair(&copy_opts(), &rx_opts());
+    assert_eq!(tx.mode(), XdpModeInUse::Copy);
+    assert!(rx.native_xdp(), "veth runs XDP natively: {}", rx.describe());
+    assert!(
+        rx.describe().contains("CLOCK_REALTIME"),
+        "{}",
+        rx.describe()
+    );
+
+    const N: u32 = 10_000;
+    let received = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&received);
+    let receiver = std::thread::spawn(move || {
+        let mut seqs = Vec::with_capacity(N as usize);
+        let mut damaged = Vec::new();
+        let mut last_ts = 0u64;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while seqs.len() < N as usize && Instant::now() < deadline {
+            rx.poll(64, |f| {
+                let Some(seq) = seq_of(f.data) else { return };
+                if f.data != frame(seq).as_slice() || f.wire_len as usize != f.data.len() {
+                    damaged.push(seq);
+                }
+                match f.timestamp {
+                    Some(RxTimestamp::User(ns)) => {
+                        assert!(ns >= last_ts, "timestamps go back");
+                        last_ts = ns;
+                    }
+                    other => panic!("expected a user-space timestamp, got {other:?}"),
+                }
+                seqs.push(seq);
+                counter.fetch_add(1, Ordering::Release);
+            })
+            .unwrap();
+        }
+        (seqs, damaged, rx.drops().unwrap(), last_ts)
+    });
+
+    // Keep at most 1024 frames between sender and receiver, so a slow receiver thread on
+    // this 2-core machine cannot legitimately overflow its 2048-entry ring.
+    let mut sent = 0u32;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sent < N {
+        while sent as u64 - received.load(Ordering::Acquire) > 1024 {
+            assert!(
+                Instant::now() < deadline,
+                "receiver stopped at {received:?}"
+            );
+            std::thread::yield_now();
+        }
+        let k = 32.min(N - sent);
+        send(&mut tx, sent..sent + k, 32);
+        sent += k;
+    }
+    let stats = tx.finish().unwrap();
+    assert_eq!(stats.frames, N as u64);
+    let bytes: u64 = (0..N).map(|s| frame_len(s) as u64).sum();
+    assert_eq!(stats.bytes, bytes);
+
+    let (seqs, damaged, drops, last_ts) = receiver.join().unwrap();
+    assert_eq!(seqs.len(), N as usize, "lost frames (drops: {drops:?})");
+    assert!(damaged.is_empty(), "frames damaged: {damaged:?}");
+    assert!(seqs.iter().copied().eq(0..N), "frames out of order");
+    assert_eq!(drops.ring_full, 0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    assert!(
+        now - last_ts < 60_000_000_000,
+        "timestamp is not CLOCK_REALTIME"
+    );
+}
+
+#[test]
+fn transmitted_frames_decode_on_the_peer_capture() {
+    if !is_root() {
+        return;
+    }
+    let lab = Lab::new('c');
+    let (mut tx, _) = lab.open(&lab.a, &copy_opts()).split();
+    const N: u32 = 40;
+    let path = std::env::temp_dir().join(format!("sxt-{}-afxdp.pcap", std::process::id()));
+    let mut tcpdump = Command::new("ip")
+        .args([
+            "netns", "exec", &lab.ns, "tcpdump", "-i", &lab.b, "-n", "-U",
+        ])
+        // Not --immediate-mode: with it, this tcpdump/kernel pair holds back frames
+        // after the first 32 (seen with AF_PACKET senders too).
+        .arg("-w")
+        .arg(&path)
+        .args(["udp", "and", "src", "host", "198.18.0.1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tcpdump is needed: apt-get install -y tcpdump");
+    // tcpdump says "listening on" once its socket is attached.
+    let mut stderr = BufReader::new(tcpdump.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.contains("listening on"), "tcpdump: {line}");
+
+    send(&mut tx, 0..N, 8);
+    tx.finish().unwrap();
+    // -U writes each frame as it arrives: wait until all are in the file (or 10 s), then
+    // stop tcpdump and judge what it wrote.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let captured = |path: &std::path::Path| {
+        let mut n = 0;
+        let _ = read_capture(path.to_str().unwrap(), false, |_| n += 1);
+        n
+    };
+    while captured(&path) < N as usize && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tcpdump.kill().unwrap();
+    tcpdump.wait().unwrap();
+
+    let mut frames = Vec::new();
+    read_capture(path.to_str().unwrap(), true, |f| frames.push(f)).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let seqs: Vec<_> = frames.iter().map(|f| seq_of(&f.data)).collect();
+    assert_eq!(frames.len(), N as usize, "tcpdump captured {seqs:?}");
+    for (seq, captured) in (0..N).zip(&frames) {
+        let packet = etherparse::SlicedPacket::from_ethernet(&captured.data)
+            .unwrap_or_else(|e| panic!("frame {seq} does not decode: {e}"));
+        let Some(etherparse::NetSlice::Ipv4(ip)) = packet.net else {
+            panic!("frame {seq} is not IPv4");
+        };
+        assert_eq!(ip.header().source(), SRC_IP);
+        assert_eq!(ip.header().destination(), DST_IP);
+        let header = ip.header().to_header();
+        assert_eq!(header.header_checksum, header.calc_header_checksum());
+        let Some(etherparse::TransportSlice::Udp(udp)) = packet.transport else {
+            panic!("frame {seq} is not UDP");
+        };
+        assert_eq!(
+            (udp.source_port(), udp.destination_port()),
+            (SRC_PORT, DST_PORT)
+        );
+        assert_eq!(
+            udp.checksum(),
+            udp.to_header()
+                .calc_checksum_ipv4(&header, udp.payload())
+                .unwrap()
+        );
+        assert_eq!(captured.orig_len as usize, frame_len(seq));
+        assert_eq!(
+            captured.data,
+            frame(seq),
+            "frame {seq} differs from what was sent"
+        );
+    }
+}
+
+#[test]
+fn slots_keep_their_contents_and_come_back_in_rotation() {
+    if !is_root() {
+        return;
+    }
+    let lab = Lab::new('s');
+    let small = AfXdpOptions {
+        frames: 64,
+        ring_size: 64,
+        ..copy_opts()
+    };
+    let (mut tx, mut rx) = lab.pair(&small, &rx_opts());
+    let slots = tx.slot_count() as u32;
+    assert_eq!(slots, 64);
+
+    // Round one writes frame `id` into slot `id`.
+    let mut ids = Vec::new();
+    tx.transmit(slots as usize, |batch| {
+        for slot in batch.iter_mut() {
+            let f = frame(slot.id);
+            slot.buf[..f.len()].copy_from_slice(&f);
+            slot.len = f.len();
+            ids.push(slot.id);
+        }
+    })
+    .unwrap();
+    assert_eq!(ids, (0..slots).collect::<Vec<_>>());
+    assert_eq!(receive(&mut rx, slots as usize).len(), slots as usize);
+
+    // Later rounds only set the length: what leaves must still be frame `id`.
+    ids.clear();
+    for _ in 0..20 {
+        tx.transmit(16, |batch| {
+            for slot in batch.iter_mut() {
+                let len = frame_len(slot.id);
+                assert_eq!(
+                    &slot.buf[..len],
+                    frame(slot.id),
+                    "slot {} lost its frame",
+                    slot.id
+                );
+                slot.len = len;
+                ids.push(slot.id);
+            }
+        })
+        .unwrap();
+        let got = receive(&mut rx, 16);
+        let want: Vec<_> = ids[ids.len() - 16..].iter().map(|&id| frame(id)).collect();
+        assert_eq!(got, want, "the peer did not receive the slots' frames");
+    }
+    let rotation: Vec<u32> = (0..slots).cycle().take(ids.len()).collect();
+    assert_eq!(ids, rotation, "slot ids do not rotate");
+    tx.finish().unwrap();
+}
+
+#[test]
+fn dropping_the_receiver_detaches_the_xdp_program() {
+    if !is_root() {
+        return;
+    }
+    let lab = Lab::new('d');
+    let (tx, rx) = lab.open(&lab.b, &rx_opts()).split();
+    let rx = rx.unwrap();
+    let shown = lab.ip(&["link", "show", "dev", &lab.b]);
+    assert!(
+        shown.contains("prog/xdp"),
+        "no XDP program on {}: {shown}",
+        lab.b
+    );
+    assert!(shown.contains("strobe_xsk"), "{shown}");
+    drop(rx);
+    let shown = lab.ip(&["link", "show", "dev", &lab.b]);
+    assert!(!shown.contains("xdp"), "XDP program left behind: {shown}");
+    drop(tx);
+}
+
+#[test]
+fn errors_name_what_is_wrong() {
+    if !is_root() {
+        return;
+    }
+    let lab = Lab::new('e');
+    let err = |iface: &str, queue: u32, opts: &AfXdpOptions| match AfXdpPort::open(
+        iface,
+        queue,
+        Some(&lab.ns),
+        opts,
+    ) {
+        Ok(_) => panic!("opening {iface} queue {queue} with {opts:?} succeeded"),
+        Err(e) => e.to_string(),
+    };
+
+    let msg = err("sxt-nonesuch", 0, &copy_opts());
+    assert!(msg.contains("no network interface `sxt-nonesuch`"), "{msg}");
+    assert!(msg.contains(&lab.ns), "{msg}");
+
+    let msg = err(&lab.a, 7, &copy_opts());
+    assert!(
+        msg.contains("queue 7") && msg.contains("out of range"),
+        "{msg}"
+    );
+
+    let forced = AfXdpOptions {
+        mode: XdpMode::ZeroCopy,
+        ..AfXdpOptions::default()
+    };
+    let msg = err(&lab.a, 0, &forced);
+    assert!(msg.contains("zero-copy") && msg.contains("veth"), "{msg}");
+
+    let msg = match AfXdpPort::open(&lab.a, 0, Some("sxt-no-such-ns"), &copy_opts()) {
+        Ok(_) => panic!("opened in a missing namespace"),
+        Err(e) => e.to_string(),
+    };
+    assert!(msg.contains("sxt-no-such-ns"), "{msg}");
+
+    // Auto falls back to copy mode on veth and says why.
+    let port = lab.open(&lab.a, &AfXdpOptions::default());
+    assert_eq!(port.mode(), XdpModeInUse::Copy);
+    assert!(
+        port.notes()
+            .iter()
+            .any(|n| n.contains("zero-copy is not available")),
+        "{:?}",
+        port.notes()
+    );
+}
+
+#[test]
+fn rejects_frames_it_cannot_send_without_losing_slots() {
+    if !is_root() {
+        return;
+    }
+    let lab = Lab::new('r');
+    let opts = AfXdpOptions {
+        frames: 8,
+        ring_size: 8,
+        ..copy_opts()
+    };
+    let (mut tx, _) = lab.open(&lab.a, &opts).split();
+    let err = tx
+        .transmit(4, |slots| {
+            for slot in slots.iter_mut() {
+                slot.len = 0;
+            }
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("frame of 0 bytes"), "{err}");
+    // All 8 slots are still usable afterwards.
+    send(&mut tx, 0..64, 8);
+    assert_eq!(tx.finish().unwrap().frames, 64);
+}
+
+/// Sends 60-byte frames (64 with FCS) in batches of `batch` for `secs`; returns Mpps.
+fn tx_rate(tx: &mut AfXdpTx, batch: usize, secs: u64) -> f64 {
+    let mut template = frame(0);
+    template.truncate(60);
+    let before = tx.finish().unwrap().frames;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(secs) {
+        tx.transmit(batch, |slots| {
+            for slot in slots.iter_mut() {
+                slot.buf[..60].copy_from_slice(&template);
+                slot.len = 60;
+            }
+        })
+        .unwrap();
+    }
+    let frames = tx.finish().unwrap().frames - before;
+    frames as f64 / start.elapsed().as_secs_f64() / 1e6
+}
+
+/// Not a test: TX rate of 64-byte frames for 3 s, first into the peer's kernel stack, then
+/// with a busy AF_XDP receiver on the peer.
+/// `cargo test --release -p strobe-io --test afxdp -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn measure_tx_rate_64_byte_frames() {
+    if !is_root() {
+        return;
+    }
+    let lab = Lab::new('m');
+    let (mut tx, _) = lab.open(&lab.a, &copy_opts()).split();
+    println!("{}", tx.describe());
+    for batch in [32usize, 64] {
+        let mpps = tx_rate(&mut tx, batch, 3);
+        println!("peer stack drops, batch {batch}: {mpps:.3} Mpps");
+    }
+
+    let rx = lab.open(&lab.b, &rx_opts()).split().1.unwrap();
+    let stop = Arc::new(AtomicU64::new(0));
+    let stop_rx = Arc::clone(&stop);
+    let receiver = std::thread::spawn(move || {
+        let mut rx = rx;
+        let mut n = 0u64;
+        while stop_rx.load(Ordering::Relaxed) == 0 {
+            n += rx.poll(256, |_| {}).unwrap() as u64;
+        }
+        (n, rx.drops().unwrap())
+    });
+    for batch in [32usize, 64] {
+        let mpps = tx_rate(&mut tx, batch, 3);
+        println!("busy AF_XDP receiver, batch {batch}: {mpps:.3} Mpps");
+    }
+    stop.store(1, Ordering::Relaxed);
+    let (n, drops) = receiver.join().unwrap();
+    println!("receiver: {n} frames, drops {drops:?}");
+}

@@ -1,0 +1,258 @@
+//! The device under test between the generator and the sink, and its text form.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::LabError;
+
+/// Lowest and highest token-bucket rate the lab accepts, in bit/s: below 8 kbit/s a single
+/// full-size frame takes more than a second; above 100 Gbit/s veth cannot carry it anyway.
+const MIN_TBF_BPS: u64 = 8_000;
+const MAX_TBF_BPS: u64 = 100_000_000_000;
+
+/// What sits between the generator namespace and the sink namespace.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Dut {
+    /// A plain veth pair: generator and sink share one wire.
+    Cable,
+    /// A Linux bridge (no STP, forwarding at once) in its own namespace.
+    Bridge,
+    /// A Linux router (IPv4 and IPv6 forwarding) between two subnets.
+    Router,
+    /// The bridge plus a token-bucket shaper at `rate_bps` (layer 2 bits per second) on the
+    /// sink-facing port.
+    Tbf { rate_bps: u64 },
+}
+
+impl Dut {
+    /// Whether the DUT lives in a namespace of its own (everything but the cable).
+    pub fn has_namespace(&self) -> bool {
+        !matches!(self, Dut::Cable)
+    }
+
+    /// Whether the DUT switches at layer 2 (generator and sink share one subnet).
+    pub(crate) fn is_l2(&self) -> bool {
+        !matches!(self, Dut::Router)
+    }
+
+    /// Rejects values that cannot be built (reachable by constructing `Dut::Tbf` directly).
+    pub(crate) fn validate(&self) -> Result<(), LabError> {
+        if let Dut::Tbf { rate_bps } = *self {
+            check_rate(&self.to_string(), rate_bps)?;
+        }
+        Ok(())
+    }
+}
+
+fn check_rate(input: &str, bps: u64) -> Result<(), LabError> {
+    if !(MIN_TBF_BPS..=MAX_TBF_BPS).contains(&bps) {
+        return Err(LabError::InvalidDut {
+            input: input.to_string(),
+            reason: format!("the tbf rate must be between 8kbit and 100gbit, got {bps} bit/s"),
+        });
+    }
+    Ok(())
+}
+
+/// Unit suffixes for rates, longest first so `kbit` is not read as `bit` after `k`.
+/// strobe writes bit rates as `bps` everywhere (as OTG does), so unlike tc, `mbps` is megabits.
+const RATE_UNITS: [(&str, u64); 8] = [
+    ("kbit", 1_000),
+    ("mbit", 1_000_000),
+    ("gbit", 1_000_000_000),
+    ("kbps", 1_000),
+    ("mbps", 1_000_000),
+    ("gbps", 1_000_000_000),
+    ("bit", 1),
+    ("bps", 1),
+];
+
+/// Parses `100mbit`, `1.5gbit`, `50mbps`, `64000` (bit/s) into bit/s, exactly.
+fn parse_rate(text: &str) -> Result<u64, String> {
+    let lower = text.trim().to_ascii_lowercase();
+    let (number, unit) = RATE_UNITS
+        .iter()
+        .find_map(|&(suffix, unit)| lower.strip_suffix(suffix).map(|n| (n, unit)))
+        .unwrap_or((lower.as_str(), 1));
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !all_digits(whole) || !all_digits(fraction) {
+        return Err(format!("`{text}` is not a rate"));
+    }
+    let too_big = || format!("`{text}` is too large");
+    let mut bps = whole
+        .parse::<u64>()
+        .ok()
+        .and_then(|w| w.checked_mul(unit))
+        .ok_or_else(too_big)?;
+    // Each fractional digit is worth a tenth of the previous one; digits below 1 bit/s are
+    // refused rather than rounded away.
+    let mut place = unit;
+    for digit in fraction.bytes().map(|b| u64::from(b - b'0')) {
+        if place % 10 != 0 {
+            return Err(format!(
+                "`{text}` has more decimals than whole bits per second"
+            ));
+        }
+        place /= 10;
+        bps = bps.checked_add(digit * place).ok_or_else(too_big)?;
+    }
+    Ok(bps)
+}
+
+impl FromStr for Dut {
+    type Err = LabError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let invalid = |reason: String| LabError::InvalidDut {
+            input: s.to_string(),
+            reason,
+        };
+        match s.trim().to_ascii_lowercase().as_str() {
+            "cable" => Ok(Dut::Cable),
+            "bridge" => Ok(Dut::Bridge),
+            "router" => Ok(Dut::Router),
+            other => {
+                let Some(rate) = other.strip_prefix("tbf:") else {
+                    return Err(invalid("unknown DUT kind".to_string()));
+                };
+                let rate_bps = parse_rate(rate).map_err(invalid)?;
+                check_rate(s, rate_bps)?;
+                Ok(Dut::Tbf { rate_bps })
+            }
+        }
+    }
+}
+
+/// The canonical text form, which `from_str` reads back to the same value: the rate uses the
+/// largest unit that keeps it a whole number.
+impl fmt::Display for Dut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Dut::Cable => f.write_str("cable"),
+            Dut::Bridge => f.write_str("bridge"),
+            Dut::Router => f.write_str("router"),
+            Dut::Tbf { rate_bps } => {
+                let (value, unit) = [
+                    (1_000_000_000, "gbit"),
+                    (1_000_000, "mbit"),
+                    (1_000, "kbit"),
+                ]
+                .into_iter()
+                .find(|&(scale, _)| rate_bps != 0 && rate_bps % scale == 0)
+                .map_or((rate_bps, "bit"), |(scale, unit)| (rate_bps / scale, unit));
+                write!(f, "tbf:{value}{unit}")
+            }
+        }
+    }
+}
+
+/// Token-bucket settings for a rate; see [`tbf_params`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TbfParams {
+    /// Bucket size in bytes: how much may leave back to back at line speed.
+    pub burst_bytes: u64,
+    /// Longest time a frame may wait in the queue before it is dropped.
+    pub latency_ms: u64,
+}
+
+/// Largest frame on a 1500-byte MTU veth (Ethernet header included, no FCS).
+const MAX_FRAME_BYTES: u64 = 1514;
+
+/// The bucket holds 1 ms of traffic at the rate, but never less than two full-size frames
+/// (a smaller bucket would drop every frame larger than it). 1 ms is far above the timer
+/// slack of a busy machine, so the shaper reaches its rate, yet short enough that bursts
+/// stay small. The queue holds 10 ms of traffic: a shallow shaper buffer, so overload
+/// shows as loss quickly instead of latency growing without bound.
+pub(crate) fn tbf_params(rate_bps: u64) -> TbfParams {
+    TbfParams {
+        burst_bytes: (rate_bps / 8 / 1000).max(2 * MAX_FRAME_BYTES),
+        latency_ms: 10,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_documented_form() {
+        assert_eq!("cable".parse::<Dut>().unwrap(), Dut::Cable);
+        assert_eq!("Bridge".parse::<Dut>().unwrap(), Dut::Bridge);
+        assert_eq!("router".parse::<Dut>().unwrap(), Dut::Router);
+        let tbf = |s: &str| match s.parse::<Dut>().unwrap() {
+            Dut::Tbf { rate_bps } => rate_bps,
+            other => panic!("{s} parsed as {other:?}"),
+        };
+        assert_eq!(tbf("tbf:100mbit"), 100_000_000);
+        assert_eq!(tbf("tbf:1gbit"), 1_000_000_000);
+        assert_eq!(tbf("tbf:50mbps"), 50_000_000);
+        assert_eq!(tbf("tbf:1.5gbit"), 1_500_000_000);
+        assert_eq!(tbf("tbf:800kbit"), 800_000);
+        assert_eq!(tbf("tbf:64000"), 64_000);
+        assert_eq!(tbf("tbf:64000bit"), 64_000);
+    }
+
+    #[test]
+    fn bad_forms_are_clear_errors() {
+        for bad in [
+            "switch",
+            "tbf:",
+            "tbf:fast",
+            "tbf:-5mbit",
+            "tbf:1.2.3mbit",
+            "tbf:1.5bit",
+        ] {
+            let err = bad.parse::<Dut>().unwrap_err().to_string();
+            assert!(err.contains(bad), "{err}");
+            assert!(err.contains("cable, bridge, router, tbf:RATE"), "{err}");
+        }
+        let err = "tbf:0mbit".parse::<Dut>().unwrap_err().to_string();
+        assert!(err.contains("between 8kbit and 100gbit"), "{err}");
+        let err = "tbf:99999999999999999999gbit"
+            .parse::<Dut>()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("too large"), "{err}");
+        assert!(Dut::Tbf { rate_bps: 0 }.validate().is_err());
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for dut in [
+            Dut::Cable,
+            Dut::Bridge,
+            Dut::Router,
+            Dut::Tbf {
+                rate_bps: 50_000_000,
+            },
+            Dut::Tbf {
+                rate_bps: 1_500_000_000,
+            },
+            Dut::Tbf { rate_bps: 12_345 },
+        ] {
+            assert_eq!(dut.to_string().parse::<Dut>().unwrap(), dut);
+        }
+        assert_eq!(
+            Dut::Tbf {
+                rate_bps: 50_000_000
+            }
+            .to_string(),
+            "tbf:50mbit"
+        );
+        assert_eq!(
+            Dut::Tbf {
+                rate_bps: 1_500_000_000
+            }
+            .to_string(),
+            "tbf:1500mbit"
+        );
+    }
+
+    #[test]
+    fn bucket_fits_full_frames_and_scales_with_rate() {
+        assert_eq!(tbf_params(8_000).burst_bytes, 3028);
+        assert_eq!(tbf_params(50_000_000).burst_bytes, 6250);
+        assert_eq!(tbf_params(1_000_000_000).burst_bytes, 125_000);
+    }
+}

@@ -1,0 +1,605 @@
+//! Tests against real namespaces (they need root). Each test owns a prefix `sl{pid}{tag}`
+//! and a guard that takes its lab down however the test ends. Frames are built and decoded
+//! with etherparse, independently of the lab's own code.
+
+use std::fs;
+use std::io;
+use std::mem;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
+
+use etherparse::{
+    Icmpv4Type, Icmpv6Type, LinkHeader, NetHeaders, PacketBuilder, PacketHeaders, TransportHeader,
+};
+
+use crate::netns::{Netns, NETNS_DIR};
+use crate::topology::{MAC_DUT1, MAC_TX};
+use crate::{down, status, test_hooks, up, Dut, Endpoint, Lab, LabConfig, LabError};
+
+/// Owns a test's prefix; removes its lab on drop, also when the test fails.
+struct LabGuard {
+    prefix: String,
+}
+
+impl LabGuard {
+    fn new(tag: &str) -> LabGuard {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        assert_eq!(euid, 0, "the lab tests need root (network namespaces)");
+        let prefix = format!("sl{}{tag}", std::process::id());
+        down(&prefix).expect("clear a lab left over from an earlier run");
+        LabGuard { prefix }
+    }
+
+    fn config(&self, dut: Dut) -> LabConfig {
+        LabConfig {
+            prefix: self.prefix.clone(),
+            dut,
+        }
+    }
+
+    /// Namespace files whose name starts with the prefix.
+    fn leftovers(&self) -> Vec<String> {
+        let mine = format!("{}-", self.prefix);
+        fs::read_dir(NETNS_DIR)
+            .map(|dir| {
+                dir.filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+                    .filter(|name| name.starts_with(&mine))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for LabGuard {
+    fn drop(&mut self) {
+        let _ = down(&self.prefix);
+    }
+}
+
+/// Identity of a namespace: the inode of the nsfs file bound on its name.
+fn ns_inode(name: &str) -> u64 {
+    fs::metadata(format!("{NETNS_DIR}/{name}")).unwrap().ino()
+}
+
+/// Runs `f` on this thread inside namespace `name`; sockets made there stay there.
+fn in_ns<T>(name: &str, f: impl FnOnce() -> T) -> T {
+    let ns = Netns::open(name)
+        .unwrap()
+        .unwrap_or_else(|| panic!("namespace {name} exists"));
+    ns.run(|| Ok(f())).unwrap()
+}
+
+/// An AF_PACKET socket on one interface: sends whole frames, receives everything on the link.
+struct PacketSocket {
+    fd: OwnedFd,
+}
+
+const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
+
+impl PacketSocket {
+    fn open(e: &Endpoint) -> PacketSocket {
+        in_ns(&e.netns, || {
+            // SAFETY: plain socket(2) call; the result is checked before use.
+            let raw =
+                unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(ETH_P_ALL_BE)) };
+            assert!(raw >= 0, "packet socket: {}", io::Error::last_os_error());
+            // SAFETY: `raw` is a fresh descriptor that nothing else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            let name = std::ffi::CString::new(e.iface.as_str()).unwrap();
+            // SAFETY: `name` is a valid NUL-terminated string.
+            let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+            assert_ne!(index, 0, "interface {} in {}", e.iface, e.netns);
+            // SAFETY: all-zero is a valid sockaddr_ll; the fields are set below.
+            let mut addr: libc::sockaddr_ll = unsafe { mem::zeroed() };
+            addr.sll_family = libc::AF_PACKET as u16;
+            addr.sll_protocol = ETH_P_ALL_BE;
+            addr.sll_ifindex = index as i32;
+            // SAFETY: `addr` is a properly sized sockaddr_ll that outlives the call.
+            let rc = unsafe {
+                libc::bind(
+                    fd.as_raw_fd(),
+                    (&addr as *const libc::sockaddr_ll).cast(),
+                    mem::size_of::<libc::sockaddr_ll>() as u32,
+                )
+            };
+            assert_eq!(rc, 0, "bind packet socket: {}", io::Error::last_os_error());
+            let timeout = libc::timeval {
+                tv_sec: 0,
+                tv_usec: 100_000,
+            };
+            // SAFETY: SO_RCVTIMEO takes a timeval, passed with its exact size.
+            let rc = unsafe {
+                libc::setsockopt(
+                    fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVTIMEO,
+                    (&timeout as *const libc::timeval).cast(),
+                    mem::size_of::<libc::timeval>() as u32,
+                )
+            };
+            assert_eq!(rc, 0, "SO_RCVTIMEO: {}", io::Error::last_os_error());
+            PacketSocket { fd }
+        })
+    }
+
+    fn send(&self, frame: &[u8]) {
+        // SAFETY: `frame` is valid for its length for the duration of the call.
+        let sent =
+            unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        assert_eq!(
+            sent,
+            frame.len() as isize,
+            "send: {}",
+            io::Error::last_os_error()
+        );
+    }
+
+    /// The next frame that arrived on the link (not one this host sent), if any within 100 ms.
+    fn recv_incoming<'b>(&self, buf: &'b mut [u8]) -> Option<&'b [u8]> {
+        loop {
+            // SAFETY: all-zero is a valid sockaddr_ll to be filled by the kernel.
+            let mut from: libc::sockaddr_ll = unsafe { mem::zeroed() };
+            let mut from_len = mem::size_of::<libc::sockaddr_ll>() as u32;
+            // SAFETY: `buf` and `from` are writable for the lengths passed.
+            let n = unsafe {
+                libc::recvfrom(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    0,
+                    (&mut from as *mut libc::sockaddr_ll).cast(),
+                    &mut from_len,
+                )
+            };
+            if n < 0 {
+                return None;
+            }
+            if from.sll_pkttype != libc::PACKET_OUTGOING {
+                return Some(&buf[..n as usize]);
+            }
+        }
+    }
+
+    /// Waits up to 2 s for an incoming frame that `matches`, decoded.
+    fn expect<'b>(
+        &self,
+        buf: &'b mut [u8],
+        what: &str,
+        matches: impl Fn(&PacketHeaders) -> bool,
+    ) -> PacketHeaders<'b> {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut found = None;
+        while found.is_none() && Instant::now() < deadline {
+            if let Some(frame) = self.recv_incoming(buf) {
+                let len = frame.len();
+                if PacketHeaders::from_ethernet_slice(frame).is_ok_and(|h| matches(&h)) {
+                    found = Some(len);
+                }
+            }
+        }
+        let len = found.unwrap_or_else(|| panic!("no {what} arrived within 2 s"));
+        PacketHeaders::from_ethernet_slice(&buf[..len]).unwrap()
+    }
+}
+
+fn macs(headers: &PacketHeaders) -> ([u8; 6], [u8; 6]) {
+    match &headers.link {
+        Some(LinkHeader::Ethernet2(eth)) => (eth.source, eth.destination),
+        other => panic!("not Ethernet II: {other:?}"),
+    }
+}
+
+fn hop_limit(headers: &PacketHeaders) -> u8 {
+    match &headers.net {
+        Some(NetHeaders::Ipv4(ip, _)) => ip.time_to_live,
+        Some(NetHeaders::Ipv6(ip, _)) => ip.hop_limit,
+        None => panic!("no IP header"),
+    }
+}
+
+fn is_udp_to(headers: &PacketHeaders, port: u16) -> bool {
+    matches!(&headers.transport, Some(TransportHeader::Udp(udp)) if udp.destination_port == port)
+}
+
+/// Builds a UDP frame the way strobe's engine will: addressed to `from.next_hop_mac`.
+fn udp_frame(from: &Endpoint, to: &Endpoint, v6: bool, port: u16, payload: &[u8]) -> Vec<u8> {
+    let eth = PacketBuilder::ethernet2(from.mac, from.next_hop_mac);
+    let ip = if v6 {
+        eth.ipv6(from.ipv6.octets(), to.ipv6.octets(), 64)
+    } else {
+        eth.ipv4(from.ipv4.octets(), to.ipv4.octets(), 64)
+    };
+    let builder = ip.udp(40_000, port);
+    let mut frame = Vec::with_capacity(builder.size(payload.len()));
+    builder.write(&mut frame, payload).unwrap();
+    frame
+}
+
+/// Sends a hand-built frame from `from` to `to` and checks what arrives on `to`'s link.
+fn frame_crosses(lab: &Lab, from: &Endpoint, to: &Endpoint, v6: bool) {
+    let port = if v6 { 40_006 } else { 40_004 };
+    let payload = format!("strobe-lab {} -> {}", from.iface, to.iface);
+    let sink = PacketSocket::open(to);
+    PacketSocket::open(from).send(&udp_frame(from, to, v6, port, payload.as_bytes()));
+    let mut buf = vec![0u8; 2048];
+    let what = format!(
+        "UDP frame {} -> {} (IPv{})",
+        from.iface,
+        to.iface,
+        if v6 { 6 } else { 4 }
+    );
+    let got = sink.expect(&mut buf, &what, |h| is_udp_to(h, port));
+    assert_eq!(got.payload.slice(), payload.as_bytes(), "{what}");
+    let (src, dst) = macs(&got);
+    assert_eq!(dst, to.mac, "{what}: destination MAC");
+    if lab.dut == Dut::Router {
+        // Routed: the router's far port is the new source and the hop limit drops by one.
+        assert_eq!(src, to.next_hop_mac, "{what}: source MAC");
+        assert_eq!(hop_limit(&got), 63, "{what}");
+    } else {
+        assert_eq!(src, from.mac, "{what}: source MAC");
+        assert_eq!(hop_limit(&got), 64, "{what}");
+    }
+}
+
+/// An ICMP echo request from tx to rx, answered by rx's own kernel (a ping, without `ping`).
+fn ping(lab: &Lab, v6: bool) {
+    let (tx, rx) = (&lab.tx, &lab.rx);
+    let eth = PacketBuilder::ethernet2(tx.mac, tx.next_hop_mac);
+    let id = std::process::id() as u16;
+    let payload = b"strobe-lab ping";
+    let mut frame = Vec::new();
+    if v6 {
+        let b = eth
+            .ipv6(tx.ipv6.octets(), rx.ipv6.octets(), 64)
+            .icmpv6_echo_request(id, 1);
+        b.write(&mut frame, payload).unwrap();
+    } else {
+        let b = eth
+            .ipv4(tx.ipv4.octets(), rx.ipv4.octets(), 64)
+            .icmpv4_echo_request(id, 1);
+        b.write(&mut frame, payload).unwrap();
+    }
+    let socket = PacketSocket::open(tx);
+    socket.send(&frame);
+    let mut buf = vec![0u8; 2048];
+    let is_reply = |h: &PacketHeaders| match &h.transport {
+        Some(TransportHeader::Icmpv4(icmp)) => {
+            matches!(icmp.icmp_type, Icmpv4Type::EchoReply(echo) if echo.id == id)
+        }
+        Some(TransportHeader::Icmpv6(icmp)) => {
+            matches!(icmp.icmp_type, Icmpv6Type::EchoReply(echo) if echo.id == id)
+        }
+        _ => false,
+    };
+    let reply = socket.expect(&mut buf, "echo reply", is_reply);
+    assert_eq!(reply.payload.slice(), payload);
+    assert_eq!(macs(&reply).1, tx.mac);
+}
+
+/// A datagram through the kernels' own stacks (routes, static neighbours) and the answer back.
+fn udp_round_trip(lab: &Lab, v6: bool) {
+    let ip = |e: &Endpoint| -> IpAddr {
+        if v6 {
+            e.ipv6.into()
+        } else {
+            e.ipv4.into()
+        }
+    };
+    let bind = |e: &Endpoint| {
+        let socket = in_ns(&e.netns, || {
+            UdpSocket::bind(SocketAddr::new(ip(e), 0)).unwrap()
+        });
+        socket
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        socket
+    };
+    let (client, server) = (bind(&lab.tx), bind(&lab.rx));
+    client
+        .send_to(b"ping", server.local_addr().unwrap())
+        .unwrap();
+    let mut buf = [0u8; 16];
+    let (n, from) = server
+        .recv_from(&mut buf)
+        .expect("datagram from tx reaches rx");
+    assert_eq!(
+        (&buf[..n], from),
+        (&b"ping"[..], client.local_addr().unwrap())
+    );
+    server.send_to(b"pong", from).unwrap();
+    let (n, from) = client
+        .recv_from(&mut buf)
+        .expect("answer from rx reaches tx");
+    assert_eq!(
+        (&buf[..n], from),
+        (&b"pong"[..], server.local_addr().unwrap())
+    );
+}
+
+/// Up, read back, traffic both ways on both IP versions, down, and nothing left.
+fn lifecycle(tag: &str, dut: Dut) {
+    let guard = LabGuard::new(tag);
+    let lab = up(&guard.config(dut.clone())).unwrap();
+    assert_eq!(lab.dut, dut);
+    assert_eq!(status(&guard.prefix).unwrap().as_ref(), Some(&lab));
+    let mut expected = lab.namespaces();
+    let mut present = guard.leftovers();
+    expected.sort();
+    present.sort();
+    assert_eq!(present, expected);
+    assert_eq!(
+        lab.port(&lab.tx, "afpacket"),
+        format!("afpacket:{}-tx/tx0", guard.prefix)
+    );
+
+    for v6 in [false, true] {
+        frame_crosses(&lab, &lab.tx, &lab.rx, v6);
+        frame_crosses(&lab, &lab.rx, &lab.tx, v6);
+        ping(&lab, v6);
+        udp_round_trip(&lab, v6);
+    }
+
+    assert!(down(&guard.prefix).unwrap(), "down removes the lab");
+    assert_eq!(status(&guard.prefix).unwrap(), None);
+    assert!(!down(&guard.prefix).unwrap(), "a second down finds nothing");
+    assert_eq!(guard.leftovers(), Vec::<String>::new());
+}
+
+#[test]
+fn cable_lifecycle() {
+    lifecycle("c", Dut::Cable);
+}
+
+#[test]
+fn bridge_lifecycle() {
+    lifecycle("b", Dut::Bridge);
+}
+
+#[test]
+fn router_lifecycle() {
+    lifecycle("r", Dut::Router);
+}
+
+#[test]
+fn tbf_lifecycle() {
+    lifecycle(
+        "t",
+        Dut::Tbf {
+            rate_bps: 1_000_000_000,
+        },
+    );
+}
+
+#[test]
+fn up_twice_returns_the_same_lab_untouched() {
+    let guard = LabGuard::new("i");
+    let first = up(&guard.config(Dut::Router)).unwrap();
+    let inodes: Vec<u64> = first.namespaces().iter().map(|n| ns_inode(n)).collect();
+    let second = up(&guard.config(Dut::Router)).unwrap();
+    assert_eq!(first, second);
+    let again: Vec<u64> = second.namespaces().iter().map(|n| ns_inode(n)).collect();
+    assert_eq!(inodes, again, "the same namespaces, not rebuilt ones");
+}
+
+#[test]
+fn another_dut_rebuilds_the_lab() {
+    let guard = LabGuard::new("s");
+    let bridge = up(&guard.config(Dut::Bridge)).unwrap();
+    let tx_before = ns_inode(&bridge.tx.netns);
+    let router = up(&guard.config(Dut::Router)).unwrap();
+    assert_eq!(router.dut, Dut::Router);
+    assert_ne!(
+        ns_inode(&router.tx.netns),
+        tx_before,
+        "rebuilt from scratch"
+    );
+    assert_eq!(status(&guard.prefix).unwrap(), Some(router.clone()));
+    frame_crosses(&router, &router.tx, &router.rx, false);
+
+    let tbf = Dut::Tbf {
+        rate_bps: 200_000_000,
+    };
+    assert_eq!(up(&guard.config(tbf.clone())).unwrap().dut, tbf);
+    assert_eq!(status(&guard.prefix).unwrap().map(|l| l.dut), Some(tbf));
+
+    // The cable has no DUT namespace: switching to it must not leave the old one behind.
+    let cable = up(&guard.config(Dut::Cable)).unwrap();
+    assert_eq!(guard.leftovers().len(), 2, "{:?}", guard.leftovers());
+    assert_eq!(status(&guard.prefix).unwrap(), Some(cable));
+}
+
+#[test]
+fn failed_up_leaves_nothing_behind() {
+    let guard = LabGuard::new("f");
+    test_hooks::fail_up(&guard.prefix);
+    let err = up(&guard.config(Dut::Tbf {
+        rate_bps: 10_000_000,
+    }))
+    .unwrap_err();
+    assert!(err.to_string().contains("injected test failure"), "{err}");
+    assert_eq!(guard.leftovers(), Vec::<String>::new());
+    assert_eq!(status(&guard.prefix).unwrap(), None);
+
+    let err = up(&guard.config(Dut::Tbf { rate_bps: 0 })).unwrap_err();
+    assert!(matches!(err, LabError::InvalidDut { .. }), "{err}");
+    assert_eq!(guard.leftovers(), Vec::<String>::new());
+}
+
+#[test]
+fn damaged_lab_is_reported_and_rebuilt() {
+    let guard = LabGuard::new("d");
+    let lab = up(&guard.config(Dut::Bridge)).unwrap();
+    crate::netns::delete(&lab.rx.netns).unwrap();
+    let err = status(&guard.prefix).unwrap_err();
+    assert!(matches!(err, LabError::Broken { .. }), "{err}");
+    assert!(err.to_string().contains(&lab.rx.netns), "{err}");
+    assert_eq!(up(&guard.config(Dut::Bridge)).unwrap(), lab);
+    frame_crosses(&lab, &lab.tx, &lab.rx, true);
+
+    // A link removed by hand is named, and `up` puts it back.
+    let dut_ns = &lab.namespaces()[2];
+    let deleted = std::process::Command::new("ip")
+        .args(["-n", dut_ns, "link", "del", "br0"])
+        .status()
+        .expect("run ip (iproute2)");
+    assert!(deleted.success());
+    let err = status(&guard.prefix).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(&format!("br0@{dut_ns} is missing")),
+        "{err}"
+    );
+    assert_eq!(up(&guard.config(Dut::Bridge)).unwrap(), lab);
+    assert_eq!(status(&guard.prefix).unwrap(), Some(lab));
+}
+
+#[test]
+fn links_stay_silent_after_up() {
+    let (routed, bridged) = (LabGuard::new("q"), LabGuard::new("qb"));
+    let labs = [
+        up(&routed.config(Dut::Router)).unwrap(),
+        up(&bridged.config(Dut::Tbf {
+            rate_bps: 100_000_000,
+        }))
+        .unwrap(),
+    ];
+    let sockets: Vec<PacketSocket> = labs
+        .iter()
+        .flat_map(|lab| [PacketSocket::open(&lab.tx), PacketSocket::open(&lab.rx)])
+        .collect();
+    let mut buf = vec![0u8; 2048];
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < deadline {
+        for socket in &sockets {
+            if let Some(frame) = socket.recv_incoming(&mut buf) {
+                let frame = PacketHeaders::from_ethernet_slice(frame);
+                panic!("unexpected frame on an idle lab: {frame:?}");
+            }
+        }
+    }
+}
+
+/// The sink answers at most one of many datagrams to a closed port with an ICMP error.
+#[test]
+fn sink_rate_limits_port_unreachable() {
+    let guard = LabGuard::new("u");
+    let lab = up(&guard.config(Dut::Cable)).unwrap();
+    let socket = PacketSocket::open(&lab.tx);
+    let sender = in_ns(&lab.tx.netns, || UdpSocket::bind((lab.tx.ipv4, 0)).unwrap());
+    for _ in 0..200 {
+        sender.send_to(b"closed", (lab.rx.ipv4, 9)).unwrap();
+    }
+    let mut buf = vec![0u8; 2048];
+    let mut errors = 0;
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < deadline {
+        if let Some(frame) = socket.recv_incoming(&mut buf) {
+            let h = PacketHeaders::from_ethernet_slice(frame).unwrap();
+            if matches!(&h.transport, Some(TransportHeader::Icmpv4(_))) {
+                errors += 1;
+            }
+        }
+    }
+    assert!(errors <= 1, "{errors} ICMP errors for 200 datagrams");
+}
+
+/// A 2-second UDP stream offered at twice the shaper's rate arrives at the shaper's rate.
+#[test]
+fn tbf_shapes_to_its_rate() {
+    const RATE_BPS: f64 = 50e6;
+    const PAYLOAD: usize = 1400;
+    // Ethernet 14 + IPv4 20 + UDP 8: what tbf counts for each datagram.
+    const FRAME_BYTES: usize = PAYLOAD + 42;
+    let guard = LabGuard::new("m");
+    let lab = up(&guard.config("tbf:50mbit".parse().unwrap())).unwrap();
+    let receiver = in_ns(&lab.rx.netns, || UdpSocket::bind((lab.rx.ipv4, 0)).unwrap());
+    receiver
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let target = receiver.local_addr().unwrap();
+    let sender = in_ns(&lab.tx.netns, || UdpSocket::bind((lab.tx.ipv4, 0)).unwrap());
+
+    let counting = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 2048];
+        let started = Instant::now();
+        let (mut frames, mut first, mut last) = (0u64, None, None);
+        loop {
+            match receiver.recv(&mut buf) {
+                Ok(n) => {
+                    assert_eq!(n, PAYLOAD);
+                    frames += 1;
+                    let now = Instant::now();
+                    first.get_or_insert(now);
+                    last = Some(now);
+                }
+                // Quiet for 300 ms: the stream is over, unless it has not begun yet.
+                Err(_) if frames == 0 && started.elapsed() < Duration::from_secs(3) => {}
+                Err(_) => break,
+            }
+        }
+        (frames, first.zip(last))
+    });
+
+    // 9 datagrams every millisecond: 104 Mbit/s of frames, twice what the bucket lets through.
+    let payload = vec![0x5a; PAYLOAD];
+    let start = Instant::now();
+    for tick in 0..2000u32 {
+        let deadline = start + Duration::from_millis(u64::from(tick));
+        if let Some(wait) = deadline.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        for _ in 0..9 {
+            sender.send_to(&payload, target).unwrap();
+        }
+    }
+    let (frames, span) = counting.join().unwrap();
+    let (first, last) = span.expect("frames arrived through the shaper");
+    let seconds = (last - first).as_secs_f64();
+    assert!(seconds > 1.5, "arrivals spread over {seconds} s");
+    let rate = (frames as usize * FRAME_BYTES * 8) as f64 / seconds;
+    eprintln!(
+        "tbf:50mbit: {frames} frames in {seconds:.3} s = {:.2} Mbit/s",
+        rate / 1e6
+    );
+    assert!(
+        (0.8 * RATE_BPS..=1.2 * RATE_BPS).contains(&rate),
+        "shaped rate {:.2} Mbit/s is not within 20 % of 50 Mbit/s",
+        rate / 1e6
+    );
+}
+
+#[test]
+fn bad_prefixes_are_refused_before_anything_happens() {
+    for (prefix, hint) in [
+        ("", "empty"),
+        ("a/b", "`/`"),
+        ("has space", "letters, digits"),
+        (".hidden", "letters, digits"),
+        ("twelve-bytes", "IFNAMSIZ"),
+    ] {
+        let err = up(&LabConfig {
+            prefix: prefix.to_string(),
+            dut: Dut::Cable,
+        })
+        .unwrap_err();
+        assert!(matches!(err, LabError::InvalidPrefix { .. }), "{err}");
+        assert!(err.to_string().contains(hint), "{prefix:?}: {err}");
+        assert!(status(prefix).is_err() && down(prefix).is_err());
+    }
+    assert!(crate::check_prefix("elevenbytes").is_ok());
+}
+
+#[test]
+fn default_config_uses_the_strobe_prefix() {
+    let cfg = LabConfig::default();
+    assert_eq!(cfg.prefix, "strobe");
+    assert_eq!(LabConfig::new(Dut::Router).dut, Dut::Router);
+    let lab = crate::topology::Plan::new("strobe", &Dut::Router).lab;
+    assert_eq!(lab.port(&lab.rx, "afxdp"), "afxdp:strobe-rx/rx0");
+    assert_eq!(lab.namespaces(), ["strobe-tx", "strobe-rx", "strobe-dut"]);
+    assert_eq!((lab.tx.mac, lab.rx.next_hop_mac), (MAC_TX, MAC_DUT1));
+}
