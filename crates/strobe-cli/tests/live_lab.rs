@@ -108,8 +108,8 @@ fn loss_is_counted_exactly_when_the_dut_drops_every_1000th_frame() {
         );
     };
     nft("add table inet strobetest");
-    nft("add chain inet strobetest fwd { type filter hook forward priority 0 ; }");
-    nft("add rule inet strobetest fwd numgen inc mod 1000 == 0 drop");
+    nft("add chain inet strobetest every1000 { type filter hook forward priority 0 ; }");
+    nft("add rule inet strobetest every1000 udp dport 2000 numgen inc mod 1000 == 0 drop");
     let r = lab.gen(&dir, &["--rate", "100kpps", "--count", "100000"]);
     let f = flow(&r);
     assert_eq!(f["frames_tx"], 100_000);
@@ -135,15 +135,17 @@ impl Capture {
             .stderr(Stdio::piped())
             .spawn()
             .expect("tcpdump (apt-get install tcpdump)");
-        // Wait until it listens.
-        use std::io::Read;
-        let mut err = child.stderr.take().unwrap();
-        let mut buf = [0u8; 256];
-        let n = err.read(&mut buf).unwrap_or(0);
-        assert!(
-            String::from_utf8_lossy(&buf[..n]).contains("listening"),
-            "tcpdump did not start"
-        );
+        // Wait until it listens (its stderr says so), then keep draining stderr.
+        use std::io::BufRead;
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        while !seen.contains("listening") {
+            let mut line = String::new();
+            if err.read_line(&mut line).unwrap_or(0) == 0 {
+                panic!("tcpdump did not start: {seen}");
+            }
+            seen.push_str(&line);
+        }
         std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
         Capture { child }
     }
@@ -184,6 +186,7 @@ fn frames_arrive_intact_at_the_sink() {
         &[
             "udp.srcport",
             "udp.dstport",
+            "icmp.type",
             "ip.src",
             "ip.dst",
             "udp.checksum.status",
@@ -191,7 +194,11 @@ fn frames_arrive_intact_at_the_sink() {
             "frame.len",
         ],
     );
-    let ours: Vec<_> = rows.iter().filter(|r| r[1] == "2000").collect();
+    // strobe's frames: UDP to port 2000, not an ICMP error quoting one.
+    let ours: Vec<_> = rows
+        .iter()
+        .filter(|r| r[1] == "2000" && r[2].is_empty())
+        .collect();
     assert_eq!(
         ours.len(),
         1000,
@@ -204,14 +211,14 @@ fn frames_arrive_intact_at_the_sink() {
             (1000 + j % 50).to_string(),
             "source port of frame {j}"
         );
-        assert_eq!((r[2].as_str(), r[3].as_str()), ("198.18.0.1", "198.18.1.1"));
+        assert_eq!((r[3].as_str(), r[4].as_str()), ("198.18.0.1", "198.18.1.1"));
         assert_eq!(
-            (r[4].as_str(), r[5].as_str()),
+            (r[5].as_str(), r[6].as_str()),
             ("1", "1"),
             "checksums of frame {j}"
         );
         assert_eq!(
-            r[6], "124",
+            r[7], "124",
             "128-byte frames are 124 bytes on a veth (no FCS)"
         );
     }

@@ -7,6 +7,7 @@
 pub mod clock;
 pub mod generator;
 pub mod live;
+pub mod pin;
 pub mod rx;
 pub mod rx_worker;
 pub mod worker;
@@ -162,16 +163,27 @@ pub fn run_scenario(
         rx_jobs.push((port.name.clone(), receiver, RxTracker::new(n_flows)));
     }
 
+    let pins = if opts.pin {
+        pin::plan(&pin::allowed_cores(), tx_jobs.len(), rx_jobs.len())
+    } else {
+        None
+    };
+    let (tx_cores, rx_cores) = pins.unwrap_or_default();
     let rx_stop = AtomicBool::new(false);
     let (tx_results, rx_results) = std::thread::scope(|scope| {
         let rx_handles: Vec<_> = rx_jobs
             .into_iter()
-            .map(|(name, mut receiver, mut tracker)| {
+            .enumerate()
+            .map(|(i, (name, mut receiver, mut tracker))| {
                 let (clock, live, rx_stop) = (&clock, &*live, &rx_stop);
                 let thread_name = name.clone();
+                let core = rx_cores.get(i).copied();
                 let handle = std::thread::Builder::new()
                     .name(format!("rx-{name}"))
                     .spawn_scoped(scope, move || {
+                        if let Some(core) = core {
+                            pin::pin_current_thread(core);
+                        }
                         run_rx(
                             &thread_name,
                             &mut receiver,
@@ -188,13 +200,18 @@ pub fn run_scenario(
             .collect();
         let tx_handles: Vec<_> = tx_jobs
             .into_iter()
-            .map(|(name, mut backend, flows)| {
+            .enumerate()
+            .map(|(i, (name, mut backend, flows))| {
                 let stop = stop.clone();
                 let clock = &clock;
                 let thread_name = name.clone();
+                let core = tx_cores.get(i).copied();
                 let handle = std::thread::Builder::new()
                     .name(format!("tx-{name}"))
                     .spawn_scoped(scope, move || {
+                        if let Some(core) = core {
+                            pin::pin_current_thread(core);
+                        }
                         run_port(&thread_name, &mut backend, &flows, clock, opts, &stop)
                     })
                     .expect("spawning a thread");

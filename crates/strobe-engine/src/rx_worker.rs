@@ -49,6 +49,8 @@ pub fn run_rx<R: Receiver>(
     let mut since_publish = 0u64;
     let mut last_publish = clock.now_ticks();
     let publish_ticks = clock.ns_to_ticks(10_000_000);
+    let mut idle_polls = 0u32;
+    let idle = IdlePolicy::default();
     loop {
         let stopping = stop.load(Ordering::Relaxed);
         let mut stamps = "none";
@@ -81,7 +83,10 @@ pub fn run_rx<R: Receiver>(
             if stopping {
                 break;
             }
-            std::hint::spin_loop();
+            idle_polls += 1;
+            idle.back_off(idle_polls);
+        } else {
+            idle_polls = 0;
         }
     }
     if let Some(live) = live {
@@ -90,6 +95,41 @@ pub fn run_rx<R: Receiver>(
     report.other = tracker.other;
     report.drops = rx.drops()?;
     Ok(report)
+}
+
+/// What a receive worker does when its receiver has nothing: spin first (lowest latency
+/// while traffic flows), then yield, then nap. A worker that spins forever starves the
+/// kernel's own packet processing (ksoftirqd, a software DUT) when cores are few.
+#[derive(Clone, Copy, Debug)]
+pub struct IdlePolicy {
+    /// Empty polls spent spinning before yielding the CPU.
+    pub spin_polls: u32,
+    /// Empty polls spent yielding before napping.
+    pub yield_polls: u32,
+    /// Length of a nap.
+    pub nap: std::time::Duration,
+}
+
+impl Default for IdlePolicy {
+    fn default() -> Self {
+        IdlePolicy {
+            spin_polls: 64,
+            yield_polls: 256,
+            nap: std::time::Duration::from_micros(50),
+        }
+    }
+}
+
+impl IdlePolicy {
+    fn back_off(&self, idle_polls: u32) {
+        if idle_polls <= self.spin_polls {
+            std::hint::spin_loop();
+        } else if idle_polls <= self.spin_polls + self.yield_polls {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(self.nap);
+        }
+    }
 }
 
 /// Publishes this worker's counts as increments, so several receive ports can feed the same

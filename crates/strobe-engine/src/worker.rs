@@ -50,6 +50,8 @@ pub struct RunOptions {
     pub live: Option<Arc<LiveCounters>>,
     /// How long receivers keep counting after the last frame was sent.
     pub drain_ns: u64,
+    /// Pin each worker to its own core when there are enough cores.
+    pub pin: bool,
 }
 
 impl Default for RunOptions {
@@ -63,6 +65,7 @@ impl Default for RunOptions {
             start_lead_ns: 200_000,
             live: None,
             drain_ns: 500_000_000,
+            pin: true,
         }
     }
 }

@@ -61,9 +61,15 @@ impl Default for AfPacketOptions {
 const MIN_FRAME_SIZE: usize = 2048;
 /// Frames whose header and data are rounded to this (the kernel's TPACKET_ALIGNMENT).
 const TPACKET_ALIGNMENT: usize = 16;
-/// Where a TX frame's data starts: the kernel reads it right after the aligned tpacket2_hdr
-/// (tp_hdrlen minus the sockaddr_ll it reserves for RX).
-const TX_DATA_OFFSET: usize = align_up(size_of::<libc::tpacket2_hdr>(), TPACKET_ALIGNMENT);
+/// Where a TX frame's virtio-net header starts: the kernel reads it right after the aligned
+/// tpacket2_hdr (tp_hdrlen minus the sockaddr_ll it reserves for RX).
+const TX_VNET_OFFSET: usize = align_up(size_of::<libc::tpacket2_hdr>(), TPACKET_ALIGNMENT);
+/// struct virtio_net_hdr: flags, gso_type, hdr_len, gso_size, csum_start, csum_offset.
+const VNET_HDR_LEN: usize = 10;
+/// Offset of hdr_len (little-endian u16) in the virtio-net header.
+const VNET_HDR_LEN_FIELD: usize = 2;
+/// Where a TX frame's data starts.
+const TX_DATA_OFFSET: usize = TX_VNET_OFFSET + VNET_HDR_LEN;
 /// Ethernet header plus one VLAN tag: the kernel accepts frames up to MTU + this.
 const LINK_OVERHEAD: usize = 14 + 4;
 /// Shortest frame the kernel takes: an Ethernet header.
@@ -374,6 +380,18 @@ impl AfPacketTx {
                 "PACKET_VERSION",
                 libc::tpacket_versions::TPACKET_V2 as libc::c_int,
             )?;
+            // With a virtio-net header whose hdr_len covers the whole frame, the kernel
+            // copies the frame into a linear skb instead of attaching the ring page as a
+            // zero-copy fragment. On veth (and any local delivery) a zero-copy fragment is
+            // copied into a freshly allocated page anyway, which costs more than the copy.
+            set_int_option(
+                &fd,
+                &port,
+                libc::SOL_PACKET,
+                libc::PACKET_VNET_HDR,
+                "PACKET_VNET_HDR",
+                1,
+            )?;
             if opts.qdisc_bypass {
                 set_int_option(
                     &fd,
@@ -588,12 +606,18 @@ impl Backend for AfPacketTx {
         let mut bytes = 0u64;
         for slot in &batch {
             let offset = self.frame_offsets[slot.id as usize];
-            // SAFETY: tp_len lies in the frame's header, outside every slot's data area, and
-            // the kernel does not touch the frame until its status says SEND_REQUEST.
+            let mut vnet = [0u8; VNET_HDR_LEN];
+            vnet[VNET_HDR_LEN_FIELD..VNET_HDR_LEN_FIELD + 2]
+                .copy_from_slice(&(slot.len as u16).to_le_bytes());
+            // SAFETY: tp_len and the virtio-net header lie in the frame's headers, outside
+            // every slot's data area, and the kernel does not touch the frame until its
+            // status says SEND_REQUEST.
             unsafe {
                 base.add(offset + offset_of!(libc::tpacket2_hdr, tp_len))
                     .cast::<u32>()
-                    .write(slot.len as u32);
+                    .write((VNET_HDR_LEN + slot.len) as u32);
+                base.add(offset + TX_VNET_OFFSET)
+                    .copy_from_nonoverlapping(vnet.as_ptr(), VNET_HDR_LEN);
             }
             bytes += slot.len as u64;
         }

@@ -56,7 +56,7 @@ pub struct BackendStats {
 /// Errors from opening or driving a backend.
 #[derive(Debug, thiserror::Error)]
 pub enum IoError {
-    #[error("unknown port `{0}`: accepted forms are `pcap:FILE` (write a nanosecond pcap) and `null` (drop after all per-packet work)")]
+    #[error("unknown port `{0}`: accepted forms are {forms}", forms = LOCATION_FORMS)]
     UnknownPort(String),
     #[error("{what} `{path}`: {source}")]
     File {
@@ -94,105 +94,299 @@ pub trait Backend: Send {
 /// Frame slot capacity of the file and null backends: jumbo frames up to 9216 bytes.
 pub const MAX_FRAME_LEN: usize = 9216;
 
-/// Any backend strobe can open from a port location string.
+/// A port location, parsed: where frames go and through which backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    Pcap(String),
+    Null,
+    AfPacket {
+        netns: Option<String>,
+        iface: String,
+    },
+    AfXdp {
+        netns: Option<String>,
+        iface: String,
+        queue: u32,
+    },
+    /// The best backend that works on the interface: AF_XDP, else AF_PACKET.
+    Auto {
+        netns: Option<String>,
+        iface: String,
+        queue: u32,
+    },
+}
+
+const LOCATION_FORMS: &str =
+    "`pcap:FILE` (write a nanosecond pcap), `null` (drop after all per-packet work), \
+`afpacket:[NETNS/]IFACE`, `afxdp:[NETNS/]IFACE[@QUEUE]`, `auto:[NETNS/]IFACE[@QUEUE]`";
+
+impl Location {
+    pub fn parse(location: &str) -> Result<Location, IoError> {
+        let unknown = || IoError::UnknownPort(location.to_string());
+        if location == "null" {
+            return Ok(Location::Null);
+        }
+        let (kind, rest) = location.split_once(':').ok_or_else(unknown)?;
+        if rest.is_empty() {
+            return Err(unknown());
+        }
+        if kind == "pcap" {
+            return Ok(Location::Pcap(rest.to_string()));
+        }
+        let (iface_part, queue) = match rest.rsplit_once('@') {
+            Some((i, q)) => (i, Some(q.parse::<u32>().map_err(|_| unknown())?)),
+            None => (rest, None),
+        };
+        let (netns, iface) = netns::split_netns(iface_part);
+        if iface.is_empty() || netns == Some("") {
+            return Err(unknown());
+        }
+        let (netns, iface) = (netns.map(str::to_string), iface.to_string());
+        match kind {
+            "afpacket" if queue.is_none() => Ok(Location::AfPacket { netns, iface }),
+            "afxdp" => Ok(Location::AfXdp {
+                netns,
+                iface,
+                queue: queue.unwrap_or(0),
+            }),
+            "auto" => Ok(Location::Auto {
+                netns,
+                iface,
+                queue: queue.unwrap_or(0),
+            }),
+            _ => Err(unknown()),
+        }
+    }
+}
+
+/// Any backend strobe can open from a port location.
 pub enum AnyBackend {
     Pcap(PcapBackend),
     Null(NullBackend),
+    AfPacket(afpacket::AfPacketTx),
+    AfXdp(afxdp::AfXdpTx),
+}
+
+fn open_afpacket_tx(iface: &str, netns: Option<&str>) -> Result<afpacket::AfPacketTx, IoError> {
+    afpacket::AfPacketTx::open(iface, netns, &afpacket::AfPacketOptions::default())
+}
+
+fn open_afxdp(
+    iface: &str,
+    queue: u32,
+    netns: Option<&str>,
+    rx: bool,
+) -> Result<afxdp::AfXdpPort, IoError> {
+    let opts = afxdp::AfXdpOptions {
+        rx,
+        ..afxdp::AfXdpOptions::default()
+    };
+    afxdp::AfXdpPort::open(iface, queue, netns, &opts)
 }
 
 impl AnyBackend {
     /// The time base a port location would have, without opening it.
     pub fn time_base_of(location: &str) -> Option<TimeBase> {
-        if location.starts_with("pcap:") {
-            Some(TimeBase::Scheduled)
-        } else if location == "null" {
-            Some(TimeBase::RealTime)
-        } else {
-            None
+        match Location::parse(location).ok()? {
+            Location::Pcap(_) => Some(TimeBase::Scheduled),
+            _ => Some(TimeBase::RealTime),
         }
     }
 
-    /// Opens the backend named by a port location: `pcap:FILE` or `null`.
-    /// `slots` is the batch size the engine will use.
+    /// Opens the transmit side of a port location. `slots` is the batch size the engine
+    /// will use (for backends that size their buffers by it).
     pub fn open(location: &str, slots: usize) -> Result<Self, IoError> {
-        if let Some(path) = location.strip_prefix("pcap:") {
-            if path.is_empty() {
-                return Err(IoError::UnknownPort(location.to_string()));
+        Ok(match Location::parse(location)? {
+            Location::Pcap(path) => AnyBackend::Pcap(PcapBackend::create(&path)?),
+            Location::Null => AnyBackend::Null(NullBackend::new(slots.max(1))),
+            Location::AfPacket { netns, iface } => {
+                AnyBackend::AfPacket(open_afpacket_tx(&iface, netns.as_deref())?)
             }
-            return Ok(AnyBackend::Pcap(PcapBackend::create(path)?));
-        }
-        if location == "null" {
-            return Ok(AnyBackend::Null(NullBackend::new(slots.max(1))));
-        }
-        Err(IoError::UnknownPort(location.to_string()))
+            Location::AfXdp {
+                netns,
+                iface,
+                queue,
+            } => AnyBackend::AfXdp(
+                open_afxdp(&iface, queue, netns.as_deref(), false)?
+                    .split()
+                    .0,
+            ),
+            Location::Auto {
+                netns,
+                iface,
+                queue,
+            } => match open_afxdp(&iface, queue, netns.as_deref(), false) {
+                Ok(port) => AnyBackend::AfXdp(port.split().0),
+                Err(e) => {
+                    eprintln!("note: auto:{iface}: AF_XDP unavailable ({e}); using AF_PACKET");
+                    AnyBackend::AfPacket(open_afpacket_tx(&iface, netns.as_deref())?)
+                }
+            },
+        })
     }
+}
+
+macro_rules! each_backend {
+    ($self:expr, $b:ident => $body:expr) => {
+        match $self {
+            AnyBackend::Pcap($b) => $body,
+            AnyBackend::Null($b) => $body,
+            AnyBackend::AfPacket($b) => $body,
+            AnyBackend::AfXdp($b) => $body,
+        }
+    };
 }
 
 impl Backend for AnyBackend {
     fn describe(&self) -> String {
-        match self {
-            AnyBackend::Pcap(b) => b.describe(),
-            AnyBackend::Null(b) => b.describe(),
-        }
+        each_backend!(self, b => b.describe())
     }
     fn slot_count(&self) -> usize {
-        match self {
-            AnyBackend::Pcap(b) => b.slot_count(),
-            AnyBackend::Null(b) => b.slot_count(),
-        }
+        each_backend!(self, b => b.slot_count())
     }
     fn max_frame_len(&self) -> usize {
-        match self {
-            AnyBackend::Pcap(b) => b.max_frame_len(),
-            AnyBackend::Null(b) => b.max_frame_len(),
-        }
+        each_backend!(self, b => b.max_frame_len())
     }
     fn time_base(&self) -> TimeBase {
-        match self {
-            AnyBackend::Pcap(b) => b.time_base(),
-            AnyBackend::Null(b) => b.time_base(),
-        }
+        each_backend!(self, b => b.time_base())
     }
     fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
     where
         F: FnOnce(&mut [TxSlot<'_>]),
     {
-        match self {
-            AnyBackend::Pcap(b) => b.transmit(count, fill),
-            AnyBackend::Null(b) => b.transmit(count, fill),
-        }
+        each_backend!(self, b => b.transmit(count, fill))
     }
     fn finish(&mut self) -> Result<BackendStats, IoError> {
-        match self {
-            AnyBackend::Pcap(b) => b.finish(),
-            AnyBackend::Null(b) => b.finish(),
-        }
+        each_backend!(self, b => b.finish())
     }
 }
 
 /// Any receiver strobe can open from a port location.
-pub enum AnyReceiver {}
+pub enum AnyReceiver {
+    AfPacket(afpacket::AfPacketRx),
+    AfXdp(afxdp::AfXdpRx),
+}
+
+fn open_afpacket_rx(iface: &str, netns: Option<&str>) -> Result<afpacket::AfPacketRx, IoError> {
+    afpacket::AfPacketRx::open(iface, netns, &afpacket::AfPacketOptions::default())
+}
+
+fn open_afxdp_rx(iface: &str, queue: u32, netns: Option<&str>) -> Result<afxdp::AfXdpRx, IoError> {
+    open_afxdp(iface, queue, netns, true)?
+        .split()
+        .1
+        .ok_or_else(|| {
+            IoError::Other(format!(
+                "afxdp:{iface}@{queue}: the socket has no receive side"
+            ))
+        })
+}
 
 impl AnyReceiver {
     /// Opens the receive side of a port location.
     pub fn open(location: &str) -> Result<Self, IoError> {
-        Err(IoError::Other(format!(
-            "port `{location}` cannot receive: `pcap:` and `null` ports only transmit"
-        )))
+        Ok(match Location::parse(location)? {
+            Location::Pcap(_) | Location::Null => {
+                return Err(IoError::Other(format!(
+                    "port `{location}` cannot receive: `pcap:` and `null` ports only transmit; \
+                     receive with afpacket:IFACE or afxdp:IFACE@QUEUE"
+                )))
+            }
+            Location::AfPacket { netns, iface } => {
+                AnyReceiver::AfPacket(open_afpacket_rx(&iface, netns.as_deref())?)
+            }
+            Location::AfXdp {
+                netns,
+                iface,
+                queue,
+            } => AnyReceiver::AfXdp(open_afxdp_rx(&iface, queue, netns.as_deref())?),
+            Location::Auto {
+                netns,
+                iface,
+                queue,
+            } => match open_afxdp_rx(&iface, queue, netns.as_deref()) {
+                Ok(rx) => AnyReceiver::AfXdp(rx),
+                Err(e) => {
+                    eprintln!(
+                        "note: auto:{iface}: AF_XDP receive unavailable ({e}); using AF_PACKET"
+                    );
+                    AnyReceiver::AfPacket(open_afpacket_rx(&iface, netns.as_deref())?)
+                }
+            },
+        })
     }
 }
 
 impl Receiver for AnyReceiver {
     fn describe(&self) -> String {
-        match *self {}
+        match self {
+            AnyReceiver::AfPacket(r) => r.describe(),
+            AnyReceiver::AfXdp(r) => r.describe(),
+        }
     }
-    fn poll<F>(&mut self, _max: usize, _each: F) -> Result<usize, IoError>
+    fn poll<F>(&mut self, max: usize, each: F) -> Result<usize, IoError>
     where
         F: FnMut(&RxFrame<'_>),
     {
-        match *self {}
+        match self {
+            AnyReceiver::AfPacket(r) => r.poll(max, each),
+            AnyReceiver::AfXdp(r) => r.poll(max, each),
+        }
     }
     fn drops(&mut self) -> Result<RxDrops, IoError> {
-        match *self {}
+        match self {
+            AnyReceiver::AfPacket(r) => r.drops(),
+            AnyReceiver::AfXdp(r) => r.drops(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod location_tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_form() {
+        assert_eq!(Location::parse("null").unwrap(), Location::Null);
+        assert_eq!(
+            Location::parse("pcap:a/b.pcap").unwrap(),
+            Location::Pcap("a/b.pcap".into())
+        );
+        assert_eq!(
+            Location::parse("afpacket:lab-tx/tx0").unwrap(),
+            Location::AfPacket {
+                netns: Some("lab-tx".into()),
+                iface: "tx0".into()
+            }
+        );
+        assert_eq!(
+            Location::parse("afxdp:eth1@3").unwrap(),
+            Location::AfXdp {
+                netns: None,
+                iface: "eth1".into(),
+                queue: 3
+            }
+        );
+        assert_eq!(
+            Location::parse("auto:ns/veth0").unwrap(),
+            Location::Auto {
+                netns: Some("ns".into()),
+                iface: "veth0".into(),
+                queue: 0
+            }
+        );
+        for bad in [
+            "",
+            "pcap:",
+            "bogus:x",
+            "afpacket:",
+            "afpacket:eth0@1",
+            "afxdp:eth0@x",
+            "afxdp:/eth0",
+            "afxdp:ns/",
+        ] {
+            let err = Location::parse(bad).unwrap_err().to_string();
+            assert!(err.contains("accepted forms"), "{bad}: {err}");
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! (and removes, also when it fails). Needs root, `ip` and `tcpdump`.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -624,6 +625,17 @@ fn drop_cap_net_raw() {
     }
 }
 
+/// CPU time this thread used, user and system, in ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes the calling thread's CPU clock into `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 fn tx_packets(lab: &Lab) -> u64 {
     let path = format!("/sys/class/net/{}/statistics/tx_packets", lab.a);
     output(&["ip", "netns", "exec", &lab.ns, "cat", &path])
@@ -648,6 +660,11 @@ fn measure_tx_rate_64_byte_frames() {
         ring_frames,
         ..AfPacketOptions::default()
     };
+    if let Ok(cpus) = std::env::var("RPS") {
+        // Receive processing of `b` on these CPUs (hex mask) instead of the sender's.
+        let path = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", lab.b);
+        run(&["ip", "netns", "exec", &lab.ns, "sh", "-c", &format!("echo {cpus} > {path}")]);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let received = Arc::new(AtomicU64::new(0));
     let mut rx = with_receiver.then(|| AfPacketRx::open(&lab.b, lab.ns(), &opts).unwrap());
@@ -676,15 +693,85 @@ fn measure_tx_rate_64_byte_frames() {
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
+                // Its own process group: some generators fork workers.
+                .process_group(0)
                 .spawn()
                 .unwrap();
             (
                 cmd,
                 Box::new(move || {
-                    // SAFETY: signals only the child started above, by its PID.
-                    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+                    // SAFETY: signals only the process group of the child started above.
+                    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGINT) };
                     child.wait().unwrap();
                 }),
+            )
+        }
+        None if std::env::var("MODE").is_ok_and(|m| m == "sendmmsg") => {
+            let ns = lab.ns.clone();
+            let iface = lab.a.clone();
+            let stop = stop.clone();
+            let sender = std::thread::spawn(move || {
+                pin_to_cpu(0);
+                let fd = strobe_io::netns::in_netns(Some(&ns), || unsafe {
+                    let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
+                    assert!(fd >= 0);
+                    let one: libc::c_int = 1;
+                    libc::setsockopt(
+                        fd,
+                        libc::SOL_PACKET,
+                        libc::PACKET_QDISC_BYPASS,
+                        (&one as *const libc::c_int).cast(),
+                        4,
+                    );
+                    let name = std::ffi::CString::new(iface.clone()).unwrap();
+                    let idx = libc::if_nametoindex(name.as_ptr());
+                    let mut addr: libc::sockaddr_ll = std::mem::zeroed();
+                    addr.sll_family = libc::AF_PACKET as u16;
+                    addr.sll_ifindex = idx as i32;
+                    assert_eq!(
+                        libc::bind(
+                            fd,
+                            (&addr as *const libc::sockaddr_ll).cast(),
+                            std::mem::size_of::<libc::sockaddr_ll>() as u32
+                        ),
+                        0
+                    );
+                    Ok(fd)
+                })
+                .unwrap();
+                let mut bufs: Vec<Vec<u8>> = (0..batch).map(|_| frame(0, 60)).collect();
+                let mut iovs: Vec<libc::iovec> = bufs
+                    .iter_mut()
+                    .map(|b| libc::iovec {
+                        iov_base: b.as_mut_ptr().cast(),
+                        iov_len: 60,
+                    })
+                    .collect();
+                let mut msgs: Vec<libc::mmsghdr> = iovs
+                    .iter_mut()
+                    .map(|iov| {
+                        let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                        m.msg_hdr.msg_iov = iov;
+                        m.msg_hdr.msg_iovlen = 1;
+                        m
+                    })
+                    .collect();
+                let cpu0 = thread_cpu_ns();
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let rc = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), batch as u32, 0) };
+                    assert!(rc > 0, "{}", std::io::Error::last_os_error());
+                    n += rc as u64;
+                }
+                unsafe { libc::close(fd) };
+                println!(
+                    "sender CPU {:.0} ns/frame",
+                    (thread_cpu_ns() - cpu0) as f64 / n as f64
+                );
+            });
+            (
+                format!("sendmmsg batch {batch}"),
+                Box::new(move || sender.join().unwrap()),
             )
         }
         None => {
@@ -693,18 +780,25 @@ fn measure_tx_rate_64_byte_frames() {
             let sender = std::thread::spawn(move || {
                 pin_to_cpu(0);
                 let template = frame(0, 60);
+                let cpu0 = thread_cpu_ns();
+                let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    tx.transmit(batch, |slots| {
-                        for s in slots.iter_mut() {
-                            if s.buf[..12] != template[..12] {
-                                s.buf[..60].copy_from_slice(&template);
+                    n += tx
+                        .transmit(batch, |slots| {
+                            for s in slots.iter_mut() {
+                                if s.buf[..12] != template[..12] {
+                                    s.buf[..60].copy_from_slice(&template);
+                                }
+                                s.len = 60;
                             }
-                            s.len = 60;
-                        }
-                    })
-                    .unwrap();
+                        })
+                        .unwrap() as u64;
                 }
                 tx.finish().unwrap();
+                println!(
+                    "sender CPU {:.0} ns/frame",
+                    (thread_cpu_ns() - cpu0) as f64 / n as f64
+                );
             });
             (
                 format!("strobe ring {ring_frames} batch {batch}"),

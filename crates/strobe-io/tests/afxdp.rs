@@ -281,6 +281,52 @@ fn ten_thousand_mixed_frames_arrive_intact_and_in_order() {
 }
 
 #[test]
+fn receives_what_the_peers_kernel_stack_sends_with_nothing_on_the_peer() {
+    if !is_root() {
+        return;
+    }
+    let lab = Lab::new('k');
+    // Plain IPv4 on `a`, with `b`'s MAC given statically: b's ARP replies would go to the
+    // AF_XDP socket, not to b's stack.
+    lab.ip(&["addr", "add", "198.18.0.1/30", "dev", &lab.a]);
+    lab.ip(&[
+        "neigh",
+        "add",
+        "198.18.0.2",
+        "lladdr",
+        &mac_text(MAC_B),
+        "dev",
+        &lab.a,
+    ]);
+    let mut rx = lab.open(&lab.b, &rx_opts()).split().1.unwrap();
+    assert!(rx.native_xdp());
+
+    let payload = b"strobe: from a's stack, no XDP and no GRO on a";
+    strobe_io::netns::in_netns(Some(&lab.ns), || {
+        let sock = std::net::UdpSocket::bind("198.18.0.1:4000").unwrap();
+        for _ in 0..5 {
+            sock.send_to(payload, "198.18.0.2:5000").unwrap();
+        }
+        Ok(())
+    })
+    .unwrap();
+
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while got.len() < 5 && Instant::now() < deadline {
+        rx.poll(64, |f| {
+            if let Ok(p) = etherparse::SlicedPacket::from_ethernet(f.data) {
+                if let Some(etherparse::TransportSlice::Udp(udp)) = p.transport {
+                    got.push(udp.payload().to_vec());
+                }
+            }
+        })
+        .unwrap();
+    }
+    assert_eq!(got, vec![payload.to_vec(); 5]);
+}
+
+#[test]
 fn transmitted_frames_decode_on_the_peer_capture() {
     if !is_root() {
         return;
@@ -438,6 +484,35 @@ fn dropping_the_receiver_detaches_the_xdp_program() {
 }
 
 #[test]
+fn drivers_without_native_xdp_get_the_generic_hook() {
+    if !is_root() {
+        return;
+    }
+    let lab = Lab::new('g');
+    // A bridge has no native XDP: the program must attach through the generic hook, say
+    // so, and still detach on drop.
+    let br = format!("{}g", lab.a);
+    lab.ip(&["link", "add", &br, "type", "bridge"]);
+    lab.ip(&["link", "set", &br, "up"]);
+    let port = lab.open(&br, &rx_opts());
+    assert!(
+        port.notes()
+            .iter()
+            .any(|n| n.contains("generic (SKB) mode")),
+        "{:?}",
+        port.notes()
+    );
+    let rx = port.split().1.unwrap();
+    assert!(!rx.native_xdp());
+    assert!(rx.describe().contains("XDP generic"), "{}", rx.describe());
+    let shown = lab.ip(&["link", "show", "dev", &br]);
+    assert!(shown.contains("prog/xdp"), "{shown}");
+    drop(rx);
+    let shown = lab.ip(&["link", "show", "dev", &br]);
+    assert!(!shown.contains("xdp"), "XDP program left behind: {shown}");
+}
+
+#[test]
 fn errors_name_what_is_wrong() {
     if !is_root() {
         return;
@@ -475,6 +550,33 @@ fn errors_name_what_is_wrong() {
         Err(e) => e.to_string(),
     };
     assert!(msg.contains("sxt-no-such-ns"), "{msg}");
+
+    // One socket per queue: a second one is refused while the first is open.
+    let first = lab.open(&lab.a, &copy_opts());
+    let msg = err(&lab.a, 0, &copy_opts());
+    assert!(
+        msg.contains("already used by another AF_XDP socket"),
+        "{msg}"
+    );
+    drop(first);
+
+    // A TX port whose interface goes down says so instead of waiting.
+    let (mut tx, _) = lab.open(&lab.a, &copy_opts()).split();
+    lab.ip(&["link", "set", &lab.a, "down"]);
+    let msg = tx
+        .transmit(4, |slots| {
+            for slot in slots.iter_mut() {
+                slot.len = 60;
+            }
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains(&format!("interface {} is down", lab.a)),
+        "{msg}"
+    );
+    drop(tx);
+    lab.ip(&["link", "set", &lab.a, "up"]);
 
     // Auto falls back to copy mode on veth and says why.
     let port = lab.open(&lab.a, &AfXdpOptions::default());
@@ -517,6 +619,9 @@ fn rejects_frames_it_cannot_send_without_losing_slots() {
 fn tx_rate(tx: &mut AfXdpTx, batch: usize, secs: u64) -> f64 {
     let mut template = frame(0);
     template.truncate(60);
+    // Like testpmd's txonly default: a destination MAC that is not the peer's, so the
+    // peer's stack drops the frame on arrival instead of routing it.
+    template[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0]);
     let before = tx.finish().unwrap().frames;
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(secs) {
@@ -532,8 +637,70 @@ fn tx_rate(tx: &mut AfXdpTx, batch: usize, secs: u64) -> f64 {
     frames as f64 / start.elapsed().as_secs_f64() / 1e6
 }
 
+/// Runs dpdk-testpmd's af_xdp txonly on `a` for 6 s; returns its last Tx-pps reports.
+fn testpmd_rate(lab: &Lab) -> String {
+    let vdev = format!(
+        "--vdev=net_af_xdp0,iface={},start_queue=0,queue_count=1",
+        lab.a
+    );
+    let prefix = format!("sxt-{}", std::process::id());
+    let out = Command::new("timeout")
+        .args([
+            "-s",
+            "INT",
+            "6",
+            "ip",
+            "netns",
+            "exec",
+            &lab.ns,
+            "dpdk-testpmd",
+        ])
+        .args([
+            "--no-huge",
+            "--no-pci",
+            "-m",
+            "512",
+            "-l",
+            "0,1",
+            "--file-prefix",
+            &prefix,
+        ])
+        .arg(&vdev)
+        .args([
+            "--",
+            "--forward-mode=txonly",
+            "--stats-period",
+            "1",
+            "--txpkts=60",
+        ])
+        .arg("--total-num-mbufs=16384")
+        .stdin(Stdio::null())
+        .output()
+        .expect("cannot run dpdk-testpmd");
+    let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rates: Vec<_> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Tx-pps:"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    format!("Tx-pps per second {rates:?}")
+}
+
+/// Pins the calling thread to `cpu`: on two cores, a busy-polling receiver that shares a
+/// core with the sender sees frames in bursts and drops some.
+fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET and sched_setaffinity get valid pointers.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 /// Not a test: TX rate of 64-byte frames for 3 s, first into the peer's kernel stack, then
-/// with a busy AF_XDP receiver on the peer.
+/// with a busy AF_XDP receiver on the peer (sender on CPU 1, receiver on CPU 0, like
+/// testpmd's forwarding lcore and the same receiver).
 /// `cargo test --release -p strobe-io --test afxdp -- --ignored --nocapture`
 #[test]
 #[ignore]
@@ -542,6 +709,7 @@ fn measure_tx_rate_64_byte_frames() {
         return;
     }
     let lab = Lab::new('m');
+    pin_to(1);
     let (mut tx, _) = lab.open(&lab.a, &copy_opts()).split();
     println!("{}", tx.describe());
     for batch in [32usize, 64] {
@@ -554,15 +722,29 @@ fn measure_tx_rate_64_byte_frames() {
     let stop_rx = Arc::clone(&stop);
     let receiver = std::thread::spawn(move || {
         let mut rx = rx;
+        pin_to(0);
         let mut n = 0u64;
         while stop_rx.load(Ordering::Relaxed) == 0 {
             n += rx.poll(256, |_| {}).unwrap() as u64;
         }
         (n, rx.drops().unwrap())
     });
-    for batch in [32usize, 64] {
+    for batch in [32usize, 64, 32] {
         let mpps = tx_rate(&mut tx, batch, 3);
         println!("busy AF_XDP receiver, batch {batch}: {mpps:.3} Mpps");
+    }
+    // The peer tool under the same conditions, when it is installed: testpmd's af_xdp txonly
+    // on the same queue (so strobe's TX port closes first), 64-byte frames.
+    drop(tx);
+    if Command::new("dpdk-testpmd")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        println!(
+            "dpdk-testpmd net_af_xdp txonly, busy AF_XDP receiver: {}",
+            testpmd_rate(&lab)
+        );
     }
     stop.store(1, Ordering::Relaxed);
     let (n, drops) = receiver.join().unwrap();

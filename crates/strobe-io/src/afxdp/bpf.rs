@@ -198,7 +198,7 @@ impl XdpAttachment {
                 io::Error::last_os_error(),
             ));
         }
-        let prog = load_program(&map)?;
+        let prog = load_program(&redirect_program(map.as_raw_fd()))?;
 
         let (link, mode, note) = match create_link(&prog, ifindex, XDP_FLAGS_DRV_MODE) {
             Ok(link) => (link, AttachMode::Native, None),
@@ -244,8 +244,8 @@ fn create_xskmap(queue: u32) -> Result<OwnedFd, IoError> {
     })
 }
 
-fn load_program(map: &OwnedFd) -> Result<OwnedFd, IoError> {
-    let insns = redirect_program(map.as_raw_fd());
+/// Loads an XDP program; when the kernel refuses it, the error carries the verifier's log.
+fn load_program(insns: &[Insn]) -> Result<OwnedFd, IoError> {
     let license = c"Dual MIT/GPL";
     let attempt = |log: Option<&mut Vec<u8>>| {
         let (log_level, log_size, log_buf) = match log {
@@ -268,23 +268,25 @@ fn load_program(map: &OwnedFd) -> Result<OwnedFd, IoError> {
         };
         owned_fd(bpf(BPF_PROG_LOAD, &mut attr))
     };
-    match attempt(None) {
-        Ok(fd) => Ok(fd),
-        Err(first) => {
-            // Load again with the verifier log on, so the error can say why.
-            let mut log = vec![0u8; VERIFIER_LOG_BYTES];
-            let second = attempt(Some(&mut log)).err().unwrap_or(first);
-            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            let text = String::from_utf8_lossy(&log[..end]);
-            let text = text.trim();
-            let err = failed("cannot load strobe's XDP program", second);
-            Err(if text.is_empty() {
-                err
-            } else {
-                IoError::Other(format!("{err}\nverifier log:\n{text}"))
-            })
-        }
+    if let Ok(fd) = attempt(None) {
+        return Ok(fd);
     }
+    // Load again with the verifier log on (only now: logging slows every load), so the
+    // error can say why.
+    let mut log = vec![0u8; VERIFIER_LOG_BYTES];
+    let err = match attempt(Some(&mut log)) {
+        Ok(fd) => return Ok(fd),
+        Err(e) => e,
+    };
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    let text = String::from_utf8_lossy(&log[..end]);
+    let text = text.trim();
+    let err = failed("cannot load strobe's XDP program", err);
+    Err(if text.is_empty() {
+        err
+    } else {
+        IoError::Other(format!("{err}\nverifier log:\n{text}"))
+    })
 }
 
 fn create_link(prog: &OwnedFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
@@ -384,6 +386,23 @@ mod tests {
                 imm: 0
             }
         );
+    }
+
+    #[test]
+    fn a_refused_program_brings_the_verifier_log() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: loading BPF programs needs root");
+            return;
+        }
+        // r0 = XDP_PASS with no exit: the verifier refuses to fall off the end.
+        let broken = [Insn::new(ALU64_MOV_K, 0, 0, 0, XDP_PASS)];
+        let msg = load_program(&broken).unwrap_err().to_string();
+        assert!(msg.starts_with("cannot load strobe's XDP program"), "{msg}");
+        assert!(msg.contains("verifier log:\n"), "{msg}");
+        // The real program loads (against a real XSKMAP).
+        let map = create_xskmap(0).unwrap();
+        load_program(&redirect_program(map.as_raw_fd())).unwrap();
     }
 
     #[test]

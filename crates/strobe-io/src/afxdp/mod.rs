@@ -5,17 +5,19 @@
 //! - AF_XDP sockets exist since Linux 4.18 (CONFIG_XDP_SOCKETS). Every driver supports
 //!   *copy mode*: TX frames are copied into socket buffers and sent by `sendto()` (at most
 //!   32 per call), RX frames are copied from the driver's buffers into the UMEM.
-//! - *Zero-copy* needs driver support (i40e, ice, ixgbe, mlx5, igc, stmmac, virtio_net since
-//!   6.11, …); veth has none, so binding with XDP_ZEROCOPY fails with EOPNOTSUPP there and
+//! - *Zero-copy* needs driver support (i40e, ice, ixgbe, mlx5, igc, stmmac, …); veth has
+//!   none, so binding with XDP_ZEROCOPY fails with EOPNOTSUPP there and
 //!   `XdpMode::Auto` falls back to copy mode, saying why.
 //! - need_wakeup (XDP_USE_NEED_WAKEUP and the ring flags word) since 5.4; without it the
 //!   socket is kicked after every batch. Copy-mode TX always asks for a wake-up.
 //! - XDP programs attached through a bpf_link (BPF_LINK_CREATE, attach type BPF_XDP) since
 //!   5.9: the program detaches when the link's descriptor closes, also when strobe crashes.
 //! - veth runs XDP natively (since 4.19). A native program on one end receives what the
-//!   other end's stack or AF_XDP socket sends, with nothing needed on the sending end (GRO
-//!   or an XDP program on the peer only matters when frames are redirected *into* a veth
-//!   with XDP_REDIRECT/XDP_TX). Drivers without native XDP get the generic (SKB) hook.
+//!   other end's stack or AF_XDP socket sends with nothing set up on the peer: attaching it
+//!   turns TSO/GSO off on the peer (`ethtool -k` shows them "off [fixed]") so every frame
+//!   reaches the program. GRO or an XDP program on the peer matters only for frames
+//!   redirected *into* a veth (XDP_REDIRECT/XDP_TX). Other drivers without native XDP get
+//!   the generic (SKB) hook, with a note.
 //! - RX timestamps: the XDP path carries no kernel timestamp here, so frames are stamped
 //!   with strobe's CLOCK_REALTIME right after they are taken off the RX ring.
 //!
@@ -76,8 +78,8 @@ pub struct AfXdpOptions {
     /// UMEM frames. With `rx`, half (at most `ring_size`) go to RX and the rest to TX; TX
     /// uses at most `ring_size`. Frames the rings could never hold are not allocated.
     pub frames: u32,
-    /// Entries of the RX, TX and completion rings: a power of two. The fill ring gets
-    /// twice the RX frames (see `Layout::fill_ring_size`).
+    /// Entries of the RX, TX and completion rings: a power of two. The fill ring gets room
+    /// for twice the RX frames, as the kernel reports its progress on it only now and then.
     pub ring_size: u32,
     /// Bind with XDP_USE_NEED_WAKEUP and kick the kernel only when it asks.
     pub need_wakeup: bool,
@@ -91,8 +93,8 @@ impl Default for AfXdpOptions {
         AfXdpOptions {
             mode: XdpMode::Auto,
             frame_size: 2048,
-            frames: 4096,
-            ring_size: 2048,
+            frames: 8192,
+            ring_size: 4096,
             need_wakeup: true,
             rx: false,
         }
@@ -143,8 +145,9 @@ impl AfXdpOptions {
                 self.frames
             )));
         }
-        // RX frames never exceed the fill ring and TX frames never exceed the TX and
-        // completion rings, so handing frames back to the kernel always finds room.
+        // TX frames never outnumber the TX and completion ring entries, and the fill ring
+        // holds twice the RX frames, so a frame handed back to the kernel finds room once
+        // the kernel has published its progress.
         let rx_frames = if self.rx {
             (self.frames / 2).min(self.ring_size)
         } else {
@@ -377,6 +380,10 @@ enum OpenError {
     Bind(std::io::Error),
 }
 
+/// How long to retry a bind that finds the queue busy: a socket closed a moment ago frees
+/// its queue from deferred kernel work, shortly after `close()` returns.
+const BUSY_QUEUE_GRACE: Duration = Duration::from_secs(1);
+
 /// Sets up a socket and binds it in `mode`.
 fn open_bound(
     layout: &Layout,
@@ -385,21 +392,30 @@ fn open_bound(
     queue: u32,
     mode: XdpModeInUse,
 ) -> Result<Unbound, OpenError> {
-    let socket = Unbound::new(layout, opts.rx).map_err(OpenError::Setup)?;
-    let need_wakeup = opts.need_wakeup && socket.has_flags;
-    socket
-        .bind(ifindex, queue, mode, need_wakeup)
-        .map_err(OpenError::Bind)?;
-    Ok(socket)
+    let started = Instant::now();
+    loop {
+        let socket = Unbound::new(layout, opts.rx).map_err(OpenError::Setup)?;
+        let need_wakeup = opts.need_wakeup && socket.has_flags;
+        match socket.bind(ifindex, queue, mode, need_wakeup) {
+            Ok(()) => return Ok(socket),
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    && started.elapsed() < BUSY_QUEUE_GRACE =>
+            {
+                drop(socket);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(OpenError::Bind(e)),
+        }
+    }
 }
 
 fn queue_out_of_range(place: &Place, queues: u32) -> IoError {
     IoError::Other(format!(
-        "queue {} is out of range for {}: it has {queues} queue{} (0..{}; see `ethtool -l {}`)",
+        "queue {} is out of range for {}: it has {queues} queue{}, numbered from 0 (see `ethtool -l {}`)",
         place.queue,
         place.iface,
         if queues == 1 { "" } else { "s" },
-        queues.saturating_sub(1),
         place.iface
     ))
 }
@@ -547,7 +563,6 @@ impl AfXdpPort {
                     place: place.clone(),
                     mode,
                     need_wakeup,
-                    invalid: 0,
                 })
             }
             None => None,
@@ -880,8 +895,6 @@ pub struct AfXdpRx {
     place: Place,
     mode: XdpModeInUse,
     need_wakeup: bool,
-    /// Descriptors that pointed outside our RX frames (never seen; counted, not trusted).
-    invalid: u64,
 }
 
 impl AfXdpRx {
@@ -962,8 +975,9 @@ impl Receiver for AfXdpRx {
         for i in 0..n {
             let desc = self.ring.read(i);
             let frame = desc.addr / frame_size;
+            // Descriptors come from the kernel, but a bad one must not make us read outside
+            // our frames or recycle a frame that is not ours: skip it.
             if !(first..end).contains(&frame) {
-                self.invalid += 1;
                 continue;
             }
             let offset = desc.addr % frame_size;
@@ -985,8 +999,6 @@ impl Receiver for AfXdpRx {
                     timestamp: Some(RxTimestamp::User(now)),
                 });
                 delivered += 1;
-            } else {
-                self.invalid += 1;
             }
             self.fill.write(refill, frame * frame_size);
             refill += 1;
@@ -1030,7 +1042,8 @@ mod tests {
             ..AfXdpOptions::default()
         };
         let l = opts.layout().unwrap();
-        assert_eq!((l.tx_frames, l.rx_frames), (2048, 2048));
+        assert_eq!((l.tx_frames, l.rx_frames), (4096, 4096));
+        assert_eq!(l.fill_ring_size(), 8192);
         let tx_only = AfXdpOptions {
             frames: 10_000,
             ring_size: 1024,

@@ -33,7 +33,7 @@ struct Ring<T> {
     mask: u32,
 }
 
-// SAFETY: the raw pointers point into `map`, which moves with the ring; a ring is used by
+// SAFETY: the raw pointers point into `_map`, which moves with the ring; a ring is used by
 // one thread at a time (the half that owns it), and the indices are atomics.
 unsafe impl<T: Send> Send for Ring<T> {}
 
@@ -66,7 +66,7 @@ impl<T: Copy> Ring<T> {
     }
 
     fn producer(&self) -> &AtomicU32 {
-        // SAFETY: points into `self.map`, alive as long as self; the kernel only ever
+        // SAFETY: points into `self._map`, alive as long as self; the kernel only ever
         // accesses it atomically.
         unsafe { &*self.producer }
     }

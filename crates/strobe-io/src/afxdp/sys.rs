@@ -281,3 +281,37 @@ pub(super) fn realtime_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_for_lack_of_privilege_name_the_capabilities() {
+        let err = failed(
+            "cannot create an AF_XDP socket",
+            io::Error::from_raw_os_error(libc::EPERM),
+        );
+        let msg = err.to_string();
+        assert!(msg.starts_with("cannot create an AF_XDP socket: "), "{msg}");
+        assert!(
+            msg.ends_with("AF_XDP needs root or CAP_NET_ADMIN+CAP_NET_RAW+CAP_BPF"),
+            "{msg}"
+        );
+        let other = failed("x", io::Error::from_raw_os_error(libc::ENOMEM)).to_string();
+        assert!(!other.contains("CAP_"), "{other}");
+    }
+
+    #[test]
+    fn interface_names_are_checked_before_the_kernel_is_asked() {
+        let msg = if_index("a/b", None).unwrap_err().to_string();
+        assert!(msg.contains("not a valid interface name"), "{msg}");
+        let msg = if_index("sxt-no-such-if", Some("lab"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("no network interface `sxt-no-such-if` in network namespace `lab`"),
+            "{msg}"
+        );
+    }
+}
