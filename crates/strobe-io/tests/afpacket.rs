@@ -663,7 +663,15 @@ fn measure_tx_rate_64_byte_frames() {
     if let Ok(cpus) = std::env::var("RPS") {
         // Receive processing of `b` on these CPUs (hex mask) instead of the sender's.
         let path = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", lab.b);
-        run(&["ip", "netns", "exec", &lab.ns, "sh", "-c", &format!("echo {cpus} > {path}")]);
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &lab.ns,
+            "sh",
+            "-c",
+            &format!("echo {cpus} > {path}"),
+        ]);
     }
     let stop = Arc::new(AtomicBool::new(false));
     let received = Arc::new(AtomicU64::new(0));
@@ -704,74 +712,6 @@ fn measure_tx_rate_64_byte_frames() {
                     unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGINT) };
                     child.wait().unwrap();
                 }),
-            )
-        }
-        None if std::env::var("MODE").is_ok_and(|m| m == "sendmmsg") => {
-            let ns = lab.ns.clone();
-            let iface = lab.a.clone();
-            let stop = stop.clone();
-            let sender = std::thread::spawn(move || {
-                pin_to_cpu(0);
-                let fd = strobe_io::netns::in_netns(Some(&ns), || unsafe {
-                    let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
-                    assert!(fd >= 0);
-                    let one: libc::c_int = 1;
-                    libc::setsockopt(
-                        fd,
-                        libc::SOL_PACKET,
-                        libc::PACKET_QDISC_BYPASS,
-                        (&one as *const libc::c_int).cast(),
-                        4,
-                    );
-                    let name = std::ffi::CString::new(iface.clone()).unwrap();
-                    let idx = libc::if_nametoindex(name.as_ptr());
-                    let mut addr: libc::sockaddr_ll = std::mem::zeroed();
-                    addr.sll_family = libc::AF_PACKET as u16;
-                    addr.sll_ifindex = idx as i32;
-                    assert_eq!(
-                        libc::bind(
-                            fd,
-                            (&addr as *const libc::sockaddr_ll).cast(),
-                            std::mem::size_of::<libc::sockaddr_ll>() as u32
-                        ),
-                        0
-                    );
-                    Ok(fd)
-                })
-                .unwrap();
-                let mut bufs: Vec<Vec<u8>> = (0..batch).map(|_| frame(0, 60)).collect();
-                let mut iovs: Vec<libc::iovec> = bufs
-                    .iter_mut()
-                    .map(|b| libc::iovec {
-                        iov_base: b.as_mut_ptr().cast(),
-                        iov_len: 60,
-                    })
-                    .collect();
-                let mut msgs: Vec<libc::mmsghdr> = iovs
-                    .iter_mut()
-                    .map(|iov| {
-                        let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                        m.msg_hdr.msg_iov = iov;
-                        m.msg_hdr.msg_iovlen = 1;
-                        m
-                    })
-                    .collect();
-                let cpu0 = thread_cpu_ns();
-                let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let rc = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), batch as u32, 0) };
-                    assert!(rc > 0, "{}", std::io::Error::last_os_error());
-                    n += rc as u64;
-                }
-                unsafe { libc::close(fd) };
-                println!(
-                    "sender CPU {:.0} ns/frame",
-                    (thread_cpu_ns() - cpu0) as f64 / n as f64
-                );
-            });
-            (
-                format!("sendmmsg batch {batch}"),
-                Box::new(move || sender.join().unwrap()),
             )
         }
         None => {
