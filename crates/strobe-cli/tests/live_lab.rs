@@ -92,6 +92,50 @@ fn exact_counts_through_cable_bridge_and_router() {
 }
 
 #[test]
+fn af_xdp_sends_and_receives_with_exact_counts() {
+    let dir = Scratch::new("live-xdp");
+    let lab = TestLab::up("x", "cable");
+    let json = dir.path("xdp.json");
+    let out = strobe()
+        .args([
+            "gen",
+            "--lab",
+            &lab.prefix,
+            "--port",
+            "lab:tx@afxdp",
+            "--rx",
+            "lab:rx@afxdp",
+            "--quiet",
+        ])
+        .args([
+            "--udp",
+            "198.18.0.1:1000-198.18.1.1:2000",
+            "--rate",
+            "50kpps",
+            "--count",
+            "20000",
+        ])
+        .args(["--json", &json])
+        .output()
+        .unwrap();
+    let stdout = ok(out);
+    assert!(
+        stdout.contains("AF_XDP") || stdout.contains("afxdp"),
+        "{stdout}"
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let f = flow(&r);
+    assert_eq!(f["frames_tx"], 20_000, "{f}");
+    assert_eq!(f["frames_rx"], 20_000, "{f}");
+    assert_eq!(f["loss"], 0, "{f}");
+    assert_eq!(
+        r["rx_ports"][0]["timestamps"], "user",
+        "AF_XDP receive stamps in user space"
+    );
+}
+
+#[test]
 fn loss_is_counted_exactly_when_the_dut_drops_every_1000th_frame() {
     let dir = Scratch::new("live-loss");
     let lab = TestLab::up("l", "router");
