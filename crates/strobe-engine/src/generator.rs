@@ -47,24 +47,9 @@ fn weight_shift(end_bit: usize, range_start: usize) -> u8 {
 /// (`start ± (j % count)·step`, `values[j % len]`, seeded random), without division.
 #[derive(Clone, Debug)]
 enum ValueGen {
-    /// Fields of up to 64 bits (nearly all): increments in u64. A decrement is an increment
-    /// by the two's complement of the step.
-    Counter64 {
-        start: u64,
-        step: u64,
-        count: u64,
-        k: u64,
-        cur: u64,
-        mask: u64,
-    },
-    Counter {
-        start: u128,
-        step: u128,
-        count: u64,
-        k: u64,
-        cur: u128,
-        mask: u128,
-    },
+    /// Fields of up to 64 bits (nearly all) count in u64, wider ones in u128.
+    Counter64(Counter<u64>),
+    Counter(Counter<u128>),
     Table {
         values: Box<[u128]>,
         idx: usize,
@@ -102,24 +87,25 @@ impl ValueGen {
                     step & mask
                 };
                 let count = (*count).max(1);
+                let start = start & mask;
                 if bit_len <= 64 {
-                    ValueGen::Counter64 {
-                        start: (start & mask) as u64,
+                    ValueGen::Counter64(Counter {
+                        start: start as u64,
                         step: step as u64,
                         count,
                         k: 0,
-                        cur: (start & mask) as u64,
+                        cur: start as u64,
                         mask: mask as u64,
-                    }
+                    })
                 } else {
-                    ValueGen::Counter {
-                        start: start & mask,
+                    ValueGen::Counter(Counter {
+                        start,
                         step,
                         count,
                         k: 0,
-                        cur: start & mask,
+                        cur: start,
                         mask,
-                    }
+                    })
                 }
             }
             Pattern::Random {
@@ -142,42 +128,14 @@ impl ValueGen {
     #[inline]
     fn fill<T: FieldValue>(&mut self, out: &mut [T]) {
         match self {
-            ValueGen::Counter64 {
-                start,
-                step,
-                count,
-                k,
-                cur,
-                mask,
-            } => {
+            ValueGen::Counter64(c) => {
                 for o in out {
-                    *o = T::from_u64(*cur);
-                    *k += 1;
-                    if *k == *count {
-                        *k = 0;
-                        *cur = *start;
-                    } else {
-                        *cur = cur.wrapping_add(*step) & *mask;
-                    }
+                    *o = T::from_u64(c.next());
                 }
             }
-            ValueGen::Counter {
-                start,
-                step,
-                count,
-                k,
-                cur,
-                mask,
-            } => {
+            ValueGen::Counter(c) => {
                 for o in out {
-                    *o = T::from_u128(*cur);
-                    *k += 1;
-                    if *k == *count {
-                        *k = 0;
-                        *cur = *start;
-                    } else {
-                        *cur = cur.wrapping_add(*step) & *mask;
-                    }
+                    *o = T::from_u128(c.next());
                 }
             }
             ValueGen::Table { values, idx } => {
@@ -205,6 +163,52 @@ impl ValueGen {
                 }
             }
         }
+    }
+}
+
+/// OTG increment/decrement: `start + (j % count)·step` modulo the field width, stepped one
+/// packet at a time without division. A decrement is an increment by the two's complement.
+#[derive(Clone, Debug)]
+struct Counter<W> {
+    start: W,
+    step: W,
+    count: u64,
+    k: u64,
+    cur: W,
+    mask: W,
+}
+
+impl<W: Word> Counter<W> {
+    #[inline(always)]
+    fn next(&mut self) -> W {
+        let v = self.cur;
+        self.k += 1;
+        if self.k == self.count {
+            self.k = 0;
+            self.cur = self.start;
+        } else {
+            self.cur = self.cur.wrapping_add(self.step) & self.mask;
+        }
+        v
+    }
+}
+
+/// The unsigned words a counter runs in.
+trait Word: Copy + std::ops::BitAnd<Output = Self> {
+    fn wrapping_add(self, other: Self) -> Self;
+}
+
+impl Word for u64 {
+    #[inline(always)]
+    fn wrapping_add(self, other: Self) -> Self {
+        u64::wrapping_add(self, other)
+    }
+}
+
+impl Word for u128 {
+    #[inline(always)]
+    fn wrapping_add(self, other: Self) -> Self {
+        u128::wrapping_add(self, other)
     }
 }
 
