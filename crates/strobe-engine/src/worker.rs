@@ -293,8 +293,10 @@ impl Plan {
     }
 
     /// Writes the planned frames into the backend's slots, flow by flow.
+    /// Writes planned frames `from..from + slots.len()` into `slots`.
     fn write(
         &mut self,
+        from: usize,
         slots: &mut [TxSlot<'_>],
         states: &mut [FlowState],
         tx_time: TxTime,
@@ -303,7 +305,7 @@ impl Plan {
     ) {
         let n = slots.len();
         if let [s] = states {
-            let (which, templates) = (&self.identity[..n], &self.templates[..n]);
+            let (which, templates) = (&self.identity[..n], &self.templates[from..from + n]);
             s.gen
                 .write_batch(slots, which, templates, tx_time, holds, scratch);
             s.record(slots, which, templates);
@@ -311,7 +313,7 @@ impl Plan {
         }
         // Group the batch by flow, keeping each flow's packets in order.
         for j in 0..n {
-            self.order[j] = ((self.flows[j] as u32) << 16) | j as u32;
+            self.order[j] = ((self.flows[from + j] as u32) << 16) | j as u32;
         }
         self.order[..n].sort_unstable();
         let mut start = 0;
@@ -321,7 +323,7 @@ impl Plan {
             while end < n && self.order[end] >> 16 == flow {
                 let j = (self.order[end] & 0xFFFF) as usize;
                 self.which[end - start] = j as u16;
-                self.group_templates[end - start] = self.templates[j];
+                self.group_templates[end - start] = self.templates[from + j];
                 end += 1;
             }
             let k = end - start;
@@ -445,24 +447,35 @@ pub fn run_port<B: Backend>(
         }
         first_tx_ticks.get_or_insert(now);
 
-        let (plan, states, holds, scratch) = (&mut plan, &mut states, &mut holds, &mut scratch);
-        let sent = backend.transmit(n, move |slots| {
-            for (slot, &d) in slots.iter_mut().zip(&plan.deadlines) {
-                slot.scheduled_ns = d + shift_ns;
+        // A backend may take fewer frames than asked when its ring is full: hand over the
+        // rest of the planned batch in further calls, in order.
+        let mut done = 0;
+        let mut stalls = 0u32;
+        while done < n {
+            let (plan, states, holds, scratch) = (&mut plan, &mut states, &mut holds, &mut scratch);
+            let sent = backend.transmit(n - done, move |slots| {
+                for (slot, &d) in slots.iter_mut().zip(&plan.deadlines[done..]) {
+                    slot.scheduled_ns = d + shift_ns;
+                }
+                // Frames of one batch are handed over together: one reading, taken last.
+                let tx_time = if scheduled_time {
+                    TxTime::Scheduled
+                } else {
+                    TxTime::Same(clock.realtime_ns(clock.now_ticks()))
+                };
+                plan.write(done, slots, states, tx_time, holds, scratch);
+            })?;
+            done += sent;
+            if sent == 0 {
+                stalls += 1;
+                if stalls > 1_000_000 {
+                    return Err(EngineError::Backend(format!(
+                        "{} accepts no frames ({done} of {n} of a batch sent)",
+                        backend.describe()
+                    )));
+                }
+                std::hint::spin_loop();
             }
-            // Frames of one batch are handed over together: one reading, taken last.
-            let tx_time = if scheduled_time {
-                TxTime::Scheduled
-            } else {
-                TxTime::Same(clock.realtime_ns(clock.now_ticks()))
-            };
-            plan.write(slots, states, tx_time, holds, scratch);
-        })?;
-        if sent < n {
-            return Err(EngineError::Backend(format!(
-                "{} accepted {sent} of {n} frames",
-                backend.describe()
-            )));
         }
         // Elapsed time runs to the end of the last hand-over.
         last_tx_ticks = clock.now_ticks();

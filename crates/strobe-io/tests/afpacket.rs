@@ -646,7 +646,8 @@ fn tx_packets(lab: &Lab) -> u64 {
 
 /// Not a test: TX rate with 64-byte frames (60 without FCS) for 3 s against a busy receiver,
 /// from the sending veth's counters after a warm-up. Knobs: RING_FRAMES, BATCH, RX=0 (no
-/// receiver), PEER='command with {a} for the interface' (measure another generator instead).
+/// receiver), RPS=MASK (receive processing of the peer on those CPUs), PEER='command with {a}
+/// for the interface' (measure another generator, e.g. dpdk-testpmd or trafgen, instead).
 /// `cargo test --release -p strobe-io --test afpacket measure -- --ignored --nocapture`
 #[test]
 #[ignore = "measurement, run by hand"]
@@ -726,6 +727,7 @@ fn measure_tx_rate_64_byte_frames() {
                     n += tx
                         .transmit(batch, |slots| {
                             for s in slots.iter_mut() {
+                                // Ring frames keep their contents: write each one once.
                                 if s.buf[..12] != template[..12] {
                                     s.buf[..60].copy_from_slice(&template);
                                 }
