@@ -71,6 +71,10 @@ pub struct GenArgs {
     /// Ignore deadlines and send as fast as possible.
     #[arg(long)]
     unpaced: bool,
+    /// Transmit workers (cores) per transmit port: constant-rate flows stay whole on one
+    /// worker, Poisson flows are split over all of them (independent Poisson sub-flows).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    cores: usize,
     /// Receive on this port too and count the flow there (same forms as --port).
     #[arg(long, help_heading = "One-flow options")]
     rx: Option<String>,
@@ -253,7 +257,14 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
     };
     let drain_ns = strobe_timing::parse_duration_ns(&args.drain)
         .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", args.drain)))?;
-    let opts = RunOptions { drain_ns, ..opts };
+    if args.cores == 0 {
+        return Err(Failure::BadInput("--cores must be at least 1".into()));
+    }
+    let opts = RunOptions {
+        drain_ns,
+        tx_workers: args.cores,
+        ..opts
+    };
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();

@@ -136,6 +136,33 @@ impl Status {
     }
 }
 
+/// A flow's transmit totals over every worker that sent part of it.
+#[derive(Default)]
+struct TxTotals {
+    frames: u64,
+    bytes: u64,
+    first_ns: Option<u64>,
+    last_ns: Option<u64>,
+    instrumented: bool,
+    seen: bool,
+}
+
+fn tx_totals(r: &RunReport, id: u16) -> TxTotals {
+    let mut t = TxTotals::default();
+    for f in r.ports.iter().flat_map(|p| &p.flows).filter(|f| f.id == id) {
+        t.seen = true;
+        t.frames += f.frames;
+        t.bytes += f.bytes;
+        t.first_ns = match (t.first_ns, f.first_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        t.last_ns = t.last_ns.max(f.last_ns);
+        t.instrumented |= f.instrumented;
+    }
+    t
+}
+
 fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
@@ -214,18 +241,8 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
         "flow", "tx frames", "rx frames", "lost", "loss %", "reorder", "dup", "late", "trailer"
     );
     for f in &scenario.flows {
-        let tx: u64 = r
-            .ports
-            .iter()
-            .flat_map(|p| &p.flows)
-            .filter(|x| x.id == f.id)
-            .map(|x| x.frames)
-            .sum();
-        let instrumented = r
-            .ports
-            .iter()
-            .flat_map(|p| &p.flows)
-            .any(|x| x.id == f.id && x.instrumented);
+        let totals = tx_totals(r, f.id);
+        let (tx, instrumented) = (totals.frames, totals.instrumented);
         match r.rx_flows.get(f.id as usize).and_then(Option::as_ref) {
             Some(rx) => {
                 let lost = rx.lost.unwrap_or(0);
@@ -270,7 +287,8 @@ pub fn to_json(scenario: &Scenario, r: &RunReport) -> serde_json::Value {
         .flows
         .iter()
         .map(|f| {
-            let tx = r.ports.iter().flat_map(|p| &p.flows).find(|x| x.id == f.id);
+            let t = tx_totals(r, f.id);
+            let tx = t.seen.then_some(&t);
             let rx = r.rx_flows.get(f.id as usize).and_then(Option::as_ref);
             json!({
                 "name": f.name,
@@ -351,8 +369,8 @@ pub fn to_csv(scenario: &Scenario, r: &RunReport) -> String {
         "flow,id,tx_port,frames_tx,bytes_tx,frames_rx,bytes_rx,frames_rx_unique,loss,loss_pct,reordered,duplicates,late\n",
     );
     for f in &scenario.flows {
-        let tx = r.ports.iter().flat_map(|p| &p.flows).find(|x| x.id == f.id);
-        let (frames_tx, bytes_tx) = tx.map_or((0, 0), |t| (t.frames, t.bytes));
+        let t = tx_totals(r, f.id);
+        let (frames_tx, bytes_tx) = (t.frames, t.bytes);
         let rx = r.rx_flows.get(f.id as usize).and_then(Option::as_ref);
         let cell = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
         let loss = rx.and_then(|x| x.lost);

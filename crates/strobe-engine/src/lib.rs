@@ -10,6 +10,7 @@ pub mod live;
 pub mod pin;
 pub mod rx;
 pub mod rx_worker;
+pub mod split;
 pub mod worker;
 
 use std::sync::atomic::AtomicBool;
@@ -43,6 +44,8 @@ pub enum EngineError {
     Io(#[from] strobe_io::IoError),
     #[error("backend: {0}")]
     Backend(String),
+    #[error("port `{port}` cannot take several transmit workers (--cores): {reason}")]
+    Workers { port: String, reason: String },
     #[error("transmit worker for port `{0}` panicked")]
     WorkerPanicked(String),
     #[error(
@@ -59,8 +62,38 @@ impl EngineError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            EngineError::Flow { .. } | EngineError::Port { .. } | EngineError::Endless { .. }
+            EngineError::Flow { .. }
+                | EngineError::Port { .. }
+                | EngineError::Endless { .. }
+                | EngineError::Workers { .. }
         )
+    }
+}
+
+/// The location worker `k` of a port opens: AF_XDP binds one socket per queue, so worker k
+/// takes the port's queue + k; AF_PACKET sockets (and `null`) can simply be opened again.
+fn worker_location(location: &str, k: u32) -> String {
+    use strobe_io::Location;
+    let with_ns = |netns: Option<String>, iface: String| match netns {
+        Some(ns) => format!("{ns}/{iface}"),
+        None => iface,
+    };
+    match Location::parse(location) {
+        Ok(Location::AfXdp {
+            netns,
+            iface,
+            queue,
+        }) if k > 0 => {
+            format!("afxdp:{}@{}", with_ns(netns, iface), queue + k)
+        }
+        Ok(Location::Auto {
+            netns,
+            iface,
+            queue,
+        }) if k > 0 => {
+            format!("auto:{}@{}", with_ns(netns, iface), queue + k)
+        }
+        _ => location.to_string(),
     }
 }
 
@@ -111,14 +144,10 @@ pub fn run_scenario(
 ) -> Result<RunReport, EngineError> {
     let clock = Clock::calibrate(std::time::Duration::from_millis(50));
     let n_flows = scenario.flows.len();
-    let live = opts
-        .live
-        .clone()
-        .unwrap_or_else(|| Arc::new(LiveCounters::new(n_flows)));
-    let opts = &RunOptions {
-        live: Some(live.clone()),
-        ..opts.clone()
-    };
+    // Flow ids in use: the scenario's, then sub-flows of flows split over several workers.
+    let mut parent: Vec<u16> = (0..n_flows as u16).collect();
+    let mut next_id = n_flows;
+    let workers = opts.tx_workers.max(1);
     // Open every port before any worker starts, so a bad port fails the run up front.
     let mut tx_jobs = Vec::new();
     for port in &scenario.ports {
@@ -131,22 +160,53 @@ pub fn run_scenario(
         if flows.is_empty() {
             continue;
         }
-        if AnyBackend::time_base_of(&port.location) == Some(TimeBase::Scheduled) {
+        let scheduled = AnyBackend::time_base_of(&port.location) == Some(TimeBase::Scheduled);
+        if scheduled {
             if let Some(f) = flows.iter().find(|f| !schedule_ends(&f.schedule)) {
                 return Err(EngineError::Endless {
                     flow: f.name.clone(),
                     port: port.name.clone(),
                 });
             }
+            if workers > 1 {
+                return Err(EngineError::Workers {
+                    port: port.name.clone(),
+                    reason: "a pcap trace is written by one worker".into(),
+                });
+            }
         }
-        let batch = opts.batch.unwrap_or(32);
-        let backend =
-            AnyBackend::open(&port.location, batch).map_err(|source| EngineError::Port {
-                port: port.name.clone(),
-                source,
+        let per_worker =
+            split::split(&flows, workers, &mut next_id, &mut parent).ok_or_else(|| {
+                EngineError::Workers {
+                    port: port.name.clone(),
+                    reason: "splitting Poisson flows needs more than 65536 flow ids".into(),
+                }
             })?;
-        tx_jobs.push((port.name.clone(), backend, flows));
+        let batch = opts.batch.unwrap_or(32);
+        for (k, worker_flows) in per_worker.into_iter().enumerate() {
+            if worker_flows.is_empty() {
+                continue;
+            }
+            let location = worker_location(&port.location, k as u32);
+            let backend =
+                AnyBackend::open(&location, batch).map_err(|source| EngineError::Port {
+                    port: port.name.clone(),
+                    source,
+                })?;
+            let name = if workers > 1 {
+                format!("{}#{k}", port.name)
+            } else {
+                port.name.clone()
+            };
+            tx_jobs.push((name, backend, worker_flows));
+        }
     }
+    let ids = next_id;
+    let live = Arc::new(LiveCounters::new(ids));
+    let opts = &RunOptions {
+        live: Some(live.clone()),
+        ..opts.clone()
+    };
     let mut rx_jobs = Vec::new();
     for port in &scenario.ports {
         if !scenario
@@ -160,7 +220,7 @@ pub fn run_scenario(
             port: port.name.clone(),
             source,
         })?;
-        rx_jobs.push((port.name.clone(), receiver, RxTracker::new(n_flows)));
+        rx_jobs.push((port.name.clone(), receiver, RxTracker::new(ids)));
     }
 
     let pins = if opts.pin {
@@ -227,7 +287,15 @@ pub fn run_scenario(
             let elapsed_ns = clock.ticks_to_ns(clock.now_ticks() - started);
             if elapsed_ns >= next_tick {
                 next_tick = elapsed_ns + tick_ns;
-                let flows = live.snapshot();
+                let mut flows = vec![live::FlowSnapshot::default(); n_flows];
+                for (id, snap) in live.snapshot().iter().enumerate() {
+                    let f = &mut flows[parent[id] as usize];
+                    f.tx_frames += snap.tx_frames;
+                    f.tx_bytes += snap.tx_bytes;
+                    f.rx_frames += snap.rx_frames;
+                    f.rx_bytes += snap.rx_bytes;
+                    f.rx_unique += snap.rx_unique;
+                }
                 on_tick(&Tick {
                     elapsed_ns,
                     flows: &flows,
@@ -250,16 +318,16 @@ pub fn run_scenario(
             .collect();
         (tx_results, rx_results)
     });
-    let ports = tx_results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let mut ports = tx_results.into_iter().collect::<Result<Vec<_>, _>>()?;
     let mut rx_ports = Vec::new();
-    let mut merged = RxTracker::new(n_flows);
+    let mut merged = RxTracker::new(ids);
     for r in rx_results {
         let (report, tracker) = r?;
         merged.absorb(&tracker);
         rx_ports.push(report);
     }
-    // Loss against what each flow's transmit port sent.
-    let mut sent = vec![0u64; n_flows];
+    // Loss per flow id against what it sent, then everything under the scenario's flows.
+    let mut sent = vec![0u64; ids];
     for p in &ports {
         for f in &p.flows {
             if let Some(s) = sent.get_mut(f.id as usize) {
@@ -267,13 +335,28 @@ pub fn run_scenario(
             }
         }
     }
-    let reports = merged.report(Some(&sent));
-    let rx_flows = scenario
+    for p in &mut ports {
+        for f in &mut p.flows {
+            f.id = parent[f.id as usize];
+        }
+    }
+    let mut rx_flows: Vec<Option<FlowRxReport>> = scenario
         .flows
         .iter()
-        .zip(reports)
-        .map(|(f, r)| (!f.rx_ports.is_empty()).then_some(r))
+        .map(|f| {
+            (!f.rx_ports.is_empty()).then(|| FlowRxReport {
+                flow_id: f.id,
+                counters: Default::default(),
+                lost: Some(0),
+            })
+        })
         .collect();
+    for r in merged.report(Some(&sent)) {
+        if let Some(Some(total)) = rx_flows.get_mut(parent[r.flow_id as usize] as usize) {
+            total.counters.add(&r.counters);
+            total.lost = Some(total.lost.unwrap_or(0) + r.lost.unwrap_or(0));
+        }
+    }
     Ok(RunReport {
         clock: clock.source(),
         ticks_per_sec: clock.ticks_per_sec(),

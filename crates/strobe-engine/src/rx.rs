@@ -36,6 +36,24 @@ pub struct FlowRxCounters {
     pub last_rx_ns: Option<u64>,
 }
 
+impl FlowRxCounters {
+    /// Adds another part's counts (another receive worker, or a sub-flow of the same flow).
+    pub fn add(&mut self, b: &FlowRxCounters) {
+        self.frames += b.frames;
+        self.bytes += b.bytes;
+        self.unique += b.unique;
+        self.duplicates += b.duplicates;
+        self.reordered += b.reordered;
+        self.late += b.late;
+        self.max_seq = self.max_seq.max(b.max_seq);
+        self.first_rx_ns = match (self.first_rx_ns, b.first_rx_ns) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
+        self.last_rx_ns = self.last_rx_ns.max(b.last_rx_ns);
+    }
+}
+
 #[derive(Clone, Debug)]
 struct FlowRx {
     counters: FlowRxCounters,
@@ -244,19 +262,7 @@ impl RxTracker {
     /// workers cannot be told apart, so they count as unique.
     pub fn absorb(&mut self, other: &RxTracker) {
         for (mine, theirs) in self.flows.iter_mut().zip(&other.flows) {
-            let (a, b) = (&mut mine.counters, &theirs.counters);
-            a.frames += b.frames;
-            a.bytes += b.bytes;
-            a.unique += b.unique;
-            a.duplicates += b.duplicates;
-            a.reordered += b.reordered;
-            a.late += b.late;
-            a.max_seq = a.max_seq.max(b.max_seq);
-            a.first_rx_ns = match (a.first_rx_ns, b.first_rx_ns) {
-                (Some(x), Some(y)) => Some(x.min(y)),
-                (x, y) => x.or(y),
-            };
-            a.last_rx_ns = a.last_rx_ns.max(b.last_rx_ns);
+            mine.counters.add(&theirs.counters);
         }
         self.other.not_instrumented += other.other.not_instrumented;
         self.other.unknown_flow += other.other.unknown_flow;

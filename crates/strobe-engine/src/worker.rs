@@ -52,6 +52,9 @@ pub struct RunOptions {
     pub drain_ns: u64,
     /// Pin each worker to its own core when there are enough cores.
     pub pin: bool,
+    /// Transmit workers per transmit port (cores): constant-rate flows stay whole on one
+    /// worker, Poisson flows are split over all of them.
+    pub tx_workers: usize,
 }
 
 impl Default for RunOptions {
@@ -66,6 +69,7 @@ impl Default for RunOptions {
             live: None,
             drain_ns: 500_000_000,
             pin: true,
+            tx_workers: 1,
         }
     }
 }
