@@ -85,6 +85,7 @@ fn scenario(lab: &Lab, flows: &[(&str, QuickArgs)]) -> Result<Scenario, Failure>
                     name: "rx".into(),
                     location: lab.port(&lab.rx, "afpacket"),
                     speed_bps,
+                    cores: None,
                 });
                 out = Some(s);
             }

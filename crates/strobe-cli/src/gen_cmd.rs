@@ -222,6 +222,7 @@ fn load(
             name: "rx".into(),
             location: rx.clone(),
             speed_bps,
+            cores: None,
         });
         for f in &mut scenario.flows {
             f.rx_ports = vec!["rx".into()];

@@ -147,7 +147,6 @@ pub fn run_scenario(
     // Flow ids in use: the scenario's, then sub-flows of flows split over several workers.
     let mut parent: Vec<u16> = (0..n_flows as u16).collect();
     let mut next_id = n_flows;
-    let workers = opts.tx_workers.max(1);
     // Open every port before any worker starts, so a bad port fails the run up front.
     let mut tx_jobs = Vec::new();
     for port in &scenario.ports {
@@ -160,6 +159,7 @@ pub fn run_scenario(
         if flows.is_empty() {
             continue;
         }
+        let workers = port.cores.unwrap_or(opts.tx_workers).max(1);
         let scheduled = AnyBackend::time_base_of(&port.location) == Some(TimeBase::Scheduled);
         if scheduled {
             if let Some(f) = flows.iter().find(|f| !schedule_ends(&f.schedule)) {

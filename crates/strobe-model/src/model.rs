@@ -36,6 +36,8 @@ pub struct PortSpec {
     pub location: String,
     /// Line rate in bit/s, for percentage rates and byte-denominated gaps.
     pub speed_bps: u64,
+    /// Transmit workers (cores) for this port; None = the run's default (`--cores`).
+    pub cores: Option<usize>,
 }
 
 #[derive(Clone, Debug)]

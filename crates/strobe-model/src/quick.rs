@@ -173,6 +173,7 @@ pub fn build(args: &QuickArgs, res: &dyn Resources) -> Result<Scenario, ModelErr
             name: PORT_NAME.to_string(),
             location: args.port.clone(),
             speed_bps: DEFAULT_PORT_SPEED_BPS,
+            cores: None,
         }],
         flows: vec![flow],
         warnings,

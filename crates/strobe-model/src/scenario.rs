@@ -207,7 +207,7 @@ impl Loader<'_> {
         for (index, item) in items.iter().enumerate() {
             let path = format!("ports[{index}]");
             let t = self.r.table(item, &path, "a [[ports]] table")?;
-            self.r.only(&t, &["name", "location", "speed"])?;
+            self.r.only(&t, &["name", "location", "speed", "cores"])?;
             let name = self.required_name(&t, "a port name such as \"tx\"")?;
             if let Some(first) = ports.iter().position(|p| p.name == name) {
                 return Err(self.err(
@@ -233,10 +233,22 @@ impl Loader<'_> {
                 Some(n) => self.port_speed(n, &t.child("speed"))?,
                 None => DEFAULT_PORT_SPEED_BPS,
             };
+            let cores = match t.get("cores") {
+                Some(n) => match n.get_ref() {
+                    Value::Int(i) if (1..=256).contains(i) => Some(*i as usize),
+                    _ => return Err(self.err(
+                        &n.span(),
+                        &t.child("cores"),
+                        "invalid cores — expected a whole number of transmit workers from 1 to 256",
+                    )),
+                },
+                None => None,
+            };
             ports.push(PortSpec {
                 name,
                 location,
                 speed_bps,
+                cores,
             });
             places.push(match t.get("speed") {
                 Some(n) => PortPlace {

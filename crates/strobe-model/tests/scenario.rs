@@ -1170,3 +1170,18 @@ fn flows_that_take_turns_share_a_line() {
         "{err}"
     );
 }
+
+#[test]
+fn port_cores_are_read_and_checked() {
+    let text = "[[ports]]\nname = \"tx\"\nlocation = \"null\"\ncores = 3\n\n[[flows]]\nname = \"f\"\ntx = \"tx\"\n[[flows.packet]]\nethernet = {}\n";
+    assert_eq!(load(text).unwrap().ports[0].cores, Some(3));
+    let err = load(&text.replace("cores = 3", "cores = 0"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("scenario.toml:4:") && err.contains("cores"),
+        "{err}"
+    );
+    let without = load(&text.replace("cores = 3\n", "")).unwrap();
+    assert_eq!(without.ports[0].cores, None);
+}
