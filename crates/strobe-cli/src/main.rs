@@ -48,6 +48,13 @@ impl From<strobe_engine::EngineError> for Failure {
 }
 
 fn main() -> ExitCode {
+    // Like other Unix tools, end quietly when the reader of our output goes away
+    // (`strobe analyze x.pcap | head`): Rust ignores SIGPIPE by default, which turns a
+    // closed pipe into a panic in println!.
+    // SAFETY: setting a signal's disposition to its default before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("STROBE_LOG")

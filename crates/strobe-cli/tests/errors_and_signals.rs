@@ -236,3 +236,34 @@ fn ctrl_c_stops_cleanly_and_still_reports() {
     assert!(frames > 100, "only {frames} frames before Ctrl-C");
     assert_eq!(report["ports"][0]["stopped_early"], true);
 }
+
+#[test]
+fn a_closed_output_pipe_ends_quietly() {
+    let dir = Scratch::new("pipe");
+    let pcap = dir.path("p.pcap");
+    ok(strobe()
+        .args([
+            "gen",
+            "--port",
+            &format!("pcap:{pcap}"),
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+        ])
+        .args(["--count", "1000", "--quiet"])
+        .output()
+        .unwrap());
+    let mut child = strobe()
+        .args(["analyze", &pcap])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one line, then close our end, as `| head -1` does.
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    drop(out);
+    let result = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
