@@ -241,17 +241,7 @@ fn ctrl_c_stops_cleanly_and_still_reports() {
 fn a_closed_output_pipe_ends_quietly() {
     let dir = Scratch::new("pipe");
     let pcap = dir.path("p.pcap");
-    ok(strobe()
-        .args([
-            "gen",
-            "--port",
-            &format!("pcap:{pcap}"),
-            "--udp",
-            "198.18.0.1:1-198.18.1.1:2",
-        ])
-        .args(["--count", "1000", "--quiet"])
-        .output()
-        .unwrap());
+    gen_udp(&format!("pcap:{pcap}"), &["--count", "1000", "--quiet"]);
     let mut child = strobe()
         .args(["analyze", &pcap])
         .stdout(std::process::Stdio::piped())

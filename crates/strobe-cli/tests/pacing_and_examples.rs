@@ -8,17 +8,10 @@ use common::*;
 fn paced_run_follows_its_schedule_and_reports_its_precision() {
     let dir = Scratch::new("paced");
     let json = dir.path("r.json");
-    ok(strobe()
-        .args([
-            "gen",
-            "--port",
-            "null",
-            "--udp",
-            "198.18.0.1:1000-198.18.1.1:2000",
-        ])
-        .args(["--rate", "20kpps", "--count", "10000", "--json", &json])
-        .output()
-        .unwrap());
+    gen_udp(
+        "null",
+        &["--rate", "20kpps", "--count", "10000", "--json", &json],
+    );
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let port = &r["ports"][0];
@@ -39,17 +32,7 @@ fn paced_run_follows_its_schedule_and_reports_its_precision() {
 
 #[test]
 fn unpaced_run_ignores_deadlines() {
-    let out = ok(strobe()
-        .args([
-            "gen",
-            "--port",
-            "null",
-            "--udp",
-            "198.18.0.1:1000-198.18.1.1:2000",
-        ])
-        .args(["--rate", "max", "--count", "1000000"])
-        .output()
-        .unwrap());
+    let out = gen_udp("null", &["--rate", "max", "--count", "1000000"]);
     assert!(out.contains("1000000 frames"), "{out}");
     assert!(
         !out.contains("hand-over"),

@@ -60,15 +60,9 @@ fn layer1_rate_with_imix_sizes() {
 fn poisson_million_frames_fit_and_keep_the_rate() {
     let dir = Scratch::new("poisson");
     let pcap = dir.path("p.pcap");
-    ok(strobe()
-        .args([
-            "gen",
-            "--port",
-            &format!("pcap:{pcap}"),
-            "--udp",
-            "198.18.0.1:1000-198.18.1.1:2000",
-        ])
-        .args([
+    gen_udp(
+        &format!("pcap:{pcap}"),
+        &[
             "--rate",
             "1mpps",
             "--pattern",
@@ -77,9 +71,8 @@ fn poisson_million_frames_fit_and_keep_the_rate() {
             "1000000",
             "--seed",
             "3",
-        ])
-        .output()
-        .unwrap());
+        ],
+    );
     let out = ok(strobe()
         .args(["analyze", &pcap, "--expect", "poisson:1mpps", "--json"])
         .output()

@@ -103,3 +103,19 @@ pub fn tshark_times_ns(pcap: &str) -> Vec<u64> {
         })
         .collect()
 }
+
+/// `strobe gen` with one UDP flow 198.18.0.1:1000 -> 198.18.1.1:2000 on `port`, plus
+/// `extra` options; returns stdout (the run must succeed).
+pub fn gen_udp(port: &str, extra: &[&str]) -> String {
+    ok(strobe()
+        .args([
+            "gen",
+            "--port",
+            port,
+            "--udp",
+            "198.18.0.1:1000-198.18.1.1:2000",
+        ])
+        .args(extra)
+        .output()
+        .expect("running strobe"))
+}
