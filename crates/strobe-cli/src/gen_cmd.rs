@@ -62,8 +62,9 @@ pub struct GenArgs {
     /// Frames handed to the backend at once (default 1 when paced, 32 when unpaced).
     #[arg(long)]
     batch: Option<usize>,
-    /// When falling behind: shift (keep gaps, rate dips) or catch-up (burst until on time).
-    #[arg(long, default_value = "shift", value_parser = ["shift", "catch-up"])]
+    /// When falling behind: shift (keep gaps, rate dips), catch-up (burst until on time), or
+    /// smooth (shift, then shorten later gaps by at most 1/12 until on time again).
+    #[arg(long, default_value = "shift", value_parser = ["shift", "catch-up", "smooth"])]
     late: String,
     /// Lateness beyond which a frame counts as late, e.g. 1us.
     #[arg(long, default_value = "1us")]
@@ -246,10 +247,10 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
     }
     let opts = RunOptions {
         batch: args.batch,
-        late_policy: if args.late == "shift" {
-            LatePolicy::Shift
-        } else {
-            LatePolicy::CatchUp
+        late_policy: match args.late.as_str() {
+            "catch-up" => LatePolicy::CatchUp,
+            "smooth" => LatePolicy::Smooth,
+            _ => LatePolicy::Shift,
         },
         late_tolerance_ns,
         unpaced,

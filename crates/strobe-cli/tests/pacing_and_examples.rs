@@ -64,3 +64,23 @@ fn every_example_scenario_runs() {
     }
     assert!(ran >= 10, "only {ran} examples found");
 }
+
+#[test]
+fn smooth_late_policy_sends_everything_and_repays_its_shift() {
+    let dir = Scratch::new("smooth");
+    let json = dir.path("s.json");
+    gen_udp(
+        "null",
+        &[
+            "--rate", "20kpps", "--count", "10000", "--late", "smooth", "--json", &json,
+        ],
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let port = &r["ports"][0];
+    assert_eq!(port["frames_tx"], 10_000);
+    // Whatever stalls the machine caused, the shift is paid back over the following gaps
+    // (at most 1/50 of each), so the run ends within a generous bound of 0.5 s.
+    let secs = port["elapsed_ns"].as_f64().unwrap() / 1e9;
+    assert!((0.45..2.0).contains(&secs), "elapsed {secs} s");
+}

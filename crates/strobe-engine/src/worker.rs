@@ -10,7 +10,10 @@
 //! after its deadline. `LatePolicy::Shift` (default) moves the whole remaining schedule back
 //! by the lateness, so gaps keep their shape and the rate dips; `LatePolicy::CatchUp` keeps
 //! the schedule, so late frames go out back to back until the worker is on time again.
-//! Either way late frames are counted.
+//! `LatePolicy::Smooth` shifts like `Shift` at the stall, then pays the shift back by
+//! shortening each following gap by at most 1/50 of its length until the schedule is on
+//! time again: one long gap at the stall, every other gap within 2 % of its target (0.2 µs
+//! at 100 kpps), and the long-run rate kept. Either way late frames are counted.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -31,7 +34,11 @@ use crate::EngineError;
 pub enum LatePolicy {
     Shift,
     CatchUp,
+    Smooth,
 }
+
+/// `LatePolicy::Smooth` shortens a gap by at most 1/SMOOTH_REPAY of its length.
+const SMOOTH_REPAY: u64 = 50;
 
 /// Options of a transmit run.
 #[derive(Clone, Debug)]
@@ -135,7 +142,8 @@ pub struct PortReport {
     /// Frames handed over later than the tolerance, and the worst lateness seen.
     pub late_frames: u64,
     pub max_late_ns: u64,
-    /// Total schedule shift applied under `LatePolicy::Shift`.
+    /// Schedule shift still in force at the end (`Shift`: all of it; `Smooth`: what was not
+    /// yet paid back).
     pub shifted_ns: u64,
     /// Paced runs: how far after its deadline each batch was handed to the backend — the
     /// engine's own timing precision (the wire adds the backend's and the NIC's).
@@ -408,6 +416,7 @@ pub fn run_port<B: Backend>(
         .time_limit_ns
         .map(|ns| t0_ticks + clock.ns_to_ticks(ns));
     let mut shift_ns = 0u64;
+    let mut previous_deadline = 0u64;
     // 1 ns to 100 s at 3 significant digits; allocated once, recording never allocates.
     let mut handover = Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 3)
         .expect("static histogram bounds are valid");
@@ -426,6 +435,11 @@ pub fn run_port<B: Backend>(
 
         let mut now = clock.now_ticks();
         if paced {
+            if opts.late_policy == LatePolicy::Smooth && shift_ns > 0 {
+                let gap = plan.deadlines[0].saturating_sub(previous_deadline);
+                shift_ns = shift_ns.saturating_sub(gap / SMOOTH_REPAY);
+            }
+            previous_deadline = plan.deadlines[0];
             let due = t0_ticks + clock.ns_to_ticks(plan.deadlines[0] + shift_ns);
             if now < due {
                 now = wait_until(clock, due, stop);
@@ -437,7 +451,7 @@ pub fn run_port<B: Backend>(
                 report.max_late_ns = report.max_late_ns.max(late);
                 if late > opts.late_tolerance_ns {
                     report.late_frames += n as u64;
-                    if opts.late_policy == LatePolicy::Shift {
+                    if opts.late_policy != LatePolicy::CatchUp {
                         shift_ns += late;
                     }
                 }
