@@ -83,17 +83,7 @@ fn scale_profile(profile: &mut strobe_timing::RateProfile, n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use strobe_model::{load_scenario, Resources};
-
-    struct NoFiles;
-    impl Resources for NoFiles {
-        fn read_text(&self, p: &str) -> Result<String, String> {
-            Err(p.into())
-        }
-        fn read_capture_timestamps(&self, p: &str) -> Result<Vec<u64>, String> {
-            Err(p.into())
-        }
-    }
+    use strobe_model::{load_scenario, NoFiles};
 
     fn flows() -> Vec<FlowSpec> {
         let flow = |name: &str, timing: &str| {

@@ -6,18 +6,8 @@ use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use strobe_engine::generator::{BatchScratch, TxTime};
 use strobe_engine::FlowGenerator;
 use strobe_io::TxSlot;
-use strobe_model::{load_scenario, FlowSpec, Resources};
+use strobe_model::{load_scenario, FlowSpec, NoFiles};
 use strobe_wire::trailer::{self, Trailer};
-
-struct NoFiles;
-impl Resources for NoFiles {
-    fn read_text(&self, path: &str) -> Result<String, String> {
-        Err(format!("no file {path} in this test"))
-    }
-    fn read_capture_timestamps(&self, path: &str) -> Result<Vec<u64>, String> {
-        Err(format!("no file {path} in this test"))
-    }
-}
 
 fn flow(body: &str) -> FlowSpec {
     let text = format!(

@@ -5,18 +5,8 @@ use std::sync::atomic::AtomicBool;
 
 use strobe_engine::{run_port, Clock, RunOptions};
 use strobe_io::{Backend, BackendStats, IoError, TimeBase, TxBatch, TxSlot};
-use strobe_model::{load_scenario, Resources};
+use strobe_model::{load_scenario, NoFiles};
 use strobe_wire::trailer::Trailer;
-
-struct NoFiles;
-impl Resources for NoFiles {
-    fn read_text(&self, p: &str) -> Result<String, String> {
-        Err(p.into())
-    }
-    fn read_capture_timestamps(&self, p: &str) -> Result<Vec<u64>, String> {
-        Err(p.into())
-    }
-}
 
 /// Accepts at most 3 frames per call, and none on every fourth call.
 struct Stingy {

@@ -24,8 +24,8 @@ mod value;
 
 pub use error::ModelError;
 pub use model::{
-    FieldPattern, FlowSpec, HeaderSpec, LatencyMode, Metrics, PortSpec, Resources, Scenario,
-    DEFAULT_PORT_SPEED_BPS, FCS_LEN, MAX_FLOWS, MAX_FRAME_SIZE,
+    FieldPattern, FlowSpec, HeaderSpec, LatencyMode, Metrics, NoFiles, PortSpec, Resources,
+    Scenario, DEFAULT_PORT_SPEED_BPS, FCS_LEN, MAX_FLOWS, MAX_FRAME_SIZE,
 };
 pub use pattern::{random_in, random_word, width_mask, Pattern};
 pub use scenario::{

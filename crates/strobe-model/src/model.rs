@@ -175,6 +175,19 @@ pub trait Resources {
     fn read_capture_timestamps(&self, path: &str) -> Result<Vec<u64>, String>;
 }
 
+/// Resources for scenarios that refer to no files (tests, built-in flows): every read is
+/// refused with a message naming the path.
+pub struct NoFiles;
+
+impl Resources for NoFiles {
+    fn read_text(&self, path: &str) -> Result<String, String> {
+        Err(format!("`{path}`: this scenario cannot read files"))
+    }
+    fn read_capture_timestamps(&self, path: &str) -> Result<Vec<u64>, String> {
+        Err(format!("`{path}`: this scenario cannot read files"))
+    }
+}
+
 /// The parts of a flow an error can point at; each front end maps them to its own
 /// locations (a scenario path with line and column, or a command-line flag).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
