@@ -14,3 +14,13 @@ need_apt() {
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
+
+# Installs a Python package for the python3 on PATH when its module cannot be imported:
+# need_pip MODULE PACKAGE. Debian's python3 is "externally managed", hence the flag.
+need_pip() {
+    python3 -c "import $1" 2>/dev/null && return 0
+    python3 -m pip --version >/dev/null 2>&1 || need_apt python3-pip
+    echo "installing (pip): $2" >&2
+    python3 -m pip install --quiet --break-system-packages "$2" 2>/dev/null \
+        || python3 -m pip install --quiet "$2"
+}

@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
-need_apt tshark tcpdump nftables iproute2
+need_apt tshark tcpdump nftables iproute2 ethtool
+# The independent reader of HdrHistogram interval logs.
+need_pip hdrh hdrhistogram
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace --quiet 2>&1 | tee /tmp/strobe-test.log

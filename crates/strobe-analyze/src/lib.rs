@@ -9,6 +9,9 @@ mod bursts;
 mod expectation;
 mod gaps;
 mod ks;
+pub mod latency;
+pub mod physics;
+pub mod plot;
 mod report;
 
 pub use bursts::BurstStats;

@@ -13,7 +13,7 @@ use strobe_model::{PortSpec, Scenario};
 
 use crate::gen_cmd::FileResources;
 use crate::lab_cmd::lab_failure;
-use crate::results::print_summary;
+use crate::results::{print_latency, print_summary};
 use crate::Failure;
 
 /// The demo's own lab, so a lab the user has up is never touched.
@@ -145,6 +145,7 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
         },
     )?;
     print_summary(&s, &report);
+    print_latency(&s, &report, None);
     if let (Some(tx), Some(Some(rx))) = (report.ports.first(), report.rx_flows.first()) {
         let t = tx.elapsed_ns as f64 / 1e9;
         let lost = rx.lost.unwrap_or(0);
@@ -173,6 +174,7 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
     )?;
     let report = run(&s, &RunOptions::default())?;
     print_summary(&s, &report);
-    println!("\nNext: `strobe lab up`, `strobe gen --port lab:tx --rx lab:rx …`, `strobe analyze`, examples/.");
+    print_latency(&s, &report, None);
+    println!("\nNext: `strobe lab up`, `strobe gen --port lab:tx --rx lab:rx …`, `strobe reflect`, `strobe calibrate`, `strobe analyze`, examples/.");
     Ok(())
 }

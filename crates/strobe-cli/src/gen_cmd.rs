@@ -2,15 +2,17 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use clap::Args;
+use clap::{Args, Parser};
 use strobe_engine::{run_scenario, ClockSource, LatePolicy, RunOptions};
 use strobe_model::{quick, Resources, Scenario};
 
+use crate::calibrate_cmd::load_calibration;
 use crate::lab_cmd::{lab_failure, resolve_lab_ports};
-use crate::results::{print_summary, to_csv, to_json, Status};
+use crate::latency_out::{self, LatencyOutputs};
+use crate::results::{print_latency, print_summary, to_csv, to_json, Correction, Status};
 use crate::Failure;
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct GenArgs {
     /// Scenario file (TOML, OTG names). Without it, the one-flow options below describe the run.
     scenario: Option<PathBuf>,
@@ -97,6 +99,54 @@ pub struct GenArgs {
     /// Write per-flow results as CSV to FILE.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
+    /// Do not measure latency (frames keep their trailer for loss counting).
+    #[arg(long, help_heading = "Latency")]
+    no_latency: bool,
+    /// Subtract the measurement path's own latency, from a `strobe calibrate` file; results
+    /// show raw and corrected values.
+    #[arg(long, value_name = "FILE", help_heading = "Latency")]
+    calibration: Option<PathBuf>,
+    #[command(flatten)]
+    outputs: LatencyOutputs,
+    /// Latency against load: run once per rate (one-flow options), e.g. 10kpps,50kpps,100kpps.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        help_heading = "Latency"
+    )]
+    rates: Vec<String>,
+    /// Write the sweep (offered and achieved rate, p50, p99, p99.99 per step) as CSV.
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Latency",
+        requires = "rates"
+    )]
+    sweep_csv: Option<PathBuf>,
+    /// Plot the sweep (p50, p99, p99.99 against offered load) as SVG.
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Latency",
+        requires = "rates"
+    )]
+    sweep_svg: Option<PathBuf>,
+}
+
+/// `GenArgs` on their own, for commands that run a generator with arguments they build.
+#[derive(Parser)]
+#[command(no_binary_name = true)]
+struct GenCommandLine {
+    #[command(flatten)]
+    args: GenArgs,
+}
+
+/// Parses `strobe gen` arguments (without the `gen`).
+pub fn parse_gen_args(argv: &[String]) -> Result<GenArgs, Failure> {
+    GenCommandLine::try_parse_from(argv)
+        .map(|c| c.args)
+        .map_err(|e| Failure::BadInput(e.to_string()))
 }
 
 /// Reads files a scenario refers to, relative to the scenario's folder.
@@ -233,10 +283,134 @@ fn load(
 }
 
 pub fn run(args: GenArgs) -> Result<(), Failure> {
+    let correction = args
+        .calibration
+        .as_deref()
+        .map(load_calibration)
+        .transpose()?;
+    if !args.rates.is_empty() {
+        return sweep(&args, correction.as_ref());
+    }
+    let (scenario, report) = execute(&args)?;
+    print_summary(&scenario, &report);
+    print_latency(&scenario, &report, correction.as_ref());
+    latency_out::write_outputs(&args.outputs, &scenario, &report, correction.as_ref())?;
+    if let Some(path) = &args.json {
+        let value = to_json(&scenario, &report, correction.as_ref());
+        let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+        std::fs::write(path, text)
+            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
+    }
+    if let Some(path) = &args.csv {
+        std::fs::write(path, to_csv(&scenario, &report))
+            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// `--rates`: one run per rate, then latency against load.
+fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure> {
+    if args.scenario.is_some() {
+        return Err(Failure::BadInput(
+            "--rates sweeps the one-flow options' --rate; for a scenario file, run it once per rate".into(),
+        ));
+    }
+    if args.outputs.latency_html.is_some()
+        || args.outputs.latency_csv.is_some()
+        || args.csv.is_some()
+    {
+        return Err(Failure::BadInput(
+            "with --rates, write results with --json, --hdr-log, --sweep-csv and --sweep-svg"
+                .into(),
+        ));
+    }
+    let mut runs = Vec::new();
+    for rate in &args.rates {
+        let step = GenArgs {
+            rate: rate.clone(),
+            ..args.clone()
+        };
+        println!("== offered load {rate}");
+        let (scenario, report) = execute(&step)?;
+        print_latency(&scenario, &report, correction);
+        let stopped = report.ports.iter().any(|p| p.stopped_early);
+        runs.push((rate.clone(), scenario, report));
+        if stopped && interrupted()?.load(Ordering::Relaxed) {
+            eprintln!("interrupted: the sweep ends here");
+            break;
+        }
+    }
+    let mut points = Vec::new();
+    println!("latency against load (raw values):");
+    println!(
+        "  {:>12} {:>14} {:>14} {:>10} {:>10} {:>10}",
+        "rate", "offered pps", "received pps", "p50 µs", "p99 µs", "p99.99 µs"
+    );
+    for (rate, scenario, report) in &runs {
+        match latency_out::load_point(scenario, report) {
+            Some(p) => {
+                println!(
+                    "  {rate:>12} {:>14.0} {:>14.0} {:>10.3} {:>10.3} {:>10.3}",
+                    p.offered_pps,
+                    p.achieved_pps,
+                    p.p50_ns / 1e3,
+                    p.p99_ns / 1e3,
+                    p.p9999_ns / 1e3
+                );
+                points.push(p);
+            }
+            None => println!("  {rate:>12}  (nothing received: no latency)"),
+        }
+    }
+    latency_out::write_sweep(
+        &points,
+        args.sweep_csv.as_deref(),
+        args.sweep_svg.as_deref(),
+    )?;
+    if let Some(path) = &args.outputs.hdr_log {
+        let intervals = runs
+            .iter()
+            .flat_map(|(rate, s, r)| latency_out::intervals(s, r, &format!("@{rate}")))
+            .collect();
+        latency_out::write_hdr_log(path, intervals)?;
+    }
+    if let Some(path) = &args.json {
+        let steps: Vec<_> = runs
+            .iter()
+            .map(|(rate, s, r)| serde_json::json!({"rate": rate, "result": to_json(s, r, correction)}))
+            .collect();
+        let text = serde_json::to_string_pretty(&steps).unwrap_or_default();
+        std::fs::write(path, text)
+            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// The flag Ctrl-C sets, installed once per process (a sweep runs several generators).
+fn interrupted() -> Result<Arc<AtomicBool>, Failure> {
+    static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+    if let Some(flag) = FLAG.get() {
+        return Ok(flag.clone());
+    }
+    let flag = Arc::new(AtomicBool::new(false));
+    let set = flag.clone();
+    // A second Ctrl-C while stopping is ignored: the run is already winding down.
+    ctrlc::set_handler(move || set.store(true, Ordering::Relaxed))
+        .map_err(|e| Failure::Runtime(format!("cannot install the Ctrl-C handler: {e}")))?;
+    Ok(FLAG.get_or_init(|| flag).clone())
+}
+
+/// Runs the generator as `args` say (status line included) and returns what it did.
+pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), Failure> {
     let mut unpaced = args.unpaced;
     let mut time_limit_ns = None;
-    let mut scenario = load(&args, &mut unpaced, &mut time_limit_ns)?;
+    let mut scenario = load(args, &mut unpaced, &mut time_limit_ns)?;
     resolve_lab_ports(&mut scenario, &args.lab)?;
+    if args.no_latency {
+        for f in &mut scenario.flows {
+            f.metrics.latency = None;
+        }
+    }
     for w in &scenario.warnings {
         eprintln!("warning: {w}");
     }
@@ -267,12 +441,9 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
         tx_workers: args.cores,
         ..opts
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        // A second Ctrl-C while stopping is ignored: the run is already winding down.
-        ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
-            .map_err(|e| Failure::Runtime(format!("cannot install the Ctrl-C handler: {e}")))?;
+    let stop = interrupted()?;
+    if stop.load(Ordering::Relaxed) {
+        return Err(Failure::Runtime("interrupted".into()));
     }
     let mut status = Status::new(&scenario, args.verbose, args.quiet);
     let report = run_scenario(&scenario, &opts, stop, 1_000_000_000, &mut |t| {
@@ -286,15 +457,5 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
              flags), so pacing used CLOCK_MONOTONIC: expect coarser gaps than on an invariant TSC"
         );
     }
-    print_summary(&scenario, &report);
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&to_json(&scenario, &report)).unwrap_or_default();
-        std::fs::write(path, text)
-            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
-    }
-    if let Some(path) = &args.csv {
-        std::fs::write(path, to_csv(&scenario, &report))
-            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
-    }
-    Ok(())
+    Ok((scenario, report))
 }

@@ -117,27 +117,45 @@ pub fn resolve_lab_ports(scenario: &mut Scenario, prefix: &str) -> Result<Option
         ))
     })?;
     for port in &mut scenario.ports {
-        let Some(rest) = port.location.strip_prefix("lab:") else {
-            continue;
-        };
-        let (side, backend) = rest.split_once('@').unwrap_or((rest, "afpacket"));
-        let endpoint = match side {
-            "tx" => &lab.tx,
-            "rx" => &lab.rx,
-            other => {
-                return Err(Failure::BadInput(format!(
-                    "port `{}`: unknown lab side `{other}` — accepted: lab:tx, lab:rx, lab:tx@afxdp, lab:rx@afxdp",
-                    port.name
-                )))
-            }
-        };
-        if !matches!(backend, "afpacket" | "afxdp") {
-            return Err(Failure::BadInput(format!(
-                "port `{}`: unknown backend `{backend}` — accepted: afpacket, afxdp",
-                port.name
-            )));
+        if port.location.starts_with("lab:") {
+            port.location = lab_location(&lab, &format!("port `{}`", port.name), &port.location)?;
         }
-        port.location = lab.port(endpoint, backend);
     }
     Ok(Some(lab))
+}
+
+/// The interface a `lab:SIDE[@BACKEND]` location names on `lab`; `what` names the location
+/// in errors.
+fn lab_location(lab: &Lab, what: &str, location: &str) -> Result<String, Failure> {
+    let rest = location.strip_prefix("lab:").unwrap_or(location);
+    let (side, backend) = rest.split_once('@').unwrap_or((rest, "afpacket"));
+    let endpoint = match side {
+        "tx" => &lab.tx,
+        "rx" => &lab.rx,
+        other => {
+            return Err(Failure::BadInput(format!(
+                "{what}: unknown lab side `{other}` — accepted: lab:tx, lab:rx, lab:tx@afxdp, lab:rx@afxdp"
+            )))
+        }
+    };
+    if !matches!(backend, "afpacket" | "afxdp") {
+        return Err(Failure::BadInput(format!(
+            "{what}: unknown backend `{backend}` — accepted: afpacket, afxdp"
+        )));
+    }
+    Ok(lab.port(endpoint, backend))
+}
+
+/// Resolves one port location: `lab:…` names become the lab's interfaces (the lab must be
+/// up), anything else is returned as it is.
+pub fn resolve_lab_location(location: &str, prefix: &str) -> Result<String, Failure> {
+    if !location.starts_with("lab:") {
+        return Ok(location.to_string());
+    }
+    let lab = strobe_lab::status(prefix).map_err(lab_failure)?.ok_or_else(|| {
+        Failure::BadInput(format!(
+            "`{location}` uses the lab, but no lab with prefix `{prefix}` is up: run `strobe lab up` first"
+        ))
+    })?;
+    lab_location(&lab, &format!("`{location}`"), location)
 }

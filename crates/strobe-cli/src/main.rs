@@ -1,9 +1,15 @@
 //! `strobe`: the command-line front end.
 
 mod analyze_cmd;
+mod calc_cmd;
+mod calibrate_cmd;
+mod clocks_cmd;
 mod demo_cmd;
 mod gen_cmd;
 mod lab_cmd;
+mod latency_out;
+mod ports_cmd;
+mod reflect_cmd;
 mod results;
 
 use std::process::ExitCode;
@@ -29,6 +35,16 @@ enum Command {
     /// Generate traces and measure their precision and the engine's cost: a first result
     /// with nothing to set up.
     Demo(demo_cmd::DemoArgs),
+    /// Calculators for the physical ground truth: `calc latency` for a fibre loop.
+    Calc(calc_cmd::CalcArgs),
+    /// Interfaces and their timestamping: software/hardware, PHC, the latency source used.
+    Ports(ports_cmd::PortsArgs),
+    /// System and PTP hardware clocks; `--sync A B` measures B's offset and drift against A.
+    Clocks(clocks_cmd::ClocksArgs),
+    /// Send instrumented frames straight back (addresses swapped) for round-trip latency.
+    Reflect(reflect_cmd::ReflectArgs),
+    /// Measure strobe's own latency over a direct cable and store it for --calibration.
+    Calibrate(calibrate_cmd::CalibrateArgs),
 }
 
 /// Exit codes: 0 success, 1 the run failed, 2 bad input (also clap's usage errors).
@@ -68,6 +84,11 @@ fn main() -> ExitCode {
         Command::Analyze(args) => analyze_cmd::run(args),
         Command::Lab(args) => lab_cmd::run(args),
         Command::Demo(args) => demo_cmd::run_demo(args),
+        Command::Calc(args) => calc_cmd::run(args),
+        Command::Ports(args) => ports_cmd::run(args),
+        Command::Clocks(args) => clocks_cmd::run(args),
+        Command::Reflect(args) => reflect_cmd::run(args),
+        Command::Calibrate(args) => calibrate_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,6 +5,8 @@ use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
+use strobe_analyze::latency::{self, LatencyStats};
+use strobe_engine::latency::FlowLatency;
 use strobe_engine::live::FlowSnapshot;
 use strobe_engine::{ClockSource, RunReport, Tick};
 use strobe_model::Scenario;
@@ -282,7 +284,11 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
 }
 
 /// Per-flow results as JSON (OTG-style names where OTG has them).
-pub fn to_json(scenario: &Scenario, r: &RunReport) -> serde_json::Value {
+pub fn to_json(
+    scenario: &Scenario,
+    r: &RunReport,
+    correction: Option<&Correction>,
+) -> serde_json::Value {
     let flows: Vec<_> = scenario
         .flows
         .iter()
@@ -309,6 +315,7 @@ pub fn to_json(scenario: &Scenario, r: &RunReport) -> serde_json::Value {
                 "late": rx.map(|x| x.counters.late),
                 "first_rx_ns": rx.and_then(|x| x.counters.first_rx_ns),
                 "last_rx_ns": rx.and_then(|x| x.counters.last_rx_ns),
+                "latency": latency_json(r, f, correction),
             })
         })
         .collect();
@@ -366,7 +373,8 @@ pub fn to_json(scenario: &Scenario, r: &RunReport) -> serde_json::Value {
 /// Per-flow results as CSV, one row per flow.
 pub fn to_csv(scenario: &Scenario, r: &RunReport) -> String {
     let mut out = String::from(
-        "flow,id,tx_port,frames_tx,bytes_tx,frames_rx,bytes_rx,frames_rx_unique,loss,loss_pct,reordered,duplicates,late\n",
+        "flow,id,tx_port,frames_tx,bytes_tx,frames_rx,bytes_rx,frames_rx_unique,loss,loss_pct,reordered,duplicates,late,\
+latency_min_ns,latency_p50_ns,latency_p99_ns,latency_p99_9_ns,latency_p99_99_ns,latency_max_ns,latency_mean_ns,latency_jitter_ns\n",
     );
     for f in &scenario.flows {
         let t = tx_totals(r, f.id);
@@ -374,9 +382,24 @@ pub fn to_csv(scenario: &Scenario, r: &RunReport) -> String {
         let rx = r.rx_flows.get(f.id as usize).and_then(Option::as_ref);
         let cell = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
         let loss = rx.and_then(|x| x.lost);
+        let lat = latency_stats(r, f.id)
+            .map(|(s, l)| {
+                format!(
+                    "{},{},{},{},{},{},{:.1},{:.1}",
+                    s.min_ns,
+                    s.p50_ns,
+                    s.p99_ns,
+                    s.p99_9_ns,
+                    s.p99_99_ns,
+                    s.max_ns,
+                    s.mean_ns,
+                    l.jitter_ns()
+                )
+            })
+            .unwrap_or_else(|| ",,,,,,,".into());
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{lat}",
             csv_field(&f.name),
             f.id,
             csv_field(&f.tx_port),
@@ -403,4 +426,149 @@ fn csv_field(s: &str) -> String {
     } else {
         s.to_string()
     }
+}
+
+/// A calibration in use: the measurement path's own latency, subtracted from every flow's.
+#[derive(Clone, Debug)]
+pub struct Correction {
+    /// Where it came from (a `strobe calibrate` file).
+    pub source: String,
+    pub offset_ns: f64,
+}
+
+/// Which clock stamped a flow's frames on each side, in words.
+pub fn timestamp_sources(r: &RunReport, flow: &strobe_model::FlowSpec) -> (String, String) {
+    let tx = match r.ports.iter().find(|p| p.name == flow.tx_port || p.name.starts_with(&format!("{}#", flow.tx_port))) {
+        Some(p) if p.scheduled_time => "scheduled departure time (trace)".to_string(),
+        Some(_) => format!(
+            "user space: CLOCK_REALTIME (clocksource {}) read just before the hand-over to the backend",
+            strobe_engine::clock::kernel_clocksource()
+        ),
+        None => "none".to_string(),
+    };
+    let mut rx: Vec<&str> = r
+        .rx_ports
+        .iter()
+        .filter(|p| flow.rx_ports.contains(&p.name))
+        .map(|p| match p.timestamps {
+            "kernel" => "kernel software receive timestamp (CLOCK_REALTIME)",
+            "user" => "user space: CLOCK_REALTIME right after taking the frame off the ring",
+            _ => "none",
+        })
+        .collect();
+    rx.dedup();
+    (
+        tx,
+        if rx.is_empty() {
+            "none".into()
+        } else {
+            rx.join("; ")
+        },
+    )
+}
+
+fn latency_stats(r: &RunReport, id: u16) -> Option<(LatencyStats, &FlowLatency)> {
+    let l = r.rx_flows.get(id as usize)?.as_ref()?.latency.as_ref()?;
+    Some((LatencyStats::from_histogram(l.histogram())?, l))
+}
+
+fn us(ns: f64) -> String {
+    format!("{:.3}", ns / 1e3)
+}
+
+fn latency_row(name: &str, s: &LatencyStats, jitter_ns: Option<f64>) -> String {
+    let mut line = format!("  {name:<20} {:>10}", s.count);
+    for (label, v) in s.rows() {
+        let q = latency::PERCENTILES
+            .iter()
+            .find(|(l, _)| *l == label)
+            .map(|&(_, q)| q);
+        if q.is_some_and(|q| !s.resolves(q)) {
+            let _ = write!(line, " {:>9}", "-");
+        } else {
+            let _ = write!(line, " {:>9}", us(v));
+        }
+    }
+    let _ = write!(
+        line,
+        " {:>9}",
+        jitter_ns.map(us).unwrap_or_else(|| "-".into())
+    );
+    line
+}
+
+/// The latency table: every instrumented frame's latency per flow, with the timestamp source
+/// of each side, and calibration-corrected values when a calibration is in use.
+pub fn print_latency(scenario: &Scenario, r: &RunReport, correction: Option<&Correction>) {
+    let measured: Vec<_> = scenario
+        .flows
+        .iter()
+        .filter_map(|f| latency_stats(r, f.id).map(|s| (f, s)))
+        .collect();
+    if measured.is_empty() {
+        return;
+    }
+    println!("latency in µs, every instrumented frame (no sampling):");
+    let mut header = format!("  {:<20} {:>10}", "flow", "frames");
+    for (label, _) in measured[0].1 .0.rows() {
+        let _ = write!(header, " {label:>9}");
+    }
+    let _ = write!(header, " {:>9}", "jitter");
+    println!("{header}");
+    for (f, (s, l)) in &measured {
+        println!("{}", latency_row(&f.name, s, Some(l.jitter_ns())));
+        if let Some(c) = correction {
+            println!(
+                "{}",
+                latency_row(
+                    &format!("  − {} µs", us(c.offset_ns)),
+                    &s.subtract(c.offset_ns),
+                    None
+                )
+            );
+        }
+        if l.negative() > 0 {
+            println!(
+                "    warning: {} frames arrived before they were sent by the timestamps: the two sides' clocks disagree",
+                l.negative()
+            );
+        }
+    }
+    if let Some(c) = correction {
+        println!(
+            "  (second rows: corrected by the calibration in {}, the measurement path's own median latency)",
+            c.source
+        );
+    }
+    println!("  (\"-\": too few frames to resolve that percentile; jitter: RFC 3550 interarrival jitter)");
+    let mut sources: Vec<(String, String)> = measured
+        .iter()
+        .map(|(f, _)| timestamp_sources(r, f))
+        .collect();
+    sources.dedup();
+    for (tx, rx) in sources {
+        println!("  timestamps: tx {tx}; rx {rx}");
+    }
+}
+
+/// One flow's latency as JSON (null when not measured).
+pub fn latency_json(
+    r: &RunReport,
+    flow: &strobe_model::FlowSpec,
+    correction: Option<&Correction>,
+) -> serde_json::Value {
+    let Some((s, l)) = latency_stats(r, flow.id) else {
+        return serde_json::Value::Null;
+    };
+    let (tx, rx) = timestamp_sources(r, flow);
+    json!({
+        "mode": flow.metrics.latency.map(|m| m.name()),
+        "timestamps": {"tx": tx, "rx": rx},
+        "raw": s,
+        "jitter_ns": l.jitter_ns(),
+        "negative": l.negative(),
+        "clamped": l.clamped(),
+        "corrected": correction.map(|c| s.subtract(c.offset_ns)),
+        "calibration": correction.map(|c| json!({"file": c.source, "offset_ns": c.offset_ns})),
+    })
 }

@@ -257,3 +257,87 @@ fn a_closed_output_pipe_ends_quietly() {
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn latency_option_errors() {
+    let dir = Scratch::new("latency-errors");
+    let run = |args: &[&str]| strobe().args(args).current_dir(&dir.0).output().unwrap();
+    let udp = [
+        "--port",
+        "null",
+        "--udp",
+        "198.18.0.1:1-198.18.1.1:2",
+        "--count",
+        "1",
+    ];
+    std::fs::write(dir.path("cal.json"), r#"{"kind": "something else"}"#).unwrap();
+    bad_input(
+        run(&[&["gen"][..], &udp, &["--calibration", "cal.json"]].concat()),
+        &[
+            "--calibration",
+            "cal.json",
+            "not a strobe calibration",
+            "strobe calibrate",
+        ],
+    );
+    std::fs::write(
+        dir.path("cal.json"),
+        r#"{"kind": "strobe-calibration", "version": 1, "offset_ns": -3}"#,
+    )
+    .unwrap();
+    bad_input(
+        run(&[&["gen"][..], &udp, &["--calibration", "cal.json"]].concat()),
+        &["offset_ns", "non-negative"],
+    );
+    bad_input(
+        run(&[&["gen"][..], &udp, &["--calibration", "missing.json"]].concat()),
+        &["missing.json", "cannot read"],
+    );
+    std::fs::write(dir.path("s.toml"), GOOD_STACK).unwrap();
+    bad_input(
+        run(&["gen", "s.toml", "--rates", "1kpps,2kpps"]),
+        &["--rates", "one-flow"],
+    );
+    bad_input(
+        run(&[
+            &["gen"][..],
+            &udp,
+            &["--rates", "1kpps", "--latency-html", "x.html"],
+        ]
+        .concat()),
+        &["--rates", "--hdr-log"],
+    );
+    bad_input(
+        run(&["reflect", "bogus:x", "--duration", "1s"]),
+        &["bogus:x", "accepted forms"],
+    );
+    bad_input(run(&["reflect", "null"]), &["null", "cannot receive"]);
+    bad_input(
+        run(&["reflect", "lab:rx", "--lab", "nosuchlab"]),
+        &["nosuchlab", "strobe lab up"],
+    );
+}
+
+#[test]
+fn a_sweep_without_receiver_runs_every_rate() {
+    // No receive port: nothing to measure, but each step runs and the sweep says so.
+    let dir = Scratch::new("sweep-null");
+    let out = strobe()
+        .args([
+            "gen",
+            "--port",
+            "null",
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+        ])
+        .args(["--count", "100", "--rates", "10kpps,20kpps", "-q"])
+        .current_dir(&dir.0)
+        .output()
+        .unwrap();
+    let text = ok(out);
+    assert_eq!(text.matches("== offered load").count(), 2, "{text}");
+    assert!(
+        text.contains("20kpps  (nothing received: no latency)"),
+        "{text}"
+    );
+}

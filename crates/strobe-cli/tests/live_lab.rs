@@ -6,60 +6,10 @@
 //! - frames checked at the sink by an independent capture (tcpdump) and decoder (tshark).
 
 mod common;
+use common::lab::{Capture, TestLab};
 use common::*;
 
-use std::process::{Child, Command, Stdio};
-
-/// A lab that is removed when the test ends.
-struct TestLab {
-    prefix: String,
-}
-
-impl TestLab {
-    fn up(tag: &str, dut: &str) -> TestLab {
-        // Short: interface and namespace names derive from it.
-        let prefix = format!("t{}{tag}", std::process::id() % 100_000);
-        let lab = TestLab { prefix };
-        ok(strobe()
-            .args(["lab", "up", "--prefix", &lab.prefix, "--dut", dut])
-            .output()
-            .unwrap());
-        lab
-    }
-
-    fn ns(&self, side: &str) -> String {
-        format!("{}-{side}", self.prefix)
-    }
-
-    /// `strobe gen` on this lab, tx -> rx, with a JSON report.
-    fn gen(&self, dir: &Scratch, extra: &[&str]) -> serde_json::Value {
-        let json = dir.path(&format!("{}.json", self.prefix));
-        ok(strobe()
-            .args([
-                "gen",
-                "--lab",
-                &self.prefix,
-                "--port",
-                "lab:tx",
-                "--rx",
-                "lab:rx",
-                "--quiet",
-            ])
-            .args(["--udp", "198.18.0.1:1000-198.18.1.1:2000", "--json", &json])
-            .args(extra)
-            .output()
-            .unwrap());
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
-    }
-}
-
-impl Drop for TestLab {
-    fn drop(&mut self) {
-        let _ = strobe()
-            .args(["lab", "down", "--prefix", &self.prefix])
-            .output();
-    }
-}
+use std::process::Command;
 
 fn flow(report: &serde_json::Value) -> &serde_json::Value {
     &report["flows"][0]
@@ -192,45 +142,6 @@ fn loss_is_counted_exactly_when_the_dut_drops_every_1000th_frame() {
         "every 1000th of 100 000 frames dropped: {f}"
     );
     assert_eq!(f["frames_rx"], 99_900);
-}
-
-/// tcpdump in a namespace, writing a pcap until stopped by PID.
-struct Capture {
-    child: Child,
-}
-
-impl Capture {
-    fn start(netns: &str, iface: &str, file: &str) -> Capture {
-        let mut child = Command::new("ip")
-            .args([
-                "netns", "exec", netns, "tcpdump", "-i", iface, "-nn", "-U", "-w", file,
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("tcpdump (apt-get install tcpdump)");
-        // Wait until it listens (its stderr says so), then keep draining stderr.
-        use std::io::BufRead;
-        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-        let mut seen = String::new();
-        while !seen.contains("listening") {
-            let mut line = String::new();
-            if err.read_line(&mut line).unwrap_or(0) == 0 {
-                panic!("tcpdump did not start: {seen}");
-            }
-            seen.push_str(&line);
-        }
-        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-        Capture { child }
-    }
-}
-
-impl Drop for Capture {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on the PID of the child this test started.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
-        let _ = self.child.wait();
-    }
 }
 
 #[test]

@@ -6,8 +6,10 @@
 //!   TSC ([`clock`]), flows merged by deadline.
 pub mod clock;
 pub mod generator;
+pub mod latency;
 pub mod live;
 pub mod pin;
+pub mod reflect;
 pub mod rx;
 pub mod rx_worker;
 pub mod split;
@@ -220,7 +222,12 @@ pub fn run_scenario(
             port: port.name.clone(),
             source,
         })?;
-        rx_jobs.push((port.name.clone(), receiver, RxTracker::new(ids)));
+        let mut tracker = RxTracker::new(ids);
+        for (id, &p) in parent.iter().enumerate() {
+            let on = scenario.flows[p as usize].metrics.latency.is_some();
+            tracker.set_latency(id as u16, on);
+        }
+        rx_jobs.push((port.name.clone(), receiver, tracker));
     }
 
     let pins = if opts.pin {
@@ -348,13 +355,13 @@ pub fn run_scenario(
                 flow_id: f.id,
                 counters: Default::default(),
                 lost: Some(0),
+                latency: None,
             })
         })
         .collect();
     for r in merged.report(Some(&sent)) {
         if let Some(Some(total)) = rx_flows.get_mut(parent[r.flow_id as usize] as usize) {
-            total.counters.add(&r.counters);
-            total.lost = Some(total.lost.unwrap_or(0) + r.lost.unwrap_or(0));
+            total.add(&r);
         }
     }
     Ok(RunReport {

@@ -17,6 +17,8 @@
 
 use strobe_wire::trailer::{Trailer, LEN as TRAILER_LEN};
 
+use crate::latency::FlowLatency;
+
 /// How many sequence numbers below the highest seen are checked exactly for duplicates.
 pub const WINDOW: u64 = 4096;
 const WORDS: usize = (WINDOW / 64) as usize;
@@ -60,6 +62,9 @@ struct FlowRx {
     /// Bit i of the window: sequence number max_seq - i was seen.
     seen: [u64; WORDS],
     finalised: bool,
+    /// Allocated at the flow's first timestamped frame when latency is measured.
+    latency: Option<Box<FlowLatency>>,
+    measure_latency: bool,
 }
 
 impl FlowRx {
@@ -68,6 +73,8 @@ impl FlowRx {
             counters: FlowRxCounters::default(),
             seen: [0; WORDS],
             finalised: false,
+            latency: None,
+            measure_latency: true,
         }
     }
 
@@ -116,7 +123,7 @@ impl FlowRx {
             .unwrap_or(base | seq as u64)
     }
 
-    fn on_frame(&mut self, seq: u32, len: u32, rx_ns: Option<u64>) {
+    fn on_frame(&mut self, seq: u32, len: u32, tx_ns: u64, rx_ns: Option<u64>) {
         let c = &mut self.counters;
         c.frames += 1;
         c.bytes += len as u64;
@@ -127,6 +134,12 @@ impl FlowRx {
         if self.finalised {
             c.late += 1;
             return;
+        }
+        // A zero transmit time marks frames written in scheduled time (traces), not stamped.
+        if let (true, Some(rx), true) = (self.measure_latency, rx_ns, tx_ns != 0) {
+            self.latency
+                .get_or_insert_with(Default::default)
+                .record(tx_ns, rx);
         }
         let seq = self.extend(seq);
         match self.counters.max_seq {
@@ -189,12 +202,30 @@ pub struct RxTracker {
 }
 
 /// A flow's receive results, with loss once the number sent is known.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct FlowRxReport {
     pub flow_id: u16,
     pub counters: FlowRxCounters,
     /// Frames sent minus unique frames received (None when the number sent is unknown).
     pub lost: Option<u64>,
+    /// Latency of every timestamped frame (None when not measured or nothing arrived).
+    pub latency: Option<FlowLatency>,
+}
+
+impl FlowRxReport {
+    /// Adds another part of the same flow (a sub-flow, or another receive port's view).
+    pub fn add(&mut self, other: &FlowRxReport) {
+        self.counters.add(&other.counters);
+        self.lost = match (self.lost, other.lost) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        if let Some(theirs) = &other.latency {
+            self.latency
+                .get_or_insert_with(Default::default)
+                .add(theirs);
+        }
+    }
 }
 
 impl RxTracker {
@@ -224,8 +255,21 @@ impl RxTracker {
             self.other.unknown_flow += 1;
             return RxClass::UnknownFlow;
         };
-        flow.on_frame(t.seq, data.len() as u32, rx_ns);
+        flow.on_frame(t.seq, data.len() as u32, t.tx_ns, rx_ns);
         RxClass::Flow(t)
+    }
+
+    /// Turns latency measurement of one flow on or off (on by default).
+    pub fn set_latency(&mut self, flow_id: u16, on: bool) {
+        if let Some(f) = self.flows.get_mut(flow_id as usize) {
+            f.measure_latency = on;
+        }
+    }
+
+    pub fn latency(&self, flow_id: u16) -> Option<&FlowLatency> {
+        self.flows
+            .get(flow_id as usize)
+            .and_then(|f| f.latency.as_deref())
     }
 
     /// Ends the run for every flow: frames that arrive from now on count as late.
@@ -254,6 +298,7 @@ impl RxTracker {
                 lost: sent
                     .and_then(|s| s.get(i))
                     .map(|&tx| tx.saturating_sub(f.counters.unique)),
+                latency: f.latency.as_deref().cloned(),
             })
             .collect()
     }
@@ -263,6 +308,9 @@ impl RxTracker {
     pub fn absorb(&mut self, other: &RxTracker) {
         for (mine, theirs) in self.flows.iter_mut().zip(&other.flows) {
             mine.counters.add(&theirs.counters);
+            if let Some(l) = &theirs.latency {
+                mine.latency.get_or_insert_with(Default::default).add(l);
+            }
         }
         self.other.not_instrumented += other.other.not_instrumented;
         self.other.unknown_flow += other.other.unknown_flow;
@@ -275,16 +323,52 @@ mod tests {
     use super::*;
 
     fn frame(flow_id: u16, seq: u32) -> Vec<u8> {
+        stamped(flow_id, seq, 7)
+    }
+
+    fn stamped(flow_id: u16, seq: u32, tx_ns: u64) -> Vec<u8> {
         let mut f = vec![0xAB; 60];
         let at = f.len() - TRAILER_LEN;
         let dst: &mut [u8; TRAILER_LEN] = (&mut f[at..]).try_into().unwrap();
         Trailer {
             flow_id,
             seq,
-            tx_ns: 7,
+            tx_ns,
         }
         .write(dst);
         f
+    }
+
+    #[test]
+    fn latency_is_rx_minus_trailer_timestamp_per_flow() {
+        let mut t = RxTracker::new(3);
+        t.set_latency(2, false);
+        for seq in 0..100u32 {
+            let tx = 1_000_000 + seq as u64 * 10_000;
+            for (flow, delay) in [(0u16, 4_000u64), (1, 20_000), (2, 1)] {
+                let f = stamped(flow, seq, tx);
+                t.on_frame(&f, 60, Some(tx + delay + seq as u64));
+            }
+        }
+        // Frames without a receive timestamp, or in scheduled time (tx 0), are not measured.
+        t.on_frame(&stamped(0, 100, 5), 60, None);
+        t.on_frame(&stamped(0, 101, 0), 60, Some(9));
+        let l0 = t.latency(0).unwrap().histogram();
+        assert_eq!((l0.len(), l0.min()), (100, 4_000));
+        assert!(l0.equivalent(l0.max(), 4_099));
+        assert_eq!(t.latency(1).unwrap().histogram().min(), 20_000);
+        assert!(t.latency(2).is_none());
+        // Merging two workers adds the histograms; reports carry them.
+        let mut merged = RxTracker::new(3);
+        merged.absorb(&t);
+        merged.absorb(&t);
+        let r = merged.report(None);
+        assert_eq!(r[0].latency.as_ref().unwrap().histogram().len(), 200);
+        assert!(r[2].latency.is_none());
+        // Frames after finalise count as late and stay out of the distribution.
+        t.finalise();
+        t.on_frame(&stamped(1, 200, 1), 60, Some(1_000_000_000));
+        assert_eq!(t.latency(1).unwrap().histogram().len(), 100);
     }
 
     fn feed(t: &mut RxTracker, seqs: &[u32]) {
@@ -377,10 +461,10 @@ mod tests {
     fn window_slides_by_any_amount() {
         for gap in [1u64, 63, 64, 65, 127, 128, 1000, 4095, 4096, 5000] {
             let mut f = FlowRx::new();
-            f.on_frame(0, 60, None);
-            f.on_frame(gap as u32, 60, None);
+            f.on_frame(0, 60, 0, None);
+            f.on_frame(gap as u32, 60, 0, None);
             // Old frame 0 is still known (if inside the window) so it counts as duplicate.
-            f.on_frame(0, 60, None);
+            f.on_frame(0, 60, 0, None);
             let c = &f.counters;
             if gap < WINDOW {
                 assert_eq!((c.duplicates, c.late), (1, 0), "gap {gap}");

@@ -121,7 +121,15 @@ impl Default for IdlePolicy {
 }
 
 impl IdlePolicy {
-    fn back_off(&self, idle_polls: u32) {
+    /// Spin forever: the lowest latency, at the cost of a whole core.
+    pub fn busy() -> Self {
+        IdlePolicy {
+            spin_polls: u32::MAX,
+            ..IdlePolicy::default()
+        }
+    }
+
+    pub(crate) fn back_off(&self, idle_polls: u32) {
         if idle_polls <= self.spin_polls {
             std::hint::spin_loop();
         } else if idle_polls <= self.spin_polls + self.yield_polls {

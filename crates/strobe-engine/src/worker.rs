@@ -475,11 +475,12 @@ pub fn run_port<B: Backend>(
                 for (slot, &d) in slots.iter_mut().zip(&plan.deadlines[done..]) {
                     slot.scheduled_ns = d + shift_ns;
                 }
-                // Frames of one batch are handed over together: one reading, taken last.
+                // Frames of one batch are handed over together: one reading, taken last
+                // before the frames are written and handed to the backend.
                 let tx_time = if scheduled_time {
                     TxTime::Scheduled
                 } else {
-                    TxTime::Same(clock.realtime_ns(clock.now_ticks()))
+                    TxTime::Same(clock.realtime_now_ns())
                 };
                 plan.write(done, slots, states, tx_time, holds, scratch);
             })?;

@@ -1,11 +1,12 @@
-//! AF_PACKET backend: a TPACKET_V2 transmit ring and a TPACKET_V3 receive ring on one Linux
-//! interface, opened inside a named network namespace when asked.
+//! AF_PACKET backend: a TPACKET_V2 transmit ring and a receive ring on one Linux interface,
+//! opened inside a named network namespace when asked. The receive ring is TPACKET_V3
+//! (blocks, for throughput) or TPACKET_V2 (one slot per frame, for latency; see [`RxRing`]).
 //!
-//! Both rings live in memory shared with the kernel. Ownership of a TX frame or an RX block
-//! passes back and forth through its status word, so every status access is an atomic load
-//! (Acquire: the other side's writes to the frame are visible after it) or store (Release: our
-//! writes are visible before the kernel sees the new status). Everything else in a frame or a
-//! block is only touched by the side that currently owns it.
+//! The rings live in memory shared with the kernel. Ownership of a TX frame, an RX block or
+//! an RX frame passes back and forth through its status word, so every status access is an
+//! atomic load (Acquire: the other side's writes to the frame are visible after it) or store
+//! (Release: our writes are visible before the kernel sees the new status). Everything else
+//! in a frame or a block is only touched by the side that currently owns it.
 
 use std::fmt;
 use std::io;
@@ -15,6 +16,11 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+mod frames;
+#[cfg(test)]
+mod live_tests;
+
+use self::frames::{FrameGeometry, FrameRing};
 use crate::netns::in_netns;
 use crate::{
     Backend, BackendStats, IoError, Receiver, RxDrops, RxFrame, RxTimestamp, TimeBase, TxBatch,
@@ -33,12 +39,14 @@ pub struct AfPacketOptions {
     /// Hand frames straight to the driver instead of through the qdisc. Faster, but packet
     /// taps (tcpdump) on the sending interface no longer see the frames; the peer still does.
     pub qdisc_bypass: bool,
+    /// How the RX ring hands frames over: in blocks (throughput) or one by one (latency).
+    pub rx_ring: RxRing,
     /// RX ring block size in bytes, a multiple of the page size. A frame must fit in a block.
     pub rx_block_size: usize,
     /// RX ring blocks; the ring holds `rx_block_size * rx_blocks` bytes of frames.
     pub rx_blocks: usize,
-    /// The kernel hands a partly filled RX block over after this long (ms); 0 lets the
-    /// kernel derive it from the link speed.
+    /// [`RxRing::Blocks`] only: the kernel hands a partly filled RX block over after this
+    /// long (ms); 0 lets the kernel derive it from the link speed.
     pub rx_block_timeout_ms: u32,
     /// Receive frames addressed to any MAC (PACKET_MR_PROMISC membership, undone on close).
     pub promiscuous: bool,
@@ -50,12 +58,28 @@ impl Default for AfPacketOptions {
             ring_frames: 1024,
             frame_size: 2048,
             qdisc_bypass: true,
+            rx_ring: RxRing::Blocks,
             rx_block_size: 512 << 10,
             rx_blocks: 64,
             rx_block_timeout_ms: 2,
             promiscuous: true,
         }
     }
+}
+
+/// The layout of an AF_PACKET receive ring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxRing {
+    /// TPACKET_V3: frames of any length packed into blocks; the kernel hands a block over
+    /// when it is full or after `rx_block_timeout_ms`. Fewest hand-overs per frame, but a lone
+    /// frame waits for the timeout: right for counting and one-way latency (the kernel
+    /// timestamps each frame on arrival), wrong for anything that answers frames.
+    #[default]
+    Blocks,
+    /// TPACKET_V2: one fixed slot per frame (sized for the interface MTU; longer frames are
+    /// truncated) with its own status word, so each frame is ours the moment the kernel has
+    /// written it. For a reflector, whose round trip includes the hand-over.
+    Frames,
 }
 
 /// Smallest TX frame slot: a 1514-byte frame plus the ring header, rounded to a power of two.
@@ -669,21 +693,34 @@ impl Backend for AfPacketTx {
     }
 }
 
-/// Receive queue of one interface through a TPACKET_V3 (block-based) PACKET_RX_RING.
+/// Receive queue of one interface through a PACKET_RX_RING: TPACKET_V3 blocks or TPACKET_V2
+/// frames, as [`AfPacketOptions::rx_ring`] chose.
 pub struct AfPacketRx {
     // Declared before `fd` so the ring is unmapped before the socket closes.
     ring: Mapping,
     fd: OwnedFd,
     port: PortName,
+    layout: RxLayout,
+    promiscuous: bool,
+    drops: RxDrops,
+}
+
+/// The ring's layout and where reading stands in it.
+enum RxLayout {
+    Blocks(BlockRing),
+    Frames(FrameRing),
+}
+
+/// Reading state of a TPACKET_V3 ring.
+struct BlockRing {
     block_size: usize,
     block_count: usize,
-    promiscuous: bool,
     /// Block being read, or waited for.
     block: usize,
     /// Where we are inside `block` when it is ours and partly delivered.
     cursor: Option<BlockCursor>,
-    drops: RxDrops,
-    malformed_blocks: u64,
+    /// Blocks whose headers pointed outside the block.
+    malformed: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -704,17 +741,21 @@ const BLOCK_FIRST_PKT: usize = offset_of!(libc::tpacket_block_desc, hdr)
 const BLOCK_HEADER_LEN: usize = size_of::<libc::tpacket_block_desc>();
 const FRAME_HEADER_LEN: usize = size_of::<libc::tpacket3_hdr>();
 
-/// A ring block or frame header that points outside its block.
+/// A ring block or frame header that points outside its block or slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Malformed;
 
 fn read_u32(block: &[u8], offset: usize) -> Result<u32, Malformed> {
-    let bytes = block.get(offset..offset + 4).ok_or(Malformed)?;
+    let bytes = block
+        .get(offset..offset.checked_add(4).ok_or(Malformed)?)
+        .ok_or(Malformed)?;
     Ok(u32::from_ne_bytes(bytes.try_into().map_err(|_| Malformed)?))
 }
 
 fn read_u16(block: &[u8], offset: usize) -> Result<u16, Malformed> {
-    let bytes = block.get(offset..offset + 2).ok_or(Malformed)?;
+    let bytes = block
+        .get(offset..offset.checked_add(2).ok_or(Malformed)?)
+        .ok_or(Malformed)?;
     Ok(u16::from_ne_bytes(bytes.try_into().map_err(|_| Malformed)?))
 }
 
@@ -765,6 +806,99 @@ fn frame_at(block: &[u8], at: usize) -> Result<FrameInBlock, Malformed> {
     })
 }
 
+impl BlockRing {
+    fn status<'r>(&self, ring: &'r Mapping) -> &'r AtomicU32 {
+        // SAFETY: blocks are page-aligned and the status word lies inside the block header.
+        unsafe { ring.status(self.block * self.block_size + BLOCK_STATUS) }
+    }
+
+    /// The current block's bytes. Only valid while the block is ours (status USER): callers
+    /// stop using the slice before `release`.
+    fn bytes<'r>(&self, ring: &'r Mapping) -> &'r [u8] {
+        // SAFETY: the block lies inside the ring; while its status is TP_STATUS_USER the
+        // kernel does not write it.
+        unsafe {
+            std::slice::from_raw_parts(
+                ring.base.as_ptr().add(self.block * self.block_size),
+                self.block_size,
+            )
+        }
+    }
+
+    /// Gives the current block back to the kernel and moves to the next.
+    fn release(&mut self, ring: &Mapping) {
+        self.cursor = None;
+        self.status(ring)
+            .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+        self.block += 1;
+        if self.block == self.block_count {
+            self.block = 0;
+        }
+    }
+
+    fn poll<F>(&mut self, ring: &Mapping, max: usize, each: &mut F) -> usize
+    where
+        F: FnMut(&RxFrame<'_>),
+    {
+        let mut delivered = 0;
+        while delivered < max {
+            let mut cursor = match self.cursor {
+                Some(cursor) => cursor,
+                None => {
+                    if self.status(ring).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
+                        break;
+                    }
+                    match open_block(self.bytes(ring)) {
+                        Ok(cursor) => cursor,
+                        Err(Malformed) => {
+                            self.malformed += 1;
+                            self.release(ring);
+                            continue;
+                        }
+                    }
+                }
+            };
+            if cursor.remaining == 0 {
+                self.release(ring);
+                continue;
+            }
+            let block = self.bytes(ring);
+            let frame = match frame_at(block, cursor.next) {
+                Ok(frame) => frame,
+                Err(Malformed) => {
+                    self.malformed += 1;
+                    self.release(ring);
+                    continue;
+                }
+            };
+            each(&RxFrame {
+                data: &block[frame.data_start..frame.data_start + frame.data_len],
+                wire_len: frame.wire_len,
+                timestamp: Some(RxTimestamp::Kernel(frame.timestamp_ns)),
+            });
+            delivered += 1;
+            cursor.remaining -= 1;
+            if cursor.remaining == 0 {
+                self.release(ring);
+            } else if frame.next_offset == 0 {
+                // More frames announced but no link to them.
+                self.malformed += 1;
+                self.release(ring);
+            } else {
+                cursor.next += frame.next_offset;
+                self.cursor = Some(cursor);
+            }
+        }
+        delivered
+    }
+}
+
+/// The PACKET_RX_RING request of either ring version.
+enum RingRequest {
+    V3(libc::tpacket_req3),
+    V2(libc::tpacket_req),
+}
+
 impl AfPacketRx {
     /// Opens an RX ring on `iface` (inside network namespace `netns`, None = the current one).
     /// Frames this host sends on the interface are not received (PACKET_IGNORE_OUTGOING).
@@ -792,27 +926,55 @@ impl AfPacketRx {
             .rx_block_size
             .checked_mul(opts.rx_blocks)
             .ok_or_else(too_big)?;
-        let frames_per_block = opts.rx_block_size / RX_NOMINAL_FRAME;
-        let req = libc::tpacket_req3 {
-            tp_block_size: u32::try_from(opts.rx_block_size).map_err(|_| too_big())?,
-            tp_block_nr: u32::try_from(opts.rx_blocks).map_err(|_| too_big())?,
-            tp_frame_size: RX_NOMINAL_FRAME as u32,
-            tp_frame_nr: u32::try_from(frames_per_block * opts.rx_blocks).map_err(|_| too_big())?,
-            tp_retire_blk_tov: opts.rx_block_timeout_ms,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
-        };
 
-        let (fd, ring) = in_netns(netns, || {
+        let (fd, ring, layout) = in_netns(netns, || {
             let fd = packet_socket(&port)?;
             let ifindex = interface_index(&fd, &port)?;
+            let (request, layout) = match opts.rx_ring {
+                RxRing::Blocks => {
+                    let frames_per_block = opts.rx_block_size / RX_NOMINAL_FRAME;
+                    let request = libc::tpacket_req3 {
+                        tp_block_size: u32::try_from(opts.rx_block_size).map_err(|_| too_big())?,
+                        tp_block_nr: u32::try_from(opts.rx_blocks).map_err(|_| too_big())?,
+                        tp_frame_size: RX_NOMINAL_FRAME as u32,
+                        tp_frame_nr: u32::try_from(frames_per_block * opts.rx_blocks)
+                            .map_err(|_| too_big())?,
+                        tp_retire_blk_tov: opts.rx_block_timeout_ms,
+                        tp_sizeof_priv: 0,
+                        tp_feature_req_word: 0,
+                    };
+                    let blocks = BlockRing {
+                        block_size: opts.rx_block_size,
+                        block_count: opts.rx_blocks,
+                        block: 0,
+                        cursor: None,
+                        malformed: 0,
+                    };
+                    (RingRequest::V3(request), RxLayout::Blocks(blocks))
+                }
+                RxRing::Frames => {
+                    // Slots are sized for the interface, so nothing the link carries is cut.
+                    let mtu = interface_mtu(&fd, &port)?;
+                    let geometry = FrameGeometry::for_mtu(mtu, opts.rx_block_size, opts.rx_blocks)
+                        .map_err(|why| IoError::Other(format!("AF_PACKET on `{port}`: {why}")))?;
+                    let request = geometry.request().ok_or_else(too_big)?;
+                    (
+                        RingRequest::V2(request),
+                        RxLayout::Frames(FrameRing::new(geometry)),
+                    )
+                }
+            };
+            let version = match request {
+                RingRequest::V3(_) => libc::tpacket_versions::TPACKET_V3,
+                RingRequest::V2(_) => libc::tpacket_versions::TPACKET_V2,
+            };
             set_int_option(
                 &fd,
                 &port,
                 libc::SOL_PACKET,
                 libc::PACKET_VERSION,
                 "PACKET_VERSION",
-                libc::tpacket_versions::TPACKET_V3 as libc::c_int,
+                version as libc::c_int,
             )?;
             set_int_option(
                 &fd,
@@ -832,7 +994,15 @@ impl AfPacketRx {
                 "SO_TIMESTAMPNS",
                 1,
             )?;
-            set_option(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req).map_err(|e| {
+            match &request {
+                RingRequest::V3(req) => {
+                    set_option(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, req)
+                }
+                RingRequest::V2(req) => {
+                    set_option(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, req)
+                }
+            }
+            .map_err(|e| {
                 let mut err = port.error("setsockopt(PACKET_RX_RING)", e);
                 if let IoError::Other(msg) = &mut err {
                     msg.push_str(&format!(
@@ -859,67 +1029,100 @@ impl AfPacketRx {
                 )
                 .map_err(|e| port.error("setsockopt(PACKET_ADD_MEMBERSHIP, promiscuous)", e))?;
             }
-            Ok((fd, ring))
+            Ok((fd, ring, layout))
         })?;
 
         Ok(AfPacketRx {
             ring,
             fd,
             port,
-            block_size: opts.rx_block_size,
-            block_count: opts.rx_blocks,
+            layout,
             promiscuous: opts.promiscuous,
-            block: 0,
-            cursor: None,
             drops: RxDrops::default(),
-            malformed_blocks: 0,
         })
     }
 
-    /// Blocks whose headers pointed outside the block; their remaining frames were skipped.
+    /// Which ring this receiver reads.
+    pub fn ring_kind(&self) -> RxRing {
+        match self.layout {
+            RxLayout::Blocks(_) => RxRing::Blocks,
+            RxLayout::Frames(_) => RxRing::Frames,
+        }
+    }
+
+    /// [`RxRing::Blocks`]: blocks whose headers pointed outside the block; their remaining
+    /// frames were skipped. Always 0 for a frame ring.
     pub fn malformed_blocks(&self) -> u64 {
-        self.malformed_blocks
-    }
-
-    fn block_status(&self) -> &AtomicU32 {
-        // SAFETY: blocks are page-aligned and the status word lies inside the block header.
-        unsafe {
-            self.ring
-                .status(self.block * self.block_size + BLOCK_STATUS)
+        match &self.layout {
+            RxLayout::Blocks(blocks) => blocks.malformed,
+            RxLayout::Frames(_) => 0,
         }
     }
 
-    /// The current block's bytes. Only valid while the block is ours (status USER).
-    fn block_bytes(&self) -> &[u8] {
-        // SAFETY: the block lies inside the ring; while its status is TP_STATUS_USER the
-        // kernel does not write it, and callers drop the slice before returning the block.
-        unsafe {
-            std::slice::from_raw_parts(
-                self.ring.base.as_ptr().add(self.block * self.block_size),
-                self.block_size,
-            )
+    /// [`RxRing::Frames`]: frames whose headers pointed outside their slot; they were
+    /// skipped. Always 0 for a block ring.
+    pub fn malformed_frames(&self) -> u64 {
+        match &self.layout {
+            RxLayout::Blocks(_) => 0,
+            RxLayout::Frames(frames) => frames.malformed(),
         }
     }
 
-    /// Gives the current block back to the kernel and moves to the next.
-    fn release_block(&mut self) {
-        self.cursor = None;
-        self.block_status()
-            .store(libc::TP_STATUS_KERNEL, Ordering::Release);
-        self.block += 1;
-        if self.block == self.block_count {
-            self.block = 0;
+    /// The kernel's count of frames dropped since the last read (it resets on each read).
+    fn read_kernel_drops(&self) -> Result<u32, IoError> {
+        /// Reads PACKET_STATISTICS into `stats`, whose layout depends on the ring version.
+        fn read<T>(fd: &OwnedFd, stats: &mut T) -> io::Result<()> {
+            let mut len = size_of::<T>() as libc::socklen_t;
+            // SAFETY: `stats` and `len` are valid for writes and `len` is the size of `stats`.
+            let rc = unsafe {
+                libc::getsockopt(
+                    fd.as_raw_fd(),
+                    libc::SOL_PACKET,
+                    libc::PACKET_STATISTICS,
+                    ptr::from_mut(stats).cast(),
+                    &mut len,
+                )
+            };
+            check(rc).map(drop)
         }
+        let dropped = match self.layout {
+            RxLayout::Blocks(_) => {
+                let mut stats = libc::tpacket_stats_v3 {
+                    tp_packets: 0,
+                    tp_drops: 0,
+                    tp_freeze_q_cnt: 0,
+                };
+                read(&self.fd, &mut stats).map(|()| stats.tp_drops)
+            }
+            RxLayout::Frames(_) => {
+                let mut stats = libc::tpacket_stats {
+                    tp_packets: 0,
+                    tp_drops: 0,
+                };
+                read(&self.fd, &mut stats).map(|()| stats.tp_drops)
+            }
+        };
+        dropped.map_err(|e| self.port.error("getsockopt(PACKET_STATISTICS)", e))
     }
 }
 
 impl Receiver for AfPacketRx {
     fn describe(&self) -> String {
+        let ring = match &self.layout {
+            RxLayout::Blocks(blocks) => format!(
+                "TPACKET_V3 RX ring, {} blocks × {} KiB",
+                blocks.block_count,
+                blocks.block_size >> 10
+            ),
+            RxLayout::Frames(frames) => format!(
+                "TPACKET_V2 RX ring, {} frames × {} B, handed over frame by frame",
+                frames.geometry().frame_count(),
+                frames.geometry().frame_size
+            ),
+        };
         format!(
-            "afpacket:{} (TPACKET_V3 RX ring, {} blocks × {} KiB, kernel timestamps{})",
+            "afpacket:{} ({ring}, kernel timestamps{})",
             self.port,
-            self.block_count,
-            self.block_size >> 10,
             if self.promiscuous {
                 ", promiscuous"
             } else {
@@ -932,79 +1135,16 @@ impl Receiver for AfPacketRx {
     where
         F: FnMut(&RxFrame<'_>),
     {
-        let mut delivered = 0;
-        while delivered < max {
-            let mut cursor = match self.cursor {
-                Some(cursor) => cursor,
-                None => {
-                    if self.block_status().load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
-                        break;
-                    }
-                    match open_block(self.block_bytes()) {
-                        Ok(cursor) => cursor,
-                        Err(Malformed) => {
-                            self.malformed_blocks += 1;
-                            self.release_block();
-                            continue;
-                        }
-                    }
-                }
-            };
-            if cursor.remaining == 0 {
-                self.release_block();
-                continue;
-            }
-            let block = self.block_bytes();
-            let frame = match frame_at(block, cursor.next) {
-                Ok(frame) => frame,
-                Err(Malformed) => {
-                    self.malformed_blocks += 1;
-                    self.release_block();
-                    continue;
-                }
-            };
-            each(&RxFrame {
-                data: &block[frame.data_start..frame.data_start + frame.data_len],
-                wire_len: frame.wire_len,
-                timestamp: Some(RxTimestamp::Kernel(frame.timestamp_ns)),
-            });
-            delivered += 1;
-            cursor.remaining -= 1;
-            if cursor.remaining == 0 {
-                self.release_block();
-            } else if frame.next_offset == 0 {
-                // More frames announced but no link to them.
-                self.malformed_blocks += 1;
-                self.release_block();
-            } else {
-                cursor.next += frame.next_offset;
-                self.cursor = Some(cursor);
-            }
-        }
-        Ok(delivered)
+        Ok(match &mut self.layout {
+            RxLayout::Blocks(blocks) => blocks.poll(&self.ring, max, &mut each),
+            RxLayout::Frames(frames) => frames.poll(&self.ring, max, &mut each),
+        })
     }
 
     /// Frames the kernel dropped because the ring was full, accumulated over reads (the
     /// kernel resets its counter on each read).
     fn drops(&mut self) -> Result<RxDrops, IoError> {
-        let mut stats = libc::tpacket_stats_v3 {
-            tp_packets: 0,
-            tp_drops: 0,
-            tp_freeze_q_cnt: 0,
-        };
-        let mut len = size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
-        // SAFETY: `stats` and `len` are valid for writes and `len` is the size of `stats`.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                ptr::from_mut(&mut stats).cast(),
-                &mut len,
-            )
-        };
-        check(rc).map_err(|e| self.port.error("getsockopt(PACKET_STATISTICS)", e))?;
-        self.drops.ring_full += u64::from(stats.tp_drops);
+        self.drops.ring_full += u64::from(self.read_kernel_drops()?);
         Ok(self.drops)
     }
 }

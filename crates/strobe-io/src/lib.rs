@@ -9,10 +9,12 @@
 pub mod afpacket;
 pub mod afxdp;
 mod capture;
+pub mod clocksync;
 pub mod netns;
 mod null;
 mod pcap;
 mod rx;
+pub mod tsinfo;
 
 pub use capture::{read_capture, CaptureInfo, CapturedFrame};
 pub use null::{slots_of, NullBackend};
@@ -314,6 +316,52 @@ impl AnyReceiver {
                 }
             },
         })
+    }
+}
+
+/// Opens both sides of one port, for a worker that receives and sends on it (a reflector):
+/// AF_XDP serves both from one socket, since a queue takes only one socket. AF_PACKET
+/// receives through a TPACKET_V2 frame ring: every frame waits in the ring until the
+/// reflector sees it, and a V3 block ring would hold a lone frame for its block timeout.
+pub fn open_duplex(location: &str, slots: usize) -> Result<(AnyBackend, AnyReceiver), IoError> {
+    let xdp = |iface: &str, queue: u32, netns: Option<&str>| {
+        let (tx, rx) = open_afxdp(iface, queue, netns, true)?.split();
+        let rx = rx.ok_or_else(|| {
+            IoError::Other(format!(
+                "afxdp:{iface}@{queue}: the socket has no receive side"
+            ))
+        })?;
+        Ok::<_, IoError>((AnyBackend::AfXdp(tx), AnyReceiver::AfXdp(rx)))
+    };
+    let afpacket = |iface: &str, netns: Option<&str>| {
+        let opts = afpacket::AfPacketOptions {
+            rx_ring: afpacket::RxRing::Frames,
+            ..afpacket::AfPacketOptions::default()
+        };
+        Ok::<_, IoError>((
+            AnyBackend::AfPacket(afpacket::AfPacketTx::open(iface, netns, &opts)?),
+            AnyReceiver::AfPacket(afpacket::AfPacketRx::open(iface, netns, &opts)?),
+        ))
+    };
+    match Location::parse(location)? {
+        Location::AfXdp {
+            netns,
+            iface,
+            queue,
+        } => xdp(&iface, queue, netns.as_deref()),
+        Location::AfPacket { netns, iface } => afpacket(&iface, netns.as_deref()),
+        Location::Auto {
+            netns,
+            iface,
+            queue,
+        } => xdp(&iface, queue, netns.as_deref()).or_else(|e| {
+            eprintln!("note: auto:{iface}: AF_XDP unavailable ({e}); using AF_PACKET");
+            afpacket(&iface, netns.as_deref())
+        }),
+        _ => Ok((
+            AnyBackend::open(location, slots)?,
+            AnyReceiver::open(location)?,
+        )),
     }
 }
 

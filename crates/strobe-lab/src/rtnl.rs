@@ -147,16 +147,17 @@ pub(crate) fn sysctls(role: Role, dut: &Dut) -> Vec<Sysctl> {
     }
     // No IGMP reports for the 224.0.0.x groups the stack joins on its own.
     set("net.ipv4.igmp_link_local_mcast_reports", "0", false);
-    // A sink answers UDP to closed ports with port-unreachable. Destination unreachable is
-    // in the rate mask (IPv4 6168 = types 3, 4, 11, 12; IPv6 `0-1,3-127`), and one error
-    // per peer per minute (and one a second in all) keeps the sink close to silent while
-    // echo replies, which are outside the mask, still answer ping.
+    // A sink answers UDP to closed ports with port-unreachable, and such an error quotes the
+    // whole frame, trailer included: in a round trip it would come back looking like a
+    // duplicate. The error types are in the rate mask (IPv4 6168 = types 3, 4, 11, 12; IPv6
+    // `0-1,3-127`), and a global budget of 0 messages (burst 0) never allows one, while echo
+    // replies, which are outside the mask, still answer ping.
     set("net.ipv4.icmp_ratemask", "6168", false);
     set("net.ipv4.icmp_ratelimit", "60000", false);
     set("net.ipv6.icmp.ratelimit", "60000", false);
     set("net.ipv6.icmp.ratemask", "0-1,3-127", true);
-    set("net.ipv4.icmp_msgs_per_sec", "1", true);
-    set("net.ipv4.icmp_msgs_burst", "1", true);
+    set("net.ipv4.icmp_msgs_per_sec", "0", true);
+    set("net.ipv4.icmp_msgs_burst", "0", true);
     let forwarding = if role == Role::Dut && *dut == Dut::Router {
         "1"
     } else {

@@ -14,6 +14,7 @@
 //!                   checksum(sum: u64) -> u16           !fold(sum)
 //! pub mod header    FieldFormat, FieldDef, HeaderKind, Header (tables below)
 //! pub mod build     Payload, Placed, ChecksumSpec, Built, build()
+//! pub mod reflect   swap_addresses(frame) for reflectors (checksums stay valid)
 //! pub mod trailer   instrumentation trailer layout
 //! WireError (thiserror) with messages that name the header and field.
 //!
@@ -42,6 +43,7 @@ pub mod bits;
 pub mod build;
 pub mod checksum;
 pub mod header;
+pub mod reflect;
 pub mod trailer;
 
 pub use build::{build, Built, ChecksumSpec, Payload, Placed, MAX_FRAME_LEN};

@@ -1,6 +1,8 @@
 //! Shared helpers for the CLI integration tests: run the strobe binary, decode with tshark.
 #![allow(dead_code)]
 
+pub mod lab;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

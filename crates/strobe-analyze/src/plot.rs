@@ -1,0 +1,877 @@
+//! Latency figures as SVG and the self-contained HTML latency report.
+//!
+//! The figures are drawn with plotters' SVG backend, which writes text as `<text>` elements
+//! for the viewer to render: no font files are read, so they draw the same on any machine.
+//! The report is one HTML file with inline CSS and inline SVG and no external resource.
+
+use hdrhistogram::Histogram;
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::latency::{LatencyStats, LoadPoint, PERCENTILES};
+
+/// The lowest level the CCDF shows: one sample in a million slower (the p99.9999 line).
+pub const CCDF_FLOOR: f64 = 1e-6;
+
+const WIDTH: u32 = 900;
+const HEIGHT: u32 = 540;
+const FONT: &str = "sans-serif";
+/// Okabe–Ito colours: told apart also by colour-blind readers.
+const PALETTE: [RGBColor; 7] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+    RGBColor(0, 0, 0),
+];
+const GREY: RGBColor = RGBColor(120, 120, 120);
+
+/// Drawing into an in-memory SVG string has no I/O and plotters' built-in font metrics
+/// cannot fail, so a drawing error can only be a bug in the chart code here.
+const DRAWING_IS_INFALLIBLE: &str = "drawing an SVG into memory cannot fail";
+
+/// One flow of an HTML latency report.
+#[derive(Clone, Debug)]
+pub struct FlowLatency<'a> {
+    pub name: String,
+    pub stats: LatencyStats,
+    pub hist: &'a Histogram<u64>,
+    /// Which timestamp source each side used, as shown to the reader (for example
+    /// "tx: strobe TSC clock; rx: kernel software timestamp").
+    pub sources: String,
+    /// Calibrated constant to subtract from every value (the measurement path's own
+    /// latency), in ns; the report then shows raw and corrected values.
+    pub correction_ns: Option<f64>,
+}
+
+/// One curve of a CCDF figure: (latency in µs, fraction of samples at least that slow).
+struct Curve {
+    label: String,
+    points: Vec<(f64, f64)>,
+    color: RGBColor,
+    dashed: bool,
+}
+
+/// The CCDF of `hist`, less `offset_ns`, as an exact staircase down to [`CCDF_FLOOR`]:
+/// at each recorded bucket (its highest value, as the percentiles use) the curve drops
+/// from the fraction of samples in or above the bucket to the fraction above it, and
+/// runs level to the next bucket. Values at or below 0 after the offset are drawn at
+/// `x_floor_us`, the axis's left end.
+fn ccdf_staircase(hist: &Histogram<u64>, offset_ns: f64, x_floor_us: f64) -> Vec<(f64, f64)> {
+    let total = hist.len();
+    let mut below = 0u64;
+    let mut points = Vec::new();
+    for bucket in hist.iter_recorded() {
+        let x = ((bucket.value_iterated_to() as f64 - offset_ns) / 1000.0).max(x_floor_us);
+        points.push((x, (total - below) as f64 / total as f64));
+        below += bucket.count_since_last_iteration();
+        let above = (total - below) as f64 / total as f64;
+        if above < CCDF_FLOOR {
+            points.push((x, CCDF_FLOOR));
+            break;
+        }
+        points.push((x, above));
+    }
+    points
+}
+
+/// Smallest latency (1 ns) a log axis starts at, in µs.
+const MIN_AXIS_US: f64 = 1e-3;
+
+fn decade_below(v: f64) -> f64 {
+    10f64.powi((v.max(MIN_AXIS_US).log10() + 1e-9).floor() as i32)
+}
+
+fn decade_above(v: f64) -> f64 {
+    10f64.powi((v.max(MIN_AXIS_US).log10() - 1e-9).ceil() as i32)
+}
+
+/// Whole decades spanning `lo..=hi` (at least one decade), with the decades as bold key
+/// points and 2..9 × each decade as light ones.
+fn log_axis(lo: f64, hi: f64) -> (f64, f64, Vec<f64>, Vec<f64>) {
+    let lo = decade_below(lo);
+    let hi = decade_above(hi).max(lo * 10.0);
+    let decades = (hi / lo).log10().round() as i32;
+    let bold: Vec<f64> = (0..=decades).map(|k| lo * 10f64.powi(k)).collect();
+    let light = bold[..bold.len() - 1]
+        .iter()
+        .flat_map(|&d| (2..10).map(move |m| d * f64::from(m)))
+        .collect();
+    (lo, hi, bold, light)
+}
+
+/// A decade tick in µs: `0.001`, `1`, `1000`.
+fn decade_label(us: f64) -> String {
+    if us >= 1.0 {
+        format!("{us:.0}")
+    } else {
+        format!("{us}")
+    }
+}
+
+/// A CCDF level with the percentile it marks: `0.01 (p99)`, `1e-6 (p99.9999)`.
+fn level_label(level: f64) -> String {
+    let exponent = (-level.log10()).round() as i32;
+    let value = if exponent <= 2 {
+        format!("{level}")
+    } else {
+        format!("1e-{exponent}")
+    };
+    match PERCENTILES
+        .iter()
+        .find(|(_, q)| ((1.0 - q) / level - 1.0).abs() < 1e-6)
+    {
+        Some((label, _)) => format!("{value} ({label})"),
+        None => value,
+    }
+}
+
+/// A standalone SVG of the CCDF of each flow's latency: x is latency in µs on a log scale,
+/// y the fraction of packets slower (1 − quantile) on a log scale from 1 down to 1e-6, with
+/// the p90 … p99.9999 levels labelled.
+pub fn ccdf_svg(title: &str, flows: &[(&str, &Histogram<u64>)]) -> String {
+    let curves = flows
+        .iter()
+        .filter(|(_, hist)| !hist.is_empty())
+        .zip(PALETTE.iter().cycle())
+        .map(|(&(name, hist), &color)| Curve {
+            label: name.to_owned(),
+            points: ccdf_staircase(hist, 0.0, MIN_AXIS_US),
+            color,
+            dashed: false,
+        })
+        .collect::<Vec<_>>();
+    render_ccdf(title, &curves)
+}
+
+/// One flow's raw CCDF and, when it has a correction, the corrected one (dashed).
+fn flow_ccdf_svg(flow: &FlowLatency<'_>) -> String {
+    let mut curves = Vec::new();
+    if !flow.hist.is_empty() {
+        curves.push(Curve {
+            label: "raw".to_owned(),
+            points: ccdf_staircase(flow.hist, 0.0, MIN_AXIS_US),
+            color: PALETTE[0],
+            dashed: false,
+        });
+        if let Some(correction) = flow.correction_ns {
+            curves.push(Curve {
+                label: format!("corrected (− {correction:.0} ns)"),
+                points: ccdf_staircase(flow.hist, correction, MIN_AXIS_US),
+                color: PALETTE[1],
+                dashed: true,
+            });
+        }
+    }
+    render_ccdf(&flow.name, &curves)
+}
+
+fn render_ccdf(title: &str, curves: &[Curve]) -> String {
+    let xs = curves.iter().flat_map(|c| c.points.iter().map(|p| p.0));
+    let (lo, hi) = xs.fold((f64::INFINITY, 0.0f64), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    });
+    let (x_lo, x_hi, x_bold, x_light) = if lo.is_finite() {
+        log_axis(lo, hi)
+    } else {
+        log_axis(1.0, 1000.0)
+    };
+    let levels: Vec<f64> = (0..=6).map(|k| 10f64.powi(-k)).collect();
+
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).expect(DRAWING_IS_INFALLIBLE);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, (FONT, 22))
+            .margin(16)
+            .x_label_area_size(48)
+            .y_label_area_size(110)
+            .build_cartesian_2d(
+                (x_lo..x_hi)
+                    .log_scale()
+                    .with_key_points(x_bold)
+                    .with_light_points(x_light),
+                (CCDF_FLOOR..1.0).log_scale().with_key_points(levels),
+            )
+            .expect(DRAWING_IS_INFALLIBLE);
+        chart
+            .configure_mesh()
+            .x_desc("latency (µs, log scale)")
+            .y_desc("fraction of packets slower (1 − quantile)")
+            .x_label_formatter(&|&us| decade_label(us))
+            .y_label_formatter(&|&level| level_label(level))
+            .label_style((FONT, 14))
+            .bold_line_style(BLACK.mix(0.25))
+            .light_line_style(BLACK.mix(0.07))
+            .draw()
+            .expect(DRAWING_IS_INFALLIBLE);
+        for curve in curves {
+            let style = curve.color.stroke_width(2);
+            let color = curve.color;
+            let series = if curve.dashed {
+                chart.draw_series(DashedLineSeries::new(curve.points.clone(), 8, 5, style))
+            } else {
+                chart.draw_series(LineSeries::new(curve.points.clone(), style))
+            };
+            series
+                .expect(DRAWING_IS_INFALLIBLE)
+                .label(curve.label.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(2))
+                });
+        }
+        if curves.is_empty() {
+            draw_no_data(&root);
+        } else {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .label_font((FONT, 14))
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK.mix(0.4))
+                .draw()
+                .expect(DRAWING_IS_INFALLIBLE);
+        }
+        root.present().expect(DRAWING_IS_INFALLIBLE);
+    }
+    svg
+}
+
+fn draw_no_data(root: &DrawingArea<SVGBackend<'_>, Shift>) {
+    let style = TextStyle::from((FONT, 18).into_font()).color(&GREY).pos(
+        plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            plotters::style::text_anchor::VPos::Center,
+        ),
+    );
+    root.draw_text("no samples", &style, (WIDTH as i32 / 2, HEIGHT as i32 / 2))
+        .expect(DRAWING_IS_INFALLIBLE);
+}
+
+/// `1500000` → `1.5M`, `250000` → `250k`.
+fn format_pps(pps: f64) -> String {
+    let (scale, suffix) = [(1e9, "G"), (1e6, "M"), (1e3, "k")]
+        .into_iter()
+        .find(|&(scale, _)| pps.abs() >= scale)
+        .unwrap_or((1.0, ""));
+    let value = pps / scale;
+    // Up to 3 significant digits, without trailing zeros.
+    let text = format!("{value:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text}{suffix}")
+}
+
+/// Label, value in ns and colour of one latency curve of a load sweep.
+type LatencySeries = (&'static str, fn(&LoadPoint) -> f64, RGBColor);
+
+/// Latency against offered load: p50, p99 and p99.99 in µs (log scale, left axis) and
+/// the achieved rate (right axis), one marker per point, points in order of offered load.
+pub fn load_sweep_svg(points: &[LoadPoint]) -> String {
+    let mut points = points.to_vec();
+    points.sort_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps));
+    let latencies_us = points
+        .iter()
+        .flat_map(|p| [p.p50_ns, p.p99_ns, p.p9999_ns])
+        .map(|ns| ns / 1000.0)
+        .filter(|us| us.is_finite() && *us > 0.0);
+    let (lo, hi) = latencies_us.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    let (y_lo, y_hi, y_bold, y_light) = if lo.is_finite() {
+        log_axis(lo, hi)
+    } else {
+        log_axis(1.0, 1000.0)
+    };
+    let finite_max = |values: &mut dyn Iterator<Item = f64>| {
+        values.filter(|v| v.is_finite()).fold(0.0f64, f64::max)
+    };
+    let x_max = match finite_max(&mut points.iter().map(|p| p.offered_pps)) {
+        max if max > 0.0 => max * 1.05,
+        _ => 1.0,
+    };
+    let rate_max =
+        match finite_max(&mut points.iter().flat_map(|p| [p.offered_pps, p.achieved_pps])) {
+            max if max > 0.0 => max * 1.05,
+            _ => 1.0,
+        };
+
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).expect(DRAWING_IS_INFALLIBLE);
+        let mut chart = ChartBuilder::on(&root)
+            .caption("latency against offered load", (FONT, 22))
+            .margin(16)
+            .x_label_area_size(48)
+            .y_label_area_size(80)
+            .right_y_label_area_size(80)
+            .build_cartesian_2d(
+                0.0..x_max,
+                (y_lo..y_hi)
+                    .log_scale()
+                    .with_key_points(y_bold)
+                    .with_light_points(y_light),
+            )
+            .expect(DRAWING_IS_INFALLIBLE)
+            .set_secondary_coord(0.0..x_max, 0.0..rate_max);
+        chart
+            .configure_mesh()
+            .x_desc("offered load (packets/s)")
+            .y_desc("latency (µs, log scale)")
+            .x_label_formatter(&|&pps| format_pps(pps))
+            .y_label_formatter(&|&us| decade_label(us))
+            .label_style((FONT, 14))
+            .bold_line_style(BLACK.mix(0.25))
+            .light_line_style(BLACK.mix(0.07))
+            .draw()
+            .expect(DRAWING_IS_INFALLIBLE);
+        chart
+            .configure_secondary_axes()
+            .y_desc("achieved rate (packets/s)")
+            .y_label_formatter(&|&pps| format_pps(pps))
+            .label_style((FONT, 14))
+            .draw()
+            .expect(DRAWING_IS_INFALLIBLE);
+
+        let clamp = |ns: f64| (ns / 1000.0).clamp(y_lo, y_hi);
+        let latency_series: [LatencySeries; 3] = [
+            ("p50", |p| p.p50_ns, PALETTE[0]),
+            ("p99", |p| p.p99_ns, PALETTE[1]),
+            ("p99.99", |p| p.p9999_ns, PALETTE[2]),
+        ];
+        for (label, value, color) in latency_series {
+            let data = points.iter().map(|p| (p.offered_pps, clamp(value(p))));
+            chart
+                .draw_series(LineSeries::new(data, color.stroke_width(2)).point_size(3))
+                .expect(DRAWING_IS_INFALLIBLE)
+                .label(label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(2))
+                });
+        }
+        let achieved = points.iter().map(|p| (p.offered_pps, p.achieved_pps));
+        chart
+            .draw_secondary_series(LineSeries::new(achieved, GREY.stroke_width(2)).point_size(3))
+            .expect(DRAWING_IS_INFALLIBLE)
+            .label("achieved rate (right axis)")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], GREY.stroke_width(2)));
+        if points.is_empty() {
+            draw_no_data(&root);
+        } else {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .label_font((FONT, 14))
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK.mix(0.4))
+                .draw()
+                .expect(DRAWING_IS_INFALLIBLE);
+        }
+        root.present().expect(DRAWING_IS_INFALLIBLE);
+    }
+    svg
+}
+
+/// An SVG for inlining in HTML. HTML parsers put `<svg>` in the SVG namespace themselves,
+/// so the namespace declaration goes: it is the only URL in the figure, and the report
+/// should contain none.
+fn inline_svg(svg: String) -> PreEscaped<String> {
+    PreEscaped(svg.replacen(r#" xmlns="http://www.w3.org/2000/svg""#, "", 1))
+}
+
+const CSS: &str = "
+body { font-family: sans-serif; margin: 2em auto; max-width: 1000px; color: #222; }
+h1 { font-size: 1.6em; }
+h2 { font-size: 1.25em; margin-top: 2em; }
+table { border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 0.9em; }
+th, td { border-bottom: 1px solid #ddd; padding: 0.3em 0.6em; text-align: right; }
+th:first-child, td:first-child, td.text { text-align: left; }
+tr.corrected td { color: #a04000; }
+td.unresolved { color: #aaa; }
+p.note { color: #555; font-size: 0.9em; }
+figure { margin: 1em 0; }
+svg { max-width: 100%; height: auto; }
+";
+
+/// Microseconds with nanosecond digits.
+fn us(ns: f64) -> String {
+    format!("{:.3}", ns / 1000.0)
+}
+
+fn stats_row(name: &str, kind: &str, sources: &str, stats: &LatencyStats, class: &str) -> Markup {
+    let unresolved: Vec<&str> = stats
+        .percentiles()
+        .iter()
+        .filter(|&&(_, q, _)| !stats.resolves(q))
+        .map(|&(label, _, _)| label)
+        .collect();
+    html! {
+        tr class=(class) {
+            td { (name) }
+            td.text { (kind) }
+            td.text { (sources) }
+            td { (stats.count) }
+            @for (label, value) in stats.rows() {
+                @if unresolved.contains(&label) {
+                    td.unresolved title="too few samples to resolve this percentile: it is the maximum" { (us(value)) }
+                } @else {
+                    td { (us(value)) }
+                }
+            }
+        }
+    }
+}
+
+/// A self-contained HTML report: a table of each flow's statistics (raw and, where the
+/// flow has a correction, corrected), a CCDF figure of all flows together (when there is
+/// more than one) and one per flow (with the corrected curve dashed). One file, no
+/// external resource: inline CSS and inline SVG.
+pub fn html_report(title: &str, flows: &[FlowLatency<'_>]) -> String {
+    let combined: Vec<(&str, &Histogram<u64>)> =
+        flows.iter().map(|f| (f.name.as_str(), f.hist)).collect();
+    let markup = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                style { (PreEscaped(CSS)) }
+            }
+            body {
+                h1 { (title) }
+                p.note {
+                    "Latencies in microseconds. Each percentile is the top of its HdrHistogram \
+                     bucket (3 significant digits); grey ones have too few samples beyond them \
+                     to be resolved and equal the maximum. Corrected rows subtract the \
+                     calibrated latency of the measurement path itself."
+                }
+                table {
+                    thead {
+                        tr {
+                            th { "flow" }
+                            th { "values" }
+                            th { "timestamps" }
+                            th { "count" }
+                            @for (label, _) in flows.first().map(|f| f.stats.rows()).unwrap_or_default() {
+                                th { (label) }
+                            }
+                        }
+                    }
+                    tbody {
+                        @for flow in flows {
+                            (stats_row(&flow.name, "raw", &flow.sources, &flow.stats, "raw"))
+                            @if let Some(correction) = flow.correction_ns {
+                                (stats_row(
+                                    &flow.name,
+                                    &format!("corrected (− {correction:.0} ns)"),
+                                    &flow.sources,
+                                    &flow.stats.subtract(correction),
+                                    "corrected",
+                                ))
+                            }
+                        }
+                    }
+                }
+                @if flows.len() > 1 {
+                    h2 { "All flows" }
+                    figure { (inline_svg(ccdf_svg("all flows", &combined))) }
+                }
+                @for flow in flows {
+                    section {
+                        h2 { "Flow " (flow.name) }
+                        p { "Timestamps: " (flow.sources) }
+                        @if let Some(correction) = flow.correction_ns {
+                            p { "Calibration: " (format!("{correction:.1}")) " ns subtracted from corrected values." }
+                        }
+                        figure { (inline_svg(flow_ccdf_svg(flow))) }
+                    }
+                }
+            }
+        }
+    };
+    markup.into_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::tests::{engine_histogram, tailed};
+
+    /// What the test reads back from a chart: its tick labels and its data polylines.
+    struct ParsedChart {
+        /// (text, x, y, text-anchor) of every text element.
+        texts: Vec<(String, f64, f64, String)>,
+        /// (stroke colour, points) of every 2-pixel-wide polyline but the legend's samples.
+        curves: Vec<(String, Vec<(f64, f64)>)>,
+    }
+
+    fn parse_svg(svg: &str) -> ParsedChart {
+        let doc = roxmltree::Document::parse(svg).expect("the SVG is well-formed XML");
+        assert_eq!(doc.root_element().tag_name().name(), "svg");
+        let number = |node: roxmltree::Node, attr: &str| -> f64 {
+            node.attribute(attr).unwrap_or("0").parse().unwrap()
+        };
+        let texts = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .map(|n| {
+                (
+                    n.text().unwrap_or("").trim().to_owned(),
+                    number(n, "x"),
+                    number(n, "y"),
+                    n.attribute("text-anchor").unwrap_or("").to_owned(),
+                )
+            })
+            .collect();
+        let curves = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("polyline") && n.attribute("stroke-width") == Some("2"))
+            .map(|n| {
+                let points: Vec<(f64, f64)> = n
+                    .attribute("points")
+                    .unwrap()
+                    .split_whitespace()
+                    .map(|p| {
+                        let (x, y) = p.split_once(',').unwrap();
+                        (x.parse().unwrap(), y.parse().unwrap())
+                    })
+                    .collect();
+                (n.attribute("stroke").unwrap().to_owned(), points)
+            })
+            .filter(|(_, points)| !is_legend_sample(points))
+            .collect();
+        ParsedChart { texts, curves }
+    }
+
+    /// The legend draws each series as a 24-pixel horizontal stroke.
+    fn is_legend_sample(points: &[(f64, f64)]) -> bool {
+        matches!(points, [a, b] if a.1 == b.1 && b.0 - a.0 == 24.0)
+    }
+
+    /// Maps a pixel back to a value on a log axis, fitted on two tick labels.
+    struct LogAxis {
+        px0: f64,
+        decade0: f64,
+        px_per_decade: f64,
+    }
+
+    impl LogAxis {
+        fn fit(ticks: &[(f64, f64)]) -> LogAxis {
+            assert!(ticks.len() >= 2, "need two ticks: {ticks:?}");
+            let (v0, p0) = ticks[0];
+            let (v1, p1) = ticks[ticks.len() - 1];
+            LogAxis {
+                px0: p0,
+                decade0: v0.log10(),
+                px_per_decade: (p1 - p0) / (v1.log10() - v0.log10()),
+            }
+        }
+        fn value(&self, px: f64) -> f64 {
+            10f64.powf(self.decade0 + (px - self.px0) / self.px_per_decade)
+        }
+        fn px(&self, value: f64) -> f64 {
+            self.px0 + (value.log10() - self.decade0) * self.px_per_decade
+        }
+        /// Relative error one pixel amounts to.
+        fn relative_per_px(&self) -> f64 {
+            10f64.powf(1.0 / self.px_per_decade.abs()) - 1.0
+        }
+    }
+
+    fn x_axis(chart: &ParsedChart) -> LogAxis {
+        let mut ticks: Vec<(f64, f64)> = chart
+            .texts
+            .iter()
+            .filter(|(_, _, _, anchor)| anchor == "middle")
+            .filter_map(|(text, x, _, _)| text.parse::<f64>().ok().map(|v| (v, *x)))
+            .collect();
+        ticks.sort_by(|a, b| a.0.total_cmp(&b.0));
+        LogAxis::fit(&ticks)
+    }
+
+    /// The CCDF levels labelled on the y axis, as (percentile label, pixel row).
+    fn level_rows(chart: &ParsedChart) -> Vec<(String, f64)> {
+        chart
+            .texts
+            .iter()
+            .filter_map(|(text, _, y, _)| {
+                let label = text.strip_suffix(')')?.split_once(" (")?.1;
+                let is_percentile = label
+                    .strip_prefix('p')
+                    .is_some_and(|digits| digits.parse::<f64>().is_ok());
+                is_percentile.then(|| (label.to_owned(), *y))
+            })
+            .collect()
+    }
+
+    /// The x pixel where the curve's first vertical drop crosses pixel row `row`.
+    fn crossing(points: &[(f64, f64)], row: f64) -> f64 {
+        points
+            .windows(2)
+            .find(|w| w[0].0 == w[1].0 && w[0].1 <= row && row <= w[1].1)
+            .map(|w| w[0].0)
+            .unwrap_or_else(|| panic!("no drop crosses row {row}"))
+    }
+
+    /// A Pareto tail from 10 µs, P(latency > x) = (10 µs / x)²: every level from p90 to
+    /// p99.999 falls inside a steep stretch of the curve (p99 = 100 µs, p99.99 = 1 ms).
+    fn pareto(samples: u64) -> Histogram<u64> {
+        let mut h = engine_histogram();
+        for i in 0..samples {
+            let survival = (i as f64 + 0.5) / samples as f64;
+            h.record((10_000.0 / survival.sqrt()) as u64).unwrap();
+        }
+        h
+    }
+
+    #[test]
+    fn ccdf_curve_matches_the_histogram_quantiles() {
+        let hist = pareto(200_000);
+        let svg = ccdf_svg("one flow", &[("a", &hist)]);
+        let chart = parse_svg(&svg);
+        assert_eq!(chart.curves.len(), 1, "one data curve");
+        let points = &chart.curves[0].1;
+        // A CCDF never turns back: latency grows left to right, the fraction falls
+        // (pixel rows grow downwards).
+        assert!(points
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+
+        let x = x_axis(&chart);
+        let rows = level_rows(&chart);
+        let labels: Vec<&str> = rows.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["p90", "p99", "p99.9", "p99.99", "p99.999", "p99.9999"]
+        );
+        // The y labels sit on a log scale: equal spacing per decade.
+        let spacing: Vec<f64> = rows.windows(2).map(|w| w[1].1 - w[0].1).collect();
+        assert!(
+            spacing.iter().all(|s| (s - spacing[0]).abs() <= 1.0),
+            "{spacing:?}"
+        );
+
+        // Where the curve crosses each labelled level is the histogram's percentile. Both
+        // axes are rounded to whole pixels, so allow the percentiles of the levels 1.5
+        // pixel rows above and below, and 1.5 pixels of latency either side.
+        let levels: Vec<(f64, f64)> = rows
+            .iter()
+            .map(|(label, row)| {
+                let q = PERCENTILES.iter().find(|(l, _)| l == label).unwrap().1;
+                (1.0 - q, *row)
+            })
+            .rev()
+            .collect();
+        let y = LogAxis::fit(&levels);
+        let slack = 1.5 * x.relative_per_px();
+        let percentile_us = |level: f64| hist.value_at_quantile(1.0 - level) as f64 / 1000.0;
+        for (label, row) in &rows[..5] {
+            let got = x.value(crossing(points, *row));
+            let lo = percentile_us(y.value(row - 1.5)) * (1.0 - slack);
+            let hi = percentile_us(y.value(row + 1.5)) * (1.0 + slack);
+            assert!(
+                (lo..=hi).contains(&got),
+                "{label}: curve at {got} µs, histogram between {lo} and {hi} µs"
+            );
+        }
+        let tolerance = 1.5 * x.relative_per_px();
+        // The curve starts at the minimum with every packet slower or equal (level 1) and
+        // ends at the maximum, dropping to the floor.
+        let top_row = rows[0].1 - spacing[0];
+        let (first, last) = (points[0], points[points.len() - 1]);
+        assert!((first.1 - top_row).abs() <= 1.0);
+        assert!((x.value(first.0) / (hist.min() as f64 / 1000.0) - 1.0).abs() <= tolerance);
+        assert!((x.value(last.0) / (hist.max() as f64 / 1000.0) - 1.0).abs() <= tolerance);
+        assert!((last.1 - rows[5].1).abs() <= 1.0);
+        assert!((x.px(hist.max() as f64 / 1000.0) - last.0).abs() <= 1.5);
+    }
+
+    #[test]
+    fn ccdf_draws_one_labelled_curve_per_flow() {
+        let (a, b) = (tailed(10_000), {
+            let mut h = engine_histogram();
+            h.record_n(300_000, 50).unwrap();
+            h.record_n(700, 50).unwrap();
+            h
+        });
+        let svg = ccdf_svg(
+            "two <flows> & more",
+            &[
+                ("flow a", &a),
+                ("flow b", &b),
+                ("idle", &engine_histogram()),
+            ],
+        );
+        let chart = parse_svg(&svg);
+        assert_eq!(chart.curves.len(), 2, "an empty flow draws no curve");
+        assert_ne!(chart.curves[0].0, chart.curves[1].0, "distinct colours");
+        let texts: Vec<&str> = chart.texts.iter().map(|t| t.0.as_str()).collect();
+        for wanted in ["two <flows> & more", "flow a", "flow b"] {
+            assert!(texts.contains(&wanted), "{wanted} missing from {texts:?}");
+        }
+        // The x axis spans both flows: 0.7 µs .. 300 µs → 0.1 .. 1000 µs.
+        let x = x_axis(&chart);
+        let b_curve = &chart.curves[1].1;
+        assert!((x.value(b_curve[0].0) / 0.7 - 1.0).abs() < 0.02);
+        // Half of flow b is slower than 0.7 µs: its first drop ends at level 0.5.
+        let rows = level_rows(&chart);
+        let decade = rows[1].1 - rows[0].1;
+        let level_half = rows[0].1 - decade + decade * 2f64.log10();
+        assert!((b_curve[1].1 - level_half).abs() <= 1.0, "{b_curve:?}");
+
+        let empty = parse_svg(&ccdf_svg("nothing", &[]));
+        assert!(empty.curves.is_empty());
+        assert!(empty.texts.iter().any(|t| t.0 == "no samples"));
+    }
+
+    fn sweep() -> Vec<LoadPoint> {
+        [
+            (4e5, 4e5, 9.0, 15.0, 40.0),
+            (1e5, 1e5, 8.0, 12.0, 30.0),
+            (8e5, 7.2e5, 200.0, 900.0, 4000.0),
+            (6e5, 6e5, 11.0, 30.0, 120.0),
+        ]
+        .into_iter()
+        .map(|(offered, achieved, p50, p99, p9999)| LoadPoint {
+            offered_pps: offered,
+            achieved_pps: achieved,
+            p50_ns: p50 * 1000.0,
+            p99_ns: p99 * 1000.0,
+            p9999_ns: p9999 * 1000.0,
+        })
+        .collect()
+    }
+
+    #[test]
+    fn load_sweep_plots_each_percentile_at_its_value() {
+        let points = sweep();
+        let chart = parse_svg(&load_sweep_svg(&points));
+        assert_eq!(
+            chart.curves.len(),
+            4,
+            "p50, p99, p99.99 and the achieved rate"
+        );
+        let mut sorted = points.clone();
+        sorted.sort_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps));
+        let mut ticks: Vec<(f64, f64)> = chart
+            .texts
+            .iter()
+            .filter(|(_, _, _, anchor)| anchor == "end")
+            .filter_map(|(text, _, y, _)| text.parse::<f64>().ok().map(|v| (v, *y)))
+            .collect();
+        ticks.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let y = LogAxis::fit(&ticks);
+        let tolerance = 2.0 * y.relative_per_px();
+        let series: [fn(&LoadPoint) -> f64; 3] = [|p| p.p50_ns, |p| p.p99_ns, |p| p.p9999_ns];
+        for ((_, curve), value) in chart.curves.iter().zip(series) {
+            assert_eq!(curve.len(), points.len());
+            assert!(
+                curve.windows(2).all(|w| w[0].0 < w[1].0),
+                "ordered by offered load"
+            );
+            for (&(_, row), point) in curve.iter().zip(&sorted) {
+                let want = value(point) / 1000.0;
+                assert!(
+                    (y.value(row) / want - 1.0).abs() <= tolerance,
+                    "{} vs {want}",
+                    y.value(row)
+                );
+            }
+        }
+        // Higher percentiles sit higher (smaller pixel rows) at every load.
+        for i in 0..points.len() {
+            assert!(chart.curves[0].1[i].1 > chart.curves[1].1[i].1);
+            assert!(chart.curves[1].1[i].1 > chart.curves[2].1[i].1);
+        }
+        let texts: Vec<&str> = chart.texts.iter().map(|t| t.0.as_str()).collect();
+        assert!(texts.contains(&"achieved rate (right axis)") && texts.contains(&"p99.99"));
+
+        let empty = parse_svg(&load_sweep_svg(&[]));
+        assert!(empty.curves.is_empty());
+    }
+
+    #[test]
+    fn html_report_is_self_contained_and_shows_every_flow() {
+        let a = tailed(100_000);
+        let mut b = engine_histogram();
+        b.record_n(25_000, 1000).unwrap();
+        let flows = [
+            FlowLatency {
+                name: "flow <a> & co".into(),
+                stats: LatencyStats::from_histogram(&a).unwrap(),
+                hist: &a,
+                sources: "tx: TSC; rx: kernel software".into(),
+                correction_ns: Some(4_000.0),
+            },
+            FlowLatency {
+                name: "b".into(),
+                stats: LatencyStats::from_histogram(&b).unwrap(),
+                hist: &b,
+                sources: "tx: TSC; rx: AF_XDP ring".into(),
+                correction_ns: None,
+            },
+        ];
+        let html = html_report("latency <report>", &flows);
+        assert!(html.starts_with("<!DOCTYPE html>"));
+        for forbidden in [
+            "http://", "https://", "<script", "<link", " src=", "@import", "url(",
+        ] {
+            assert!(!html.contains(forbidden), "{forbidden} in the report");
+        }
+        assert!(html.contains("<title>latency &lt;report&gt;</title>"));
+        assert!(html.contains("flow &lt;a&gt; &amp; co") && !html.contains("flow <a>"));
+
+        // Figures: all flows together, then one per flow; each is well-formed SVG.
+        let svgs: Vec<&str> = html
+            .match_indices("<svg")
+            .map(|(start, _)| {
+                let end = html[start..].find("</svg>").unwrap() + start + "</svg>".len();
+                &html[start..end]
+            })
+            .collect();
+        assert_eq!(svgs.len(), 3);
+        let charts: Vec<ParsedChart> = svgs.iter().map(|s| parse_svg(s)).collect();
+        assert_eq!(charts[0].curves.len(), 2, "combined figure");
+        assert_eq!(charts[2].curves.len(), 1, "flow b: raw only");
+        // Flow a's figure adds the corrected curve, dashed (drawn as short segments in
+        // its own colour), 4 µs to the left: it starts at 10 − 4 = 6 µs.
+        let (raw_colour, raw) = &charts[1].curves[0];
+        let dashes: Vec<&Vec<(f64, f64)>> = charts[1].curves[1..]
+            .iter()
+            .map(|(colour, points)| {
+                assert_ne!(colour, raw_colour);
+                points
+            })
+            .collect();
+        assert!(dashes.len() > 10, "{} dashes", dashes.len());
+        let x = x_axis(&charts[1]);
+        assert!((x.value(raw[0].0) / 10.0 - 1.0).abs() < 0.02);
+        assert!((x.value(dashes[0][0].0) / 6.0 - 1.0).abs() < 0.02);
+        assert!(charts[1]
+            .texts
+            .iter()
+            .any(|t| t.0 == "corrected (− 4000 ns)"));
+
+        // The table: raw and corrected values of flow a, raw of flow b, in µs.
+        let stats = flows[0].stats;
+        let corrected = stats.subtract(4_000.0);
+        for value in [
+            stats.p99_ns,
+            corrected.p99_ns,
+            stats.max_ns,
+            corrected.p99_99_ns,
+            flows[1].stats.p50_ns,
+        ] {
+            let cell = format!("<td>{}</td>", us(value));
+            assert!(html.contains(&cell), "{cell} missing");
+        }
+        assert_eq!(html.matches("<tr class=\"corrected\">").count(), 1);
+        // 100 000 samples cannot resolve p99.9999.
+        assert!(html.contains(&format!("class=\"unresolved\" title=\"too few samples to resolve this percentile: it is the maximum\">{}", us(stats.p99_9999_ns))));
+    }
+}

@@ -1,0 +1,182 @@
+//! Latency outputs of `strobe gen`: the HTML report with log-scale CCDFs, the CDF/CCDF CSV,
+//! the HdrHistogram interval log, and the latency-vs-load sweep (`--rates`).
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use strobe_analyze::latency::{
+    write_cdf_csv, write_interval_log, write_load_sweep_csv, Interval, LatencyStats, LoadPoint,
+};
+use strobe_analyze::plot::{html_report, load_sweep_svg, FlowLatency};
+use strobe_engine::RunReport;
+use strobe_model::Scenario;
+
+use crate::results::{timestamp_sources, Correction};
+use crate::Failure;
+
+/// Where to write latency distributions, besides the summary.
+#[derive(Args, Clone, Debug, Default)]
+pub struct LatencyOutputs {
+    /// A self-contained HTML report: statistics and log-scale CCDF per flow.
+    #[arg(long, value_name = "FILE", help_heading = "Latency")]
+    pub latency_html: Option<PathBuf>,
+    /// The CDF and CCDF of every flow as CSV (one row per histogram bucket).
+    #[arg(long, value_name = "FILE", help_heading = "Latency")]
+    pub latency_csv: Option<PathBuf>,
+    /// An HdrHistogram interval log (one interval per flow and run, tagged with the flow
+    /// name; values in ns), readable by HdrHistogram's own tools.
+    #[arg(long, value_name = "FILE", help_heading = "Latency")]
+    pub hdr_log: Option<PathBuf>,
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    std::fs::write(path, bytes)
+        .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))
+}
+
+/// The flows that have a latency distribution, with their histogram.
+fn measured<'a>(
+    scenario: &'a Scenario,
+    r: &'a RunReport,
+) -> Vec<(
+    &'a strobe_model::FlowSpec,
+    &'a strobe_engine::latency::FlowLatency,
+)> {
+    scenario
+        .flows
+        .iter()
+        .filter_map(|f| {
+            let l = r.rx_flows.get(f.id as usize)?.as_ref()?.latency.as_ref()?;
+            (!l.histogram().is_empty()).then_some((f, l))
+        })
+        .collect()
+}
+
+/// A flow name as an interval-log tag (which may hold no comma, space or line break).
+fn tag(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c == ',' || c.is_whitespace() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// One run's intervals for the HdrHistogram log: per flow, from its first to its last
+/// received frame (wall clock).
+pub fn intervals<'a>(scenario: &'a Scenario, r: &'a RunReport, label: &str) -> Vec<Interval<'a>> {
+    measured(scenario, r)
+        .into_iter()
+        .filter_map(|(f, l)| {
+            let c = &r.rx_flows.get(f.id as usize)?.as_ref()?.counters;
+            let (first, last) = (c.first_rx_ns?, c.last_rx_ns?);
+            Some(Interval {
+                tag: tag(&format!("{}{label}", f.name)),
+                start_offset_s: first as f64 / 1e9,
+                duration_s: last.saturating_sub(first) as f64 / 1e9,
+                hist: l.histogram(),
+            })
+        })
+        .collect()
+}
+
+/// Writes an interval log of intervals whose offsets are absolute Unix times: the log's
+/// start time is the earliest, and offsets become relative to it.
+pub fn write_hdr_log(path: &Path, mut intervals: Vec<Interval<'_>>) -> Result<(), Failure> {
+    let start = intervals
+        .iter()
+        .map(|i| i.start_offset_s)
+        .fold(f64::INFINITY, f64::min);
+    let start = if start.is_finite() { start } else { 0.0 };
+    for i in &mut intervals {
+        i.start_offset_s -= start;
+    }
+    let mut out = Vec::new();
+    write_interval_log(&mut out, start, &intervals)
+        .map_err(|e| Failure::Runtime(format!("{}: {e}", path.display())))?;
+    write_file(path, &out)
+}
+
+/// Writes every output `outs` asks for, for one run.
+pub fn write_outputs(
+    outs: &LatencyOutputs,
+    scenario: &Scenario,
+    r: &RunReport,
+    correction: Option<&Correction>,
+) -> Result<(), Failure> {
+    let flows = measured(scenario, r);
+    if let Some(path) = &outs.latency_html {
+        let report: Vec<FlowLatency<'_>> = flows
+            .iter()
+            .filter_map(|(f, l)| {
+                let (tx, rx) = timestamp_sources(r, f);
+                Some(FlowLatency {
+                    name: f.name.clone(),
+                    stats: LatencyStats::from_histogram(l.histogram())?,
+                    hist: l.histogram(),
+                    sources: format!("tx: {tx}; rx: {rx}"),
+                    correction_ns: correction.map(|c| c.offset_ns),
+                })
+            })
+            .collect();
+        write_file(path, html_report("strobe latency", &report).as_bytes())?;
+    }
+    if let Some(path) = &outs.latency_csv {
+        let hists: Vec<_> = flows
+            .iter()
+            .map(|(f, l)| (f.name.as_str(), l.histogram()))
+            .collect();
+        let mut out = Vec::new();
+        write_cdf_csv(&mut out, &hists)
+            .map_err(|e| Failure::Runtime(format!("{}: {e}", path.display())))?;
+        write_file(path, &out)?;
+    }
+    if let Some(path) = &outs.hdr_log {
+        write_hdr_log(path, intervals(scenario, r, ""))?;
+    }
+    Ok(())
+}
+
+/// One step of a latency-vs-load sweep: what was offered, what came back, and the latency
+/// of the (first) flow.
+pub fn load_point(scenario: &Scenario, r: &RunReport) -> Option<LoadPoint> {
+    let (f, l) = measured(scenario, r).into_iter().next()?;
+    let s = LatencyStats::from_histogram(l.histogram())?;
+    let rx = r.rx_flows.get(f.id as usize)?.as_ref()?;
+    let elapsed_s = r.ports.iter().map(|p| p.elapsed_ns).max()? as f64 / 1e9;
+    let sent: u64 = r
+        .ports
+        .iter()
+        .flat_map(|p| &p.flows)
+        .filter(|x| x.id == f.id)
+        .map(|x| x.frames)
+        .sum();
+    (elapsed_s > 0.0).then(|| LoadPoint {
+        offered_pps: sent as f64 / elapsed_s,
+        achieved_pps: rx.counters.unique as f64 / elapsed_s,
+        p50_ns: s.p50_ns,
+        p99_ns: s.p99_ns,
+        p9999_ns: s.p99_99_ns,
+    })
+}
+
+/// Writes a finished sweep as CSV and/or SVG.
+pub fn write_sweep(
+    points: &[LoadPoint],
+    csv: Option<&Path>,
+    svg: Option<&Path>,
+) -> Result<(), Failure> {
+    if let Some(path) = csv {
+        let mut out = Vec::new();
+        write_load_sweep_csv(&mut out, points)
+            .map_err(|e| Failure::Runtime(format!("{}: {e}", path.display())))?;
+        write_file(path, &out)?;
+    }
+    if let Some(path) = svg {
+        write_file(path, load_sweep_svg(points).as_bytes())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! `strobe ports`: the interfaces of a namespace (or of a lab's three), what timestamps each
+//! can give, and which source strobe's latency measurement will use there.
+
+use std::path::Path;
+
+use clap::Args;
+use serde_json::{json, Value};
+use strobe_io::netns::NETNS_DIR;
+use strobe_io::tsinfo::{interfaces, query_ts_info, TsInfo};
+
+use crate::Failure;
+
+#[derive(Args)]
+pub struct PortsArgs {
+    /// List the interfaces of this network namespace (default: the one strobe runs in).
+    #[arg(long, value_name = "NS", conflicts_with = "lab")]
+    netns: Option<String>,
+    /// List the interfaces of a strobe lab's namespaces PREFIX-tx, PREFIX-rx, PREFIX-dut.
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        num_args = 0..=1,
+        default_missing_value = "strobe"
+    )]
+    lab: Option<String>,
+    /// Print machine-readable JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The interfaces of one namespace (None = strobe's own).
+struct Namespace {
+    name: Option<String>,
+    interfaces: Vec<TsInfo>,
+}
+
+fn netns_exists(ns: &str) -> bool {
+    Path::new(NETNS_DIR).join(ns).exists()
+}
+
+fn scan(netns: Option<&str>) -> Result<Namespace, Failure> {
+    if let Some(ns) = netns {
+        if !netns_exists(ns) {
+            return Err(Failure::BadInput(format!(
+                "network namespace `{ns}` not found in {NETNS_DIR} (`ip netns list` shows them)"
+            )));
+        }
+    }
+    let runtime = |e: strobe_io::IoError| Failure::Runtime(e.to_string());
+    let interfaces = interfaces(netns)
+        .map_err(runtime)?
+        .iter()
+        .map(|iface| query_ts_info(netns, iface))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(runtime)?;
+    Ok(Namespace {
+        name: netns.map(str::to_string),
+        interfaces,
+    })
+}
+
+pub fn run(args: PortsArgs) -> Result<(), Failure> {
+    let namespaces = match (&args.netns, &args.lab) {
+        (_, Some(prefix)) => {
+            let names = ["tx", "rx", "dut"].map(|side| format!("{prefix}-{side}"));
+            if let Some(missing) = names.iter().find(|ns| !netns_exists(ns)) {
+                return Err(Failure::BadInput(format!(
+                    "no lab with prefix `{prefix}` is up (namespace `{missing}` not found): \
+                     `strobe lab up --prefix {prefix}` creates it"
+                )));
+            }
+            names
+                .iter()
+                .map(|ns| scan(Some(ns)))
+                .collect::<Result<Vec<_>, _>>()?
+        }
+        (netns, None) => vec![scan(netns.as_deref())?],
+    };
+    if args.json {
+        let doc =
+            json!({ "namespaces": namespaces.iter().map(namespace_json).collect::<Vec<_>>() });
+        println!("{doc:#}");
+    } else {
+        for ns in &namespaces {
+            print_table(ns);
+        }
+    }
+    Ok(())
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+fn print_table(ns: &Namespace) {
+    match &ns.name {
+        Some(name) => println!("network namespace {name}:"),
+        None => println!("this network namespace:"),
+    }
+    let width = ns
+        .interfaces
+        .iter()
+        .map(|i| i.iface.len())
+        .max()
+        .unwrap_or(0)
+        .max("interface".len());
+    println!(
+        "  {:<width$}  sw-tx  sw-rx  hw-tx  hw-rx  {:<10}  latency timestamps",
+        "interface", "PHC"
+    );
+    for info in &ns.interfaces {
+        println!(
+            "  {:<width$}  {:<5}  {:<5}  {:<5}  {:<5}  {:<10}  {}",
+            info.iface,
+            yes_no(info.software_tx()),
+            yes_no(info.software_rx()),
+            yes_no(info.hardware_tx()),
+            yes_no(info.hardware_rx()),
+            info.phc_path().unwrap_or_else(|| "none".into()),
+            info.latency_source(),
+        );
+    }
+}
+
+fn namespace_json(ns: &Namespace) -> Value {
+    json!({
+        "netns": ns.name,
+        "interfaces": ns.interfaces.iter().map(|info| json!({
+            "name": info.iface,
+            "software_tx": info.software_tx(),
+            "software_rx": info.software_rx(),
+            "hardware_tx": info.hardware_tx(),
+            "hardware_rx": info.hardware_rx(),
+            "hardware_rx_all": info.hardware_rx_all(),
+            "capabilities": info.capabilities(),
+            "so_timestamping": info.so_timestamping,
+            "hardware_tx_modes": info.tx_type_names(),
+            "hardware_rx_filters": info.rx_filter_names(),
+            "phc": info.phc_path(),
+            "latency_source": info.latency_source().name(),
+            "latency_source_detail": info.latency_source().to_string(),
+        })).collect::<Vec<_>>(),
+    })
+}

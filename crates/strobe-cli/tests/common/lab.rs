@@ -1,0 +1,111 @@
+//! The virtual lab in tests: a lab per test under a unique prefix, removed when the test
+//! ends (also when it fails), and tcpdump captures inside its namespaces.
+
+use std::process::{Child, Command, Stdio};
+
+use super::{ok, strobe, Scratch};
+
+/// A lab that is removed when the test ends.
+pub struct TestLab {
+    pub prefix: String,
+}
+
+impl TestLab {
+    pub fn up(tag: &str, dut: &str) -> TestLab {
+        // Short: interface and namespace names derive from it.
+        let prefix = format!("t{}{tag}", std::process::id() % 100_000);
+        let lab = TestLab { prefix };
+        ok(strobe()
+            .args(["lab", "up", "--prefix", &lab.prefix, "--dut", dut])
+            .output()
+            .unwrap());
+        lab
+    }
+
+    pub fn ns(&self, side: &str) -> String {
+        format!("{}-{side}", self.prefix)
+    }
+
+    /// `strobe gen` on this lab, tx -> rx, one UDP flow, quiet, plus `extra`; returns stdout
+    /// (the run must succeed).
+    pub fn gen_text(&self, extra: &[&str]) -> String {
+        ok(strobe()
+            .args([
+                "gen",
+                "--lab",
+                &self.prefix,
+                "--port",
+                "lab:tx",
+                "--rx",
+                "lab:rx",
+            ])
+            .args(["--quiet", "--udp", "198.18.0.1:1000-198.18.1.1:2000"])
+            .args(extra)
+            .output()
+            .unwrap())
+    }
+
+    /// `strobe gen` on this lab, tx -> rx, with a JSON report.
+    pub fn gen(&self, dir: &Scratch, extra: &[&str]) -> serde_json::Value {
+        let json = dir.path(&format!("{}.json", self.prefix));
+        self.gen_text(&[&["--json", json.as_str()][..], extra].concat());
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    }
+}
+
+impl Drop for TestLab {
+    fn drop(&mut self) {
+        let _ = strobe()
+            .args(["lab", "down", "--prefix", &self.prefix])
+            .output();
+    }
+}
+
+/// tcpdump in a namespace, writing a pcap until stopped by PID.
+pub struct Capture {
+    child: Child,
+}
+
+impl Capture {
+    pub fn start(netns: &str, iface: &str, file: &str) -> Capture {
+        let mut child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                netns,
+                "tcpdump",
+                "-i",
+                iface,
+                "-nn",
+                "-U",
+                "--time-stamp-precision=nano",
+                "-w",
+                file,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tcpdump (apt-get install tcpdump)");
+        // Wait until it listens (its stderr says so), then keep draining stderr.
+        use std::io::BufRead;
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        while !seen.contains("listening") {
+            let mut line = String::new();
+            if err.read_line(&mut line).unwrap_or(0) == 0 {
+                panic!("tcpdump did not start: {seen}");
+            }
+            seen.push_str(&line);
+        }
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        Capture { child }
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the PID of the child this test started.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,307 @@
+//! The reflector: receives frames on a port and sends them straight back with source and
+//! destination swapped (MAC, IP, ports), trailer untouched, so the generator on the far side
+//! measures round-trip latency on its own clock.
+//!
+//! Frames are copied from the receive ring into a staging area (the receive callback cannot
+//! hold the ring while the transmit side fills its own slots), turned around there, and
+//! handed to the backend as one batch per poll. Nothing is allocated per frame.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use strobe_io::{Backend, Receiver, RxDrops, TxSlot};
+use strobe_wire::{reflect::swap_addresses, trailer::Trailer};
+
+use crate::rx_worker::IdlePolicy;
+use crate::EngineError;
+
+/// Frames taken from the receiver per poll, and reflected per transmit call.
+const STAGE_FRAMES: usize = 64;
+/// Transmit calls in a row that take nothing before the rest of a batch is dropped.
+const MAX_STALLS: u32 = 100_000;
+
+/// How the reflector behaves.
+#[derive(Clone, Debug, Default)]
+pub struct ReflectOptions {
+    /// Reflect every frame, not only those with strobe's trailer (kernel chatter included).
+    pub all_frames: bool,
+    /// What to do when nothing arrives.
+    pub idle: IdlePolicy,
+    /// Stop after reflecting this many frames.
+    pub max_frames: Option<u64>,
+}
+
+/// Counters a watcher can read while the reflector runs.
+#[derive(Debug, Default)]
+pub struct ReflectCounters {
+    pub received: AtomicU64,
+    pub reflected: AtomicU64,
+}
+
+/// What the reflector did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReflectReport {
+    pub receiver: String,
+    pub backend: String,
+    /// Every frame taken from the receiver.
+    pub received: u64,
+    /// Frames sent back.
+    pub reflected: u64,
+    /// Frames without strobe's trailer, left alone (see [`ReflectOptions::all_frames`]).
+    pub not_instrumented: u64,
+    /// Frames captured shorter than they were on the wire, or longer than a transmit slot.
+    pub unfit: u64,
+    /// Frames the backend would not take (its ring stayed full).
+    pub tx_dropped: u64,
+    pub rx_drops: RxDrops,
+}
+
+/// Reflects frames from `rx` out of `tx` until `stop` is set (or `max_frames` is reached).
+pub fn run_reflect<R: Receiver, B: Backend>(
+    rx: &mut R,
+    tx: &mut B,
+    opts: &ReflectOptions,
+    stop: &AtomicBool,
+    live: Option<&ReflectCounters>,
+) -> Result<ReflectReport, EngineError> {
+    let mut report = ReflectReport {
+        receiver: rx.describe(),
+        backend: tx.describe(),
+        ..ReflectReport::default()
+    };
+    let slot_len = tx.max_frame_len().min(strobe_io::MAX_FRAME_LEN);
+    let per_call = STAGE_FRAMES.min(tx.slot_count().max(1));
+    let mut stage = vec![0u8; per_call * slot_len];
+    let mut lens = [0usize; STAGE_FRAMES];
+    let mut idle_polls = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        let mut staged = 0usize;
+        let received = rx.poll(per_call, |f| {
+            let data = f.data;
+            if (data.len() as u64) < f.wire_len as u64 || data.len() > slot_len {
+                report.unfit += 1;
+                return;
+            }
+            if !opts.all_frames && Trailer::from_frame(data).is_none() {
+                report.not_instrumented += 1;
+                return;
+            }
+            let buf = &mut stage[staged * slot_len..staged * slot_len + data.len()];
+            buf.copy_from_slice(data);
+            swap_addresses(buf);
+            lens[staged] = data.len();
+            staged += 1;
+        })?;
+        report.received += received as u64;
+        if received == 0 {
+            idle_polls = idle_polls.saturating_add(1);
+            opts.idle.back_off(idle_polls);
+            continue;
+        }
+        idle_polls = 0;
+        let sent = hand_over(tx, &stage, slot_len, &lens[..staged])?;
+        report.reflected += sent as u64;
+        report.tx_dropped += (staged - sent) as u64;
+        if let Some(live) = live {
+            live.received.store(report.received, Ordering::Relaxed);
+            live.reflected.store(report.reflected, Ordering::Relaxed);
+        }
+        if opts.max_frames.is_some_and(|max| report.reflected >= max) {
+            break;
+        }
+    }
+    tx.finish()?;
+    report.rx_drops = rx.drops()?;
+    Ok(report)
+}
+
+/// Sends the staged frames, in order, in as many transmit calls as the backend needs.
+/// Returns how many it took before its ring stayed full.
+fn hand_over<B: Backend>(
+    tx: &mut B,
+    stage: &[u8],
+    slot_len: usize,
+    lens: &[usize],
+) -> Result<usize, EngineError> {
+    let mut done = 0;
+    let mut stalls = 0u32;
+    while done < lens.len() {
+        let sent = tx.transmit(lens.len() - done, |slots: &mut [TxSlot<'_>]| {
+            for (k, slot) in slots.iter_mut().enumerate() {
+                let i = done + k;
+                let len = lens[i];
+                slot.buf[..len].copy_from_slice(&stage[i * slot_len..i * slot_len + len]);
+                slot.len = len;
+                slot.scheduled_ns = 0;
+            }
+        })?;
+        done += sent;
+        if sent == 0 {
+            stalls += 1;
+            if stalls > MAX_STALLS {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+    use strobe_io::{IoError, RxFrame, TimeBase};
+    use strobe_wire::trailer::LEN as TRAILER_LEN;
+
+    /// A receiver that hands out prepared frames, then sets `stop` when it runs dry.
+    struct Script<'a> {
+        frames: VecDeque<Vec<u8>>,
+        stop: &'a AtomicBool,
+    }
+
+    impl Receiver for Script<'_> {
+        fn describe(&self) -> String {
+            "script".into()
+        }
+        fn poll<F: FnMut(&RxFrame<'_>)>(
+            &mut self,
+            max: usize,
+            mut each: F,
+        ) -> Result<usize, IoError> {
+            let mut n = 0;
+            while n < max {
+                let Some(f) = self.frames.pop_front() else {
+                    self.stop.store(true, Ordering::Relaxed);
+                    break;
+                };
+                each(&RxFrame {
+                    data: &f,
+                    wire_len: f.len() as u32,
+                    timestamp: None,
+                });
+                n += 1;
+            }
+            Ok(n)
+        }
+        fn drops(&mut self) -> Result<RxDrops, IoError> {
+            Ok(RxDrops::default())
+        }
+    }
+
+    /// A backend that keeps what it is given and takes at most `take` frames per call.
+    struct Sink {
+        slots: Vec<Vec<u8>>,
+        sent: Vec<Vec<u8>>,
+        take: usize,
+    }
+
+    impl Backend for Sink {
+        fn describe(&self) -> String {
+            "sink".into()
+        }
+        fn slot_count(&self) -> usize {
+            self.slots.len()
+        }
+        fn max_frame_len(&self) -> usize {
+            128
+        }
+        fn time_base(&self) -> TimeBase {
+            TimeBase::RealTime
+        }
+        fn transmit<F: FnOnce(&mut [TxSlot<'_>])>(
+            &mut self,
+            count: usize,
+            fill: F,
+        ) -> Result<usize, IoError> {
+            let n = count.min(self.take);
+            let mut batch: strobe_io::TxBatch<'_> = self
+                .slots
+                .iter_mut()
+                .take(n)
+                .enumerate()
+                .map(|(i, buf)| TxSlot {
+                    id: i as u32,
+                    buf,
+                    len: 0,
+                    scheduled_ns: 0,
+                })
+                .collect();
+            fill(&mut batch);
+            let out: Vec<Vec<u8>> = batch.iter().map(|s| s.buf[..s.len].to_vec()).collect();
+            drop(batch);
+            self.sent.extend(out);
+            Ok(n)
+        }
+        fn finish(&mut self) -> Result<strobe_io::BackendStats, IoError> {
+            Ok(Default::default())
+        }
+    }
+
+    fn instrumented(seq: u32) -> Vec<u8> {
+        let mut f = vec![0u8; 64];
+        f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        f[14] = 0x45;
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[198, 18, 0, 1]);
+        f[30..34].copy_from_slice(&[198, 18, 1, 1]);
+        let at = f.len() - TRAILER_LEN;
+        let t: &mut [u8; TRAILER_LEN] = (&mut f[at..]).try_into().unwrap();
+        Trailer {
+            flow_id: 3,
+            seq,
+            tx_ns: 1234,
+        }
+        .write(t);
+        f
+    }
+
+    #[test]
+    fn reflects_instrumented_frames_in_order_and_skips_the_rest() {
+        let stop = AtomicBool::new(false);
+        let mut frames: VecDeque<Vec<u8>> = (0..200).map(instrumented).collect();
+        frames.insert(5, vec![0x33; 90]); // chatter without a trailer
+        frames.insert(9, vec![0x44; 500]); // longer than a slot
+        let mut rx = Script {
+            frames,
+            stop: &stop,
+        };
+        // The backend takes 3 frames per call: batches are completed over several calls.
+        let mut tx = Sink {
+            slots: vec![vec![0; 128]; 16],
+            sent: Vec::new(),
+            take: 3,
+        };
+        let r = run_reflect(&mut rx, &mut tx, &ReflectOptions::default(), &stop, None).unwrap();
+        assert_eq!((r.received, r.reflected), (202, 200));
+        assert_eq!((r.not_instrumented, r.unfit, r.tx_dropped), (1, 1, 0));
+        for (seq, f) in tx.sent.iter().enumerate() {
+            let t = Trailer::from_frame(f).unwrap();
+            assert_eq!((t.seq, t.tx_ns), (seq as u32, 1234));
+            assert_eq!(f[..6], [2, 0, 0, 0, 0, 1], "destination is the sender now");
+            assert_eq!(f[26..30], [198, 18, 1, 1]);
+            assert_eq!(f[30..34], [198, 18, 0, 1]);
+        }
+    }
+
+    #[test]
+    fn stops_after_max_frames() {
+        let stop = AtomicBool::new(false);
+        let mut rx = Script {
+            frames: (0..500).map(instrumented).collect(),
+            stop: &stop,
+        };
+        let mut tx = Sink {
+            slots: vec![vec![0; 128]; 64],
+            sent: Vec::new(),
+            take: 64,
+        };
+        let opts = ReflectOptions {
+            max_frames: Some(100),
+            ..ReflectOptions::default()
+        };
+        let r = run_reflect(&mut rx, &mut tx, &opts, &stop, None).unwrap();
+        assert!(r.reflected >= 100 && r.reflected < 200, "{}", r.reflected);
+    }
+}
