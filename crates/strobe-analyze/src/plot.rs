@@ -6,6 +6,8 @@
 
 use hdrhistogram::Histogram;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
+use plotters::chart::MeshStyle;
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -103,6 +105,21 @@ fn log_axis(lo: f64, hi: f64) -> (f64, f64, Vec<f64>, Vec<f64>) {
     (lo, hi, bold, light)
 }
 
+/// The [`log_axis`] spanning `values` (those a log axis can show: finite and positive), or
+/// 1 to 1000 when there are none.
+fn log_axis_over(values: impl Iterator<Item = f64>) -> (f64, f64, Vec<f64>, Vec<f64>) {
+    let (lo, hi) = values
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    if lo.is_finite() {
+        log_axis(lo, hi)
+    } else {
+        log_axis(1.0, 1000.0)
+    }
+}
+
 /// A decade tick in µs: `0.001`, `1`, `1000`.
 fn decade_label(us: f64) -> String {
     if us >= 1.0 {
@@ -171,24 +188,13 @@ fn flow_ccdf_svg(flow: &FlowLatency<'_>) -> String {
 
 fn render_ccdf(title: &str, curves: &[Curve]) -> String {
     let xs = curves.iter().flat_map(|c| c.points.iter().map(|p| p.0));
-    let (lo, hi) = xs.fold((f64::INFINITY, 0.0f64), |(lo, hi), x| {
-        (lo.min(x), hi.max(x))
-    });
-    let (x_lo, x_hi, x_bold, x_light) = if lo.is_finite() {
-        log_axis(lo, hi)
-    } else {
-        log_axis(1.0, 1000.0)
-    };
+    let (x_lo, x_hi, x_bold, x_light) = log_axis_over(xs);
     let levels: Vec<f64> = (0..=6).map(|k| 10f64.powi(-k)).collect();
 
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
-        root.fill(&WHITE).expect(DRAWING_IS_INFALLIBLE);
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, (FONT, 22))
-            .margin(16)
-            .x_label_area_size(48)
+        let root = blank_figure(&mut svg);
+        let mut chart = titled_chart(&root, title)
             .y_label_area_size(110)
             .build_cartesian_2d(
                 (x_lo..x_hi)
@@ -198,17 +204,14 @@ fn render_ccdf(title: &str, curves: &[Curve]) -> String {
                 (CCDF_FLOOR..1.0).log_scale().with_key_points(levels),
             )
             .expect(DRAWING_IS_INFALLIBLE);
-        chart
-            .configure_mesh()
-            .x_desc("latency (µs, log scale)")
-            .y_desc("fraction of packets slower (1 − quantile)")
-            .x_label_formatter(&|&us| decade_label(us))
-            .y_label_formatter(&|&level| level_label(level))
-            .label_style((FONT, 14))
-            .bold_line_style(BLACK.mix(0.25))
-            .light_line_style(BLACK.mix(0.07))
-            .draw()
-            .expect(DRAWING_IS_INFALLIBLE);
+        draw_grid(
+            chart
+                .configure_mesh()
+                .x_desc("latency (µs, log scale)")
+                .y_desc("fraction of packets slower (1 − quantile)")
+                .x_label_formatter(&|&us| decade_label(us))
+                .y_label_formatter(&|&level| level_label(level)),
+        );
         for curve in curves {
             let style = curve.color.stroke_width(2);
             let color = curve.color;
@@ -220,36 +223,83 @@ fn render_ccdf(title: &str, curves: &[Curve]) -> String {
             series
                 .expect(DRAWING_IS_INFALLIBLE)
                 .label(curve.label.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(2))
-                });
+                .legend(legend_sample(color));
         }
-        if curves.is_empty() {
-            draw_no_data(&root);
-        } else {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .label_font((FONT, 14))
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.4))
-                .draw()
-                .expect(DRAWING_IS_INFALLIBLE);
-        }
-        root.present().expect(DRAWING_IS_INFALLIBLE);
+        finish_figure(
+            &root,
+            &mut chart,
+            !curves.is_empty(),
+            SeriesLabelPosition::UpperRight,
+        );
     }
     svg
 }
 
-fn draw_no_data(root: &DrawingArea<SVGBackend<'_>, Shift>) {
-    let style = TextStyle::from((FONT, 18).into_font()).color(&GREY).pos(
-        plotters::style::text_anchor::Pos::new(
-            plotters::style::text_anchor::HPos::Center,
-            plotters::style::text_anchor::VPos::Center,
-        ),
-    );
-    root.draw_text("no samples", &style, (WIDTH as i32 / 2, HEIGHT as i32 / 2))
+/// The figures share one look; these helpers hold what every figure draws the same way.
+type Figure<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
+/// A white figure drawing into `svg`.
+fn blank_figure(svg: &mut String) -> Figure<'_> {
+    let root = SVGBackend::with_string(svg, (WIDTH, HEIGHT)).into_drawing_area();
+    root.fill(&WHITE).expect(DRAWING_IS_INFALLIBLE);
+    root
+}
+
+/// A chart builder with the figures' caption, margin and x label room.
+fn titled_chart<'a, 'b>(root: &'a Figure<'b>, title: &str) -> ChartBuilder<'a, 'a, SVGBackend<'b>> {
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(title, (FONT, 22))
+        .margin(16)
+        .x_label_area_size(48);
+    builder
+}
+
+/// Draws the grid and tick labels in the figures' style.
+fn draw_grid<X, Y>(mesh: &mut MeshStyle<'_, '_, X, Y, SVGBackend<'_>>)
+where
+    X: Ranged + ValueFormatter<X::ValueType>,
+    Y: Ranged + ValueFormatter<Y::ValueType>,
+{
+    mesh.label_style((FONT, 14))
+        .bold_line_style(BLACK.mix(0.25))
+        .light_line_style(BLACK.mix(0.07))
+        .draw()
         .expect(DRAWING_IS_INFALLIBLE);
+}
+
+/// The legend's sample of a series: a 24-pixel stroke in its colour.
+fn legend_sample(color: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(2))
+}
+
+/// Ends a figure: the legend at `legend_at` when it has data, else a "no samples" note.
+fn finish_figure<'a, CT: CoordTranslate>(
+    root: &Figure<'_>,
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    has_data: bool,
+    legend_at: SeriesLabelPosition,
+) {
+    if has_data {
+        chart
+            .configure_series_labels()
+            .position(legend_at)
+            .label_font((FONT, 14))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.4))
+            .draw()
+            .expect(DRAWING_IS_INFALLIBLE);
+    } else {
+        let style = TextStyle::from((FONT, 18).into_font()).color(&GREY).pos(
+            plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Center,
+                plotters::style::text_anchor::VPos::Center,
+            ),
+        );
+        root.draw_text("no samples", &style, (WIDTH as i32 / 2, HEIGHT as i32 / 2))
+            .expect(DRAWING_IS_INFALLIBLE);
+    }
+    root.present().expect(DRAWING_IS_INFALLIBLE);
 }
 
 /// `1500000` → `1.5M`, `250000` → `250k`.
@@ -276,16 +326,8 @@ pub fn load_sweep_svg(points: &[LoadPoint]) -> String {
     let latencies_us = points
         .iter()
         .flat_map(|p| [p.p50_ns, p.p99_ns, p.p9999_ns])
-        .map(|ns| ns / 1000.0)
-        .filter(|us| us.is_finite() && *us > 0.0);
-    let (lo, hi) = latencies_us.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
-        (lo.min(v), hi.max(v))
-    });
-    let (y_lo, y_hi, y_bold, y_light) = if lo.is_finite() {
-        log_axis(lo, hi)
-    } else {
-        log_axis(1.0, 1000.0)
-    };
+        .map(|ns| ns / 1000.0);
+    let (y_lo, y_hi, y_bold, y_light) = log_axis_over(latencies_us);
     let finite_max = |values: &mut dyn Iterator<Item = f64>| {
         values.filter(|v| v.is_finite()).fold(0.0f64, f64::max)
     };
@@ -301,12 +343,8 @@ pub fn load_sweep_svg(points: &[LoadPoint]) -> String {
 
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
-        root.fill(&WHITE).expect(DRAWING_IS_INFALLIBLE);
-        let mut chart = ChartBuilder::on(&root)
-            .caption("latency against offered load", (FONT, 22))
-            .margin(16)
-            .x_label_area_size(48)
+        let root = blank_figure(&mut svg);
+        let mut chart = titled_chart(&root, "latency against offered load")
             .y_label_area_size(80)
             .right_y_label_area_size(80)
             .build_cartesian_2d(
@@ -318,17 +356,14 @@ pub fn load_sweep_svg(points: &[LoadPoint]) -> String {
             )
             .expect(DRAWING_IS_INFALLIBLE)
             .set_secondary_coord(0.0..x_max, 0.0..rate_max);
-        chart
-            .configure_mesh()
-            .x_desc("offered load (packets/s)")
-            .y_desc("latency (µs, log scale)")
-            .x_label_formatter(&|&pps| format_pps(pps))
-            .y_label_formatter(&|&us| decade_label(us))
-            .label_style((FONT, 14))
-            .bold_line_style(BLACK.mix(0.25))
-            .light_line_style(BLACK.mix(0.07))
-            .draw()
-            .expect(DRAWING_IS_INFALLIBLE);
+        draw_grid(
+            chart
+                .configure_mesh()
+                .x_desc("offered load (packets/s)")
+                .y_desc("latency (µs, log scale)")
+                .x_label_formatter(&|&pps| format_pps(pps))
+                .y_label_formatter(&|&us| decade_label(us)),
+        );
         chart
             .configure_secondary_axes()
             .y_desc("achieved rate (packets/s)")
@@ -349,29 +384,20 @@ pub fn load_sweep_svg(points: &[LoadPoint]) -> String {
                 .draw_series(LineSeries::new(data, color.stroke_width(2)).point_size(3))
                 .expect(DRAWING_IS_INFALLIBLE)
                 .label(label)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(2))
-                });
+                .legend(legend_sample(color));
         }
         let achieved = points.iter().map(|p| (p.offered_pps, p.achieved_pps));
         chart
             .draw_secondary_series(LineSeries::new(achieved, GREY.stroke_width(2)).point_size(3))
             .expect(DRAWING_IS_INFALLIBLE)
             .label("achieved rate (right axis)")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], GREY.stroke_width(2)));
-        if points.is_empty() {
-            draw_no_data(&root);
-        } else {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .label_font((FONT, 14))
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.4))
-                .draw()
-                .expect(DRAWING_IS_INFALLIBLE);
-        }
-        root.present().expect(DRAWING_IS_INFALLIBLE);
+            .legend(legend_sample(GREY));
+        finish_figure(
+            &root,
+            &mut chart,
+            !points.is_empty(),
+            SeriesLabelPosition::UpperLeft,
+        );
     }
     svg
 }

@@ -102,6 +102,10 @@ pub struct GenArgs {
     /// Do not measure latency (frames keep their trailer for loss counting).
     #[arg(long, help_heading = "Latency")]
     no_latency: bool,
+    /// Receive with the NIC's hardware timestamps (AF_PACKET on a NIC that stamps every
+    /// frame; see `strobe ports`), mapped to the transmit clock by a clock sync.
+    #[arg(long, help_heading = "Latency")]
+    hw_timestamps: bool,
     /// Subtract the measurement path's own latency, from a `strobe calibrate` file; results
     /// show raw and corrected values.
     #[arg(long, value_name = "FILE", help_heading = "Latency")]
@@ -439,6 +443,7 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
     let opts = RunOptions {
         drain_ns,
         tx_workers: args.cores,
+        hardware_timestamps: args.hw_timestamps,
         ..opts
     };
     let stop = interrupted()?;

@@ -237,6 +237,9 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
             p.other.truncated,
             p.drops.ring_full
         );
+        if let Some(sync) = &p.hardware_clock {
+            println!("  hardware timestamps mapped to CLOCK_REALTIME by a clock sync: {sync}");
+        }
     }
     println!(
         "  {:<20} {:>12} {:>12} {:>10} {:>8} {:>9} {:>6} {:>6} {:>7}",
@@ -365,6 +368,7 @@ pub fn to_json(
             "unknown_flow": p.other.unknown_flow,
             "truncated": p.other.truncated,
             "kernel_drops": p.drops.ring_full,
+            "hardware_clock": p.hardware_clock,
         })).collect::<Vec<_>>(),
         "flows": flows,
     })
@@ -453,6 +457,7 @@ pub fn timestamp_sources(r: &RunReport, flow: &strobe_model::FlowSpec) -> (Strin
         .map(|p| match p.timestamps {
             "kernel" => "kernel software receive timestamp (CLOCK_REALTIME)",
             "user" => "user space: CLOCK_REALTIME right after taking the frame off the ring",
+            "hardware" => "NIC hardware receive timestamp (PTP hardware clock)",
             _ => "none",
         })
         .collect();

@@ -363,4 +363,28 @@ while True:
         (last[2].as_str(), last[4].parse::<f64>().unwrap()),
         ("3000", 0.0)
     );
+
+    // veth stamps in software only: asking for hardware receive timestamps is refused,
+    // with the reason, before anything is sent.
+    let out = strobe()
+        .args([
+            "gen",
+            "--lab",
+            &lab.prefix,
+            "--port",
+            "lab:tx",
+            "--rx",
+            "lab:rx",
+            "-q",
+        ])
+        .args(["--udp", "198.18.0.1:1000-198.18.1.1:2000", "--count", "10"])
+        .arg("--hw-timestamps")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot stamp every frame in hardware"),
+        "{stderr}"
+    );
 }

@@ -3,44 +3,11 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::{ok, strobe};
 use serde_json::Value;
-
-fn run(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Named network namespaces, deleted (with their interfaces) on drop.
-struct Namespaces(Vec<String>);
-
-impl Namespaces {
-    fn new(names: &[String]) -> Namespaces {
-        let mut guard = Namespaces(Vec::new());
-        for ns in names {
-            run(&["ip", "netns", "add", ns]);
-            guard.0.push(ns.clone());
-        }
-        guard
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for ns in &self.0 {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
+use strobe_io::test_support::{Netns, VethPair};
 
 fn fails_with_bad_input(out: Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -50,15 +17,10 @@ fn fails_with_bad_input(out: Output) -> String {
 
 #[test]
 fn ports_shows_a_veth_with_software_timestamps() {
-    let pid = std::process::id();
-    let ns = format!("spc-{pid}-veth");
-    let (a, b) = (format!("spc{pid}a"), format!("spc{pid}b"));
-    let _guard = Namespaces::new(std::slice::from_ref(&ns));
-    run(&[
-        "ip", "-n", &ns, "link", "add", &a, "type", "veth", "peer", "name", &b,
-    ]);
+    let lab = VethPair::new("ports");
+    let (ns, a, b) = (lab.ns(), &lab.a, &lab.b);
 
-    let text = ok(strobe().args(["ports", "--netns", &ns]).output().unwrap());
+    let text = ok(strobe().args(["ports", "--netns", ns]).output().unwrap());
     assert!(text.contains(&format!("network namespace {ns}:")), "{text}");
     let row: Vec<&str> = text
         .lines()
@@ -74,13 +36,13 @@ fn ports_shows_a_veth_with_software_timestamps() {
     );
 
     let json: Value = serde_json::from_str(&ok(strobe()
-        .args(["ports", "--netns", &ns, "--json"])
+        .args(["ports", "--netns", ns, "--json"])
         .output()
         .unwrap()))
     .unwrap();
     let namespaces = json["namespaces"].as_array().unwrap();
     assert_eq!(namespaces.len(), 1);
-    assert_eq!(namespaces[0]["netns"], ns.as_str());
+    assert_eq!(namespaces[0]["netns"], ns);
     let ifaces = namespaces[0]["interfaces"].as_array().unwrap();
     let names: Vec<&str> = ifaces.iter().map(|i| i["name"].as_str().unwrap()).collect();
     assert!(
@@ -103,7 +65,7 @@ fn ports_lists_the_three_namespaces_of_a_lab() {
         .iter()
         .map(|side| format!("{prefix}-{side}"))
         .collect();
-    let _guard = Namespaces::new(&names);
+    let _guard: Vec<Netns> = names.iter().map(Netns::add).collect();
     let json: Value = serde_json::from_str(&ok(strobe()
         .args(["ports", "--lab", &prefix, "--json"])
         .output()

@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering;
 use live::LiveCounters;
 use rx::{FlowRxReport, RxTracker};
 use rx_worker::{run_rx, RxPortReport};
-use strobe_io::{AnyBackend, AnyReceiver, TimeBase};
+use strobe_io::{AnyBackend, AnyReceiver, Receiver, TimeBase};
 use strobe_model::Scenario;
 use strobe_timing::{Duration, Pattern, ScheduleSpec};
 
@@ -106,6 +106,25 @@ fn schedule_ends(spec: &ScheduleSpec) -> bool {
         Duration::Bursts { bursts, .. } => bursts > 0,
         Duration::Packets(_) | Duration::Seconds(_) => true,
     }
+}
+
+/// How a NIC's hardware clock relates to CLOCK_REALTIME (the clock of the transmit stamps),
+/// measured before a run so its hardware receive timestamps give latencies: 5 rounds of the
+/// A-B-A median sync, 10 ms apart.
+fn sync_hardware_clock(
+    phc: &str,
+) -> Result<(String, strobe_io::clocksync::ClockSync), strobe_io::IoError> {
+    use strobe_io::clocksync::{measure, PhcClock, SystemClock};
+    let mut realtime = SystemClock::by_name("realtime").expect("CLOCK_REALTIME exists");
+    let mut nic = PhcClock::open(phc)?;
+    let sync = measure(
+        &mut realtime,
+        &mut nic,
+        5,
+        std::time::Duration::from_millis(10),
+        std::thread::sleep,
+    )?;
+    Ok((phc.to_string(), sync))
 }
 
 /// Results of a whole run.
@@ -218,16 +237,28 @@ pub fn run_scenario(
         {
             continue;
         }
-        let receiver = AnyReceiver::open(&port.location).map_err(|source| EngineError::Port {
-            port: port.name.clone(),
-            source,
-        })?;
+        let receiver =
+            AnyReceiver::open_with(&port.location, opts.hardware_timestamps).map_err(|source| {
+                EngineError::Port {
+                    port: port.name.clone(),
+                    source,
+                }
+            })?;
+        let hardware_sync = match receiver.hardware_clock() {
+            Some(phc) => Some(
+                sync_hardware_clock(&phc).map_err(|source| EngineError::Port {
+                    port: port.name.clone(),
+                    source,
+                })?,
+            ),
+            None => None,
+        };
         let mut tracker = RxTracker::new(ids);
         for (id, &p) in parent.iter().enumerate() {
             let on = scenario.flows[p as usize].metrics.latency.is_some();
             tracker.set_latency(id as u16, on);
         }
-        rx_jobs.push((port.name.clone(), receiver, tracker));
+        rx_jobs.push((port.name.clone(), receiver, tracker, hardware_sync));
     }
 
     let pins = if opts.pin {
@@ -241,7 +272,7 @@ pub fn run_scenario(
         let rx_handles: Vec<_> = rx_jobs
             .into_iter()
             .enumerate()
-            .map(|(i, (name, mut receiver, mut tracker))| {
+            .map(|(i, (name, mut receiver, mut tracker, hardware_sync))| {
                 let (clock, live, rx_stop) = (&clock, &*live, &rx_stop);
                 let thread_name = name.clone();
                 let core = rx_cores.get(i).copied();
@@ -257,9 +288,18 @@ pub fn run_scenario(
                             &mut tracker,
                             Some(live),
                             clock,
+                            hardware_sync.as_ref().map(|(_, sync)| sync),
                             rx_stop,
                         )
-                        .map(|report| (report, tracker))
+                        .map(|mut report| {
+                            report.hardware_clock = hardware_sync.map(|(phc, sync)| {
+                                format!(
+                                    "{phc} − CLOCK_REALTIME = {} ns, residual {:.0} ns, drift {:.0} ppb",
+                                    sync.offset_ns, sync.residual_ns, sync.drift_ppb
+                                )
+                            });
+                            (report, tracker)
+                        })
                     })
                     .expect("spawning a thread");
                 (handle, name)

@@ -3,7 +3,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use strobe_io::{Receiver, RxDrops};
+use strobe_io::clocksync::ClockSync;
+use strobe_io::{Receiver, RxDrops, RxTimestamp};
 
 use crate::clock::Clock;
 use crate::live::LiveCounters;
@@ -23,18 +24,24 @@ pub struct RxPortReport {
     pub frames: u64,
     pub other: OtherFrames,
     pub drops: RxDrops,
-    /// How the receive timestamps were taken ("kernel", "user", or "none").
+    /// How the receive timestamps were taken ("kernel", "user", "hardware", or "none").
     pub timestamps: &'static str,
+    /// For hardware timestamps: the NIC clock and how it was mapped to CLOCK_REALTIME.
+    pub hardware_clock: Option<String>,
 }
 
 /// Counts frames from `rx` into `tracker` until `stop` is set. Frames already waiting when
 /// `stop` is seen are still drained (one last poll round).
+///
+/// Hardware timestamps are in the NIC's clock: `hardware_clock` maps them to CLOCK_REALTIME,
+/// the clock of the transmit stamps (without it they cannot give a latency and are left out).
 pub fn run_rx<R: Receiver>(
     port_name: &str,
     rx: &mut R,
     tracker: &mut RxTracker,
     live: Option<&LiveCounters>,
     clock: &Clock,
+    hardware_clock: Option<&ClockSync>,
     stop: &AtomicBool,
 ) -> Result<RxPortReport, EngineError> {
     let mut report = RxPortReport {
@@ -44,6 +51,7 @@ pub fn run_rx<R: Receiver>(
         other: OtherFrames::default(),
         drops: RxDrops::default(),
         timestamps: "none",
+        hardware_clock: None,
     };
     let mut publisher = Publisher::new(tracker);
     let mut since_publish = 0u64;
@@ -55,12 +63,12 @@ pub fn run_rx<R: Receiver>(
         let stopping = stop.load(Ordering::Relaxed);
         let mut stamps = "none";
         let n = rx.poll(POLL_BATCH, |f| {
-            let ns = f.timestamp.map(|t| {
-                stamps = match t {
-                    strobe_io::RxTimestamp::Kernel(_) => "kernel",
-                    strobe_io::RxTimestamp::User(_) => "user",
-                };
-                t.ns()
+            let ns = f.timestamp.and_then(|t| {
+                stamps = t.source();
+                match t {
+                    RxTimestamp::Hardware(ns) => hardware_to_realtime(hardware_clock, ns),
+                    _ => Some(t.ns()),
+                }
             });
             tracker.on_frame(f.data, f.wire_len, ns);
         })?;
@@ -95,6 +103,12 @@ pub fn run_rx<R: Receiver>(
     report.other = tracker.other;
     report.drops = rx.drops()?;
     Ok(report)
+}
+
+/// A hardware timestamp on CLOCK_REALTIME, by the measured relation of the NIC's clock to it.
+#[inline]
+fn hardware_to_realtime(sync: Option<&ClockSync>, ns: u64) -> Option<u64> {
+    u64::try_from(sync?.b_to_a(ns as i128)).ok()
 }
 
 /// What a receive worker does when its receiver has nothing: spin first (lowest latency
@@ -173,5 +187,29 @@ impl Publisher {
         live.rx_other
             .fetch_add(other - self.other, Ordering::Relaxed);
         self.other = other;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hardware_stamps_are_mapped_to_realtime_or_left_out() {
+        // The NIC's clock runs 37 s ahead of CLOCK_REALTIME (TAI-style), no drift.
+        let sync = ClockSync {
+            offset_ns: 37_000_000_000,
+            residual_ns: 0.0,
+            drift_ppb: 0.0,
+            uncertainty_ns: 0,
+            rounds: 1,
+            at_ns: 1_800_000_000_000_000_000,
+        };
+        let hw = 1_800_000_037_000_000_500u64;
+        assert_eq!(
+            hardware_to_realtime(Some(&sync), hw),
+            Some(1_800_000_000_000_000_500)
+        );
+        assert_eq!(hardware_to_realtime(None, hw), None);
     }
 }

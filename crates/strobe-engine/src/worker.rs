@@ -62,6 +62,9 @@ pub struct RunOptions {
     /// Transmit workers per transmit port (cores): constant-rate flows stay whole on one
     /// worker, Poisson flows are split over all of them.
     pub tx_workers: usize,
+    /// Receive with the NIC's hardware timestamps (mapped to CLOCK_REALTIME by a clock sync
+    /// before the run).
+    pub hardware_timestamps: bool,
 }
 
 impl Default for RunOptions {
@@ -77,6 +80,7 @@ impl Default for RunOptions {
             drain_ns: 500_000_000,
             pin: true,
             tx_workers: 1,
+            hardware_timestamps: false,
         }
     }
 }

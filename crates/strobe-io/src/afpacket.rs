@@ -50,6 +50,10 @@ pub struct AfPacketOptions {
     pub rx_block_timeout_ms: u32,
     /// Receive frames addressed to any MAC (PACKET_MR_PROMISC membership, undone on close).
     pub promiscuous: bool,
+    /// Receive timestamps from the NIC's clock: checks that the driver stamps every frame
+    /// (ETHTOOL_GET_TS_INFO), turns stamping on (SIOCSHWTSTAMP) and asks the ring for raw
+    /// hardware stamps. Frames the NIC did not stamp keep the kernel's software stamp.
+    pub hardware_timestamps: bool,
 }
 
 impl Default for AfPacketOptions {
@@ -63,6 +67,7 @@ impl Default for AfPacketOptions {
             rx_blocks: 64,
             rx_block_timeout_ms: 2,
             promiscuous: true,
+            hardware_timestamps: false,
         }
     }
 }
@@ -703,6 +708,8 @@ pub struct AfPacketRx {
     layout: RxLayout,
     promiscuous: bool,
     drops: RxDrops,
+    /// The PTP hardware clock of the NIC's stamps, when hardware timestamps are on.
+    hardware_clock: Option<String>,
 }
 
 /// The ring's layout and where reading stands in it.
@@ -741,6 +748,22 @@ const BLOCK_FIRST_PKT: usize = offset_of!(libc::tpacket_block_desc, hdr)
 const BLOCK_HEADER_LEN: usize = size_of::<libc::tpacket_block_desc>();
 const FRAME_HEADER_LEN: usize = size_of::<libc::tpacket3_hdr>();
 
+/// `PACKET_TIMESTAMP` (linux/if_packet.h; not in the libc crate): which stamp the ring reports.
+const PACKET_TIMESTAMP: libc::c_int = 17;
+/// The tp_status bit saying the NIC stamped a ring frame (linux/if_packet.h; software stamps
+/// set bit 29 instead).
+const TP_STATUS_TS_RAW_HARDWARE: u32 = 1 << 31;
+
+/// The timestamp of a ring frame, by the status bits the kernel set with it: a raw hardware
+/// stamp is in the NIC's clock, anything else is the kernel's CLOCK_REALTIME.
+fn ring_timestamp(status: u32, ns: u64) -> RxTimestamp {
+    if status & TP_STATUS_TS_RAW_HARDWARE != 0 {
+        RxTimestamp::Hardware(ns)
+    } else {
+        RxTimestamp::Kernel(ns)
+    }
+}
+
 /// A ring block or frame header that points outside its block or slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Malformed;
@@ -776,6 +799,8 @@ struct FrameInBlock {
     data_len: usize,
     wire_len: u32,
     timestamp_ns: u64,
+    /// tp_status: which clock stamped the frame.
+    status: u32,
     /// Offset of the following frame's header from this one's (0 for the last).
     next_offset: usize,
 }
@@ -787,6 +812,7 @@ fn frame_at(block: &[u8], at: usize) -> Result<FrameInBlock, Malformed> {
     }
     let field = |offset: usize| read_u32(block, at + offset);
     let next_offset = field(offset_of!(libc::tpacket3_hdr, tp_next_offset))? as usize;
+    let status = field(offset_of!(libc::tpacket3_hdr, tp_status))?;
     let sec = field(offset_of!(libc::tpacket3_hdr, tp_sec))?;
     let nsec = field(offset_of!(libc::tpacket3_hdr, tp_nsec))?;
     let snaplen = field(offset_of!(libc::tpacket3_hdr, tp_snaplen))? as usize;
@@ -802,6 +828,7 @@ fn frame_at(block: &[u8], at: usize) -> Result<FrameInBlock, Malformed> {
         data_len: snaplen,
         wire_len,
         timestamp_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
+        status,
         next_offset,
     })
 }
@@ -874,7 +901,7 @@ impl BlockRing {
             each(&RxFrame {
                 data: &block[frame.data_start..frame.data_start + frame.data_len],
                 wire_len: frame.wire_len,
-                timestamp: Some(RxTimestamp::Kernel(frame.timestamp_ns)),
+                timestamp: Some(ring_timestamp(frame.status, frame.timestamp_ns)),
             });
             delivered += 1;
             cursor.remaining -= 1;
@@ -927,9 +954,24 @@ impl AfPacketRx {
             .checked_mul(opts.rx_blocks)
             .ok_or_else(too_big)?;
 
+        let hardware_clock = if opts.hardware_timestamps {
+            Some(hardware_clock_for(iface, netns, &port)?)
+        } else {
+            None
+        };
         let (fd, ring, layout) = in_netns(netns, || {
             let fd = packet_socket(&port)?;
             let ifindex = interface_index(&fd, &port)?;
+            if hardware_clock.is_some() {
+                set_int_option(
+                    &fd,
+                    &port,
+                    libc::SOL_PACKET,
+                    PACKET_TIMESTAMP,
+                    "PACKET_TIMESTAMP",
+                    libc::SOF_TIMESTAMPING_RAW_HARDWARE as libc::c_int,
+                )?;
+            }
             let (request, layout) = match opts.rx_ring {
                 RxRing::Blocks => {
                     let frames_per_block = opts.rx_block_size / RX_NOMINAL_FRAME;
@@ -1039,6 +1081,7 @@ impl AfPacketRx {
             layout,
             promiscuous: opts.promiscuous,
             drops: RxDrops::default(),
+            hardware_clock,
         })
     }
 
@@ -1120,8 +1163,12 @@ impl Receiver for AfPacketRx {
                 frames.geometry().frame_size
             ),
         };
+        let stamps = match &self.hardware_clock {
+            Some(phc) => format!("hardware timestamps ({phc})"),
+            None => "kernel timestamps".to_string(),
+        };
         format!(
-            "afpacket:{} ({ring}, kernel timestamps{})",
+            "afpacket:{} ({ring}, {stamps}{})",
             self.port,
             if self.promiscuous {
                 ", promiscuous"
@@ -1147,11 +1194,54 @@ impl Receiver for AfPacketRx {
         self.drops.ring_full += u64::from(self.read_kernel_drops()?);
         Ok(self.drops)
     }
+
+    fn hardware_clock(&self) -> Option<String> {
+        self.hardware_clock.clone()
+    }
+}
+
+/// Checks that `iface` stamps every received frame in hardware and turns stamping on;
+/// returns the PTP hardware clock the stamps are in.
+fn hardware_clock_for(
+    iface: &str,
+    netns: Option<&str>,
+    port: &PortName,
+) -> Result<String, IoError> {
+    let info = crate::tsinfo::query_ts_info(netns, iface)?;
+    let phc = match (info.hardware_rx_all() && info.raw_hardware(), info.phc_path()) {
+        (true, Some(phc)) => phc,
+        _ => {
+            return Err(IoError::Other(format!(
+                "AF_PACKET on `{port}`: hardware receive timestamps asked for, but the interface cannot stamp every frame in hardware ({}); leave them off to use kernel software timestamps",
+                info.summary()
+            )))
+        }
+    };
+    crate::tsinfo::enable_hw_timestamps(netns, iface)?;
+    Ok(phc)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::HeaderFuzz;
+
+    #[test]
+    fn ring_status_bits_say_which_clock_stamped_a_frame() {
+        let user = libc::TP_STATUS_USER;
+        assert_eq!(
+            ring_timestamp(user | 1 << 29, 7), // TP_STATUS_TS_SOFTWARE
+            RxTimestamp::Kernel(7)
+        );
+        assert_eq!(
+            ring_timestamp(user | TP_STATUS_TS_RAW_HARDWARE, 7),
+            RxTimestamp::Hardware(7)
+        );
+        // A frame the NIC did not stamp (no bit, or only the deprecated system-hardware one)
+        // keeps the kernel's stamp.
+        assert_eq!(ring_timestamp(user | 1 << 30, 9), RxTimestamp::Kernel(9));
+        assert_eq!(ring_timestamp(user, 0), RxTimestamp::Kernel(0));
+    }
 
     const BLOCK: usize = 4096;
 
@@ -1276,25 +1366,11 @@ mod tests {
     fn arbitrary_block_bytes_never_panic() {
         // A deterministic pseudo-random sweep over header words: any value must parse or be
         // rejected, never index out of bounds or overflow.
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut fuzz = HeaderFuzz::new(0x9E37_79B9_7F4A_7C15);
+        let headers = BLOCK_HEADER_LEN + 3 * FRAME_HEADER_LEN + 64;
         for _ in 0..20_000 {
             let mut block = block_with(&[&[7; 80], &[8; 90]]);
-            for _ in 0..4 {
-                let at = (next() as usize) % (BLOCK_HEADER_LEN + 3 * FRAME_HEADER_LEN + 64);
-                let value = match next() % 4 {
-                    0 => u32::MAX,
-                    1 => 0,
-                    _ => next() as u32 % (2 * BLOCK as u32),
-                };
-                let at = at.min(block.len() - 4);
-                block[at..at + 4].copy_from_slice(&value.to_ne_bytes());
-            }
+            fuzz.corrupt(&mut block, headers, 4, 2 * BLOCK as u32);
             let _ = walk(&block);
         }
     }

@@ -271,6 +271,20 @@ pub struct ClockSync {
     /// Median of the rounds' read uncertainties, ns.
     pub uncertainty_ns: u64,
     pub rounds: usize,
+    /// A's time at the last round: where `offset_ns` holds and drift is counted from.
+    pub at_ns: i128,
+}
+
+impl ClockSync {
+    /// The time on clock A of an instant clock B read as `b_ns`, by the fitted line
+    /// (B − A = offset + drift × (A − at)): how a NIC's hardware timestamp becomes a
+    /// CLOCK_REALTIME one, for example.
+    pub fn b_to_a(&self, b_ns: i128) -> i128 {
+        let slope = self.drift_ppb / 1e9;
+        // b = a + offset + slope (a - at)  =>  a - at = (b - at - offset) / (1 + slope)
+        let since = (b_ns - self.at_ns - self.offset_ns) as f64 / (1.0 + slope);
+        self.at_ns + since.round() as i128
+    }
 }
 
 /// Syncs `rounds` times, `interval` apart (time passes through `sleep`), and fits a line to
@@ -303,6 +317,7 @@ pub fn measure(
         drift_ppb: fit.slope * 1e9,
         uncertainty_ns: uncertainties[uncertainties.len() / 2],
         rounds,
+        at_ns: samples[samples.len() - 1].at_ns,
     })
 }
 
@@ -344,6 +359,28 @@ fn fit_line(samples: &[SyncSample]) -> LineFit {
         slope,
         offset_at_last: first.offset_ns + line(last_x).round() as i128,
         residual_ns,
+    }
+}
+
+#[cfg(test)]
+mod conversion_tests {
+    use super::*;
+
+    #[test]
+    fn b_to_a_inverts_the_fitted_line() {
+        let sync = ClockSync {
+            offset_ns: 37_000_000_123,
+            residual_ns: 0.0,
+            drift_ppb: 25_000.0,
+            uncertainty_ns: 0,
+            rounds: 3,
+            at_ns: 1_800_000_000_000_000_000,
+        };
+        for since in [-5_000_000_000i128, 0, 1, 2_000_000_000, 3_600_000_000_000] {
+            let a = sync.at_ns + since;
+            let b = a + sync.offset_ns + (since as f64 * 25e-6).round() as i128;
+            assert!((sync.b_to_a(b) - a).abs() <= 1, "since {since}");
+        }
     }
 }
 

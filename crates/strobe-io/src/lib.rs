@@ -14,6 +14,9 @@ pub mod netns;
 mod null;
 mod pcap;
 mod rx;
+#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
+pub mod test_support;
 pub mod tsinfo;
 
 pub use capture::{read_capture, CaptureInfo, CapturedFrame};
@@ -285,9 +288,21 @@ fn open_afxdp_rx(iface: &str, queue: u32, netns: Option<&str>) -> Result<afxdp::
 }
 
 impl AnyReceiver {
-    /// Opens the receive side of a port location.
+    /// Opens the receive side of a port location, with kernel or user-space timestamps.
     pub fn open(location: &str) -> Result<Self, IoError> {
-        Ok(match Location::parse(location)? {
+        Self::open_with(location, false)
+    }
+
+    /// Opens the receive side of a port location; `hardware_timestamps` asks for the NIC's
+    /// receive timestamps (AF_PACKET on a NIC that stamps every frame).
+    pub fn open_with(location: &str, hardware_timestamps: bool) -> Result<Self, IoError> {
+        let location_parsed = Location::parse(location)?;
+        if hardware_timestamps && !matches!(location_parsed, Location::AfPacket { .. }) {
+            return Err(IoError::Other(format!(
+                "port `{location}`: hardware receive timestamps are read through AF_PACKET only; use afpacket:IFACE"
+            )));
+        }
+        Ok(match location_parsed {
             Location::Pcap(_) | Location::Null => {
                 return Err(IoError::Other(format!(
                     "port `{location}` cannot receive: `pcap:` and `null` ports only transmit; \
@@ -295,7 +310,11 @@ impl AnyReceiver {
                 )))
             }
             Location::AfPacket { netns, iface } => {
-                AnyReceiver::AfPacket(open_afpacket_rx(&iface, netns.as_deref())?)
+                let opts = afpacket::AfPacketOptions {
+                    hardware_timestamps,
+                    ..afpacket::AfPacketOptions::default()
+                };
+                AnyReceiver::AfPacket(afpacket::AfPacketRx::open(&iface, netns.as_deref(), &opts)?)
             }
             Location::AfXdp {
                 netns,
@@ -385,6 +404,12 @@ impl Receiver for AnyReceiver {
         match self {
             AnyReceiver::AfPacket(r) => r.drops(),
             AnyReceiver::AfXdp(r) => r.drops(),
+        }
+    }
+    fn hardware_clock(&self) -> Option<String> {
+        match self {
+            AnyReceiver::AfPacket(r) => r.hardware_clock(),
+            AnyReceiver::AfXdp(r) => r.hardware_clock(),
         }
     }
 }

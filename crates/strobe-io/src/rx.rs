@@ -9,12 +9,24 @@ pub enum RxTimestamp {
     Kernel(u64),
     /// strobe's own clock right after the frame was taken from the ring (CLOCK_REALTIME ns).
     User(u64),
+    /// The NIC's hardware timestamp (ns in its PTP hardware clock's time), when hardware
+    /// timestamping is on and the driver stamped this frame.
+    Hardware(u64),
 }
 
 impl RxTimestamp {
+    /// The source's name as results show it.
+    pub fn source(self) -> &'static str {
+        match self {
+            RxTimestamp::Kernel(_) => "kernel",
+            RxTimestamp::User(_) => "user",
+            RxTimestamp::Hardware(_) => "hardware",
+        }
+    }
+
     pub fn ns(self) -> u64 {
         match self {
-            RxTimestamp::Kernel(ns) | RxTimestamp::User(ns) => ns,
+            RxTimestamp::Kernel(ns) | RxTimestamp::User(ns) | RxTimestamp::Hardware(ns) => ns,
         }
     }
 }
@@ -46,4 +58,9 @@ pub trait Receiver: Send {
         F: FnMut(&RxFrame<'_>);
     /// Drop counters so far.
     fn drops(&mut self) -> Result<RxDrops, IoError>;
+    /// The PTP hardware clock (`/dev/ptpN`) whose time this receiver's hardware timestamps
+    /// are in, when it delivers hardware timestamps.
+    fn hardware_clock(&self) -> Option<String> {
+        None
+    }
 }

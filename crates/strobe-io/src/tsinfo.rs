@@ -420,6 +420,7 @@ pub fn enable_hw_timestamps(netns: Option<&str>, iface: &str) -> Result<(), IoEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::VethPair;
     use std::process::Command;
 
     const SW_ONLY: u32 = libc::SOF_TIMESTAMPING_TX_SOFTWARE
@@ -496,63 +497,20 @@ mod tests {
         }
     }
 
-    fn run(args: &[&str]) {
-        let out = Command::new(args[0])
-            .args(&args[1..])
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"));
-        assert!(
-            out.status.success(),
-            "{args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    /// A network namespace with a veth pair, deleted (with the pair) on drop.
-    struct VethNs {
-        ns: String,
-        a: String,
-        b: String,
-    }
-
-    impl VethNs {
-        fn new(tag: &str) -> VethNs {
-            let pid = std::process::id();
-            let ns = format!("sts-{pid}-{tag}");
-            run(&["ip", "netns", "add", &ns]);
-            let guard = VethNs {
-                a: format!("sts{pid}a"),
-                b: format!("sts{pid}b"),
-                ns,
-            };
-            run(&[
-                "ip", "-n", &guard.ns, "link", "add", &guard.a, "type", "veth", "peer", "name",
-                &guard.b,
-            ]);
-            guard
-        }
-    }
-
-    impl Drop for VethNs {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
-        }
-    }
-
     #[test]
     fn veth_in_a_namespace_reports_software_timestamps_and_no_phc() {
-        let lab = VethNs::new("q");
-        let names = interfaces(Some(&lab.ns)).unwrap();
+        let lab = VethPair::new("q");
+        let names = interfaces(lab.netns()).unwrap();
         assert!(names.contains(&lab.a), "{names:?}");
         assert!(names.contains(&lab.b), "{names:?}");
         assert!(names.iter().any(|n| n == "lo"), "{names:?}");
         // Cross-check against ethtool, an independent reader of the same ioctl.
         let ethtool = Command::new("ip")
-            .args(["netns", "exec", &lab.ns, "ethtool", "-T", &lab.a])
+            .args(["netns", "exec", lab.ns(), "ethtool", "-T", &lab.a])
             .output()
             .expect("ethtool is the independent reader here: apt-get install ethtool");
         let ethtool = String::from_utf8_lossy(&ethtool.stdout);
-        let info = query_ts_info(Some(&lab.ns), &lab.a).unwrap();
+        let info = query_ts_info(lab.netns(), &lab.a).unwrap();
         assert_eq!(info.iface, lab.a);
         assert!(info.software_tx() && info.software_rx(), "{info:?}");
         assert!(!info.hardware_tx() && !info.hardware_rx(), "{info:?}");
@@ -582,8 +540,8 @@ mod tests {
 
     #[test]
     fn enabling_hardware_timestamps_on_veth_says_why_not() {
-        let lab = VethNs::new("hw");
-        let err = enable_hw_timestamps(Some(&lab.ns), &lab.a)
+        let lab = VethPair::new("hw");
+        let err = enable_hw_timestamps(lab.netns(), &lab.a)
             .unwrap_err()
             .to_string();
         assert!(
@@ -593,7 +551,7 @@ mod tests {
                 && err.contains("strobe uses kernel software timestamps"),
             "{err}"
         );
-        let err = enable_hw_timestamps(Some(&lab.ns), "strobe-nope0")
+        let err = enable_hw_timestamps(lab.netns(), "strobe-nope0")
             .unwrap_err()
             .to_string();
         assert!(err.contains("`strobe-nope0` not found"), "{err}");

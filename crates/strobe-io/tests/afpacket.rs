@@ -6,190 +6,31 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
+use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use strobe_io::afpacket::{AfPacketOptions, AfPacketRx, AfPacketTx};
-use strobe_io::{Backend, BackendStats, Receiver, RxTimestamp};
-
-const SRC_MAC: [u8; 6] = [0x02, 0x53, 0x54, 0x00, 0x00, 0x01];
-const DST_MAC: [u8; 6] = [0x02, 0x53, 0x54, 0x00, 0x00, 0x02];
-
-fn run(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn output(args: &[&str]) -> String {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A network namespace with a veth pair `a` <-> `b`, deleted on drop.
-struct Lab {
-    ns: String,
-    a: String,
-    b: String,
-}
-
-impl Lab {
-    fn new(tag: &str) -> Lab {
-        let pid = std::process::id();
-        let ns = format!("sxa-{pid}-{tag}");
-        run(&["ip", "netns", "add", &ns]);
-        // From here on the guard deletes the namespace (and the veths in it) on any failure.
-        let lab = Lab {
-            a: format!("sxa-{pid}-a"),
-            b: format!("sxa-{pid}-b"),
-            ns,
-        };
-        // No IPv6 on the new links: router solicitations and MLD reports would be noise.
-        for key in ["all", "default"] {
-            run(&[
-                "ip",
-                "netns",
-                "exec",
-                &lab.ns,
-                "sysctl",
-                "-qw",
-                &format!("net.ipv6.conf.{key}.disable_ipv6=1"),
-            ]);
-        }
-        run(&[
-            "ip", "-n", &lab.ns, "link", "add", &lab.a, "type", "veth", "peer", "name", &lab.b,
-        ]);
-        run(&["ip", "-n", &lab.ns, "link", "set", &lab.a, "up"]);
-        run(&["ip", "-n", &lab.ns, "link", "set", &lab.b, "up"]);
-        lab
-    }
-
-    fn ns(&self) -> Option<&str> {
-        Some(&self.ns)
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
-    }
-}
-
-/// An IPv4/UDP frame of `len` bytes (no FCS) whose payload is unique to `seq`.
-fn frame(seq: u32, len: usize) -> Vec<u8> {
-    let payload_len = len - 14 - 20 - 8;
-    let mut payload = Vec::with_capacity(payload_len);
-    payload.extend_from_slice(&seq.to_be_bytes());
-    payload.extend((4..payload_len).map(|i| (seq as usize * 31 + i * 7) as u8));
-    let builder = PacketBuilder::ethernet2(SRC_MAC, DST_MAC)
-        .ipv4([198, 18, 0, 1], [198, 19, 0, 1], 64)
-        .udp(1000 + (seq % 1000) as u16, 2000);
-    let mut out = Vec::with_capacity(len);
-    builder.write(&mut out, &payload).unwrap();
-    assert_eq!(out.len(), len);
-    out
-}
-
-/// Sizes 60..=1514 in a scrambled but repeatable order.
-fn mixed_size(seq: u32) -> usize {
-    60 + (seq as usize * 7919) % (1514 - 60 + 1)
-}
-
-fn is_ours(data: &[u8]) -> bool {
-    data.len() >= 14 && data[6..12] == SRC_MAC
-}
-
-/// Pins the calling thread to one CPU, so veth delivers frames from one per-CPU backlog and
-/// the kernel cannot reorder them (not the backend's doing).
-fn pin_to_cpu(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET and sched_setaffinity only touch it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
-/// Transmits `frames` in batches of up to `batch`, then waits for the ring to drain.
-fn send_all(tx: &mut AfPacketTx, frames: &[Vec<u8>], batch: usize) -> BackendStats {
-    let mut next = 0;
-    while next < frames.len() {
-        let want = (frames.len() - next).min(batch);
-        let sent = tx
-            .transmit(want, |slots| {
-                assert!(slots.len() <= want);
-                for (slot, f) in slots.iter_mut().zip(&frames[next..]) {
-                    slot.buf[..f.len()].copy_from_slice(f);
-                    slot.len = f.len();
-                }
-            })
-            .unwrap();
-        assert!(sent >= 1, "transmit handed over no frame");
-        next += sent;
-    }
-    tx.finish().unwrap()
-}
-
-struct Received {
-    data: Vec<u8>,
-    wire_len: u32,
-    timestamp: Option<RxTimestamp>,
-}
-
-/// Busy-polls `rx` on its own thread until `want` of our frames arrived or `limit` passed.
-fn collect(
-    mut rx: AfPacketRx,
-    want: usize,
-    limit: Duration,
-) -> JoinHandle<(Vec<Received>, AfPacketRx)> {
-    std::thread::spawn(move || {
-        let start = Instant::now();
-        let mut got = Vec::with_capacity(want);
-        while got.len() < want && start.elapsed() < limit {
-            rx.poll(64, |f| {
-                if is_ours(f.data) {
-                    got.push(Received {
-                        data: f.data.to_vec(),
-                        wire_len: f.wire_len,
-                        timestamp: f.timestamp,
-                    });
-                }
-            })
-            .unwrap();
-        }
-        (got, rx)
-    })
-}
-
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
+use strobe_io::test_support::{
+    assert_all_arrived_in_order, collect, is_ours, mac_text, mixed_size, now_ns, pin_to_cpu,
+    send_all, udp_frame, VethPair, SRC_MAC,
+};
+use strobe_io::{Backend, Receiver};
 
 #[test]
 fn ten_thousand_mixed_frames_arrive_intact_and_in_order() {
-    let lab = Lab::new("order");
+    let lab = VethPair::new("order");
     let opts = AfPacketOptions {
         rx_block_size: 1 << 20,
         rx_blocks: 32,
         ..AfPacketOptions::default()
     };
-    let rx = AfPacketRx::open(&lab.b, lab.ns(), &opts).unwrap();
-    let mut tx = AfPacketTx::open(&lab.a, lab.ns(), &opts).unwrap();
+    let rx = AfPacketRx::open(&lab.b, lab.netns(), &opts).unwrap();
+    let mut tx = AfPacketTx::open(&lab.a, lab.netns(), &opts).unwrap();
     assert_eq!(tx.time_base(), strobe_io::TimeBase::RealTime);
     assert!(tx.max_frame_len() >= 1514, "{}", tx.max_frame_len());
     assert!(tx.describe().contains(&lab.a), "{}", tx.describe());
 
-    let frames: Vec<Vec<u8>> = (0..10_000).map(|s| frame(s, mixed_size(s))).collect();
+    let frames: Vec<Vec<u8>> = (0..10_000).map(|s| udp_frame(s, mixed_size(s))).collect();
     let started_ns = now_ns();
     let receiver = collect(rx, frames.len(), Duration::from_secs(60));
     pin_to_cpu(0);
@@ -202,43 +43,20 @@ fn ten_thousand_mixed_frames_arrive_intact_and_in_order() {
 
     let (got, mut rx) = receiver.join().unwrap();
     let drops = rx.drops().unwrap();
-    assert_eq!(
-        got.len(),
-        frames.len(),
-        "received {} of {} frames (ring drops {})",
-        got.len(),
-        frames.len(),
-        drops.ring_full
-    );
-    let mut last_ts = 0;
-    for (i, (r, sent)) in got.iter().zip(&frames).enumerate() {
-        assert!(r.data == *sent, "frame {i} differs from what was sent");
-        assert_eq!(r.wire_len as usize, sent.len());
-        let Some(RxTimestamp::Kernel(ts)) = r.timestamp else {
-            panic!("frame {i} has no kernel timestamp: {:?}", r.timestamp);
-        };
-        assert!(
-            ts >= last_ts,
-            "timestamp of frame {i} goes back: {ts} < {last_ts}"
-        );
-        last_ts = ts;
-    }
-    // CLOCK_REALTIME: within the test's own wall-clock window (generous).
-    let first = got[0].timestamp.unwrap().ns();
-    assert!(first + 1_000_000_000 >= started_ns && last_ts <= now_ns() + 1_000_000_000);
+    assert_all_arrived_in_order(&got, &frames, drops.ring_full, started_ns);
     assert_eq!(drops.ring_full, 0);
     assert_eq!(rx.malformed_blocks(), 0);
 }
 
 /// Captures on `iface` with tcpdump, runs `send`, and returns the captured frames of ours.
-fn tcpdump_around(lab: &Lab, iface: &str, want: usize, send: impl FnOnce()) -> Vec<Vec<u8>> {
-    let path = std::env::temp_dir().join(format!("{}-{iface}.pcap", lab.ns));
+fn tcpdump_around(lab: &VethPair, iface: &str, want: usize, send: impl FnOnce()) -> Vec<Vec<u8>> {
+    let path = std::env::temp_dir().join(format!("{}-{iface}.pcap", lab.ns()));
     let mut child: Child = Command::new("ip")
-        .args(["netns", "exec", &lab.ns, "tcpdump", "-i", iface, "-w"])
+        .args(["netns", "exec", lab.ns(), "tcpdump", "-i", iface, "-w"])
         .arg(&path)
         // A snap length that fits our frames keeps tcpdump's ring slots small and many.
         .args(["-U", "-s", "2048", "-B", "8192", "-n", "--immediate-mode"])
-        .args(["ether", "src", "02:53:54:00:00:01"])
+        .args(["ether", "src", &mac_text(SRC_MAC)])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -297,14 +115,14 @@ fn tcpdump_around(lab: &Lab, iface: &str, want: usize, send: impl FnOnce()) -> V
 /// that case is captured on the peer.
 #[test]
 fn tcpdump_capture_matches_what_was_written() {
-    let lab = Lab::new("dump");
+    let lab = VethPair::new("dump");
     for (bypass, capture_on) in [(true, lab.b.clone()), (false, lab.a.clone())] {
         let opts = AfPacketOptions {
             qdisc_bypass: bypass,
             ..AfPacketOptions::default()
         };
-        let mut tx = AfPacketTx::open(&lab.a, lab.ns(), &opts).unwrap();
-        let frames: Vec<Vec<u8>> = (0..300).map(|s| frame(s, mixed_size(s * 13))).collect();
+        let mut tx = AfPacketTx::open(&lab.a, lab.netns(), &opts).unwrap();
+        let frames: Vec<Vec<u8>> = (0..300).map(|s| udp_frame(s, mixed_size(s * 13))).collect();
         let captured = tcpdump_around(&lab, &capture_on, frames.len(), || {
             send_all(&mut tx, &frames, 16);
         });
@@ -332,18 +150,18 @@ fn tcpdump_capture_matches_what_was_written() {
 /// when that frame comes back, and it must go out again unchanged.
 #[test]
 fn slot_contents_persist_across_transmit_calls() {
-    let lab = Lab::new("slots");
+    let lab = VethPair::new("slots");
     let opts = AfPacketOptions {
         ring_frames: 8,
         ..AfPacketOptions::default()
     };
-    let mut tx = AfPacketTx::open(&lab.a, lab.ns(), &opts).unwrap();
+    let mut tx = AfPacketTx::open(&lab.a, lab.netns(), &opts).unwrap();
     assert_eq!(tx.slot_count(), 8);
-    let rx = AfPacketRx::open(&lab.b, lab.ns(), &opts).unwrap();
+    let rx = AfPacketRx::open(&lab.b, lab.netns(), &opts).unwrap();
     let receiver = collect(rx, 60, Duration::from_secs(20));
 
     let templates: Vec<Vec<u8>> = (0..8)
-        .map(|id| frame(1000 + id, 100 + id as usize))
+        .map(|id| udp_frame(1000 + id, 100 + id as usize))
         .collect();
     let mut written = [false; 8];
     let mut expected_id = 0u32;
@@ -388,19 +206,19 @@ fn slot_contents_persist_across_transmit_calls() {
 
 #[test]
 fn a_port_does_not_receive_what_it_sends() {
-    let lab = Lab::new("ignout");
+    let lab = VethPair::new("ignout");
     // Through the qdisc, so taps on `a` would see its outgoing frames if not told to ignore.
     let opts = AfPacketOptions {
         qdisc_bypass: false,
         ..AfPacketOptions::default()
     };
-    let rx_a = AfPacketRx::open(&lab.a, lab.ns(), &opts).unwrap();
-    let mut tx_a = AfPacketTx::open(&lab.a, lab.ns(), &opts).unwrap();
-    let mut tx_b = AfPacketTx::open(&lab.b, lab.ns(), &opts).unwrap();
+    let rx_a = AfPacketRx::open(&lab.a, lab.netns(), &opts).unwrap();
+    let mut tx_a = AfPacketTx::open(&lab.a, lab.netns(), &opts).unwrap();
+    let mut tx_b = AfPacketTx::open(&lab.b, lab.netns(), &opts).unwrap();
     let receiver = collect(rx_a, 100, Duration::from_secs(5));
 
-    let own: Vec<Vec<u8>> = (0..100).map(|s| frame(s, 200)).collect();
-    let from_peer: Vec<Vec<u8>> = (500..600).map(|s| frame(s, 300)).collect();
+    let own: Vec<Vec<u8>> = (0..100).map(|s| udp_frame(s, 200)).collect();
+    let from_peer: Vec<Vec<u8>> = (500..600).map(|s| udp_frame(s, 300)).collect();
     send_all(&mut tx_a, &own, 32);
     send_all(&mut tx_b, &from_peer, 32);
 
@@ -413,7 +231,7 @@ fn a_port_does_not_receive_what_it_sends() {
 
 #[test]
 fn ring_drops_are_counted_and_accumulate() {
-    let lab = Lab::new("drops");
+    let lab = VethPair::new("drops");
     // Two one-page blocks: room for a handful of 1000-byte frames.
     let opts = AfPacketOptions {
         rx_block_size: 4096,
@@ -421,9 +239,9 @@ fn ring_drops_are_counted_and_accumulate() {
         rx_block_timeout_ms: 1,
         ..AfPacketOptions::default()
     };
-    let mut rx = AfPacketRx::open(&lab.b, lab.ns(), &opts).unwrap();
-    let mut tx = AfPacketTx::open(&lab.a, lab.ns(), &opts).unwrap();
-    let frames: Vec<Vec<u8>> = (0..300).map(|s| frame(s, 1000)).collect();
+    let mut rx = AfPacketRx::open(&lab.b, lab.netns(), &opts).unwrap();
+    let mut tx = AfPacketTx::open(&lab.a, lab.netns(), &opts).unwrap();
+    let frames: Vec<Vec<u8>> = (0..300).map(|s| udp_frame(s, 1000)).collect();
 
     send_all(&mut tx, &frames, 32);
     std::thread::sleep(Duration::from_millis(20));
@@ -462,28 +280,20 @@ fn ring_drops_are_counted_and_accumulate() {
 
 #[test]
 fn promiscuous_membership_lasts_as_long_as_the_receiver() {
-    let lab = Lab::new("promisc");
-    let promiscuity = || {
-        let out = output(&["ip", "-n", &lab.ns, "-d", "link", "show", &lab.b]);
-        let at = out.find("promiscuity ").expect("ip -d shows promiscuity");
-        out[at + 12..]
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .to_string()
-    };
-    assert_eq!(promiscuity(), "0");
-    let rx = AfPacketRx::open(&lab.b, lab.ns(), &AfPacketOptions::default()).unwrap();
-    assert_eq!(promiscuity(), "1");
+    let lab = VethPair::new("promisc");
+    let promiscuity = || lab.promiscuity(&lab.b);
+    assert_eq!(promiscuity(), 0);
+    let rx = AfPacketRx::open(&lab.b, lab.netns(), &AfPacketOptions::default()).unwrap();
+    assert_eq!(promiscuity(), 1);
     assert!(rx.describe().contains("promiscuous"));
     drop(rx);
-    assert_eq!(promiscuity(), "0");
+    assert_eq!(promiscuity(), 0);
     let opts = AfPacketOptions {
         promiscuous: false,
         ..AfPacketOptions::default()
     };
-    let _rx = AfPacketRx::open(&lab.b, lab.ns(), &opts).unwrap();
-    assert_eq!(promiscuity(), "0");
+    let _rx = AfPacketRx::open(&lab.b, lab.netns(), &opts).unwrap();
+    assert_eq!(promiscuity(), 0);
 }
 
 fn tx_err(iface: &str, ns: Option<&str>, opts: &AfPacketOptions) -> String {
@@ -502,16 +312,16 @@ fn rx_err(iface: &str, ns: Option<&str>, opts: &AfPacketOptions) -> String {
 
 #[test]
 fn errors_say_what_is_wrong() {
-    let lab = Lab::new("errors");
+    let lab = VethPair::new("errors");
     let opts = AfPacketOptions::default();
 
     let want = format!(
         "interface `nope0` not found in network namespace `{}`",
-        lab.ns
+        lab.ns()
     );
-    let err = tx_err("nope0", lab.ns(), &opts);
+    let err = tx_err("nope0", lab.netns(), &opts);
     assert!(err.contains(&want), "{err}");
-    let err = rx_err("nope0", lab.ns(), &opts);
+    let err = rx_err("nope0", lab.netns(), &opts);
     assert!(err.contains(&want), "{err}");
 
     let missing_ns = format!("sxa-{}-missing", std::process::id());
@@ -527,7 +337,7 @@ fn errors_say_what_is_wrong() {
         frame_size: 1024,
         ..AfPacketOptions::default()
     };
-    let err = tx_err(&lab.a, lab.ns(), &small);
+    let err = tx_err(&lab.a, lab.netns(), &small);
     assert!(
         err.contains("frame_size 1024") && err.contains("2048"),
         "{err}"
@@ -536,14 +346,14 @@ fn errors_say_what_is_wrong() {
         rx_block_size: 5000,
         ..AfPacketOptions::default()
     };
-    let err = rx_err(&lab.b, lab.ns(), &odd_block);
+    let err = rx_err(&lab.b, lab.netns(), &odd_block);
     assert!(
         err.contains("rx_block_size 5000") && err.contains("page size"),
         "{err}"
     );
 
     // A frame longer than the link takes is refused before it reaches the kernel.
-    let mut tx = AfPacketTx::open(&lab.a, lab.ns(), &opts).unwrap();
+    let mut tx = AfPacketTx::open(&lab.a, lab.netns(), &opts).unwrap();
     let max = tx.max_frame_len();
     assert_eq!(
         max,
@@ -560,9 +370,9 @@ fn errors_say_what_is_wrong() {
     );
 
     // Sending on a link that is down names the interface and the fix.
-    run(&["ip", "-n", &lab.ns, "link", "set", &lab.a, "down"]);
-    let mut tx = AfPacketTx::open(&lab.a, lab.ns(), &opts).unwrap();
-    let frame = frame(1, 60);
+    lab.ip(&["link", "set", &lab.a, "down"]);
+    let mut tx = AfPacketTx::open(&lab.a, lab.netns(), &opts).unwrap();
+    let frame = udp_frame(1, 60);
     let err = tx
         .transmit(1, |slots| {
             slots[0].buf[..60].copy_from_slice(&frame);
@@ -576,8 +386,8 @@ fn errors_say_what_is_wrong() {
 /// Capabilities are per thread on Linux: drop CAP_NET_RAW on a fresh thread and open there.
 #[test]
 fn missing_privilege_is_named() {
-    let lab = Lab::new("perm");
-    let (a, b, ns) = (lab.a.clone(), lab.b.clone(), lab.ns.clone());
+    let lab = VethPair::new("perm");
+    let (a, b, ns) = (lab.a.clone(), lab.b.clone(), lab.ns().to_owned());
     let errors = std::thread::spawn(move || {
         drop_cap_net_raw();
         let opts = AfPacketOptions::default();
@@ -636,12 +446,9 @@ fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-fn tx_packets(lab: &Lab) -> u64 {
+fn tx_packets(lab: &VethPair) -> u64 {
     let path = format!("/sys/class/net/{}/statistics/tx_packets", lab.a);
-    output(&["ip", "netns", "exec", &lab.ns, "cat", &path])
-        .trim()
-        .parse()
-        .unwrap()
+    lab.exec(&["cat", &path]).trim().parse().unwrap()
 }
 
 /// Not a test: TX rate with 64-byte frames (60 without FCS) for 3 s against a busy receiver,
@@ -652,7 +459,7 @@ fn tx_packets(lab: &Lab) -> u64 {
 #[test]
 #[ignore = "measurement, run by hand"]
 fn measure_tx_rate_64_byte_frames() {
-    let lab = Lab::new("rate");
+    let lab = VethPair::new("rate");
     let ring_frames: usize = std::env::var("RING_FRAMES").map_or(1024, |v| v.parse().unwrap());
     let batch: usize = std::env::var("BATCH").map_or(64, |v| v.parse().unwrap());
     let with_receiver = std::env::var("RX").map_or(true, |v| v != "0");
@@ -664,19 +471,11 @@ fn measure_tx_rate_64_byte_frames() {
     if let Ok(cpus) = std::env::var("RPS") {
         // Receive processing of `b` on these CPUs (hex mask) instead of the sender's.
         let path = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", lab.b);
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            &lab.ns,
-            "sh",
-            "-c",
-            &format!("echo {cpus} > {path}"),
-        ]);
+        lab.exec(&["sh", "-c", &format!("echo {cpus} > {path}")]);
     }
     let stop = Arc::new(AtomicBool::new(false));
     let received = Arc::new(AtomicU64::new(0));
-    let mut rx = with_receiver.then(|| AfPacketRx::open(&lab.b, lab.ns(), &opts).unwrap());
+    let mut rx = with_receiver.then(|| AfPacketRx::open(&lab.b, lab.netns(), &opts).unwrap());
     let receiver = {
         let (stop, received) = (stop.clone(), received.clone());
         std::thread::spawn(move || {
@@ -698,7 +497,14 @@ fn measure_tx_rate_64_byte_frames() {
         Some(cmd) => {
             let cmd = cmd.replace("{a}", &lab.a);
             let mut child = Command::new("ip")
-                .args(["netns", "exec", &lab.ns, "sh", "-c", &format!("exec {cmd}")])
+                .args([
+                    "netns",
+                    "exec",
+                    lab.ns(),
+                    "sh",
+                    "-c",
+                    &format!("exec {cmd}"),
+                ])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -716,11 +522,11 @@ fn measure_tx_rate_64_byte_frames() {
             )
         }
         None => {
-            let mut tx = AfPacketTx::open(&lab.a, lab.ns(), &opts).unwrap();
+            let mut tx = AfPacketTx::open(&lab.a, lab.netns(), &opts).unwrap();
             let stop = stop.clone();
             let sender = std::thread::spawn(move || {
                 pin_to_cpu(0);
-                let template = frame(0, 60);
+                let template = udp_frame(0, 60);
                 let cpu0 = thread_cpu_ns();
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {

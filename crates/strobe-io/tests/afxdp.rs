@@ -3,12 +3,13 @@
 //! 198.18.0.0/15 only.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use strobe_io::afxdp::{AfXdpOptions, AfXdpPort, AfXdpRx, AfXdpTx, XdpMode, XdpModeInUse};
+use strobe_io::test_support::{mac_text, mixed_size, now_ns, pin_to_cpu, VethPair};
 use strobe_io::{read_capture, Backend, Receiver, RxTimestamp};
 
 const MAC_A: [u8; 6] = [0x02, 0x53, 0x54, 0x00, 0x00, 0x0a];
@@ -29,94 +30,25 @@ fn is_root() -> bool {
     root
 }
 
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("cannot run a command");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+/// The test link: a veth pair whose MAC addresses the frames below carry.
+fn new_lab(tag: &str) -> VethPair {
+    VethPair::with_macs(tag, MAC_A, MAC_B)
 }
 
-/// A namespace with a veth pair `a` <-> `b` inside; removed on drop, also when a test fails.
-struct Lab {
-    ns: String,
-    a: String,
-    b: String,
+fn open(lab: &VethPair, iface: &str, opts: &AfXdpOptions) -> AfXdpPort {
+    AfXdpPort::open(iface, 0, lab.netns(), opts)
+        .unwrap_or_else(|e| panic!("cannot open AF_XDP on {iface}: {e}"))
 }
 
-impl Lab {
-    /// `tag` keeps namespaces of tests running in parallel apart.
-    fn new(tag: char) -> Lab {
-        let pid = std::process::id();
-        let lab = Lab {
-            ns: format!("sxt-{pid}-{tag}"),
-            a: format!("sxt-{pid}-{tag}a"),
-            b: format!("sxt-{pid}-{tag}b"),
-        };
-        run(Command::new("ip").args(["netns", "add", &lab.ns]));
-        // From here on the guard exists and removes the namespace with everything in it.
-        // No IPv6 autoconfiguration chatter on the test link.
-        for key in ["all", "default"] {
-            lab.exec(&[
-                "sysctl",
-                "-qw",
-                &format!("net.ipv6.conf.{key}.disable_ipv6=1"),
-            ]);
-        }
-        lab.ip(&[
-            "link", "add", &lab.a, "type", "veth", "peer", "name", &lab.b,
-        ]);
-        lab.ip(&["link", "set", &lab.a, "address", &mac_text(MAC_A), "up"]);
-        lab.ip(&["link", "set", &lab.b, "address", &mac_text(MAC_B), "up"]);
-        lab
-    }
-
-    fn ip(&self, args: &[&str]) -> String {
-        let out = run(Command::new("ip").arg("-n").arg(&self.ns).args(args));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn exec(&self, args: &[&str]) -> String {
-        let out = run(Command::new("ip")
-            .args(["netns", "exec", &self.ns])
-            .args(args));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn open(&self, iface: &str, opts: &AfXdpOptions) -> AfXdpPort {
-        AfXdpPort::open(iface, 0, Some(&self.ns), opts)
-            .unwrap_or_else(|e| panic!("cannot open AF_XDP on {iface}: {e}"))
-    }
-
-    /// TX on `a` (copy mode) and RX on `b`.
-    fn pair(&self, tx_opts: &AfXdpOptions, rx_opts: &AfXdpOptions) -> (AfXdpTx, AfXdpRx) {
-        let rx = self
-            .open(&self.b, rx_opts)
-            .split()
-            .1
-            .expect("opened with rx");
-        let (tx, no_rx) = self.open(&self.a, tx_opts).split();
-        assert!(no_rx.is_none(), "a port opened without rx has no RX half");
-        (tx, rx)
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.ns])
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-fn mac_text(mac: [u8; 6]) -> String {
-    mac.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+/// TX on `a` (copy mode) and RX on `b`.
+fn pair(lab: &VethPair, tx_opts: &AfXdpOptions, rx_opts: &AfXdpOptions) -> (AfXdpTx, AfXdpRx) {
+    let rx = open(lab, &lab.b, rx_opts)
+        .split()
+        .1
+        .expect("opened with rx");
+    let (tx, no_rx) = open(lab, &lab.a, tx_opts).split();
+    assert!(no_rx.is_none(), "a port opened without rx has no RX half");
+    (tx, rx)
 }
 
 fn copy_opts() -> AfXdpOptions {
@@ -133,15 +65,10 @@ fn rx_opts() -> AfXdpOptions {
     }
 }
 
-/// Frame length (without FCS) of frame `seq`: 60 to 1514 bytes, mixed.
-fn frame_len(seq: u32) -> usize {
-    60 + (seq as usize * 7919) % (1514 - 60 + 1)
-}
-
 /// An Ethernet/IPv4/UDP frame whose payload starts with `seq` and continues with bytes
 /// derived from it, built by etherparse (checksums included).
 fn frame(seq: u32) -> Vec<u8> {
-    let len = frame_len(seq);
+    let len = mixed_size(seq);
     let mut payload = vec![0u8; len - HEADERS];
     payload[..4].copy_from_slice(&seq.to_be_bytes());
     for (i, b) in payload.iter_mut().enumerate().skip(4) {
@@ -205,8 +132,8 @@ fn ten_thousand_mixed_frames_arrive_intact_and_in_order() {
     if !is_root() {
         return;
     }
-    let lab = Lab::new('t');
-    let (mut tx, mut rx) = lab.pair(&copy_opts(), &rx_opts());
+    let lab = new_lab("t");
+    let (mut tx, mut rx) = pair(&lab, &copy_opts(), &rx_opts());
     assert_eq!(tx.mode(), XdpModeInUse::Copy);
     assert!(rx.native_xdp(), "veth runs XDP natively: {}", rx.describe());
     assert!(
@@ -262,7 +189,7 @@ fn ten_thousand_mixed_frames_arrive_intact_and_in_order() {
     }
     let stats = tx.finish().unwrap();
     assert_eq!(stats.frames, N as u64);
-    let bytes: u64 = (0..N).map(|s| frame_len(s) as u64).sum();
+    let bytes: u64 = (0..N).map(|s| mixed_size(s) as u64).sum();
     assert_eq!(stats.bytes, bytes);
 
     let (seqs, damaged, drops, last_ts) = receiver.join().unwrap();
@@ -270,12 +197,8 @@ fn ten_thousand_mixed_frames_arrive_intact_and_in_order() {
     assert!(damaged.is_empty(), "frames damaged: {damaged:?}");
     assert!(seqs.iter().copied().eq(0..N), "frames out of order");
     assert_eq!(drops.ring_full, 0);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
     assert!(
-        now - last_ts < 60_000_000_000,
+        now_ns() - last_ts < 60_000_000_000,
         "timestamp is not CLOCK_REALTIME"
     );
 }
@@ -285,7 +208,7 @@ fn receives_what_the_peers_kernel_stack_sends_with_nothing_on_the_peer() {
     if !is_root() {
         return;
     }
-    let lab = Lab::new('k');
+    let lab = new_lab("k");
     // Plain IPv4 on `a`, with `b`'s MAC given statically: b's ARP replies would go to the
     // AF_XDP socket, not to b's stack.
     lab.ip(&["addr", "add", "198.18.0.1/30", "dev", &lab.a]);
@@ -298,11 +221,11 @@ fn receives_what_the_peers_kernel_stack_sends_with_nothing_on_the_peer() {
         "dev",
         &lab.a,
     ]);
-    let mut rx = lab.open(&lab.b, &rx_opts()).split().1.unwrap();
+    let mut rx = open(&lab, &lab.b, &rx_opts()).split().1.unwrap();
     assert!(rx.native_xdp());
 
     let payload = b"strobe: from a's stack, no XDP and no GRO on a";
-    strobe_io::netns::in_netns(Some(&lab.ns), || {
+    strobe_io::netns::in_netns(lab.netns(), || {
         let sock = std::net::UdpSocket::bind("198.18.0.1:4000").unwrap();
         for _ in 0..5 {
             sock.send_to(payload, "198.18.0.2:5000").unwrap();
@@ -331,13 +254,20 @@ fn transmitted_frames_decode_on_the_peer_capture() {
     if !is_root() {
         return;
     }
-    let lab = Lab::new('c');
-    let (mut tx, _) = lab.open(&lab.a, &copy_opts()).split();
+    let lab = new_lab("c");
+    let (mut tx, _) = open(&lab, &lab.a, &copy_opts()).split();
     const N: u32 = 40;
     let path = std::env::temp_dir().join(format!("sxt-{}-afxdp.pcap", std::process::id()));
     let mut tcpdump = Command::new("ip")
         .args([
-            "netns", "exec", &lab.ns, "tcpdump", "-i", &lab.b, "-n", "-U",
+            "netns",
+            "exec",
+            lab.ns(),
+            "tcpdump",
+            "-i",
+            &lab.b,
+            "-n",
+            "-U",
         ])
         // Not --immediate-mode: with it, this tcpdump/kernel pair holds back frames
         // after the first 32 (seen with AF_PACKET senders too).
@@ -398,7 +328,7 @@ fn transmitted_frames_decode_on_the_peer_capture() {
                 .calc_checksum_ipv4(&header, udp.payload())
                 .unwrap()
         );
-        assert_eq!(captured.orig_len as usize, frame_len(seq));
+        assert_eq!(captured.orig_len as usize, mixed_size(seq));
         assert_eq!(
             captured.data,
             frame(seq),
@@ -412,13 +342,13 @@ fn slots_keep_their_contents_and_come_back_in_rotation() {
     if !is_root() {
         return;
     }
-    let lab = Lab::new('s');
+    let lab = new_lab("s");
     let small = AfXdpOptions {
         frames: 64,
         ring_size: 64,
         ..copy_opts()
     };
-    let (mut tx, mut rx) = lab.pair(&small, &rx_opts());
+    let (mut tx, mut rx) = pair(&lab, &small, &rx_opts());
     let slots = tx.slot_count() as u32;
     assert_eq!(slots, 64);
 
@@ -441,7 +371,7 @@ fn slots_keep_their_contents_and_come_back_in_rotation() {
     for _ in 0..20 {
         tx.transmit(16, |batch| {
             for slot in batch.iter_mut() {
-                let len = frame_len(slot.id);
+                let len = mixed_size(slot.id);
                 assert_eq!(
                     &slot.buf[..len],
                     frame(slot.id),
@@ -467,8 +397,8 @@ fn dropping_the_receiver_detaches_the_xdp_program() {
     if !is_root() {
         return;
     }
-    let lab = Lab::new('d');
-    let (tx, rx) = lab.open(&lab.b, &rx_opts()).split();
+    let lab = new_lab("d");
+    let (tx, rx) = open(&lab, &lab.b, &rx_opts()).split();
     let rx = rx.unwrap();
     let shown = lab.ip(&["link", "show", "dev", &lab.b]);
     assert!(
@@ -488,13 +418,13 @@ fn drivers_without_native_xdp_get_the_generic_hook() {
     if !is_root() {
         return;
     }
-    let lab = Lab::new('g');
+    let lab = new_lab("g");
     // A bridge has no native XDP: the program must attach through the generic hook, say
     // so, and still detach on drop.
     let br = format!("{}g", lab.a);
     lab.ip(&["link", "add", &br, "type", "bridge"]);
     lab.ip(&["link", "set", &br, "up"]);
-    let port = lab.open(&br, &rx_opts());
+    let port = open(&lab, &br, &rx_opts());
     assert!(
         port.notes()
             .iter()
@@ -517,11 +447,11 @@ fn errors_name_what_is_wrong() {
     if !is_root() {
         return;
     }
-    let lab = Lab::new('e');
+    let lab = new_lab("e");
     let err = |iface: &str, queue: u32, opts: &AfXdpOptions| match AfXdpPort::open(
         iface,
         queue,
-        Some(&lab.ns),
+        lab.netns(),
         opts,
     ) {
         Ok(_) => panic!("opening {iface} queue {queue} with {opts:?} succeeded"),
@@ -530,7 +460,7 @@ fn errors_name_what_is_wrong() {
 
     let msg = err("sxt-nonesuch", 0, &copy_opts());
     assert!(msg.contains("no network interface `sxt-nonesuch`"), "{msg}");
-    assert!(msg.contains(&lab.ns), "{msg}");
+    assert!(msg.contains(lab.ns()), "{msg}");
 
     let msg = err(&lab.a, 7, &copy_opts());
     assert!(
@@ -552,7 +482,7 @@ fn errors_name_what_is_wrong() {
     assert!(msg.contains("sxt-no-such-ns"), "{msg}");
 
     // One socket per queue: a second one is refused while the first is open.
-    let first = lab.open(&lab.a, &copy_opts());
+    let first = open(&lab, &lab.a, &copy_opts());
     let msg = err(&lab.a, 0, &copy_opts());
     assert!(
         msg.contains("already used by another AF_XDP socket"),
@@ -561,7 +491,7 @@ fn errors_name_what_is_wrong() {
     drop(first);
 
     // A TX port whose interface goes down says so instead of waiting.
-    let (mut tx, _) = lab.open(&lab.a, &copy_opts()).split();
+    let (mut tx, _) = open(&lab, &lab.a, &copy_opts()).split();
     lab.ip(&["link", "set", &lab.a, "down"]);
     let msg = tx
         .transmit(4, |slots| {
@@ -579,7 +509,7 @@ fn errors_name_what_is_wrong() {
     lab.ip(&["link", "set", &lab.a, "up"]);
 
     // Auto falls back to copy mode on veth and says why.
-    let port = lab.open(&lab.a, &AfXdpOptions::default());
+    let port = open(&lab, &lab.a, &AfXdpOptions::default());
     assert_eq!(port.mode(), XdpModeInUse::Copy);
     assert!(
         port.notes()
@@ -595,13 +525,13 @@ fn rejects_frames_it_cannot_send_without_losing_slots() {
     if !is_root() {
         return;
     }
-    let lab = Lab::new('r');
+    let lab = new_lab("r");
     let opts = AfXdpOptions {
         frames: 8,
         ring_size: 8,
         ..copy_opts()
     };
-    let (mut tx, _) = lab.open(&lab.a, &opts).split();
+    let (mut tx, _) = open(&lab, &lab.a, &opts).split();
     let err = tx
         .transmit(4, |slots| {
             for slot in slots.iter_mut() {
@@ -638,7 +568,7 @@ fn tx_rate(tx: &mut AfXdpTx, batch: usize, secs: u64) -> f64 {
 }
 
 /// Runs dpdk-testpmd's af_xdp txonly on `a` for 6 s; returns its last Tx-pps reports.
-fn testpmd_rate(lab: &Lab) -> String {
+fn testpmd_rate(lab: &VethPair) -> String {
     let vdev = format!(
         "--vdev=net_af_xdp0,iface={},start_queue=0,queue_count=1",
         lab.a
@@ -652,7 +582,7 @@ fn testpmd_rate(lab: &Lab) -> String {
             "ip",
             "netns",
             "exec",
-            &lab.ns,
+            lab.ns(),
             "dpdk-testpmd",
         ])
         .args([
@@ -687,17 +617,6 @@ fn testpmd_rate(lab: &Lab) -> String {
     format!("Tx-pps per second {rates:?}")
 }
 
-/// Pins the calling thread to `cpu`: on two cores, a busy-polling receiver that shares a
-/// core with the sender sees frames in bursts and drops some.
-fn pin_to(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET and sched_setaffinity get valid pointers.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
 /// Not a test: TX rate of 64-byte frames for 3 s, first into the peer's kernel stack, then
 /// with a busy AF_XDP receiver on the peer (sender on CPU 1, receiver on CPU 0, like
 /// testpmd's forwarding lcore and the same receiver).
@@ -708,21 +627,21 @@ fn measure_tx_rate_64_byte_frames() {
     if !is_root() {
         return;
     }
-    let lab = Lab::new('m');
-    pin_to(1);
-    let (mut tx, _) = lab.open(&lab.a, &copy_opts()).split();
+    let lab = new_lab("m");
+    pin_to_cpu(1);
+    let (mut tx, _) = open(&lab, &lab.a, &copy_opts()).split();
     println!("{}", tx.describe());
     for batch in [32usize, 64] {
         let mpps = tx_rate(&mut tx, batch, 3);
         println!("peer stack drops, batch {batch}: {mpps:.3} Mpps");
     }
 
-    let rx = lab.open(&lab.b, &rx_opts()).split().1.unwrap();
+    let rx = open(&lab, &lab.b, &rx_opts()).split().1.unwrap();
     let stop = Arc::new(AtomicU64::new(0));
     let stop_rx = Arc::clone(&stop);
     let receiver = std::thread::spawn(move || {
         let mut rx = rx;
-        pin_to(0);
+        pin_to_cpu(0);
         let mut n = 0u64;
         while stop_rx.load(Ordering::Relaxed) == 0 {
             n += rx.poll(256, |_| {}).unwrap() as u64;

@@ -12,8 +12,11 @@
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::{align_up, read_u16, read_u32, Malformed, Mapping, LINK_OVERHEAD, TPACKET_ALIGNMENT};
-use crate::{RxFrame, RxTimestamp};
+use super::{
+    align_up, read_u16, read_u32, ring_timestamp, Malformed, Mapping, LINK_OVERHEAD,
+    TPACKET_ALIGNMENT,
+};
+use crate::RxFrame;
 
 /// Where a slot's frame data may start at the earliest: after the tpacket2_hdr (aligned) and
 /// the sockaddr_ll the kernel writes behind it (the kernel's TPACKET2_HDRLEN).
@@ -86,11 +89,14 @@ struct SlotFrame {
     data_len: usize,
     wire_len: u32,
     timestamp_ns: u64,
+    /// tp_status: which clock stamped the frame.
+    status: u32,
 }
 
 /// Reads the header of a slot the kernel handed over.
 fn parse_slot(slot: &[u8]) -> Result<SlotFrame, Malformed> {
     let field = |offset: usize| read_u32(slot, offset);
+    let status = field(offset_of!(libc::tpacket2_hdr, tp_status))?;
     let wire_len = field(offset_of!(libc::tpacket2_hdr, tp_len))?;
     let snaplen = field(offset_of!(libc::tpacket2_hdr, tp_snaplen))?;
     let sec = field(offset_of!(libc::tpacket2_hdr, tp_sec))?;
@@ -108,6 +114,7 @@ fn parse_slot(slot: &[u8]) -> Result<SlotFrame, Malformed> {
         data_len,
         wire_len,
         timestamp_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
+        status,
     })
 }
 
@@ -167,7 +174,7 @@ impl FrameRing {
                     each(&RxFrame {
                         data: &slot[frame.data_start..frame.data_start + frame.data_len],
                         wire_len: frame.wire_len,
-                        timestamp: Some(RxTimestamp::Kernel(frame.timestamp_ns)),
+                        timestamp: Some(ring_timestamp(frame.status, frame.timestamp_ns)),
                     });
                     delivered += 1;
                 }
@@ -187,6 +194,7 @@ impl FrameRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::HeaderFuzz;
     use std::ptr::{self, NonNull};
 
     /// Writes a slot the way the kernel does for an Ethernet frame.
@@ -327,26 +335,12 @@ mod tests {
     fn arbitrary_slot_bytes_never_panic() {
         // A deterministic pseudo-random sweep over header words and slot lengths: any value
         // must parse to a frame inside the slot or be rejected.
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut fuzz = HeaderFuzz::new(0x2545_F491_4F6C_DD1D);
         for _ in 0..20_000 {
             let mut slot = slot_with(&[7; 300]);
-            for _ in 0..3 {
-                let at = (next() as usize) % (size_of::<libc::tpacket2_hdr>() - 3);
-                let value = match next() % 4 {
-                    0 => u32::MAX,
-                    1 => 0,
-                    _ => next() as u32 % 4000,
-                };
-                slot[at..at + 4].copy_from_slice(&value.to_ne_bytes());
-            }
-            let len = match next() % 3 {
-                0 => (next() as usize) % slot.len(),
+            fuzz.corrupt(&mut slot, size_of::<libc::tpacket2_hdr>() - 3, 3, 4000);
+            let len = match fuzz.below(3) {
+                0 => fuzz.below(slot.len()),
                 _ => slot.len(),
             };
             if let Ok(frame) = parse_slot(&slot[..len]) {
