@@ -4,13 +4,14 @@
 //! Pure: every function reads histograms the engine filled and writes to a caller's
 //! writer; nothing here measures or reads a clock.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 use std::time::{Duration, UNIX_EPOCH};
 
 use hdrhistogram::serialization::interval_log::{
     IntervalLogWriterBuilder, IntervalLogWriterError, Tag,
 };
-use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -200,24 +201,79 @@ pub enum IntervalLogError {
 /// readers read). `StartTime` and `BaseTime` are both `start_unix_s`, so each interval's
 /// timestamp is its offset from the start; see [`INTERVAL_LOG_MAX_VALUE_DIVISOR`] for units.
 pub fn write_interval_log<W: Write>(
-    mut w: W,
+    w: W,
     start_unix_s: f64,
     intervals: &[Interval<'_>],
 ) -> Result<(), IntervalLogError> {
-    let start = seconds("start_unix_s", start_unix_s)?;
-    // Check every interval before writing any, so a bad one leaves no half-written log.
-    let checked = intervals
+    let meta: Vec<_> = intervals
         .iter()
-        .map(|interval| {
-            let tag = match interval.tag.as_str() {
+        .map(|i| (i.tag.as_str(), i.start_offset_s, i.duration_s))
+        .collect();
+    write_log(w, start_unix_s, &meta, |k| {
+        Ok(Cow::Borrowed(intervals[k].hist))
+    })
+}
+
+/// One interval of a log whose histogram is kept compressed (HdrHistogram's V2 encoding,
+/// deflated or not), so a long run's intervals cost a few KiB each until written.
+#[derive(Clone, Debug)]
+pub struct EncodedInterval<'a> {
+    pub tag: String,
+    /// Start of the interval, seconds since the Unix epoch.
+    pub start_unix_s: f64,
+    pub duration_s: f64,
+    pub encoded: &'a [u8],
+}
+
+/// Writes an interval log of compressed intervals, decoding one histogram at a time; the
+/// log starts at the earliest interval.
+pub fn write_encoded_interval_log<W: Write>(
+    w: W,
+    intervals: &[EncodedInterval<'_>],
+) -> Result<(), IntervalLogError> {
+    let start = intervals
+        .iter()
+        .map(|i| i.start_unix_s)
+        .fold(f64::INFINITY, f64::min);
+    let start = if start.is_finite() { start } else { 0.0 };
+    let meta: Vec<_> = intervals
+        .iter()
+        .map(|i| (i.tag.as_str(), i.start_unix_s - start, i.duration_s))
+        .collect();
+    let mut decoder = Deserializer::new();
+    write_log(w, start, &meta, |k| {
+        let i = &intervals[k];
+        decoder
+            .deserialize(&mut &i.encoded[..])
+            .map(Cow::Owned)
+            .map_err(|e| IntervalLogError::Encode {
+                tag: i.tag.clone(),
+                reason: format!("cannot decode the stored histogram: {e:?}"),
+            })
+    })
+}
+
+/// Checks every interval's tag and times before writing any (so a bad one leaves no
+/// half-written log), then writes the log, asking `hist_of` for each histogram in turn.
+fn write_log<'h, W: Write>(
+    mut w: W,
+    start_unix_s: f64,
+    meta: &[(&str, f64, f64)],
+    mut hist_of: impl FnMut(usize) -> Result<Cow<'h, Histogram<u64>>, IntervalLogError>,
+) -> Result<(), IntervalLogError> {
+    let start = seconds("start_unix_s", start_unix_s)?;
+    let checked = meta
+        .iter()
+        .map(|&(text, offset, duration)| {
+            let tag = match text {
                 "" => None,
                 text => Some(Tag::new(text).ok_or_else(|| IntervalLogError::InvalidTag {
                     tag: text.to_owned(),
                 })?),
             };
-            let offset = seconds("start_offset_s", interval.start_offset_s)?;
-            let duration = seconds("duration_s", interval.duration_s)?;
-            Ok((interval, tag, offset, duration))
+            let offset = seconds("start_offset_s", offset)?;
+            let duration = seconds("duration_s", duration)?;
+            Ok((text, tag, offset, duration))
         })
         .collect::<Result<Vec<_>, IntervalLogError>>()?;
 
@@ -231,12 +287,13 @@ pub fn write_interval_log<W: Write>(
         .with_base_time(UNIX_EPOCH + start)
         .with_max_value_divisor(INTERVAL_LOG_MAX_VALUE_DIVISOR)
         .begin_log_with(&mut w, &mut serializer)?;
-    for (interval, tag, offset, duration) in checked {
-        log.write_histogram(interval.hist, offset, duration, tag)
+    for (k, (text, tag, offset, duration)) in checked.into_iter().enumerate() {
+        let hist = hist_of(k)?;
+        log.write_histogram(&hist, offset, duration, tag)
             .map_err(|e| match e {
                 IntervalLogWriterError::IoError(e) => IntervalLogError::Io(e),
                 IntervalLogWriterError::SerializeError(e) => IntervalLogError::Encode {
-                    tag: interval.tag.clone(),
+                    tag: text.to_owned(),
                     reason: e.to_string(),
                 },
             })?;
@@ -283,7 +340,7 @@ pub(crate) mod tests {
     use std::process::Command;
 
     use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-    use hdrhistogram::serialization::Deserializer;
+    use hdrhistogram::serialization::Serializer;
 
     use super::*;
 
@@ -485,6 +542,46 @@ pub(crate) mod tests {
         assert_eq!(b_rows.len(), 1);
         assert!(b.equivalent(b_rows[0].latency_ns, 123_456));
         assert_eq!((b_rows[0].count_at_or_below, b_rows[0].ccdf), (3, 0.0));
+    }
+
+    #[test]
+    fn encoded_intervals_give_the_same_log_as_histograms() {
+        let (expected, first, second) = sample_log();
+        let encode = |h: &Histogram<u64>| {
+            let mut out = Vec::new();
+            V2DeflateSerializer::new().serialize(h, &mut out).unwrap();
+            out
+        };
+        let (a, b) = (encode(&first), encode(&second));
+        let intervals = [
+            EncodedInterval {
+                tag: "flow-a".into(),
+                start_unix_s: 1_700_000_000.25,
+                duration_s: 1.0,
+                encoded: &a,
+            },
+            EncodedInterval {
+                tag: String::new(),
+                start_unix_s: 1_700_000_001.25,
+                duration_s: 1.5,
+                encoded: &b,
+            },
+        ];
+        let mut out = Vec::new();
+        write_encoded_interval_log(&mut out, &intervals).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(expected).unwrap()
+        );
+        // A corrupt stored histogram is an error naming the interval, not a panic.
+        let bad = [EncodedInterval {
+            tag: "broken".into(),
+            start_unix_s: 1.0,
+            duration_s: 1.0,
+            encoded: &[1, 2, 3],
+        }];
+        let err = write_encoded_interval_log(Vec::new(), &bad).unwrap_err();
+        assert!(err.to_string().contains("broken"), "{err}");
     }
 
     fn sample_log() -> (Vec<u8>, Histogram<u64>, Histogram<u64>) {

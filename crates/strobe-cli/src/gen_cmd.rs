@@ -372,11 +372,11 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
         args.sweep_svg.as_deref(),
     )?;
     if let Some(path) = &args.outputs.hdr_log {
-        let intervals = runs
+        let intervals: Vec<_> = runs
             .iter()
             .flat_map(|(rate, s, r)| latency_out::intervals(s, r, &format!("@{rate}")))
             .collect();
-        latency_out::write_hdr_log(path, intervals)?;
+        latency_out::write_hdr_log(path, &intervals)?;
     }
     if let Some(path) = &args.json {
         let steps: Vec<_> = runs
@@ -444,6 +444,20 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
         drain_ns,
         tx_workers: args.cores,
         hardware_timestamps: args.hw_timestamps,
+        latency_interval_ns: match &args.outputs.hdr_log {
+            Some(_) => Some(
+                strobe_timing::parse_duration_ns(&args.outputs.hdr_interval)
+                    .ok()
+                    .filter(|&ns| ns >= 1_000_000)
+                    .ok_or_else(|| {
+                        Failure::BadInput(format!(
+                            "--hdr-interval {}: give a duration of at least 1ms, e.g. 1s or 100ms",
+                            args.outputs.hdr_interval
+                        ))
+                    })?,
+            ),
+            None => None,
+        },
         ..opts
     };
     let stop = interrupted()?;

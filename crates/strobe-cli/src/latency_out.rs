@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use strobe_analyze::latency::{
-    write_cdf_csv, write_interval_log, write_load_sweep_csv, Interval, LatencyStats, LoadPoint,
+    write_cdf_csv, write_encoded_interval_log, write_load_sweep_csv, EncodedInterval, LatencyStats,
+    LoadPoint,
 };
 use strobe_analyze::plot::{html_report, load_sweep_svg, FlowLatency};
 use strobe_engine::RunReport;
@@ -23,10 +24,18 @@ pub struct LatencyOutputs {
     /// The CDF and CCDF of every flow as CSV (one row per histogram bucket).
     #[arg(long, value_name = "FILE", help_heading = "Latency")]
     pub latency_csv: Option<PathBuf>,
-    /// An HdrHistogram interval log (one interval per flow and run, tagged with the flow
-    /// name; values in ns), readable by HdrHistogram's own tools.
+    /// An HdrHistogram interval log (per flow, one histogram per --hdr-interval, tagged
+    /// with the flow name; values in ns), readable by HdrHistogram's own tools.
     #[arg(long, value_name = "FILE", help_heading = "Latency")]
     pub hdr_log: Option<PathBuf>,
+    /// Interval length of --hdr-log, e.g. 1s, 100ms.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "1s",
+        help_heading = "Latency"
+    )]
+    pub hdr_interval: String,
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
@@ -65,37 +74,33 @@ fn tag(name: &str) -> String {
         .collect()
 }
 
-/// One run's intervals for the HdrHistogram log: per flow, from its first to its last
-/// received frame (wall clock).
-pub fn intervals<'a>(scenario: &'a Scenario, r: &'a RunReport, label: &str) -> Vec<Interval<'a>> {
-    measured(scenario, r)
-        .into_iter()
-        .filter_map(|(f, l)| {
-            let c = &r.rx_flows.get(f.id as usize)?.as_ref()?.counters;
-            let (first, last) = (c.first_rx_ns?, c.last_rx_ns?);
-            Some(Interval {
-                tag: tag(&format!("{}{label}", f.name)),
-                start_offset_s: first as f64 / 1e9,
-                duration_s: last.saturating_sub(first) as f64 / 1e9,
-                hist: l.histogram(),
-            })
+/// One run's intervals for the HdrHistogram log, tagged with the flow name and `label`.
+pub fn intervals<'a>(
+    scenario: &Scenario,
+    r: &'a RunReport,
+    label: &str,
+) -> Vec<EncodedInterval<'a>> {
+    r.latency_intervals
+        .iter()
+        .map(|i| EncodedInterval {
+            tag: tag(&format!(
+                "{}{label}",
+                scenario
+                    .flows
+                    .get(i.flow_id as usize)
+                    .map_or("flow", |f| f.name.as_str())
+            )),
+            start_unix_s: i.start_ns as f64 / 1e9,
+            duration_s: i.duration_ns as f64 / 1e9,
+            encoded: &i.encoded,
         })
         .collect()
 }
 
-/// Writes an interval log of intervals whose offsets are absolute Unix times: the log's
-/// start time is the earliest, and offsets become relative to it.
-pub fn write_hdr_log(path: &Path, mut intervals: Vec<Interval<'_>>) -> Result<(), Failure> {
-    let start = intervals
-        .iter()
-        .map(|i| i.start_offset_s)
-        .fold(f64::INFINITY, f64::min);
-    let start = if start.is_finite() { start } else { 0.0 };
-    for i in &mut intervals {
-        i.start_offset_s -= start;
-    }
+/// Writes an interval log (it starts at its earliest interval).
+pub fn write_hdr_log(path: &Path, intervals: &[EncodedInterval<'_>]) -> Result<(), Failure> {
     let mut out = Vec::new();
-    write_interval_log(&mut out, start, &intervals)
+    write_encoded_interval_log(&mut out, intervals)
         .map_err(|e| Failure::Runtime(format!("{}: {e}", path.display())))?;
     write_file(path, &out)
 }
@@ -135,7 +140,7 @@ pub fn write_outputs(
         write_file(path, &out)?;
     }
     if let Some(path) = &outs.hdr_log {
-        write_hdr_log(path, intervals(scenario, r, ""))?;
+        write_hdr_log(path, &intervals(scenario, r, ""))?;
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 //!   TSC ([`clock`]), flows merged by deadline.
 pub mod clock;
 pub mod generator;
+pub mod intervals;
 pub mod latency;
 pub mod live;
 pub mod pin;
@@ -141,6 +142,8 @@ pub struct RunReport {
     pub rx_flows: Vec<Option<FlowRxReport>>,
     /// Receivers kept counting this long after the last frame was sent.
     pub drain_ns: u64,
+    /// Per-flow latency per interval (`RunOptions::latency_interval_ns`), in time order.
+    pub latency_intervals: Vec<intervals::EncodedInterval>,
 }
 
 /// What a watcher of a running run is shown, about once per `tick` interval.
@@ -268,12 +271,24 @@ pub fn run_scenario(
     };
     let (tx_cores, rx_cores) = pins.unwrap_or_default();
     let rx_stop = AtomicBool::new(false);
+    // Per-interval latency for interval logs: workers send snapshots, the watcher collects.
+    let (interval_tx, interval_rx) = std::sync::mpsc::channel();
+    let origin_ns = clock.realtime_now_ns();
+    let mut collector = opts
+        .latency_interval_ns
+        .map(|step| intervals::IntervalCollector::new(origin_ns, step, parent.clone()));
     let (tx_results, rx_results) = std::thread::scope(|scope| {
         let rx_handles: Vec<_> = rx_jobs
             .into_iter()
             .enumerate()
             .map(|(i, (name, mut receiver, mut tracker, hardware_sync))| {
                 let (clock, live, rx_stop) = (&clock, &*live, &rx_stop);
+                let sink = opts.latency_interval_ns.map(|interval_ns| rx_worker::IntervalSink {
+                    worker: i,
+                    origin_ns,
+                    interval_ns,
+                    sender: interval_tx.clone(),
+                });
                 let thread_name = name.clone();
                 let core = rx_cores.get(i).copied();
                 let handle = std::thread::Builder::new()
@@ -282,15 +297,13 @@ pub fn run_scenario(
                         if let Some(core) = core {
                             pin::pin_current_thread(core);
                         }
-                        run_rx(
-                            &thread_name,
-                            &mut receiver,
-                            &mut tracker,
-                            Some(live),
+                        let ctx = rx_worker::RxContext {
+                            live: Some(live),
                             clock,
-                            hardware_sync.as_ref().map(|(_, sync)| sync),
-                            rx_stop,
-                        )
+                            hardware_clock: hardware_sync.as_ref().map(|(_, sync)| sync),
+                            intervals: sink,
+                        };
+                        run_rx(&thread_name, &mut receiver, &mut tracker, &ctx, rx_stop)
                         .map(|mut report| {
                             report.hardware_clock = hardware_sync.map(|(phc, sync)| {
                                 format!(
@@ -331,6 +344,9 @@ pub fn run_scenario(
         let mut next_tick = tick_ns;
         while !tx_handles.iter().all(|(h, _)| h.is_finished()) {
             std::thread::sleep(std::time::Duration::from_millis(20));
+            if let Some(c) = &mut collector {
+                c.extend(interval_rx.try_iter());
+            }
             let elapsed_ns = clock.ticks_to_ns(clock.now_ticks() - started);
             if elapsed_ns >= next_tick {
                 next_tick = elapsed_ns + tick_ns;
@@ -363,8 +379,12 @@ pub fn run_scenario(
             .into_iter()
             .map(|(h, name)| h.join().unwrap_or(Err(EngineError::WorkerPanicked(name))))
             .collect();
+        if let Some(c) = &mut collector {
+            c.extend(interval_rx.try_iter());
+        }
         (tx_results, rx_results)
     });
+    let latency_intervals = collector.map(|c| c.finish()).unwrap_or_default();
     let mut ports = tx_results.into_iter().collect::<Result<Vec<_>, _>>()?;
     let mut rx_ports = Vec::new();
     let mut merged = RxTracker::new(ids);
@@ -411,5 +431,6 @@ pub fn run_scenario(
         rx_ports,
         rx_flows,
         drain_ns: opts.drain_ns,
+        latency_intervals,
     })
 }

@@ -6,7 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use strobe_io::clocksync::ClockSync;
 use strobe_io::{Receiver, RxDrops, RxTimestamp};
 
+use std::sync::mpsc::Sender;
+
 use crate::clock::Clock;
+use crate::intervals::Snapshot;
 use crate::live::LiveCounters;
 use crate::rx::{OtherFrames, RxTracker};
 use crate::EngineError;
@@ -39,11 +42,14 @@ pub fn run_rx<R: Receiver>(
     port_name: &str,
     rx: &mut R,
     tracker: &mut RxTracker,
-    live: Option<&LiveCounters>,
-    clock: &Clock,
-    hardware_clock: Option<&ClockSync>,
+    ctx: &RxContext<'_>,
     stop: &AtomicBool,
 ) -> Result<RxPortReport, EngineError> {
+    let (live, clock, hardware_clock) = (ctx.live, ctx.clock, ctx.hardware_clock);
+    let mut intervals = ctx
+        .intervals
+        .as_ref()
+        .map(|i| IntervalClock::new(i, clock, tracker));
     let mut report = RxPortReport {
         name: port_name.to_string(),
         receiver: rx.describe(),
@@ -79,6 +85,13 @@ pub fn run_rx<R: Receiver>(
         }
         if let Some(live) = live {
             let now = clock.now_ticks();
+            if let Some(iv) = &mut intervals {
+                if now >= iv.next_ticks {
+                    iv.send(tracker);
+                    iv.index += 1;
+                    iv.next_ticks += iv.step_ticks;
+                }
+            }
             if since_publish >= PUBLISH_EVERY
                 || (since_publish > 0 && now - last_publish > publish_ticks)
             {
@@ -100,9 +113,78 @@ pub fn run_rx<R: Receiver>(
     if let Some(live) = live {
         publisher.publish(tracker, live);
     }
+    if let Some(iv) = &mut intervals {
+        iv.send(tracker);
+    }
     report.other = tracker.other;
     report.drops = rx.drops()?;
     Ok(report)
+}
+
+/// What a receive worker works with besides its receiver and tracker.
+pub struct RxContext<'a> {
+    /// Live counters to publish to (status lines).
+    pub live: Option<&'a LiveCounters>,
+    pub clock: &'a Clock,
+    /// Maps hardware receive timestamps to CLOCK_REALTIME.
+    pub hardware_clock: Option<&'a ClockSync>,
+    /// Where to send per-interval latency snapshots (HdrHistogram interval logs).
+    pub intervals: Option<IntervalSink>,
+}
+
+/// A receive worker's end of the interval channel.
+pub struct IntervalSink {
+    pub worker: usize,
+    /// Interval boundaries: origin + k × interval, CLOCK_REALTIME ns.
+    pub origin_ns: u64,
+    pub interval_ns: u64,
+    pub sender: Sender<Snapshot>,
+}
+
+/// Interval boundaries on the worker's tick clock, and what was last sent per flow.
+struct IntervalClock<'a> {
+    sink: &'a IntervalSink,
+    index: u64,
+    next_ticks: u64,
+    step_ticks: u64,
+    sent_frames: Vec<u64>,
+}
+
+impl<'a> IntervalClock<'a> {
+    fn new(sink: &'a IntervalSink, clock: &Clock, tracker: &RxTracker) -> Self {
+        let (now_ticks, now_ns) = (clock.now_ticks(), clock.realtime_now_ns());
+        let step = sink.interval_ns.max(1);
+        let index = now_ns.saturating_sub(sink.origin_ns) / step;
+        let next_ns = sink.origin_ns + (index + 1) * step;
+        IntervalClock {
+            sink,
+            index,
+            next_ticks: now_ticks + clock.ns_to_ticks(next_ns.saturating_sub(now_ns)),
+            step_ticks: clock.ns_to_ticks(step),
+            sent_frames: vec![0; tracker.flow_count()],
+        }
+    }
+
+    /// Sends the cumulative histogram of every flow that measured something new (a copy per
+    /// flow and interval; nothing per frame).
+    fn send(&mut self, tracker: &RxTracker) {
+        for (id, sent) in self.sent_frames.iter_mut().enumerate() {
+            let Some(l) = tracker.latency(id as u16) else {
+                continue;
+            };
+            let frames = l.histogram().len();
+            if frames == *sent {
+                continue;
+            }
+            *sent = frames;
+            let _ = self.sink.sender.send(Snapshot {
+                worker: self.sink.worker,
+                flow_id: id as u16,
+                index: self.index,
+                cumulative: l.histogram().clone(),
+            });
+        }
+    }
 }
 
 /// A hardware timestamp on CLOCK_REALTIME, by the measured relation of the NIC's clock to it.

@@ -65,6 +65,8 @@ pub struct RunOptions {
     /// Receive with the NIC's hardware timestamps (mapped to CLOCK_REALTIME by a clock sync
     /// before the run).
     pub hardware_timestamps: bool,
+    /// Keep each flow's latency per interval of this length too (interval logs).
+    pub latency_interval_ns: Option<u64>,
 }
 
 impl Default for RunOptions {
@@ -81,6 +83,7 @@ impl Default for RunOptions {
             pin: true,
             tx_workers: 1,
             hardware_timestamps: false,
+            latency_interval_ns: None,
         }
     }
 }
