@@ -102,6 +102,10 @@ pub struct GenArgs {
     /// Do not measure latency (frames keep their trailer for loss counting).
     #[arg(long, help_heading = "Latency")]
     no_latency: bool,
+    /// Receive workers never yield their core: on AF_XDP, whose receive timestamps are taken
+    /// in user space, a worker's wake-up would otherwise add to the latency.
+    #[arg(long, help_heading = "Latency")]
+    rx_busy_poll: bool,
     /// Receive with the NIC's hardware timestamps (AF_PACKET on a NIC that stamps every
     /// frame; see `strobe ports`), mapped to the transmit clock by a clock sync.
     #[arg(long, help_heading = "Latency")]
@@ -444,6 +448,7 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
         drain_ns,
         tx_workers: args.cores,
         hardware_timestamps: args.hw_timestamps,
+        rx_busy_poll: args.rx_busy_poll,
         latency_interval_ns: match &args.outputs.hdr_log {
             Some(_) => Some(
                 strobe_timing::parse_duration_ns(&args.outputs.hdr_interval)

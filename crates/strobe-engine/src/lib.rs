@@ -302,6 +302,11 @@ pub fn run_scenario(
                             clock,
                             hardware_clock: hardware_sync.as_ref().map(|(_, sync)| sync),
                             intervals: sink,
+                            idle: if opts.rx_busy_poll {
+                                rx_worker::IdlePolicy::busy()
+                            } else {
+                                rx_worker::IdlePolicy::default()
+                            },
                         };
                         run_rx(&thread_name, &mut receiver, &mut tracker, &ctx, rx_stop)
                         .map(|mut report| {

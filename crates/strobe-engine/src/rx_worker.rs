@@ -64,7 +64,7 @@ pub fn run_rx<R: Receiver>(
     let mut last_publish = clock.now_ticks();
     let publish_ticks = clock.ns_to_ticks(10_000_000);
     let mut idle_polls = 0u32;
-    let idle = IdlePolicy::default();
+    let idle = ctx.idle;
     loop {
         let stopping = stop.load(Ordering::Relaxed);
         let mut stamps = "none";
@@ -130,6 +130,8 @@ pub struct RxContext<'a> {
     pub hardware_clock: Option<&'a ClockSync>,
     /// Where to send per-interval latency snapshots (HdrHistogram interval logs).
     pub intervals: Option<IntervalSink>,
+    /// What to do while nothing arrives.
+    pub idle: IdlePolicy,
 }
 
 /// A receive worker's end of the interval channel.

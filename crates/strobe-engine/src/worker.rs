@@ -67,6 +67,9 @@ pub struct RunOptions {
     pub hardware_timestamps: bool,
     /// Keep each flow's latency per interval of this length too (interval logs).
     pub latency_interval_ns: Option<u64>,
+    /// Receive workers never yield their core (user-space receive timestamps, as on AF_XDP,
+    /// then do not wait for a worker's wake-up).
+    pub rx_busy_poll: bool,
 }
 
 impl Default for RunOptions {
@@ -84,6 +87,7 @@ impl Default for RunOptions {
             tx_workers: 1,
             hardware_timestamps: false,
             latency_interval_ns: None,
+            rx_busy_poll: false,
         }
     }
 }
