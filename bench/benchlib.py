@@ -21,6 +21,18 @@ def fail(message):
     sys.exit(1)
 
 
+def run_command(ap, handlers):
+    """Parses the command line with `ap` and runs the chosen subcommand's handler; every
+    subcommand's --meta must be JSON."""
+    args = ap.parse_args()
+    if "meta" in args:
+        try:
+            json.loads(args.meta)
+        except ValueError as e:
+            fail(f"--meta is not JSON: {e}")
+    handlers[args.cmd](args)
+
+
 def parse_testpmd(path, skip):
     """Packet rate of a testpmd txonly run from its periodic port statistics.
 

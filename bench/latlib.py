@@ -20,7 +20,7 @@ import sys
 
 # Importing the sibling modules must not leave a __pycache__ in the source tree.
 sys.dont_write_bytecode = True
-from benchlib import load_raw  # noqa: E402
+from benchlib import load_raw, run_command  # noqa: E402
 from livelib import read_json, write_json  # noqa: E402
 
 # The percentiles every latency table reports, as (JSON key suffix, quantile, label).
@@ -638,24 +638,21 @@ def main():
     p = sub.add_parser("markdown-truth", help="the truth summary as Markdown")
     p.add_argument("summary")
 
-    args = ap.parse_args()
-    if "meta" in args:
-        try:
-            json.loads(args.meta)
-        except ValueError as e:
-            fail(f"--meta is not JSON: {e}")
-    {
-        "rtt-strobe": rtt_strobe,
-        "rtt-sockperf": rtt_sockperf,
-        "summarize-rtt": summarize_rtt,
-        "markdown-rtt": markdown_rtt,
-        "latcost-row": latcost_row,
-        "summarize-latcost": summarize_latcost,
-        "markdown-latcost": markdown_latcost,
-        "truth-row": truth_row,
-        "summarize-truth": summarize_truth,
-        "markdown-truth": markdown_truth,
-    }[args.cmd](args)
+    run_command(
+        ap,
+        {
+            "rtt-strobe": rtt_strobe,
+            "rtt-sockperf": rtt_sockperf,
+            "summarize-rtt": summarize_rtt,
+            "markdown-rtt": markdown_rtt,
+            "latcost-row": latcost_row,
+            "summarize-latcost": summarize_latcost,
+            "markdown-latcost": markdown_latcost,
+            "truth-row": truth_row,
+            "summarize-truth": summarize_truth,
+            "markdown-truth": markdown_truth,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import time
 
 # Importing benchlib must not leave a __pycache__ in the source tree.
 sys.dont_write_bytecode = True
-from benchlib import fail, load_raw  # noqa: E402
+from benchlib import fail, load_raw, run_command  # noqa: E402
 
 # ---------------------------------------------------------------------------------------
 # Receive counters
@@ -465,21 +465,18 @@ def main():
     pm = sub.add_parser("markdown-precision", help="the precision summary as Markdown")
     pm.add_argument("summary")
 
-    args = ap.parse_args()
-    if "meta" in args:
-        try:
-            json.loads(args.meta)
-        except ValueError as e:
-            fail(f"--meta is not JSON: {e}")
-    {
-        "rx-window": rx_window,
-        "annotate-strobe": annotate,
-        "summarize-rate": summarize_rate,
-        "markdown-rate": markdown_rate,
-        "precision-row": precision_row,
-        "summarize-precision": summarize_precision,
-        "markdown-precision": markdown_precision,
-    }[args.cmd](args)
+    run_command(
+        ap,
+        {
+            "rx-window": rx_window,
+            "annotate-strobe": annotate,
+            "summarize-rate": summarize_rate,
+            "markdown-rate": markdown_rate,
+            "precision-row": precision_row,
+            "summarize-precision": summarize_precision,
+            "markdown-precision": markdown_precision,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -225,19 +225,16 @@ fn round_trips_through_strobe_reflect() {
         let json = dir.path("reflect.json");
         let reflector = Reflector::start(&lab, reflect_port, count, &json);
         let out = dir.path("rt.json");
-        ok(strobe()
+        ok(lab
+            .gen_command("lab:tx")
             .args([
-                "gen",
-                "--lab",
-                &lab.prefix,
-                "--port",
-                "lab:tx",
-                "--rx",
-                "lab:tx",
-                "--quiet",
+                "--json",
+                &out,
+                "--rate",
+                "20kpps",
+                "--count",
+                &count.to_string(),
             ])
-            .args(["--udp", "198.18.0.1:1000-198.18.1.1:2000", "--json", &out])
-            .args(["--rate", "20kpps", "--count", &count.to_string()])
             .output()
             .unwrap());
         assert!(reflector.wait().success());
@@ -379,19 +376,9 @@ for tag in sorted(totals):
 
     // veth stamps in software only: asking for hardware receive timestamps is refused,
     // with the reason, before anything is sent.
-    let out = strobe()
-        .args([
-            "gen",
-            "--lab",
-            &lab.prefix,
-            "--port",
-            "lab:tx",
-            "--rx",
-            "lab:rx",
-            "-q",
-        ])
-        .args(["--udp", "198.18.0.1:1000-198.18.1.1:2000", "--count", "10"])
-        .arg("--hw-timestamps")
+    let out = lab
+        .gen_command("lab:rx")
+        .args(["--count", "10", "--hw-timestamps"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
