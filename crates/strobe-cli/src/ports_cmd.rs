@@ -62,15 +62,18 @@ fn scan(netns: Option<&str>) -> Result<Namespace, Failure> {
 pub fn run(args: PortsArgs) -> Result<(), Failure> {
     let namespaces = match (&args.netns, &args.lab) {
         (_, Some(prefix)) => {
-            let names = ["tx", "rx", "dut"].map(|side| format!("{prefix}-{side}"));
+            let names = ["tx", "rx"].map(|side| format!("{prefix}-{side}"));
             if let Some(missing) = names.iter().find(|ns| !netns_exists(ns)) {
                 return Err(Failure::BadInput(format!(
                     "no lab with prefix `{prefix}` is up (namespace `{missing}` not found): \
                      `strobe lab up --prefix {prefix}` creates it"
                 )));
             }
+            // A cable lab has no DUT namespace.
+            let dut = format!("{prefix}-dut");
             names
                 .iter()
+                .chain(netns_exists(&dut).then_some(&dut))
                 .map(|ns| scan(Some(ns)))
                 .collect::<Result<Vec<_>, _>>()?
         }

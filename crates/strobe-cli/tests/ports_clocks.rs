@@ -65,7 +65,7 @@ fn ports_lists_the_three_namespaces_of_a_lab() {
         .iter()
         .map(|side| format!("{prefix}-{side}"))
         .collect();
-    let _guard: Vec<Netns> = names.iter().map(Netns::add).collect();
+    let mut guard: Vec<Netns> = names.iter().map(Netns::add).collect();
     let json: Value = serde_json::from_str(&ok(strobe()
         .args(["ports", "--lab", &prefix, "--json"])
         .output()
@@ -78,6 +78,14 @@ fn ports_lists_the_three_namespaces_of_a_lab() {
         .map(|n| n["netns"].as_str().unwrap())
         .collect();
     assert_eq!(listed, names);
+    // A cable lab has no DUT namespace: its two ends are listed.
+    drop(guard.pop());
+    let json: Value = serde_json::from_str(&ok(strobe()
+        .args(["ports", "--lab", &prefix, "--json"])
+        .output()
+        .unwrap()))
+    .unwrap();
+    assert_eq!(json["namespaces"].as_array().unwrap().len(), 2, "{json}");
 }
 
 #[test]
