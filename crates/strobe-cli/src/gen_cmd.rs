@@ -333,7 +333,11 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
         ));
     }
     let mut runs = Vec::new();
+    let stop = interrupted()?;
     for rate in &args.rates {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
         let step = GenArgs {
             rate: rate.clone(),
             ..args.clone()
@@ -341,12 +345,14 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
         println!("== offered load {rate}");
         let (scenario, report) = execute(&step)?;
         print_latency(&scenario, &report, correction);
-        let stopped = report.ports.iter().any(|p| p.stopped_early);
         runs.push((rate.clone(), scenario, report));
-        if stopped && interrupted()?.load(Ordering::Relaxed) {
-            eprintln!("interrupted: the sweep ends here");
-            break;
-        }
+    }
+    if stop.load(Ordering::Relaxed) {
+        eprintln!(
+            "interrupted: the sweep ends after {} of {} steps",
+            runs.len(),
+            args.rates.len()
+        );
     }
     let mut points = Vec::new();
     println!("latency against load (raw values):");
@@ -453,10 +459,12 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
             Some(_) => Some(
                 strobe_timing::parse_duration_ns(&args.outputs.hdr_interval)
                     .ok()
-                    .filter(|&ns| ns >= 1_000_000)
+                    .filter(|&ns| ns >= 100_000_000)
                     .ok_or_else(|| {
                         Failure::BadInput(format!(
-                            "--hdr-interval {}: give a duration of at least 1ms, e.g. 1s or 100ms",
+                            "--hdr-interval {}: give a duration of at least 100ms, e.g. 1s or 100ms \
+                             (each interval copies every flow's histogram, and AF_PACKET hands \
+                             frames over in blocks of up to 2 ms)",
                             args.outputs.hdr_interval
                         ))
                     })?,

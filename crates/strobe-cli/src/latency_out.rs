@@ -152,15 +152,11 @@ pub fn load_point(scenario: &Scenario, r: &RunReport) -> Option<LoadPoint> {
     let s = LatencyStats::from_histogram(l.histogram())?;
     let rx = r.rx_flows.get(f.id as usize)?.as_ref()?;
     let elapsed_s = r.ports.iter().map(|p| p.elapsed_ns).max()? as f64 / 1e9;
-    let sent: u64 = r
-        .ports
-        .iter()
-        .flat_map(|p| &p.flows)
-        .filter(|x| x.id == f.id)
-        .map(|x| x.frames)
-        .sum();
+    // Offered: what the flow asked for; when the sender could not keep up, received falls
+    // below it (and the sent count, in the JSON, shows by how much).
+    let offered_pps = f.schedule.rate.packets_per_sec(f.size.mean());
     (elapsed_s > 0.0).then(|| LoadPoint {
-        offered_pps: sent as f64 / elapsed_s,
+        offered_pps,
         achieved_pps: rx.counters.unique as f64 / elapsed_s,
         p50_ns: s.p50_ns,
         p99_ns: s.p99_ns,

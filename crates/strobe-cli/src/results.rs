@@ -364,6 +364,11 @@ pub fn to_json(
             "receiver": p.receiver,
             "frames_rx": p.frames,
             "timestamps": p.timestamps,
+            "timestamp_counts": {
+                "kernel": p.timestamp_counts.kernel,
+                "user": p.timestamp_counts.user,
+                "hardware": p.timestamp_counts.hardware,
+            },
             "not_instrumented": p.other.not_instrumented,
             "unknown_flow": p.other.unknown_flow,
             "truncated": p.other.truncated,
@@ -450,17 +455,25 @@ pub fn timestamp_sources(r: &RunReport, flow: &strobe_model::FlowSpec) -> (Strin
         ),
         None => "none".to_string(),
     };
-    let mut rx: Vec<&str> = r
-        .rx_ports
-        .iter()
-        .filter(|p| flow.rx_ports.contains(&p.name))
-        .map(|p| match p.timestamps {
-            "kernel" => "kernel software receive timestamp (CLOCK_REALTIME)",
-            "user" => "user space: CLOCK_REALTIME right after taking the frame off the ring",
-            "hardware" => "NIC hardware receive timestamp (PTP hardware clock)",
-            _ => "none",
-        })
-        .collect();
+    let mut rx: Vec<String> =
+        r.rx_ports
+            .iter()
+            .filter(|p| flow.rx_ports.contains(&p.name))
+            .map(|p| match p.timestamps {
+                "kernel" => "kernel software receive timestamp (CLOCK_REALTIME)".to_string(),
+                "user" => "user space: CLOCK_REALTIME right after taking the frame off the ring"
+                    .to_string(),
+                "hardware" => "NIC hardware receive timestamp (PTP hardware clock)".to_string(),
+                "mixed" => {
+                    let c = &p.timestamp_counts;
+                    format!(
+                        "mixed: {} frames NIC hardware, {} kernel software, {} user space",
+                        c.hardware, c.kernel, c.user
+                    )
+                }
+                _ => "none".to_string(),
+            })
+            .collect();
     rx.dedup();
     (
         tx,

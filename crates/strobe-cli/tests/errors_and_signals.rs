@@ -319,6 +319,51 @@ fn latency_option_errors() {
 }
 
 #[test]
+fn ctrl_c_ends_a_sweep_with_the_steps_so_far() {
+    let dir = Scratch::new("sigint-sweep");
+    let (json, csv) = (dir.path("sweep.json"), dir.path("sweep.csv"));
+    let child = strobe()
+        .args([
+            "gen",
+            "--port",
+            "null",
+            "--udp",
+            "198.18.0.1:1000-198.18.1.1:2000",
+        ])
+        .args([
+            "--duration",
+            "120s",
+            "--rates",
+            "10kpps,20kpps,30kpps",
+            "-q",
+        ])
+        .args(["--json", &json, "--sweep-csv", &csv])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kill(2) on the PID of the child this test started.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(rc, 0);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let stdout = ok(out);
+    assert!(
+        stderr.contains("the sweep ends after 1 of 3 steps"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("latency against load"), "{stdout}");
+    let steps: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(steps.as_array().unwrap().len(), 1, "{steps}");
+    assert_eq!(steps[0]["result"]["ports"][0]["stopped_early"], true);
+    assert!(std::fs::read_to_string(&csv)
+        .unwrap()
+        .starts_with("offered_pps"));
+}
+
+#[test]
 fn a_sweep_without_receiver_runs_every_rate() {
     // No receive port: nothing to measure, but each step runs and the sweep says so.
     let dir = Scratch::new("sweep-null");

@@ -225,6 +225,10 @@ fn round_trips_through_strobe_reflect() {
         let json = dir.path("reflect.json");
         let reflector = Reflector::start(&lab, reflect_port, count, &json);
         let out = dir.path("rt.json");
+        // Tagged frames: the reflection must come back in the same VLAN (veth strips the tag
+        // into metadata on receive, the reflector puts it back).
+        let pcap = dir.path("back.pcap");
+        let capture = Capture::start(&lab.ns("tx"), "tx0", &pcap);
         ok(lab
             .gen_command("lab:tx")
             .args([
@@ -234,10 +238,31 @@ fn round_trips_through_strobe_reflect() {
                 "20kpps",
                 "--count",
                 &count.to_string(),
+                "--vlan",
+                "7",
+                "--size",
+                "68",
             ])
             .output()
             .unwrap());
         assert!(reflector.wait().success());
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        drop(capture);
+        let back: Vec<Vec<String>> = tshark(&pcap, &["udp.srcport", "vlan.id"])
+            .into_iter()
+            .filter(|r| r[0] == "2000")
+            .collect();
+        // tcpdump may miss a few under load; strobe's own counts below are exact.
+        assert!(
+            back.len() as u64 >= count * 9 / 10,
+            "{reflect_port}: tcpdump saw {} of {count} reflections on tx0",
+            back.len()
+        );
+        assert!(
+            back.iter().all(|r| r[1] == "7"),
+            "{reflect_port}: a reflection lost its VLAN tag: {:?}",
+            back.iter().find(|r| r[1] != "7")
+        );
         let r: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
         let f = &r["flows"][0];

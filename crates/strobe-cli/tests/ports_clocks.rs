@@ -31,7 +31,9 @@ fn ports_shows_a_veth_with_software_timestamps() {
     // interface, sw-tx, sw-rx, hw-tx, hw-rx, PHC, latency source…
     assert_eq!(row[1..6], ["yes", "yes", "no", "no", "none"], "{text}");
     assert!(
-        row[6..].join(" ").starts_with("kernel software (rx)"),
+        row[6..]
+            .join(" ")
+            .starts_with("rx: kernel software (AF_PACKET)"),
         "{text}"
     );
 

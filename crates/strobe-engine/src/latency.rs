@@ -35,8 +35,9 @@ pub struct FlowLatency {
     jitter_ns: f64,
     /// Frames the jitter estimate has seen.
     jitter_frames: u64,
-    /// Transit time (rx − tx) of the previous frame, for the jitter's difference.
-    last_transit_ns: Option<i64>,
+    /// Transit time (rx − tx) of the previous frame, for the jitter's difference. i128: a
+    /// received trailer may carry any 64-bit stamp, and the difference must not overflow.
+    last_transit_ns: Option<i128>,
 }
 
 impl Default for FlowLatency {
@@ -56,7 +57,7 @@ impl FlowLatency {
     /// Records one frame (never allocates).
     #[inline]
     pub fn record(&mut self, tx_ns: u64, rx_ns: u64) {
-        let transit = rx_ns as i64 - tx_ns as i64;
+        let transit = rx_ns as i128 - tx_ns as i128;
         if let Some(last) = self.last_transit_ns {
             // RFC 3550 §6.4.1 / A.8: J += (|D(i-1,i)| - J) / 16.
             let d = (transit - last).unsigned_abs() as f64;
@@ -68,7 +69,7 @@ impl FlowLatency {
             self.negative += 1;
             return;
         }
-        let v = (transit as u64).max(LOWEST_NS);
+        let v = u64::try_from(transit).unwrap_or(u64::MAX).max(LOWEST_NS);
         if v > HIGHEST_NS {
             self.clamped += 1;
         }
@@ -172,6 +173,18 @@ mod tests {
         assert_eq!(a.histogram().min(), 1_000);
         let expected = (ja * 100.0 + jb * 101.0) / 201.0;
         assert!((a.jitter_ns() - expected).abs() < 1e-9);
+    }
+
+    #[test]
+    fn any_trailer_stamp_is_safe() {
+        // A crafted or corrupt trailer: stamps at the ends of the range neither overflow nor
+        // panic; they count as negative or clamped.
+        let mut l = FlowLatency::default();
+        l.record(u64::MAX, 0);
+        l.record(0, u64::MAX);
+        l.record(u64::MAX, 0);
+        assert_eq!((l.negative(), l.clamped()), (2, 1));
+        assert!(l.jitter_ns().is_finite());
     }
 
     #[test]

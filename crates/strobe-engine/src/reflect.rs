@@ -77,7 +77,10 @@ pub fn run_reflect<R: Receiver, B: Backend>(
         let mut staged = 0usize;
         let received = rx.poll(per_call, |f| {
             let data = f.data;
-            if (data.len() as u64) < f.wire_len as u64 || data.len() > slot_len {
+            // A tag the kernel took out goes back in, after the MAC addresses.
+            let tag = f.vlan.map(|t| t.bytes());
+            let len = data.len() + tag.map_or(0, |t| t.len());
+            if (data.len() as u64) < f.wire_len as u64 || len > slot_len || data.len() < 12 {
                 report.unfit += 1;
                 return;
             }
@@ -85,10 +88,17 @@ pub fn run_reflect<R: Receiver, B: Backend>(
                 report.not_instrumented += 1;
                 return;
             }
-            let buf = &mut stage[staged * slot_len..staged * slot_len + data.len()];
-            buf.copy_from_slice(data);
+            let buf = &mut stage[staged * slot_len..staged * slot_len + len];
+            match tag {
+                Some(tag) => {
+                    buf[..12].copy_from_slice(&data[..12]);
+                    buf[12..16].copy_from_slice(&tag);
+                    buf[16..].copy_from_slice(&data[12..]);
+                }
+                None => buf.copy_from_slice(data),
+            }
             swap_addresses(buf);
-            lens[staged] = data.len();
+            lens[staged] = len;
             staged += 1;
         })?;
         report.received += received as u64;
@@ -157,6 +167,8 @@ mod tests {
     struct Script<'a> {
         frames: VecDeque<Vec<u8>>,
         stop: &'a AtomicBool,
+        /// A tag the "kernel" took out of every frame.
+        vlan: Option<strobe_io::VlanTag>,
     }
 
     impl Receiver for Script<'_> {
@@ -178,6 +190,7 @@ mod tests {
                     data: &f,
                     wire_len: f.len() as u32,
                     timestamp: None,
+                    vlan: self.vlan,
                 });
                 n += 1;
             }
@@ -266,6 +279,7 @@ mod tests {
         let mut rx = Script {
             frames,
             stop: &stop,
+            vlan: None,
         };
         // The backend takes 3 frames per call: batches are completed over several calls.
         let mut tx = Sink {
@@ -286,11 +300,40 @@ mod tests {
     }
 
     #[test]
+    fn a_tag_the_kernel_stripped_goes_back_in() {
+        let stop = AtomicBool::new(false);
+        let mut rx = Script {
+            frames: (0..3).map(instrumented).collect(),
+            stop: &stop,
+            vlan: Some(strobe_io::VlanTag {
+                tpid: 0x8100,
+                tci: 7,
+            }),
+        };
+        let mut tx = Sink {
+            slots: vec![vec![0; 128]; 4],
+            sent: Vec::new(),
+            take: 4,
+        };
+        let r = run_reflect(&mut rx, &mut tx, &ReflectOptions::default(), &stop, None).unwrap();
+        assert_eq!(r.reflected, 3);
+        for (seq, f) in tx.sent.iter().enumerate() {
+            assert_eq!(f.len(), 68);
+            assert_eq!(f[12..16], [0x81, 0x00, 0x00, 0x07]);
+            // Addresses swapped behind the tag, trailer intact.
+            assert_eq!(f[..6], [2, 0, 0, 0, 0, 1]);
+            assert_eq!(f[30..34], [198, 18, 1, 1]);
+            assert_eq!(Trailer::from_frame(f).unwrap().seq, seq as u32);
+        }
+    }
+
+    #[test]
     fn stops_after_max_frames() {
         let stop = AtomicBool::new(false);
         let mut rx = Script {
             frames: (0..500).map(instrumented).collect(),
             stop: &stop,
+            vlan: None,
         };
         let mut tx = Sink {
             slots: vec![vec![0; 128]; 64],

@@ -27,8 +27,11 @@ pub struct RxPortReport {
     pub frames: u64,
     pub other: OtherFrames,
     pub drops: RxDrops,
-    /// How the receive timestamps were taken ("kernel", "user", "hardware", or "none").
+    /// How the receive timestamps were taken: "kernel", "user", "hardware", "mixed" (see
+    /// `timestamp_counts`), or "none".
     pub timestamps: &'static str,
+    /// Frames per receive timestamp source.
+    pub timestamp_counts: TimestampCounts,
     /// For hardware timestamps: the NIC clock and how it was mapped to CLOCK_REALTIME.
     pub hardware_clock: Option<String>,
 }
@@ -57,6 +60,7 @@ pub fn run_rx<R: Receiver>(
         other: OtherFrames::default(),
         drops: RxDrops::default(),
         timestamps: "none",
+        timestamp_counts: TimestampCounts::default(),
         hardware_clock: None,
     };
     let mut publisher = Publisher::new(tracker);
@@ -67,20 +71,27 @@ pub fn run_rx<R: Receiver>(
     let idle = ctx.idle;
     loop {
         let stopping = stop.load(Ordering::Relaxed);
-        let mut stamps = "none";
+        let counts = &mut report.timestamp_counts;
         let n = rx.poll(POLL_BATCH, |f| {
-            let ns = f.timestamp.and_then(|t| {
-                stamps = t.source();
-                match t {
-                    RxTimestamp::Hardware(ns) => hardware_to_realtime(hardware_clock, ns),
-                    _ => Some(t.ns()),
+            let ns = match f.timestamp {
+                Some(RxTimestamp::Hardware(ns)) => {
+                    counts.hardware += 1;
+                    hardware_to_realtime(hardware_clock, ns)
                 }
-            });
+                Some(RxTimestamp::Kernel(ns)) => {
+                    counts.kernel += 1;
+                    Some(ns)
+                }
+                Some(RxTimestamp::User(ns)) => {
+                    counts.user += 1;
+                    Some(ns)
+                }
+                None => None,
+            };
             tracker.on_frame(f.data, f.wire_len, ns);
         })?;
         if n > 0 {
             report.frames += n as u64;
-            report.timestamps = stamps;
             since_publish += n as u64;
         }
         if let Some(live) = live {
@@ -116,9 +127,31 @@ pub fn run_rx<R: Receiver>(
     if let Some(iv) = &mut intervals {
         iv.send(tracker);
     }
+    report.timestamps = report.timestamp_counts.summary();
     report.other = tracker.other;
     report.drops = rx.drops()?;
     Ok(report)
+}
+
+/// How many frames each receive timestamp source stamped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimestampCounts {
+    pub kernel: u64,
+    pub user: u64,
+    pub hardware: u64,
+}
+
+impl TimestampCounts {
+    /// The one source that stamped every stamped frame, "mixed", or "none".
+    pub fn summary(&self) -> &'static str {
+        match (self.kernel > 0, self.user > 0, self.hardware > 0) {
+            (false, false, false) => "none",
+            (true, false, false) => "kernel",
+            (false, true, false) => "user",
+            (false, false, true) => "hardware",
+            _ => "mixed",
+        }
+    }
 }
 
 /// What a receive worker works with besides its receiver and tracker.
@@ -277,6 +310,16 @@ impl Publisher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sources_are_counted_and_summarised() {
+        let mut c = TimestampCounts::default();
+        assert_eq!(c.summary(), "none");
+        c.kernel = 5;
+        assert_eq!(c.summary(), "kernel");
+        c.hardware = 1;
+        assert_eq!(c.summary(), "mixed");
+    }
 
     #[test]
     fn hardware_stamps_are_mapped_to_realtime_or_left_out() {

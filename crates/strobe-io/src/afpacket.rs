@@ -24,7 +24,7 @@ use self::frames::{FrameGeometry, FrameRing};
 use crate::netns::in_netns;
 use crate::{
     Backend, BackendStats, IoError, Receiver, RxDrops, RxFrame, RxTimestamp, TimeBase, TxBatch,
-    TxSlot, MAX_BATCH,
+    TxSlot, VlanTag, MAX_BATCH,
 };
 
 /// Ring geometry and socket behaviour of an AF_PACKET port.
@@ -710,6 +710,17 @@ pub struct AfPacketRx {
     drops: RxDrops,
     /// The PTP hardware clock of the NIC's stamps, when hardware timestamps are on.
     hardware_clock: Option<String>,
+    /// The interface's hardware timestamping setting before this receiver changed it, put
+    /// back on close: (namespace, interface, setting).
+    restore_stamping: Option<(Option<String>, String, crate::tsinfo::HwTimestampConfig)>,
+}
+
+impl Drop for AfPacketRx {
+    fn drop(&mut self) {
+        if let Some((netns, iface, previous)) = self.restore_stamping.take() {
+            crate::tsinfo::restore_hw_timestamps(netns.as_deref(), &iface, previous);
+        }
+    }
 }
 
 /// The ring's layout and where reading stands in it.
@@ -764,6 +775,24 @@ fn ring_timestamp(status: u32, ns: u64) -> RxTimestamp {
     }
 }
 
+/// tp_status bits: the frame had a VLAN tag, which the kernel moved into the header
+/// (linux/if_packet.h), and the header holds its TPID too.
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+
+/// The VLAN tag the kernel took out of a ring frame, from its status and header fields.
+fn ring_vlan(status: u32, tci: u16, tpid: u16) -> Option<VlanTag> {
+    if status & TP_STATUS_VLAN_VALID == 0 {
+        return None;
+    }
+    let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 && tpid != 0 {
+        tpid
+    } else {
+        0x8100
+    };
+    Some(VlanTag { tpid, tci })
+}
+
 /// A ring block or frame header that points outside its block or slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Malformed;
@@ -801,6 +830,7 @@ struct FrameInBlock {
     timestamp_ns: u64,
     /// tp_status: which clock stamped the frame.
     status: u32,
+    vlan: Option<VlanTag>,
     /// Offset of the following frame's header from this one's (0 for the last).
     next_offset: usize,
 }
@@ -818,6 +848,16 @@ fn frame_at(block: &[u8], at: usize) -> Result<FrameInBlock, Malformed> {
     let snaplen = field(offset_of!(libc::tpacket3_hdr, tp_snaplen))? as usize;
     let wire_len = field(offset_of!(libc::tpacket3_hdr, tp_len))?;
     let mac = read_u16(block, at + offset_of!(libc::tpacket3_hdr, tp_mac))? as usize;
+    let hv1 = at + offset_of!(libc::tpacket3_hdr, hv1);
+    // The TCI field is 32 bits wide in this header; the tag's 16 are the low ones.
+    let tci = read_u32(
+        block,
+        hv1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci),
+    )? as u16;
+    let tpid = read_u16(
+        block,
+        hv1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tpid),
+    )?;
     let data_start = at + mac;
     let data_end = data_start.checked_add(snaplen).ok_or(Malformed)?;
     if mac < FRAME_HEADER_LEN || data_end > block.len() {
@@ -829,6 +869,7 @@ fn frame_at(block: &[u8], at: usize) -> Result<FrameInBlock, Malformed> {
         wire_len,
         timestamp_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
         status,
+        vlan: ring_vlan(status, tci, tpid),
         next_offset,
     })
 }
@@ -902,6 +943,7 @@ impl BlockRing {
                 data: &block[frame.data_start..frame.data_start + frame.data_len],
                 wire_len: frame.wire_len,
                 timestamp: Some(ring_timestamp(frame.status, frame.timestamp_ns)),
+                vlan: frame.vlan,
             });
             delivered += 1;
             cursor.remaining -= 1;
@@ -954,10 +996,14 @@ impl AfPacketRx {
             .checked_mul(opts.rx_blocks)
             .ok_or_else(too_big)?;
 
-        let hardware_clock = if opts.hardware_timestamps {
-            Some(hardware_clock_for(iface, netns, &port)?)
+        let (hardware_clock, restore_stamping) = if opts.hardware_timestamps {
+            let (phc, previous) = hardware_clock_for(iface, netns, &port)?;
+            (
+                Some(phc),
+                Some((netns.map(str::to_string), iface.to_string(), previous)),
+            )
         } else {
-            None
+            (None, None)
         };
         let (fd, ring, layout) = in_netns(netns, || {
             let fd = packet_socket(&port)?;
@@ -1082,6 +1128,7 @@ impl AfPacketRx {
             promiscuous: opts.promiscuous,
             drops: RxDrops::default(),
             hardware_clock,
+            restore_stamping,
         })
     }
 
@@ -1201,12 +1248,12 @@ impl Receiver for AfPacketRx {
 }
 
 /// Checks that `iface` stamps every received frame in hardware and turns stamping on;
-/// returns the PTP hardware clock the stamps are in.
+/// returns the PTP hardware clock the stamps are in and the setting it replaced.
 fn hardware_clock_for(
     iface: &str,
     netns: Option<&str>,
     port: &PortName,
-) -> Result<String, IoError> {
+) -> Result<(String, crate::tsinfo::HwTimestampConfig), IoError> {
     let info = crate::tsinfo::query_ts_info(netns, iface)?;
     let phc = match (info.hardware_rx_all() && info.raw_hardware(), info.phc_path()) {
         (true, Some(phc)) => phc,
@@ -1217,8 +1264,8 @@ fn hardware_clock_for(
             )))
         }
     };
-    crate::tsinfo::enable_hw_timestamps(netns, iface)?;
-    Ok(phc)
+    let previous = crate::tsinfo::enable_hw_timestamps(netns, iface)?;
+    Ok((phc, previous))
 }
 
 #[cfg(test)]

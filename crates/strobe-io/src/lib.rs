@@ -22,7 +22,7 @@ pub mod tsinfo;
 pub use capture::{read_capture, CaptureInfo, CapturedFrame};
 pub use null::{slots_of, NullBackend};
 pub use pcap::PcapBackend;
-pub use rx::{Receiver, RxDrops, RxFrame, RxTimestamp};
+pub use rx::{Receiver, RxDrops, RxFrame, RxTimestamp, VlanTag};
 
 /// Most frames one `transmit` call may carry.
 pub const MAX_BATCH: usize = 256;

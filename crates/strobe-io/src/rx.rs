@@ -31,6 +31,24 @@ impl RxTimestamp {
     }
 }
 
+/// An 802.1Q/802.1ad tag the kernel took out of a received frame (VLAN offload).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VlanTag {
+    /// The tag's EtherType: 0x8100 (802.1Q) or 0x88a8 (802.1ad).
+    pub tpid: u16,
+    /// Priority, drop eligibility and VLAN id.
+    pub tci: u16,
+}
+
+impl VlanTag {
+    /// The tag as it sits on the wire, after the source MAC.
+    pub fn bytes(self) -> [u8; 4] {
+        let [a, b] = self.tpid.to_be_bytes();
+        let [c, d] = self.tci.to_be_bytes();
+        [a, b, c, d]
+    }
+}
+
 /// One received frame. `data` is only valid during the callback.
 #[derive(Clone, Copy, Debug)]
 pub struct RxFrame<'a> {
@@ -39,6 +57,9 @@ pub struct RxFrame<'a> {
     /// Length of the frame as it was on the wire (without FCS).
     pub wire_len: u32,
     pub timestamp: Option<RxTimestamp>,
+    /// The outer VLAN tag, when the kernel stripped it from `data` (frames sent back, as a
+    /// reflector does, must get it back).
+    pub vlan: Option<VlanTag>,
 }
 
 /// Counters a receiver keeps about frames it could not deliver.

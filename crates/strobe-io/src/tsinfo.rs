@@ -68,13 +68,15 @@ pub struct TsInfo {
     pub rx_filters: u32,
 }
 
-/// Where strobe's latency timestamps come from on an interface.
+/// Which receive timestamps strobe's latency measurement can use on an interface. Transmit
+/// stamps are always strobe's CLOCK_REALTIME reading at the hand-over to the backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LatencySource {
-    /// The NIC stamps every frame on both sides, on its PTP hardware clock.
+    /// The NIC can stamp every received frame on its PTP hardware clock: used with
+    /// `--hw-timestamps` (AF_PACKET); otherwise as `Software`.
     Hardware,
-    /// The kernel stamps received frames in software; the transmit time is strobe's own
-    /// clock when the frame is handed to the backend.
+    /// AF_PACKET receivers use the kernel's software stamp, AF_XDP ones strobe's own
+    /// CLOCK_REALTIME right after dequeue.
     Software,
 }
 
@@ -91,9 +93,11 @@ impl LatencySource {
 impl fmt::Display for LatencySource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            LatencySource::Hardware => "hardware",
+            LatencySource::Hardware => {
+                "rx: NIC hardware with --hw-timestamps (AF_PACKET), else as software; tx: CLOCK_REALTIME at hand-over"
+            }
             LatencySource::Software => {
-                "kernel software (rx) + strobe TSC/CLOCK_REALTIME at hand-over (tx)"
+                "rx: kernel software (AF_PACKET) or user space (AF_XDP); tx: CLOCK_REALTIME at hand-over"
             }
         })
     }
@@ -192,10 +196,11 @@ impl TsInfo {
         self.phc_index.map(|i| format!("/dev/ptp{i}"))
     }
 
-    /// Hardware only when the NIC stamps every frame on both sides and reports it raw;
-    /// a NIC that stamps only PTP messages would leave strobe's frames unstamped.
+    /// Hardware when the NIC can stamp every received frame and reports it raw on a PHC (what
+    /// `--hw-timestamps` needs); a NIC that stamps only PTP messages would leave strobe's
+    /// frames unstamped.
     pub fn latency_source(&self) -> LatencySource {
-        if self.hardware_tx() && self.hardware_rx_all() && self.raw_hardware() {
+        if self.hardware_rx_all() && self.raw_hardware() && self.phc_index.is_some() {
             LatencySource::Hardware
         } else {
             LatencySource::Software
@@ -355,16 +360,35 @@ pub fn interfaces(netns: Option<&str>) -> Result<Vec<String>, IoError> {
     })
 }
 
-/// Switches hardware timestamping on for every frame in both directions (`SIOCSHWTSTAMP`
-/// with `HWTSTAMP_TX_ON` and `HWTSTAMP_FILTER_ALL`). Call it only when [`query_ts_info`]
-/// reports [`LatencySource::Hardware`]; on other interfaces it says why it cannot.
-pub fn enable_hw_timestamps(netns: Option<&str>, iface: &str) -> Result<(), IoError> {
+/// An interface's hardware timestamping setting (SIOCGHWTSTAMP / SIOCSHWTSTAMP), kept so it
+/// can be put back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HwTimestampConfig {
+    flags: libc::c_int,
+    tx_type: libc::c_int,
+    rx_filter: libc::c_int,
+}
+
+/// Makes the NIC stamp every received frame (receive filter `all`), keeping its transmit
+/// mode as it is (strobe does not use hardware transmit stamps, and a PTP daemon may).
+/// Returns the setting it replaced, for [`restore_hw_timestamps`].
+pub fn enable_hw_timestamps(
+    netns: Option<&str>,
+    iface: &str,
+) -> Result<HwTimestampConfig, IoError> {
     in_netns(netns, || {
-        let mut req = ifreq_for(iface)?;
         let sock = control_socket()?;
-        let mut config = libc::hwtstamp_config {
+        let mut previous = libc::hwtstamp_config {
             flags: 0,
-            tx_type: libc::HWTSTAMP_TX_ON as libc::c_int,
+            tx_type: libc::HWTSTAMP_TX_OFF as libc::c_int,
+            rx_filter: libc::HWTSTAMP_FILTER_NONE as libc::c_int,
+        };
+        // Drivers without SIOCGHWTSTAMP have stamping off until someone sets it.
+        let mut req = ifreq_for(iface)?;
+        let _ = ioctl_with_data(&sock, libc::SIOCGHWTSTAMP, &mut req, &mut previous);
+        let mut config = libc::hwtstamp_config {
+            flags: previous.flags,
+            tx_type: previous.tx_type,
             rx_filter: libc::HWTSTAMP_FILTER_ALL as libc::c_int,
         };
         let driver_says = || {
@@ -372,6 +396,7 @@ pub fn enable_hw_timestamps(netns: Option<&str>, iface: &str) -> Result<(), IoEr
                 .map(|info| info.summary())
                 .unwrap_or_else(|e| e.to_string())
         };
+        let mut req = ifreq_for(iface)?;
         if let Err(e) = ioctl_with_data(&sock, libc::SIOCSHWTSTAMP, &mut req, &mut config) {
             let why = match e.raw_os_error() {
                 Some(libc::ENODEV) => return Err(not_found(netns, iface)),
@@ -398,23 +423,40 @@ pub fn enable_hw_timestamps(netns: Option<&str>, iface: &str) -> Result<(), IoEr
             return Err(IoError::Other(why));
         }
         // The driver writes back what it applied; it may not narrow the request silently.
-        if config.tx_type != libc::HWTSTAMP_TX_ON as libc::c_int
-            || config.rx_filter != libc::HWTSTAMP_FILTER_ALL as libc::c_int
-        {
+        if config.rx_filter != libc::HWTSTAMP_FILTER_ALL as libc::c_int {
+            let mut req = ifreq_for(iface)?;
+            let _ = ioctl_with_data(&sock, libc::SIOCSHWTSTAMP, &mut req, &mut previous);
             return Err(IoError::Other(format!(
-                "interface `{iface}`{} applied hardware tx mode {} and rx filter {} instead of \
-                 on/all; strobe uses kernel software timestamps",
+                "interface `{iface}`{} applied hardware rx filter {} instead of all; strobe \
+                 uses kernel software timestamps",
                 where_(netns),
-                TX_TYPE_NAMES
-                    .get(config.tx_type as usize)
-                    .unwrap_or(&"unknown"),
                 RX_FILTER_NAMES
                     .get(config.rx_filter as usize)
                     .unwrap_or(&"unknown"),
             )));
         }
-        Ok(())
+        Ok(HwTimestampConfig {
+            flags: previous.flags,
+            tx_type: previous.tx_type,
+            rx_filter: previous.rx_filter,
+        })
     })
+}
+
+/// Puts back a setting [`enable_hw_timestamps`] replaced (best effort: the interface may be
+/// gone).
+pub fn restore_hw_timestamps(netns: Option<&str>, iface: &str, previous: HwTimestampConfig) {
+    let _ = in_netns(netns, || {
+        let sock = control_socket()?;
+        let mut req = ifreq_for(iface)?;
+        let mut config = libc::hwtstamp_config {
+            flags: previous.flags,
+            tx_type: previous.tx_type,
+            rx_filter: previous.rx_filter,
+        };
+        ioctl_with_data(&sock, libc::SIOCSHWTSTAMP, &mut req, &mut config)
+            .map_err(|e| IoError::Other(e.to_string()))
+    });
 }
 
 #[cfg(test)]
@@ -461,7 +503,20 @@ mod tests {
         assert_eq!(info.tx_type_names(), ["off", "on"]);
         assert_eq!(info.rx_filter_names(), ["none", "all"]);
         assert_eq!(info.latency_source(), LatencySource::Hardware);
-        assert_eq!(info.latency_source().to_string(), "hardware");
+        assert!(info
+            .latency_source()
+            .to_string()
+            .contains("NIC hardware with --hw-timestamps"));
+        // Receive stamping alone is what strobe needs: a NIC that cannot stamp sent frames
+        // still gives hardware receive stamps.
+        let rx_only = TsInfo::from_words(
+            "eth1",
+            SW_ONLY | HW_FLAGS,
+            2,
+            bit(libc::HWTSTAMP_TX_OFF),
+            rx,
+        );
+        assert_eq!(rx_only.latency_source(), LatencySource::Hardware);
     }
 
     #[test]
@@ -486,7 +541,7 @@ mod tests {
         assert!(info
             .latency_source()
             .to_string()
-            .contains("kernel software (rx)"));
+            .contains("rx: kernel software (AF_PACKET)"));
     }
 
     #[test]

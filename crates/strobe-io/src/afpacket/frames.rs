@@ -13,10 +13,10 @@ use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::{
-    align_up, read_u16, read_u32, ring_timestamp, Malformed, Mapping, LINK_OVERHEAD,
+    align_up, read_u16, read_u32, ring_timestamp, ring_vlan, Malformed, Mapping, LINK_OVERHEAD,
     TPACKET_ALIGNMENT,
 };
-use crate::RxFrame;
+use crate::{RxFrame, VlanTag};
 
 /// Where a slot's frame data may start at the earliest: after the tpacket2_hdr (aligned) and
 /// the sockaddr_ll the kernel writes behind it (the kernel's TPACKET2_HDRLEN).
@@ -91,6 +91,7 @@ struct SlotFrame {
     timestamp_ns: u64,
     /// tp_status: which clock stamped the frame.
     status: u32,
+    vlan: Option<VlanTag>,
 }
 
 /// Reads the header of a slot the kernel handed over.
@@ -102,6 +103,8 @@ fn parse_slot(slot: &[u8]) -> Result<SlotFrame, Malformed> {
     let sec = field(offset_of!(libc::tpacket2_hdr, tp_sec))?;
     let nsec = field(offset_of!(libc::tpacket2_hdr, tp_nsec))?;
     let mac = usize::from(read_u16(slot, offset_of!(libc::tpacket2_hdr, tp_mac))?);
+    let tci = read_u16(slot, offset_of!(libc::tpacket2_hdr, tp_vlan_tci))?;
+    let tpid = read_u16(slot, offset_of!(libc::tpacket2_hdr, tp_vlan_tpid))?;
     let data_len = snaplen as usize;
     let data_end = mac.checked_add(data_len).ok_or(Malformed)?;
     // The kernel captures at most the whole frame, and writes nanoseconds below a second.
@@ -115,6 +118,7 @@ fn parse_slot(slot: &[u8]) -> Result<SlotFrame, Malformed> {
         wire_len,
         timestamp_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
         status,
+        vlan: ring_vlan(status, tci, tpid),
     })
 }
 
@@ -175,6 +179,7 @@ impl FrameRing {
                         data: &slot[frame.data_start..frame.data_start + frame.data_len],
                         wire_len: frame.wire_len,
                         timestamp: Some(ring_timestamp(frame.status, frame.timestamp_ns)),
+                        vlan: frame.vlan,
                     });
                     delivered += 1;
                 }
@@ -223,6 +228,32 @@ mod tests {
 
     fn set_u32(slot: &mut [u8], offset: usize, value: u32) {
         slot[offset..offset + 4].copy_from_slice(&value.to_ne_bytes());
+    }
+
+    #[test]
+    fn a_stripped_vlan_tag_is_read_from_the_header() {
+        let mut slot = slot_with(&[0x11; 60]);
+        assert_eq!(parse_slot(&slot).unwrap().vlan, None);
+        let status = libc::TP_STATUS_USER | 1 << 4 | 1 << 6; // VLAN_VALID, VLAN_TPID_VALID
+        set_u32(&mut slot, offset_of!(libc::tpacket2_hdr, tp_status), status);
+        let at = offset_of!(libc::tpacket2_hdr, tp_vlan_tci);
+        slot[at..at + 2].copy_from_slice(&0x2007u16.to_ne_bytes());
+        let at = offset_of!(libc::tpacket2_hdr, tp_vlan_tpid);
+        slot[at..at + 2].copy_from_slice(&0x88a8u16.to_ne_bytes());
+        assert_eq!(
+            parse_slot(&slot).unwrap().vlan,
+            Some(VlanTag {
+                tpid: 0x88a8,
+                tci: 0x2007
+            })
+        );
+        // Without TPID_VALID (older kernels) the tag is 802.1Q.
+        set_u32(
+            &mut slot,
+            offset_of!(libc::tpacket2_hdr, tp_status),
+            libc::TP_STATUS_USER | 1 << 4,
+        );
+        assert_eq!(parse_slot(&slot).unwrap().vlan.unwrap().tpid, 0x8100);
     }
 
     #[test]

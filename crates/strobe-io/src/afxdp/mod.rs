@@ -997,6 +997,8 @@ impl Receiver for AfXdpRx {
                     data,
                     wire_len: desc.len,
                     timestamp: Some(RxTimestamp::User(now)),
+                    // XDP sees the frame as it arrived, tag included.
+                    vlan: None,
                 });
                 delivered += 1;
             }
