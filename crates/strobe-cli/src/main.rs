@@ -32,8 +32,8 @@ enum Command {
     Analyze(analyze_cmd::AnalyzeArgs),
     /// The embedded virtual lab: network namespaces and veth pairs around a device under test.
     Lab(lab_cmd::LabArgs),
-    /// Generate traces and measure their precision and the engine's cost: a first result
-    /// with nothing to set up.
+    /// A first result with nothing to set up: builds its own virtual lab, sends a throughput
+    /// run and a constant-rate + Poisson run through the DUT, shows counts and latency.
     Demo(demo_cmd::DemoArgs),
     /// Calculators for the physical ground truth: `calc latency` for a fibre loop.
     Calc(calc_cmd::CalcArgs),

@@ -2,6 +2,8 @@
 //! namespaces under a unique prefix and removes it, also when it fails).
 //!
 //! - exact per-flow counts through cable, bridge and router DUTs;
+//! - AF_XDP workers of `--cores 2` on the lab's multi-queue veths, one queue each, counted
+//!   per queue by the kernel (ethtool);
 //! - loss detected exactly when the DUT drops every 1000th frame (nftables numgen);
 //! - frames checked at the sink by an independent capture (tcpdump) and decoder (tshark).
 
@@ -113,6 +115,100 @@ fn af_xdp_sends_and_receives_with_exact_counts() {
         r["rx_ports"][0]["timestamps"], "user",
         "AF_XDP receive stamps in user space"
     );
+}
+
+/// Runs `command` with `sh` in namespace `netns` (for sysfs and ethtool there); its stdout.
+fn sh_in(netns: &str, command: &str) -> String {
+    ok(Command::new("ip")
+        .args(["netns", "exec", netns, "sh", "-c", command])
+        .output()
+        .expect("ip (apt-get install iproute2)"))
+}
+
+/// Frames a veth took in per receive queue, as the kernel counts them (`ethtool -S`).
+fn rx_queue_packets(netns: &str, iface: &str) -> Vec<u64> {
+    let stats = sh_in(netns, &format!("ethtool -S {iface}"));
+    let mut counts = Vec::new();
+    for (name, value) in stats.lines().filter_map(|l| l.trim().split_once(": ")) {
+        if let Some(queue) = name
+            .strip_prefix("rx_queue_")
+            .and_then(|rest| rest.strip_suffix("_xdp_packets"))
+        {
+            let queue: usize = queue.parse().unwrap();
+            counts.resize(counts.len().max(queue + 1), 0);
+            counts[queue] = value.parse().unwrap();
+        }
+    }
+    counts
+}
+
+#[test]
+fn af_xdp_workers_each_send_on_their_own_queue_of_the_lab() {
+    let dir = Scratch::new("live-xdp-cores");
+    let lab = TestLab::up("q", "cable");
+    let (tx_ns, rx_ns) = (lab.ns("tx"), lab.ns("rx"));
+    let queues = sh_in(&tx_ns, "ls /sys/class/net/tx0/queues");
+    assert!(
+        queues.lines().any(|q| q == "tx-1"),
+        "the lab's veths have a second queue: {queues}"
+    );
+    // A veth counts frames per receive queue only on its NAPI path, which GRO turns on for
+    // frames from a peer without TSO.
+    sh_in(&tx_ns, "ethtool -K tx0 tso off");
+    sh_in(&rx_ns, "ethtool -K rx0 gro on");
+    let before = rx_queue_packets(&rx_ns, "rx0");
+
+    let json = dir.path("xdp-cores.json");
+    ok(strobe()
+        .args(["gen", "--lab", &lab.prefix, "--port", "lab:tx@afxdp"])
+        .args(["--rx", "lab:rx", "--quiet"])
+        .args(["--udp", "198.18.0.1:1000-198.18.1.1:2000"])
+        .args([
+            "--rate",
+            "20kpps",
+            "--pattern",
+            "poisson",
+            "--count",
+            "20001",
+        ])
+        .args(["--cores", "2", "--json", &json])
+        .output()
+        .unwrap());
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let f = flow(&r);
+    assert_eq!(f["frames_tx"], 20_001, "{f}");
+    assert_eq!(f["frames_rx"], 20_001, "{f}");
+    assert_eq!(f["loss"], 0, "{f}");
+    assert_eq!(f["duplicates"], 0, "{f}");
+    assert_eq!(f["reordered"], 0, "{f}");
+
+    // Worker k binds queue k; the kernel's count on rx0's queue k is what worker k sent.
+    let ports = r["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 2, "one report per transmit worker: {ports:?}");
+    let after = rx_queue_packets(&rx_ns, "rx0");
+    let gained: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    let mut total = 0;
+    for (k, port) in ports.iter().enumerate() {
+        let name = port["name"].as_str().unwrap();
+        assert!(name.ends_with(&format!("#{k}")), "worker {k} is {name}");
+        let sent = port["frames_tx"].as_u64().unwrap();
+        assert!(sent > 0, "worker {k} sent nothing: {port}");
+        total += sent;
+        if k == 0 {
+            // Queue 0 also takes whatever the kernel itself might send (XPS puts it there).
+            assert!(
+                gained[0] >= sent,
+                "queue 0 took {gained:?}, worker 0 sent {sent}"
+            );
+        } else {
+            assert_eq!(
+                gained[k], sent,
+                "queue {k} took {gained:?}, worker {k} sent {sent}"
+            );
+        }
+    }
+    assert_eq!(total, 20_001);
 }
 
 #[test]

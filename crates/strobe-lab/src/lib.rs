@@ -14,6 +14,10 @@
 //! 198.18.0.1 / 2001:2::1, the sink 198.18.1.1 / 2001:2::2 (router: 2001:2:0:1::1). Static
 //! neighbour entries on every hop mean a run never waits for ARP or neighbour discovery.
 //!
+//! Every veth has one transmit and one receive queue per CPU (at least two), so AF_XDP
+//! workers can take a queue each; everything that does not name its queue stays on queue 0
+//! (see `queues.rs`).
+//!
 //! The API is synchronous. Each call runs on a short-lived worker thread with its own
 //! single-threaded tokio runtime driving rtnetlink: the worker moves between namespaces
 //! (setns) to open a netlink socket in each, so the caller's thread never changes namespace.
@@ -22,6 +26,7 @@
 mod dut;
 mod error;
 mod netns;
+mod queues;
 mod rtnl;
 mod topology;
 
@@ -160,7 +165,8 @@ fn on_worker<T: Send>(
     })
 }
 
-/// Builds the lab, or returns it unchanged if it is already up with the same DUT. A lab with
+/// Builds the lab, or returns it unchanged if it is already up with the same DUT (also one
+/// built before the veths were multi-queue: `down` and `up` give it more queues). A lab with
 /// another DUT, or a damaged one, is removed and rebuilt. On failure everything this call
 /// created is removed again.
 pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
@@ -187,46 +193,16 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
         }
         runtime.block_on(async {
             let conns = Conns::new(namespaces)?;
-            rtnl::build(&conns, &plan).await
+            rtnl::build(&conns, &plan).await?;
+            // Blocks the runtime briefly, which is fine: no netlink request is in flight.
+            queues::steer(&plan)?;
+            rtnl::mark_complete(&conns, &plan).await
         })?;
         #[cfg(test)]
         test_hooks::fail_if_asked(prefix)?;
         created.names.clear();
-        steer_receive_work(&plan.lab);
         Ok(plan.lab)
     })
-}
-
-/// Moves the lab's receive processing off the highest core, where strobe pins its transmit
-/// worker. A veth delivers a frame on the sending core, so without this the peer's (and a
-/// software DUT's) softirq work lands on the transmitter's core and, once it overflows into
-/// ksoftirqd, takes whole scheduler slices from it — millisecond stalls in a paced run.
-/// RPS (receive packet steering) hands that work to the other cores. Best effort: a lab
-/// without it works, only with less precise pacing. sysfs shows a namespace's interfaces
-/// only when mounted inside it, which `ip netns exec` does; hence the command.
-fn steer_receive_work(lab: &Lab) {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if !(2..=64).contains(&cores) {
-        return;
-    }
-    let mask: u64 = (1u64 << (cores - 1)) - 1;
-    let mut targets = vec![
-        (lab.tx.netns.clone(), lab.tx.iface.clone()),
-        (lab.rx.netns.clone(), lab.rx.iface.clone()),
-    ];
-    if lab.dut.has_namespace() {
-        let dut_ns = format!("{}-dut", lab.prefix);
-        targets.push((dut_ns.clone(), topology::DUT_TX_SIDE.into()));
-        targets.push((dut_ns, topology::DUT_RX_SIDE.into()));
-    }
-    for (netns, iface) in targets {
-        let _ = std::process::Command::new("ip")
-            .args(["netns", "exec", &netns, "sh", "-c"])
-            .arg(format!(
-                "echo {mask:x} > /sys/class/net/{iface}/queues/rx-0/rps_cpus"
-            ))
-            .status();
-    }
 }
 
 /// Removes the namespaces `up` created in this call unless it finished (also on panic).

@@ -169,7 +169,8 @@ pub(crate) fn sysctls(role: Role, dut: &Dut) -> Vec<Sysctl> {
 }
 
 /// Creates the links, addresses, routes, neighbours and shaper of `plan` in namespaces that
-/// already exist and carry their sysctls.
+/// already exist and carry their sysctls, and waits until frames cross. The lab is marked
+/// complete apart, by [`mark_complete`].
 pub(crate) async fn build(conns: &Conns, plan: &Plan) -> Result<(), LabError> {
     for &role in &plan.roles {
         let lo = Iface {
@@ -191,15 +192,20 @@ pub(crate) async fn build(conns: &Conns, plan: &Plan) -> Result<(), LabError> {
     for &(near, far) in &plan.veths {
         // The peer is created straight inside its namespace: nothing ever appears in the
         // caller's namespace, so no name there can clash or be touched.
+        // Both ends need the queue counts: the kernel gives a peer without them one queue.
         let peer = LinkUnspec::new_with_name(far.name)
             .index(far.index)
             .address(far.mac.to_vec())
+            .append_extra_attribute(LinkAttribute::NumTxQueues(plan.queues))
+            .append_extra_attribute(LinkAttribute::NumRxQueues(plan.queues))
             .setns_by_fd(conns.get(far.role).0.file.as_raw_fd())
             .build();
         let veth = LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
             .name(near.name)
             .index(near.index)
             .address(near.mac.to_vec())
+            .append_extra_attribute(LinkAttribute::NumTxQueues(plan.queues))
+            .append_extra_attribute(LinkAttribute::NumRxQueues(plan.queues))
             .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
             .build();
         conns
@@ -325,9 +331,12 @@ pub(crate) async fn build(conns: &Conns, plan: &Plan) -> Result<(), LabError> {
         add_tbf(conns.get(port.role).0, port.name, rate_bps)?;
     }
 
-    wait_until_forwarding(conns, plan).await?;
+    wait_until_forwarding(conns, plan).await
+}
 
-    // Last, so only a complete lab carries the mark `status` looks for.
+/// Records the DUT kind in tx0's alias: the mark `status` looks for. `up` sets it last, so
+/// only a complete lab carries it.
+pub(crate) async fn mark_complete(conns: &Conns, plan: &Plan) -> Result<(), LabError> {
     let tx = TX0;
     let index = conns.index(tx).await?;
     let alias = format!("{ALIAS_PREFIX}{}", plan.lab.dut);

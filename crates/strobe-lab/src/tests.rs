@@ -15,7 +15,7 @@ use etherparse::{
 };
 
 use crate::netns::{Netns, NETNS_DIR};
-use crate::topology::{MAC_DUT1, MAC_TX};
+use crate::topology::{Role, MAC_DUT1, MAC_TX};
 use crate::{down, status, test_hooks, up, Dut, Endpoint, Lab, LabConfig, LabError};
 
 /// Owns a test's prefix; removes its lab on drop, also when the test fails.
@@ -611,4 +611,197 @@ fn default_config_uses_the_strobe_prefix() {
     assert_eq!(lab.port(&lab.rx, "afxdp"), "afxdp:strobe-rx/rx0");
     assert_eq!(lab.namespaces(), ["strobe-tx", "strobe-rx", "strobe-dut"]);
     assert_eq!((lab.tx.mac, lab.rx.next_hop_mac), (MAC_TX, MAC_DUT1));
+}
+
+/// Runs `command` with `sh` inside namespace `netns` (sysfs shows a namespace's interfaces
+/// only when mounted there, which `ip netns exec` does) and returns its output.
+fn sh_in(netns: &str, command: &str) -> String {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", netns, "sh", "-c", command])
+        .output()
+        .expect("run ip (iproute2)");
+    assert!(
+        out.status.success(),
+        "`{command}` in {netns}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Whether a sysfs cpumask (`ff,ffffffff`: 32-bit hex words, most significant first) has `cpu`.
+fn mask_has(mask: &str, cpu: usize) -> bool {
+    let words: Vec<u32> = mask
+        .trim()
+        .split(',')
+        .rev()
+        .map(|w| u32::from_str_radix(w, 16).unwrap())
+        .collect();
+    words
+        .get(cpu / 32)
+        .is_some_and(|w| w & (1 << (cpu % 32)) != 0)
+}
+
+/// The CPUs this thread may run on.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: an all-zero cpu_set_t is the empty set; sched_getaffinity fills it with its
+    // exact size and the result is checked.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = mem::zeroed();
+        let rc = libc::sched_getaffinity(0, mem::size_of::<libc::cpu_set_t>(), &mut set);
+        assert_eq!(rc, 0, "sched_getaffinity: {}", io::Error::last_os_error());
+        set
+    };
+    // SAFETY: CPU_ISSET only reads the set, for CPU numbers within its size.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect()
+}
+
+/// Moves this thread onto the CPUs in `cpus`.
+fn pin_to(cpus: &[usize]) {
+    // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes within its size, and
+    // sched_setaffinity reads the set with its exact size; the result is checked.
+    unsafe {
+        let mut set: libc::cpu_set_t = mem::zeroed();
+        for &cpu in cpus {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        let rc = libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set);
+        assert_eq!(rc, 0, "sched_setaffinity: {}", io::Error::last_os_error());
+    }
+}
+
+/// Per receive queue, the frames a veth took in through NAPI (`ethtool -S`), by queue.
+fn rx_queue_packets(netns: &str, iface: &str) -> Vec<u64> {
+    let stats = sh_in(netns, &format!("ethtool -S {iface}"));
+    let mut counts = Vec::new();
+    for line in stats.lines() {
+        let Some((name, value)) = line.trim().split_once(": ") else {
+            continue;
+        };
+        if let Some(queue) = name
+            .strip_prefix("rx_queue_")
+            .and_then(|rest| rest.strip_suffix("_xdp_packets"))
+        {
+            let queue: usize = queue.parse().unwrap();
+            counts.resize(counts.len().max(queue + 1), 0);
+            counts[queue] = value.parse().unwrap();
+        }
+    }
+    counts
+}
+
+/// Every veth end has a transmit and a receive queue per CPU (at least two), RPS on every
+/// receive queue, and XPS that maps every CPU to transmit queue 0: frames that do not name
+/// their queue stay on queue 0 across the lab, router hop included, whichever CPU sends
+/// them, so an AF_XDP receiver on queue 0 still sees them all.
+#[test]
+fn veths_are_multi_queue_and_unqueued_frames_stay_on_queue_zero() {
+    let guard = LabGuard::new("mq");
+    let lab = up(&guard.config(Dut::Router)).unwrap();
+    let queues = crate::queues::per_veth() as usize;
+    assert!(queues >= 2);
+    let dut_ns = Role::Dut.netns(&guard.prefix);
+    let ends = [
+        (lab.tx.netns.as_str(), "tx0"),
+        (dut_ns.as_str(), "dut0"),
+        (dut_ns.as_str(), "dut1"),
+        (lab.rx.netns.as_str(), "rx0"),
+    ];
+    let cpus = allowed_cpus();
+    for (netns, iface) in ends {
+        let dir = format!("/sys/class/net/{iface}/queues");
+        let mut listed: Vec<String> = sh_in(netns, &format!("ls {dir}"))
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let mut planned: Vec<String> = (0..queues)
+            .flat_map(|q| [format!("rx-{q}"), format!("tx-{q}")])
+            .collect();
+        listed.sort();
+        planned.sort();
+        assert_eq!(listed, planned, "queues of {iface}");
+        let xps = |q: usize| sh_in(netns, &format!("cat {dir}/tx-{q}/xps_cpus"));
+        let (first, second) = (xps(0), xps(1));
+        for &cpu in &cpus {
+            assert!(
+                mask_has(&first, cpu),
+                "{iface} tx-0 XPS {first} lacks CPU {cpu}"
+            );
+            assert!(
+                !mask_has(&second, cpu),
+                "{iface} tx-1 XPS {second} has CPU {cpu}"
+            );
+        }
+        if cpus.len() >= 2 {
+            for q in 0..queues {
+                let rps = sh_in(netns, &format!("cat {dir}/rx-{q}/rps_cpus"));
+                assert!(
+                    rps.trim()
+                        .split(',')
+                        .any(|w| !w.trim_start_matches('0').is_empty()),
+                    "{iface} rx-{q} has no RPS CPUs"
+                );
+            }
+        }
+    }
+
+    // veths count frames per receive queue only on their NAPI path, which GRO turns on for
+    // frames from a sender without TSO.
+    sh_in(&lab.tx.netns, "ethtool -K tx0 tso off");
+    sh_in(&dut_ns, "ethtool -K dut1 tso off && ethtool -K dut0 gro on");
+    sh_in(&lab.rx.netns, "ethtool -K rx0 gro on");
+    let before = [
+        rx_queue_packets(&dut_ns, "dut0"),
+        rx_queue_packets(&lab.rx.netns, "rx0"),
+    ];
+    const PER_CPU: u64 = 20;
+    let socket = PacketSocket::open(&lab.tx);
+    let frame = udp_frame(&lab.tx, &lab.rx, false, 40_010, b"strobe-lab queue 0");
+    for &cpu in &cpus {
+        pin_to(&[cpu]);
+        for _ in 0..PER_CPU {
+            socket.send(&frame);
+        }
+    }
+    pin_to(&cpus);
+    let sent = PER_CPU * cpus.len() as u64;
+    for (i, (netns, iface)) in [(dut_ns.as_str(), "dut0"), (lab.rx.netns.as_str(), "rx0")]
+        .into_iter()
+        .enumerate()
+    {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let gained = loop {
+            let now = rx_queue_packets(netns, iface);
+            let gained: Vec<u64> = now.iter().zip(&before[i]).map(|(n, b)| n - b).collect();
+            if gained.iter().sum::<u64>() >= sent || Instant::now() >= deadline {
+                break gained;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(gained.len(), queues, "{iface}: {gained:?}");
+        assert!(gained[0] >= sent, "{iface}: {gained:?}, {sent} sent");
+        assert!(
+            gained[1..].iter().all(|&n| n == 0),
+            "{iface}: frames on queues other than 0: {gained:?}"
+        );
+    }
+}
+
+/// A lab whose veths have one queue each, as strobe built them before, is still the lab:
+/// `status` knows it and `up` returns it untouched.
+#[test]
+fn single_queue_veths_of_an_older_lab_still_make_the_lab() {
+    let guard = LabGuard::new("o");
+    let lab = up(&guard.config(Dut::Cable)).unwrap();
+    for (netns, iface) in [(&lab.tx.netns, "tx0"), (&lab.rx.netns, "rx0")] {
+        sh_in(netns, &format!("ethtool -L {iface} rx 1 tx 1"));
+        let listed = sh_in(netns, &format!("ls /sys/class/net/{iface}/queues"));
+        assert_eq!(listed, "rx-0\ntx-0\n", "{iface}");
+    }
+    assert_eq!(status(&guard.prefix).unwrap(), Some(lab.clone()));
+    let inode = ns_inode(&lab.tx.netns);
+    assert_eq!(up(&guard.config(Dut::Cable)).unwrap(), lab);
+    assert_eq!(ns_inode(&lab.tx.netns), inode, "kept, not rebuilt");
+    frame_crosses(&lab, &lab.tx, &lab.rx, false);
 }

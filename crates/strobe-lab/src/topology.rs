@@ -3,7 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::{Dut, Endpoint, Lab};
+use crate::{queues, Dut, Endpoint, Lab};
 
 /// Locally administered unicast MACs (0x02 first octet); 0x53 0x54 is "ST" for strobe.
 const fn mac(last: u8) -> [u8; 6] {
@@ -17,8 +17,8 @@ pub(crate) const MAC_BRIDGE: [u8; 6] = mac(0x1f);
 
 const TX_IFACE: &str = "tx0";
 const RX_IFACE: &str = "rx0";
-pub(crate) const DUT_TX_SIDE: &str = "dut0";
-pub(crate) const DUT_RX_SIDE: &str = "dut1";
+const DUT_TX_SIDE: &str = "dut0";
+const DUT_RX_SIDE: &str = "dut1";
 const BRIDGE: &str = "br0";
 
 /// The namespaces of a lab; every name is `{prefix}-{suffix}`.
@@ -121,6 +121,8 @@ pub(crate) struct Plan {
     pub roles: Vec<Role>,
     /// veth pairs; the first end is created in its namespace, the peer straight in its own.
     pub veths: Vec<(Iface, Iface)>,
+    /// Transmit queues and receive queues of every veth end (see `queues.rs`).
+    pub queues: u32,
     /// The bridge and its ports, for the bridge and tbf DUTs.
     pub bridge: Option<(Iface, [Iface; 2])>,
     pub addresses: Vec<Address>,
@@ -189,6 +191,7 @@ impl Plan {
             lab,
             roles: vec![Role::Tx, Role::Rx],
             veths: vec![(TX0, RX0)],
+            queues: queues::per_veth(),
             bridge: None,
             addresses: vec![
                 addr(TX0, tx_v4.into(), prefix_len_v4),
@@ -251,9 +254,14 @@ impl Plan {
         plan
     }
 
+    /// Both ends of every veth pair.
+    pub fn veth_ends(&self) -> impl Iterator<Item = Iface> + '_ {
+        self.veths.iter().flat_map(|&(a, b)| [a, b])
+    }
+
     /// Every interface the plan creates, each once.
     pub fn interfaces(&self) -> Vec<Iface> {
-        let mut all: Vec<Iface> = self.veths.iter().flat_map(|&(a, b)| [a, b]).collect();
+        let mut all: Vec<Iface> = self.veth_ends().collect();
         all.extend(self.bridge.map(|(bridge, _)| bridge));
         all
     }
@@ -277,6 +285,16 @@ mod tests {
         assert_eq!(lab.rx.ipv4, Ipv4Addr::new(198, 18, 1, 1));
         assert_eq!(lab.rx.ipv6, "2001:2::2".parse::<Ipv6Addr>().unwrap());
         assert!(plan.routes.is_empty() && plan.bridge.is_none() && plan.tbf.is_none());
+    }
+
+    #[test]
+    fn every_veth_gets_a_queue_per_cpu_and_at_least_two() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for dut in [Dut::Cable, Dut::Router] {
+            let plan = Plan::new("p", &dut);
+            assert!(plan.queues >= 2, "{dut}: {} queues", plan.queues);
+            assert!(plan.queues as usize >= cpus.min(4096), "{dut}");
+        }
     }
 
     #[test]
