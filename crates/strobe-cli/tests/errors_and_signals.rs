@@ -206,19 +206,9 @@ fn command_line_errors() {
     );
 }
 
-#[test]
-fn ctrl_c_stops_cleanly_and_still_reports() {
-    let dir = Scratch::new("sigint");
-    let json = dir.path("result.json");
-    let child = strobe()
-        .args([
-            "gen",
-            "--port",
-            "null",
-            "--udp",
-            "198.18.0.1:1000-198.18.1.1:2000",
-        ])
-        .args(["--rate", "10kpps", "--duration", "120s", "--json", &json])
+/// Starts `cmd`, sends it SIGINT (as Ctrl-C does) 1.5 s later, and waits for it.
+fn interrupted_after_1_5_s(cmd: &mut std::process::Command) -> Output {
+    let child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -227,7 +217,24 @@ fn ctrl_c_stops_cleanly_and_still_reports() {
     // SAFETY: kill(2) on the PID of the child this test started.
     let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     assert_eq!(rc, 0);
-    let out = child.wait_with_output().unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_and_still_reports() {
+    let dir = Scratch::new("sigint");
+    let json = dir.path("result.json");
+    let out = interrupted_after_1_5_s(
+        strobe()
+            .args([
+                "gen",
+                "--port",
+                "null",
+                "--udp",
+                "198.18.0.1:1000-198.18.1.1:2000",
+            ])
+            .args(["--rate", "10kpps", "--duration", "120s", "--json", &json]),
+    );
     let stdout = ok(out);
     assert!(stdout.contains("stopped before the end"), "{stdout}");
     let report: serde_json::Value =
@@ -322,31 +329,24 @@ fn latency_option_errors() {
 fn ctrl_c_ends_a_sweep_with_the_steps_so_far() {
     let dir = Scratch::new("sigint-sweep");
     let (json, csv) = (dir.path("sweep.json"), dir.path("sweep.csv"));
-    let child = strobe()
-        .args([
-            "gen",
-            "--port",
-            "null",
-            "--udp",
-            "198.18.0.1:1000-198.18.1.1:2000",
-        ])
-        .args([
-            "--duration",
-            "120s",
-            "--rates",
-            "10kpps,20kpps,30kpps",
-            "-q",
-        ])
-        .args(["--json", &json, "--sweep-csv", &csv])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    // SAFETY: kill(2) on the PID of the child this test started.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    assert_eq!(rc, 0);
-    let out = child.wait_with_output().unwrap();
+    let out = interrupted_after_1_5_s(
+        strobe()
+            .args([
+                "gen",
+                "--port",
+                "null",
+                "--udp",
+                "198.18.0.1:1000-198.18.1.1:2000",
+            ])
+            .args([
+                "--duration",
+                "120s",
+                "--rates",
+                "10kpps,20kpps,30kpps",
+                "-q",
+            ])
+            .args(["--json", &json, "--sweep-csv", &csv]),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let stdout = ok(out);
     assert!(

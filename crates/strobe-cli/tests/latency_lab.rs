@@ -230,7 +230,7 @@ fn round_trips_through_strobe_reflect() {
         let pcap = dir.path("back.pcap");
         let capture = Capture::start(&lab.ns("tx"), "tx0", &pcap);
         ok(lab
-            .gen_command("lab:tx")
+            .gen_command("lab:tx", "lab:tx")
             .args([
                 "--json",
                 &out,
@@ -402,7 +402,7 @@ for tag in sorted(totals):
     // veth stamps in software only: asking for hardware receive timestamps is refused,
     // with the reason, before anything is sent.
     let out = lab
-        .gen_command("lab:rx")
+        .gen_command("lab:tx", "lab:rx")
         .args(["--count", "10", "--hw-timestamps"])
         .output()
         .unwrap();

@@ -159,10 +159,8 @@ fn af_xdp_workers_each_send_on_their_own_queue_of_the_lab() {
     let before = rx_queue_packets(&rx_ns, "rx0");
 
     let json = dir.path("xdp-cores.json");
-    ok(strobe()
-        .args(["gen", "--lab", &lab.prefix, "--port", "lab:tx@afxdp"])
-        .args(["--rx", "lab:rx", "--quiet"])
-        .args(["--udp", "198.18.0.1:1000-198.18.1.1:2000"])
+    ok(lab
+        .gen_command("lab:tx@afxdp", "lab:rx")
         .args([
             "--rate",
             "20kpps",

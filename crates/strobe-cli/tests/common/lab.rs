@@ -26,11 +26,12 @@ impl TestLab {
         format!("{}-{side}", self.prefix)
     }
 
-    /// `strobe gen` on this lab from tx, receiving on `rx` (`lab:rx`, or `lab:tx` for round
-    /// trips), one UDP flow, quiet; add options and run it.
-    pub fn gen_command(&self, rx: &str) -> Command {
+    /// `strobe gen` on this lab sending on `tx` (`lab:tx` or `lab:tx@afxdp`), receiving on
+    /// `rx` (`lab:rx`, or `lab:tx` for round trips), one UDP flow, quiet; add options and
+    /// run it.
+    pub fn gen_command(&self, tx: &str, rx: &str) -> Command {
         let mut cmd = strobe();
-        cmd.args(["gen", "--lab", &self.prefix, "--port", "lab:tx", "--rx", rx])
+        cmd.args(["gen", "--lab", &self.prefix, "--port", tx, "--rx", rx])
             .args(["--quiet", "--udp", "198.18.0.1:1000-198.18.1.1:2000"]);
         cmd
     }
@@ -38,7 +39,11 @@ impl TestLab {
     /// `strobe gen` on this lab, tx -> rx, plus `extra`; returns stdout (the run must
     /// succeed).
     pub fn gen_text(&self, extra: &[&str]) -> String {
-        ok(self.gen_command("lab:rx").args(extra).output().unwrap())
+        ok(self
+            .gen_command("lab:tx", "lab:rx")
+            .args(extra)
+            .output()
+            .unwrap())
     }
 
     /// `strobe gen` on this lab, tx -> rx, with a JSON report.
