@@ -450,7 +450,7 @@ pub fn timestamp_sources(r: &RunReport, flow: &strobe_model::FlowSpec) -> (Strin
     let tx = match r.ports.iter().find(|p| p.name == flow.tx_port || p.name.starts_with(&format!("{}#", flow.tx_port))) {
         Some(p) if p.scheduled_time => "scheduled departure time (trace)".to_string(),
         Some(_) => format!(
-            "user space: CLOCK_REALTIME (clocksource {}) read just before the hand-over to the backend",
+            "user space: CLOCK_REALTIME (TSC re-anchored every ms; kernel clocksource {}) taken just before the hand-over to the backend",
             strobe_engine::clock::kernel_clocksource()
         ),
         None => "none".to_string(),

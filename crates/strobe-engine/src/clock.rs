@@ -169,6 +169,55 @@ impl Clock {
     }
 }
 
+/// CLOCK_REALTIME for transmit stamps at the cost of a TSC read: the TSC reading is
+/// converted from an anchor (a TSC reading and CLOCK_REALTIME read back to back) that is
+/// renewed every millisecond, so the calibration's rate error (about 1 ppm) and any NTP slew
+/// of CLOCK_REALTIME can add at most a few ns before the next anchor. On the fallback clock
+/// (no invariant TSC) every stamp is read from CLOCK_REALTIME directly.
+#[derive(Clone, Copy, Debug)]
+pub struct WallClock {
+    anchor_ticks: u64,
+    anchor_ns: u64,
+    renew_ticks: u64,
+}
+
+impl WallClock {
+    const RENEW_NS: u64 = 1_000_000;
+
+    pub fn new(clock: &Clock) -> Self {
+        let mut w = WallClock {
+            anchor_ticks: 0,
+            anchor_ns: 0,
+            renew_ticks: clock.ns_to_ticks(Self::RENEW_NS),
+        };
+        w.renew(clock);
+        w
+    }
+
+    fn renew(&mut self, clock: &Clock) {
+        // Bracket the realtime read between two tick reads and anchor at their midpoint.
+        let before = clock.now_ticks();
+        let ns = clock.realtime_now_ns();
+        let after = clock.now_ticks();
+        self.anchor_ticks = before + (after.saturating_sub(before)) / 2;
+        self.anchor_ns = ns;
+    }
+
+    /// CLOCK_REALTIME now, in ns since the Unix epoch.
+    #[inline]
+    pub fn now_ns(&mut self, clock: &Clock) -> u64 {
+        if clock.source() != ClockSource::Tsc {
+            return clock.realtime_now_ns();
+        }
+        let ticks = clock.now_ticks();
+        if ticks.wrapping_sub(self.anchor_ticks) >= self.renew_ticks {
+            self.renew(clock);
+            return self.anchor_ns;
+        }
+        self.anchor_ns + clock.ticks_to_ns(ticks.saturating_sub(self.anchor_ticks))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +235,34 @@ mod tests {
         assert!(b >= a);
         let skew = c.realtime_ns(b).abs_diff(clock_ns(libc::CLOCK_REALTIME));
         assert!(skew < 1_000_000_000, "skew {skew} ns");
+    }
+
+    #[test]
+    fn wall_clock_follows_clock_realtime() {
+        // Not a timing test: the stamps must lie between two CLOCK_REALTIME reads taken
+        // around them (give or take the anchor's bracketing), across many renewals.
+        let c = Clock::calibrate(Duration::from_millis(20));
+        let mut wall = WallClock::new(&c);
+        let mut worst = 0u64;
+        let mut last = 0u64;
+        let until = clock_ns(libc::CLOCK_REALTIME) + 30_000_000;
+        while clock_ns(libc::CLOCK_REALTIME) < until {
+            let before = clock_ns(libc::CLOCK_REALTIME);
+            let stamp = wall.now_ns(&c);
+            let after = clock_ns(libc::CLOCK_REALTIME);
+            let off = if stamp < before {
+                before - stamp
+            } else {
+                stamp.saturating_sub(after)
+            };
+            worst = worst.max(off);
+            assert!(stamp + 1_000 >= last, "stamps go back: {last} then {stamp}");
+            last = stamp;
+        }
+        // Generous: a preemption between the reads widens the window, not the error.
+        assert!(
+            worst < 50_000,
+            "a stamp was {worst} ns outside CLOCK_REALTIME"
+        );
     }
 }

@@ -25,6 +25,7 @@ use strobe_model::{FlowSpec, SizeSequence};
 use strobe_timing::Schedule;
 
 use crate::clock::Clock;
+use crate::clock::WallClock;
 use crate::generator::{BatchScratch, FlowGenerator, TxTime};
 use crate::live::LiveCounters;
 use crate::EngineError;
@@ -433,6 +434,7 @@ pub fn run_port<B: Backend>(
         .expect("static histogram bounds are valid");
     let mut first_tx_ticks = None;
     let mut last_tx_ticks = t0_ticks;
+    let mut wall = WallClock::new(clock);
 
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -482,6 +484,7 @@ pub fn run_port<B: Backend>(
         let mut stalls = 0u32;
         while done < n {
             let (plan, states, holds, scratch) = (&mut plan, &mut states, &mut holds, &mut scratch);
+            let wall = &mut wall;
             let sent = backend.transmit(n - done, move |slots| {
                 for (slot, &d) in slots.iter_mut().zip(&plan.deadlines[done..]) {
                     slot.scheduled_ns = d + shift_ns;
@@ -491,7 +494,7 @@ pub fn run_port<B: Backend>(
                 let tx_time = if scheduled_time {
                     TxTime::Scheduled
                 } else {
-                    TxTime::Same(clock.realtime_now_ns())
+                    TxTime::Same(wall.now_ns(clock))
                 };
                 plan.write(done, slots, states, tx_time, holds, scratch);
             })?;
