@@ -190,17 +190,36 @@ impl WallClock {
             anchor_ns: 0,
             renew_ticks: clock.ns_to_ticks(Self::RENEW_NS),
         };
+        // Until an anchor is tight, `now_ns` reads CLOCK_REALTIME itself.
         w.renew(clock);
         w
     }
 
-    fn renew(&mut self, clock: &Clock) {
-        // Bracket the realtime read between two tick reads and anchor at their midpoint.
-        let before = clock.now_ticks();
-        let ns = clock.realtime_now_ns();
-        let after = clock.now_ticks();
-        self.anchor_ticks = before + (after.saturating_sub(before)) / 2;
-        self.anchor_ns = ns;
+    /// Most a usable anchor's bracket may span: a preemption between the reads would put the
+    /// midpoint away from the realtime reading and shift every stamp until the next renewal.
+    const MAX_BRACKET_NS: u64 = 2_000;
+
+    /// Anchors at the tightest of a few brackets (TSC, CLOCK_REALTIME, TSC). Returns false
+    /// when none was tight enough; the anchor is then left as it was.
+    fn renew(&mut self, clock: &Clock) -> bool {
+        let mut best: Option<(u64, u64, u64)> = None;
+        for _ in 0..8 {
+            let before = clock.now_ticks();
+            let ns = clock.realtime_now_ns();
+            let after = clock.now_ticks();
+            let width = after.saturating_sub(before);
+            if best.is_none_or(|(w, _, _)| width < w) {
+                best = Some((width, before + width / 2, ns));
+            }
+        }
+        match best {
+            Some((width, ticks, ns)) if clock.ticks_to_ns(width) <= Self::MAX_BRACKET_NS => {
+                self.anchor_ticks = ticks;
+                self.anchor_ns = ns;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// CLOCK_REALTIME now, in ns since the Unix epoch.
@@ -210,10 +229,12 @@ impl WallClock {
             return clock.realtime_now_ns();
         }
         let ticks = clock.now_ticks();
-        if ticks.wrapping_sub(self.anchor_ticks) >= self.renew_ticks {
-            self.renew(clock);
-            return self.anchor_ns;
+        if ticks.wrapping_sub(self.anchor_ticks) >= self.renew_ticks && !self.renew(clock) {
+            // No tight anchor this time (the thread was interrupted while anchoring): this
+            // stamp comes from CLOCK_REALTIME itself, and the next one tries again.
+            return clock.realtime_now_ns();
         }
+        let ticks = clock.now_ticks();
         self.anchor_ns + clock.ticks_to_ns(ticks.saturating_sub(self.anchor_ticks))
     }
 }
