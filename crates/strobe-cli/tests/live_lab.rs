@@ -17,6 +17,15 @@ fn flow(report: &serde_json::Value) -> &serde_json::Value {
     &report["flows"][0]
 }
 
+/// Every one of `frames` sent frames arrived once and in order; `what` names the run.
+fn assert_exact(f: &serde_json::Value, frames: u64, what: &str) {
+    assert_eq!(f["frames_tx"], frames, "{what}: {f}");
+    assert_eq!(f["frames_rx"], frames, "{what}: {f}");
+    assert_eq!(f["loss"], 0, "{what}: {f}");
+    assert_eq!(f["duplicates"], 0, "{what}: {f}");
+    assert_eq!(f["reordered"], 0, "{what}: {f}");
+}
+
 #[test]
 fn exact_counts_through_cable_bridge_and_router() {
     let dir = Scratch::new("live-counts");
@@ -34,11 +43,7 @@ fn exact_counts_through_cable_bridge_and_router() {
             ],
         );
         let f = flow(&r);
-        assert_eq!(f["frames_tx"], 20_000, "{dut}: {f}");
-        assert_eq!(f["frames_rx"], 20_000, "{dut}: {f}");
-        assert_eq!(f["loss"], 0, "{dut}: {f}");
-        assert_eq!(f["duplicates"], 0, "{dut}: {f}");
-        assert_eq!(f["reordered"], 0, "{dut}: {f}");
+        assert_exact(f, 20_000, dut);
         assert_eq!(r["rx_ports"][0]["unknown_flow"], 0, "{dut}");
     }
 }
@@ -175,11 +180,7 @@ fn af_xdp_workers_each_send_on_their_own_queue_of_the_lab() {
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let f = flow(&r);
-    assert_eq!(f["frames_tx"], 20_001, "{f}");
-    assert_eq!(f["frames_rx"], 20_001, "{f}");
-    assert_eq!(f["loss"], 0, "{f}");
-    assert_eq!(f["duplicates"], 0, "{f}");
-    assert_eq!(f["reordered"], 0, "{f}");
+    assert_exact(f, 20_001, "AF_XDP over two queues");
 
     // Worker k binds queue k; the kernel's count on rx0's queue k is what worker k sent.
     let ports = r["ports"].as_array().unwrap();
