@@ -105,6 +105,10 @@ impl Capture {
 
 impl Drop for Capture {
     fn drop(&mut self) {
+        // libpcap hands a partly filled ring block to tcpdump only when the block's 1 s
+        // timeout expires; frames still in it when tcpdump stops are never written. Wait
+        // that long first (a short run can fit in one block and be lost whole).
+        std::thread::sleep(std::time::Duration::from_millis(1500));
         // SAFETY: kill(2) on the PID of the child this test started.
         unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
         let _ = self.child.wait();
