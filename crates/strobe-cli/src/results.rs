@@ -200,8 +200,14 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
                 0.0
             };
             println!(
-                "  {} frames, {} bytes in {:.3} s: {:.3} Mpps, {:.2} ns/frame (batch {})",
-                p.frames, p.bytes, secs, mpps, ns_per, p.batch
+                "  {} frames, {} bytes in {:.3} s: {:.3} Mpps, {:.2} ns/frame (batch {}{})",
+                p.frames,
+                p.bytes,
+                secs,
+                mpps,
+                ns_per,
+                p.batch,
+                p.core.map(|c| format!(", core {c}")).unwrap_or_default()
             );
             println!(
                 "  late frames: {} (worst {} ns, schedule shifted {} ns)",
@@ -331,6 +337,7 @@ pub fn to_json(
             "backend": p.backend,
             "scheduled_time": p.scheduled_time,
             "batch": p.batch,
+            "core": p.core,
             "frames_tx": p.frames,
             "bytes_tx": p.bytes,
             "late_frames": p.late_frames,

@@ -28,6 +28,25 @@ fn paced_run_follows_its_schedule_and_reports_its_precision() {
         h["p50_ns"]
     );
     assert_eq!(port["flows"][0]["frames_tx"], 10_000);
+    // A lone transmitter spins on the highest core it may use (the watcher stays off it).
+    let highest = allowed_cpus().into_iter().max().unwrap();
+    assert_eq!(port["core"], highest, "{port}");
+}
+
+/// CPUs this test process may run on, from /proc (independent of strobe's own reading).
+fn allowed_cpus() -> Vec<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    list.split(',')
+        .flat_map(|part| match part.split_once('-') {
+            Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).collect::<Vec<u64>>(),
+            None => vec![part.parse().unwrap()],
+        })
+        .collect()
 }
 
 #[test]

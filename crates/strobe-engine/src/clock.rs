@@ -222,6 +222,17 @@ impl WallClock {
         }
     }
 
+    /// Renews the anchor when the next `now_ns` would; a paced sender calls this while it
+    /// waits, so the renewal's clock reads never delay a frame.
+    #[inline]
+    pub fn renew_if_due(&mut self, clock: &Clock) {
+        if clock.source() == ClockSource::Tsc
+            && clock.now_ticks().wrapping_sub(self.anchor_ticks) >= self.renew_ticks
+        {
+            self.renew(clock);
+        }
+    }
+
     /// CLOCK_REALTIME now, in ns since the Unix epoch.
     #[inline]
     pub fn now_ns(&mut self, clock: &Clock) -> u64 {

@@ -336,17 +336,21 @@ pub fn run_scenario(
                 let handle = std::thread::Builder::new()
                     .name(format!("tx-{name}"))
                     .spawn_scoped(scope, move || {
-                        if let Some(core) = core {
-                            pin::pin_current_thread(core);
-                        }
-                        run_port(&thread_name, &mut backend, &flows, clock, opts, &stop)
+                        let pinned = core.filter(|&c| pin::pin_current_thread(c));
+                        run_port(&thread_name, &mut backend, &flows, clock, opts, &stop).map(
+                            |mut report| {
+                                report.core = pinned;
+                                report
+                            },
+                        )
                     })
                     .expect("spawning a thread");
                 (handle, name)
             })
             .collect();
 
-        // Watch until every transmitter is done.
+        // Watch until every transmitter is done, from a core no transmitter spins on.
+        let _off_tx_cores = pin::KeepOff::cores(&tx_cores);
         let started = clock.now_ticks();
         let mut next_tick = tick_ns;
         while !tx_handles.iter().all(|(h, _)| h.is_finished()) {
