@@ -61,11 +61,12 @@ pub struct GenArgs {
     #[arg(long, help_heading = "One-flow options")]
     no_trailer: bool,
 
-    /// Frames handed to the backend at once (default 1 when paced, 32 when unpaced).
+    /// Frames handed to the backend at once (default 1 when paced; unpaced, 32 when latency
+    /// is measured, else the backend's fastest batch: 256 on AF_PACKET and AF_XDP copy mode).
     #[arg(long)]
     batch: Option<usize>,
     /// When falling behind: shift (keep gaps, rate dips), catch-up (burst until on time), or
-    /// smooth (shift, then shorten later gaps by at most 1/12 until on time again).
+    /// smooth (shift, then shorten later gaps by at most 1/50 until on time again).
     #[arg(long, default_value = "shift", value_parser = ["shift", "catch-up", "smooth"])]
     late: String,
     /// Lateness beyond which a frame counts as late, e.g. 1us.

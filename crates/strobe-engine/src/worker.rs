@@ -411,9 +411,20 @@ pub fn run_port<B: Backend>(
     }
     let scheduled_time = backend.time_base() == TimeBase::Scheduled;
     let paced = !scheduled_time && !opts.unpaced;
+    // A batch shares one transmit stamp: unpaced runs that measure latency keep batches
+    // short; pure throughput runs take the batch that sends fastest.
+    let latency_measured = flows
+        .iter()
+        .any(|f| !f.rx_ports.is_empty() && f.metrics.latency.is_some());
     let batch = opts
         .batch
-        .unwrap_or(if paced { 1 } else { 32 })
+        .unwrap_or(if paced {
+            1
+        } else if latency_measured {
+            strobe_io::UNPACED_BATCH
+        } else {
+            backend.throughput_batch()
+        })
         .clamp(1, backend.slot_count().clamp(1, MAX_BATCH));
     let mut holds = vec![u32::MAX; backend.slot_count()];
     let mut scratch = BatchScratch::new();

@@ -27,6 +27,9 @@ pub use rx::{Receiver, RxDrops, RxFrame, RxTimestamp, VlanTag};
 /// Most frames one `transmit` call may carry.
 pub const MAX_BATCH: usize = 256;
 
+/// Frames per hand-over of unpaced runs by default.
+pub const UNPACED_BATCH: usize = 32;
+
 /// One frame buffer handed to the engine's fill callback.
 pub struct TxSlot<'a> {
     /// Stable id of the buffer: the same id always names the same memory.
@@ -85,6 +88,12 @@ pub trait Backend: Send {
     /// Largest frame (without FCS) a slot holds.
     fn max_frame_len(&self) -> usize;
     fn time_base(&self) -> TimeBase;
+    /// Frames per hand-over for an unpaced run whose transmit stamps nobody reads: the
+    /// batch that sends fastest. A batch shares one transmit stamp, so runs that measure
+    /// latency keep [`UNPACED_BATCH`] instead.
+    fn throughput_batch(&self) -> usize {
+        UNPACED_BATCH
+    }
     /// Transmit up to `count` frames (at most [`MAX_BATCH`] and `slot_count()`): the backend
     /// picks free slots and calls `fill` once with all of them; the engine writes the frames
     /// and sets each slot's `len` and `scheduled_ns`. Returns how many frames were handed to
@@ -254,6 +263,9 @@ impl Backend for AnyBackend {
     }
     fn time_base(&self) -> TimeBase {
         each_backend!(self, b => b.time_base())
+    }
+    fn throughput_batch(&self) -> usize {
+        each_backend!(self, b => b.throughput_batch())
     }
     fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
     where

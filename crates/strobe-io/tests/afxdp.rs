@@ -203,6 +203,47 @@ fn ten_thousand_mixed_frames_arrive_intact_and_in_order() {
     );
 }
 
+/// (major, minor) of the running kernel, from /proc.
+fn kernel_version() -> (u32, u32) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
+    let major = parts.next().unwrap().parse().unwrap();
+    let minor = parts.next().unwrap().parse().unwrap();
+    (major, minor)
+}
+
+#[test]
+fn copy_mode_sends_full_batches_of_256_where_the_kernel_allows_it() {
+    if !is_root() {
+        return;
+    }
+    let lab = new_lab("b");
+    let (mut tx, mut rx) = pair(&lab, &copy_opts(), &rx_opts());
+    // XDP_MAX_TX_SKB_BUDGET exists since Linux 6.17; before, a kick sends 32 frames.
+    if kernel_version() >= (6, 17) {
+        assert_eq!(tx.tx_budget(), Some(256), "{}", tx.describe());
+        assert_eq!(tx.throughput_batch(), 256);
+        assert!(
+            tx.describe().contains("256 frames per kick"),
+            "{}",
+            tx.describe()
+        );
+    } else {
+        assert_eq!(tx.tx_budget(), None);
+        assert_eq!(tx.throughput_batch(), 32);
+    }
+    // Four full batches (1024 frames: the receiver's ring holds them all) go out whole,
+    // intact and in order.
+    send(&mut tx, 0..1024, 256);
+    let stats = tx.finish().unwrap();
+    assert_eq!(stats.frames, 1024);
+    let got = receive(&mut rx, 1024);
+    assert_eq!(got.len(), 1024, "drops: {:?}", rx.drops());
+    for (seq, data) in (0u32..).zip(&got) {
+        assert_eq!(data.as_slice(), frame(seq).as_slice(), "frame {seq}");
+    }
+}
+
 #[test]
 fn receives_what_the_peers_kernel_stack_sends_with_nothing_on_the_peer() {
     if !is_root() {

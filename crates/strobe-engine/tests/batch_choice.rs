@@ -1,0 +1,94 @@
+//! Which batch an unpaced run hands over: the backend's fastest one when nobody reads the
+//! transmit stamps, a short one when a receiver measures latency (a batch shares a stamp).
+
+use std::sync::atomic::AtomicBool;
+
+use strobe_engine::{run_port, Clock, RunOptions};
+use strobe_io::{Backend, BackendStats, IoError, TimeBase, TxBatch, TxSlot, UNPACED_BATCH};
+use strobe_model::{load_scenario, LatencyMode, NoFiles};
+
+/// A real-time backend that prefers batches of 128 and records the biggest request.
+struct Wide {
+    slots: Vec<Box<[u8]>>,
+    largest_request: usize,
+    frames: u64,
+}
+
+impl Backend for Wide {
+    fn describe(&self) -> String {
+        "wide".into()
+    }
+    fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+    fn max_frame_len(&self) -> usize {
+        2048
+    }
+    fn time_base(&self) -> TimeBase {
+        TimeBase::RealTime
+    }
+    fn throughput_batch(&self) -> usize {
+        128
+    }
+    fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
+    where
+        F: FnOnce(&mut [TxSlot<'_>]),
+    {
+        self.largest_request = self.largest_request.max(count);
+        let mut batch = TxBatch::new();
+        strobe_io::slots_of(&mut self.slots, count, &mut batch);
+        fill(&mut batch);
+        self.frames += batch.len() as u64;
+        Ok(batch.len())
+    }
+    fn finish(&mut self) -> Result<BackendStats, IoError> {
+        Ok(BackendStats {
+            frames: self.frames,
+            bytes: 0,
+        })
+    }
+}
+
+/// Runs 1000 frames unpaced; `measured` gives the flow a receive port that measures latency.
+fn unpaced_run(measured: bool) -> (usize, usize) {
+    let text = "[[ports]]\nname = \"p\"\nlocation = \"null\"\n\n[[ports]]\nname = \"q\"\nlocation = \"null\"\n\n[[flows]]\nname = \"f\"\ntx = \"p\"\nsize = 64\nduration = { fixed_packets = { packets = 1000 } }\n[[flows.packet]]\nethernet = {}\n[[flows.packet]]\nipv4 = { src = \"198.18.0.1\", dst = \"198.18.1.1\" }\n[[flows.packet]]\nudp = { src_port = 1, dst_port = 2 }\n";
+    let mut scenario = load_scenario(text, "t.toml", &NoFiles).unwrap();
+    if measured {
+        scenario.flows[0].rx_ports = vec!["q".into()];
+        scenario.flows[0].metrics.latency = Some(LatencyMode::StoreForward);
+    } else {
+        scenario.flows[0].metrics.latency = None;
+    }
+    let mut backend = Wide {
+        slots: (0..256)
+            .map(|_| vec![0u8; 2048].into_boxed_slice())
+            .collect(),
+        largest_request: 0,
+        frames: 0,
+    };
+    let opts = RunOptions {
+        unpaced: true,
+        ..RunOptions::default()
+    };
+    let report = run_port(
+        "p",
+        &mut backend,
+        &scenario.flows,
+        &Clock::monotonic(),
+        &opts,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
+    assert_eq!(report.frames, 1000);
+    (report.batch, backend.largest_request)
+}
+
+#[test]
+fn throughput_runs_take_the_backends_batch() {
+    assert_eq!(unpaced_run(false), (128, 128));
+}
+
+#[test]
+fn latency_runs_keep_batches_short() {
+    assert_eq!(unpaced_run(true), (UNPACED_BATCH, UNPACED_BATCH));
+}
