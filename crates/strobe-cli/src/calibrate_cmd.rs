@@ -88,6 +88,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), Failure> {
                     strobe_lab::up(&LabConfig {
                         prefix: OWN_PREFIX.into(),
                         dut: Dut::Cable,
+                        receive_steering: true,
                     })
                     .map_err(lab_failure)?;
                     _own_lab = Some(OwnLab);

@@ -122,6 +122,7 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
     let lab = strobe_lab::up(&LabConfig {
         prefix: DEMO_PREFIX.into(),
         dut,
+        receive_steering: true,
     })
     .map_err(lab_failure)?;
     let _guard = LabGuard;

@@ -262,8 +262,12 @@ impl IdlePolicy {
 
     pub(crate) fn back_off(&self, idle_polls: u32) {
         if idle_polls <= self.spin_polls {
-            std::hint::spin_loop();
-        } else if idle_polls <= self.spin_polls + self.yield_polls {
+            // The next poll is the spin. No PAUSE hint: under KVM a PAUSE loop trips
+            // pause-loop exiting and loses the vCPU for microseconds (see the transmit
+            // worker's wait).
+            return;
+        }
+        if idle_polls <= self.spin_polls + self.yield_polls {
             std::thread::yield_now();
         } else {
             std::thread::sleep(self.nap);

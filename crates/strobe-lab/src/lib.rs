@@ -52,16 +52,32 @@ pub struct LabConfig {
     /// Namespaces are named `{prefix}-tx`, `{prefix}-rx` and `{prefix}-dut`.
     pub prefix: String,
     pub dut: Dut,
+    /// Receive packet steering (RPS) on every receive queue: the lab's receive work runs on
+    /// the cores below the highest, where strobe pins its transmitter. Off, a veth delivers
+    /// on the sending core, as it does unconfigured: no inter-processor interrupt per frame
+    /// (in a VM each costs the sender a VM exit, so paced timing is steadier), but the
+    /// sending core does the receive work as well.
+    pub receive_steering: bool,
 }
 
 impl LabConfig {
-    /// A lab with the default prefix around `dut`.
+    /// A lab with the default prefix around `dut`, receive steering on.
     pub fn new(dut: Dut) -> Self {
         LabConfig {
             prefix: DEFAULT_PREFIX.to_string(),
             dut,
+            receive_steering: true,
         }
     }
+}
+
+/// How the lab's veths queue, read back from sysfs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Steering {
+    /// Receive queues of the sink's veth end (transmit queues are as many).
+    pub queues: u32,
+    /// Whether any of those queues steers its receive work to other cores (RPS).
+    pub receive_steering: bool,
 }
 
 impl Default for LabConfig {
@@ -166,16 +182,19 @@ fn on_worker<T: Send>(
 }
 
 /// Builds the lab, or returns it unchanged if it is already up with the same DUT (also one
-/// built before the veths were multi-queue: `down` and `up` give it more queues). A lab with
-/// another DUT, or a damaged one, is removed and rebuilt. On failure everything this call
-/// created is removed again.
+/// built before the veths were multi-queue: `down` and `up` give it more queues), only
+/// setting its receive steering as asked. A lab with another DUT, or a damaged one, is
+/// removed and rebuilt. On failure everything this call created is removed again.
 pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
     let prefix = cfg.prefix.as_str();
     check_prefix(prefix)?;
     cfg.dut.validate()?;
     on_worker(|runtime| {
         match read(runtime, prefix) {
-            Ok(Some(lab)) if lab.dut == cfg.dut => return Ok(lab),
+            Ok(Some(lab)) if lab.dut == cfg.dut => {
+                queues::steer(&Plan::new(prefix, &cfg.dut), cfg.receive_steering)?;
+                return Ok(lab);
+            }
             Ok(None) => {}
             Ok(Some(_)) | Err(LabError::Broken { .. }) => {
                 remove(prefix)?;
@@ -195,7 +214,7 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
             let conns = Conns::new(namespaces)?;
             rtnl::build(&conns, &plan).await?;
             // Blocks the runtime briefly, which is fine: no netlink request is in flight.
-            queues::steer(&plan)?;
+            queues::steer(&plan, cfg.receive_steering)?;
             rtnl::mark_complete(&conns, &plan).await
         })?;
         #[cfg(test)]
@@ -252,6 +271,11 @@ fn read(runtime: &tokio::runtime::Runtime, prefix: &str) -> Result<Option<Lab>, 
             rtnl::read(&conns, prefix, has_dut_ns).await
         })
         .map(Some)
+}
+
+/// The queues and receive steering of a lab that is up (read from the sink's veth end).
+pub fn steering(lab: &Lab) -> Result<Steering, LabError> {
+    queues::read(&lab.rx.netns, &lab.rx.iface)
 }
 
 /// Removes the lab's namespaces, which takes their links, addresses and qdiscs with them.

@@ -39,10 +39,15 @@ pub(crate) fn per_veth() -> u32 {
     cpus.clamp(2, MAX_QUEUES) as u32
 }
 
-/// Sets XPS and RPS on every veth end of `plan`, whose links must exist.
-pub(crate) fn steer(plan: &Plan) -> Result<(), LabError> {
+/// Sets XPS, and RPS on or off, on every veth end of `plan`, whose links must exist.
+pub(crate) fn steer(plan: &Plan, receive_steering: bool) -> Result<(), LabError> {
     let every_cpu = cpu_mask(0..possible_cpus()?);
-    let receive_mask = receive_cpus().map(cpu_mask);
+    let receive_mask = if receive_steering {
+        receive_cpus().map(cpu_mask)
+    } else {
+        // An empty mask turns RPS off, also on a lab that had it.
+        Some(cpu_mask([]))
+    };
     for role in &plan.roles {
         let ifaces: Vec<&str> = plan
             .veth_ends()
@@ -82,6 +87,42 @@ fn steering_script(ifaces: &[&str], every_cpu: &str, receive_mask: Option<&str>)
         }
     }
     lines.join("\n")
+}
+
+/// Reads the queue count and RPS masks of `iface` in `netns`.
+pub(crate) fn read(netns: &str, iface: &str) -> Result<crate::Steering, LabError> {
+    let step = "read the veth queues in namespace";
+    let script = format!(
+        "cd /sys/class/net/{iface}/queues && for q in rx-*; do cat $q/rps_cpus || exit 1; done"
+    );
+    let output = Command::new("ip")
+        .args(["netns", "exec", netns, "sh", "-c", &script])
+        .output()
+        .map_err(|e| LabError::os(step, netns, e))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(LabError::os(
+            step,
+            netns,
+            io::Error::other(format!("{iface}: {}", stderr.trim())),
+        ));
+    }
+    Ok(parse_queue_masks(&String::from_utf8_lossy(&output.stdout)))
+}
+
+/// One rps_cpus mask per line (`00000000,00000001`), one line per receive queue.
+fn parse_queue_masks(text: &str) -> crate::Steering {
+    let masks: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    crate::Steering {
+        queues: masks.len() as u32,
+        receive_steering: masks
+            .iter()
+            .any(|m| m.chars().any(|c| c.is_ascii_hexdigit() && c != '0')),
+    }
 }
 
 fn run_in(netns: &str, script: &str) -> Result<(), LabError> {
@@ -194,5 +235,14 @@ mod tests {
         }
         let single_cpu = steering_script(&["tx0"], "00000001", None);
         assert!(!single_cpu.contains("rps_cpus"), "{single_cpu}");
+    }
+
+    #[test]
+    fn queue_masks_read_back_as_count_and_steering() {
+        let off = parse_queue_masks("00000000\n00000000\n");
+        assert_eq!((off.queues, off.receive_steering), (2, false));
+        let on = parse_queue_masks("00000000,00000001\n00000000,00000000\n");
+        assert_eq!((on.queues, on.receive_steering), (2, true));
+        assert_eq!(parse_queue_masks("").queues, 0);
     }
 }

@@ -37,6 +37,7 @@ impl LabGuard {
         LabConfig {
             prefix: self.prefix.clone(),
             dut,
+            receive_steering: true,
         }
     }
 
@@ -592,7 +593,7 @@ fn bad_prefixes_are_refused_before_anything_happens() {
     ] {
         let err = up(&LabConfig {
             prefix: prefix.to_string(),
-            dut: Dut::Cable,
+            ..LabConfig::default()
         })
         .unwrap_err();
         assert!(matches!(err, LabError::InvalidPrefix { .. }), "{err}");
@@ -689,6 +690,35 @@ fn rx_queue_packets(netns: &str, iface: &str) -> Vec<u64> {
         }
     }
     counts
+}
+
+/// Receive steering follows the configuration, also on a lab that is already up, and reads
+/// back as set; turning it off writes empty masks on every receive queue of every veth end.
+#[test]
+fn receive_steering_can_be_turned_off_and_on_again() {
+    let guard = LabGuard::new("rps");
+    let cfg = |on: bool| LabConfig {
+        receive_steering: on,
+        ..guard.config(Dut::Bridge)
+    };
+    let lab = up(&cfg(false)).unwrap();
+    let queues = crate::queues::per_veth();
+    let off = crate::steering(&lab).unwrap();
+    assert_eq!(off.queues, queues);
+    assert!(!off.receive_steering);
+    let masks = sh_in(&lab.tx.netns, "cat /sys/class/net/tx0/queues/rx-*/rps_cpus");
+    assert!(
+        masks
+            .lines()
+            .all(|m| m.trim_start_matches(['0', ',']).is_empty()),
+        "tx0: {masks}"
+    );
+
+    let again = up(&cfg(true)).unwrap();
+    assert_eq!(again, lab, "the same lab, only steered");
+    let on = crate::steering(&again).unwrap();
+    assert_eq!(on.queues, queues);
+    assert_eq!(on.receive_steering, allowed_cpus().len() >= 2);
 }
 
 /// Every veth end has a transmit and a receive queue per CPU (at least two), RPS on every
