@@ -149,13 +149,13 @@ fn lab_location(lab: &Lab, what: &str, location: &str) -> Result<String, Failure
         "rx" => &lab.rx,
         other => {
             return Err(Failure::BadInput(format!(
-                "{what}: unknown lab side `{other}` — accepted: lab:tx, lab:rx, lab:tx@afxdp, lab:rx@afxdp"
+                "{what}: unknown lab side `{other}` — accepted: lab:tx, lab:rx, lab:tx@afxdp, lab:rx@afxdp, lab:tx@afpacket-gso"
             )))
         }
     };
-    if !matches!(backend, "afpacket" | "afxdp") {
+    if !matches!(backend, "afpacket" | "afxdp" | "afpacket-gso") {
         return Err(Failure::BadInput(format!(
-            "{what}: unknown backend `{backend}` — accepted: afpacket, afxdp"
+            "{what}: unknown backend `{backend}` — accepted: afpacket, afxdp, afpacket-gso"
         )));
     }
     Ok(lab.port(endpoint, backend))

@@ -122,6 +122,48 @@ fn af_xdp_sends_and_receives_with_exact_counts() {
     );
 }
 
+/// `lab:tx@afpacket-gso` with consecutive IP identifications: batches of 64 leave as UDP
+/// segmentation superframes, and the receiver counts every frame exactly once, in order,
+/// with valid trailers. Refused, with the fix named, while tx0 would pass them on uncut.
+#[test]
+fn udp_segmentation_batches_count_exactly() {
+    let dir = Scratch::new("live-gso");
+    let lab = TestLab::up("g", "cable");
+    let tx_ns = lab.ns("tx");
+    let json = dir.path("gso.json");
+    let run = || {
+        lab.gen_command("lab:tx@afpacket-gso", "lab:rx")
+            // Bursts of 64 every 320 µs: one superframe each, well within what the
+            // receiving side's backlog holds (an unpaced run outruns it and drops there).
+            .args([
+                "--rate", "200kpps", "--batch", "64", "--count", "50000", "--size", "64",
+            ])
+            .args(["--vary", "ip.identification=inc:0/1/65536"])
+            .args(["--json", &json])
+            .output()
+            .unwrap()
+    };
+    let refused = run();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("tx-udp-segmentation off tx-checksumming off")
+            && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    sh_in(
+        &tx_ns,
+        "ethtool -K tx0 tx-udp-segmentation off tx-checksumming off",
+    );
+    let stdout = ok(run());
+    assert!(stdout.contains("UDP segmentation"), "{stdout}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_exact(flow(&r), 50_000, "afpacket-gso");
+    assert_eq!(r["rx_ports"][0]["unknown_flow"], 0, "{r}");
+    assert_eq!(r["rx_ports"][0]["truncated"], 0, "{r}");
+}
+
 /// Runs `command` with `sh` in namespace `netns` (for sysfs and ethtool there); its stdout.
 fn sh_in(netns: &str, command: &str) -> String {
     ok(Command::new("ip")

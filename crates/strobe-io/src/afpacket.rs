@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 mod frames;
+mod gso;
 #[cfg(test)]
 mod live_tests;
 
@@ -54,6 +55,12 @@ pub struct AfPacketOptions {
     /// (ETHTOOL_GET_TS_INFO), turns stamping on (SIOCSHWTSTAMP) and asks the ring for raw
     /// hardware stamps. Frames the NIC did not stamp keep the kernel's software stamp.
     pub hardware_timestamps: bool,
+    /// Transmit runs of IPv4/UDP frames that differ only in what UDP segmentation rewrites
+    /// as one superframe each, which the kernel cuts back into those frames (`gso.rs`).
+    /// Needs the qdisc path (so `qdisc_bypass` is ignored) and a device that leaves both
+    /// segmentation and checksums to the kernel (`tx-udp-segmentation` and
+    /// `tx-checksumming` off), so every frame leaves complete.
+    pub gso: bool,
 }
 
 impl Default for AfPacketOptions {
@@ -68,6 +75,7 @@ impl Default for AfPacketOptions {
             rx_block_timeout_ms: 2,
             promiscuous: true,
             hardware_timestamps: false,
+            gso: false,
         }
     }
 }
@@ -356,6 +364,12 @@ pub struct AfPacketTx {
     frame_size: usize,
     max_frame_len: usize,
     qdisc_bypass: bool,
+    /// UDP segmentation mode: the engine writes into these buffers, and `transmit` packs
+    /// runs of them into ring frames.
+    gso_slots: Option<Box<[Box<[u8]>]>>,
+    /// Superframes sent in UDP segmentation mode, and the frames they carried.
+    superframes: u64,
+    segmented_frames: u64,
     /// Next frame to hand to the engine.
     head: usize,
     /// Oldest frame handed to the kernel and not yet seen back as available.
@@ -399,6 +413,25 @@ impl AfPacketTx {
             tp_frame_nr: u32::try_from(frame_count).map_err(|_| too_big())?,
         };
 
+        if opts.gso {
+            let features = crate::netdev_features::query(netns, iface)?;
+            let mut device_does = Vec::new();
+            if features.udp_segmentation() {
+                device_does.push("takes UDP segmentation batches whole (tx-udp-segmentation on)");
+            }
+            if features.tx_checksum() {
+                device_does.push("completes checksums itself (tx-checksumming on)");
+            }
+            if !device_does.is_empty() {
+                let place = netns.map_or(String::new(), |ns| format!("ip netns exec {ns} "));
+                return Err(IoError::Other(format!(
+                    "afpacket-gso on `{port}`: the device {}; frames would leave it uncut or with incomplete checksums. Let the kernel do both: `{place}ethtool -K {iface} tx-udp-segmentation off tx-checksumming off`, or use afpacket: without gso",
+                    device_does.join(" and ")
+                )));
+            }
+        }
+        // Segmented frames go through the qdisc path; the direct path drops them.
+        let qdisc_bypass = opts.qdisc_bypass && !opts.gso;
         let (fd, ring, mtu) = in_netns(netns, || {
             let fd = packet_socket(&port)?;
             let ifindex = interface_index(&fd, &port)?;
@@ -423,7 +456,7 @@ impl AfPacketTx {
                 "PACKET_VNET_HDR",
                 1,
             )?;
-            if opts.qdisc_bypass {
+            if qdisc_bypass {
                 set_int_option(
                     &fd,
                     &port,
@@ -451,6 +484,14 @@ impl AfPacketTx {
         let frame_offsets = (0..frame_count)
             .map(|i| (i / frames_per_block) * block_size + (i % frames_per_block) * frame_size)
             .collect();
+        let max_frame_len = (frame_size - TX_DATA_OFFSET)
+            .min(mtu + LINK_OVERHEAD)
+            .min(usize::from(u16::MAX));
+        let gso_slots = opts.gso.then(|| {
+            (0..MAX_BATCH.min(frame_count))
+                .map(|_| vec![0u8; max_frame_len].into_boxed_slice())
+                .collect()
+        });
         Ok(AfPacketTx {
             ring,
             fd,
@@ -459,10 +500,11 @@ impl AfPacketTx {
             frame_size,
             // The kernel checks no MTU when a virtio-net header is present: we do, here.
             // hdr_len is 16 bits.
-            max_frame_len: (frame_size - TX_DATA_OFFSET)
-                .min(mtu + LINK_OVERHEAD)
-                .min(usize::from(u16::MAX)),
-            qdisc_bypass: opts.qdisc_bypass,
+            max_frame_len,
+            qdisc_bypass,
+            gso_slots,
+            superframes: 0,
+            segmented_frames: 0,
             head: 0,
             tail: 0,
             in_flight: 0,
@@ -553,6 +595,150 @@ impl AfPacketTx {
         }
     }
 
+    /// UDP segmentation mode: superframes sent so far, and how many frames they carried
+    /// (the rest went alone).
+    pub fn segmentation(&self) -> (u64, u64) {
+        (self.superframes, self.segmented_frames)
+    }
+
+    /// Frees up to `wanted` ring frames (kicking and reclaiming as needed); returns how
+    /// many are free, at least one unless the kernel stalls.
+    fn reserve(&mut self, wanted: usize) -> Result<usize, IoError> {
+        self.reclaim()?;
+        if self.free_frames() < wanted {
+            self.kick()?;
+            self.reclaim()?;
+            if self.free_frames() == 0 {
+                self.wait_for_free_frame()?;
+            }
+        }
+        Ok(wanted.min(self.free_frames()))
+    }
+
+    /// The engine's frames must fit a ring frame and be at least a header long.
+    fn check_lengths(&self, batch: &TxBatch<'_>) -> Result<(), IoError> {
+        match batch
+            .iter()
+            .find(|s| !(MIN_TX_FRAME..=self.max_frame_len).contains(&s.len))
+        {
+            Some(bad) => Err(IoError::Other(format!(
+                "AF_PACKET on `{}`: frame of {} bytes in slot {} is outside {MIN_TX_FRAME}..={} bytes (MTU and ring frame size)",
+                self.port, bad.len, bad.id, self.max_frame_len
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes a ring frame's length and virtio-net header.
+    ///
+    /// # Safety
+    /// `frame` must be free (status AVAILABLE), so the kernel does not read it yet.
+    unsafe fn write_frame_header(&self, frame: usize, len: usize, vnet: &[u8; VNET_HDR_LEN]) {
+        let base = self.ring.base.as_ptr();
+        let offset = self.frame_offsets[frame];
+        // SAFETY: tp_len and the virtio-net header lie in the frame's headers, inside the
+        // ring; the caller guarantees the kernel does not read the frame yet.
+        unsafe {
+            base.add(offset + offset_of!(libc::tpacket2_hdr, tp_len))
+                .cast::<u32>()
+                .write((VNET_HDR_LEN + len) as u32);
+            base.add(offset + TX_VNET_OFFSET)
+                .copy_from_nonoverlapping(vnet.as_ptr(), VNET_HDR_LEN);
+        }
+    }
+
+    /// Marks `count` frames from `head` as ready, in ring order (the kernel walks frames in
+    /// order and stops at the first that is not), then kicks.
+    fn publish(&mut self, count: usize) -> Result<(), IoError> {
+        let mut frame = self.head;
+        for _ in 0..count {
+            self.status(frame)
+                .store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
+            frame = self.next_frame(frame);
+        }
+        self.head = frame;
+        self.in_flight += count;
+        self.kick()
+    }
+
+    /// [`Backend::transmit`] in UDP segmentation mode: the engine writes into `slots`, then
+    /// each run of frames that segmentation reproduces becomes one ring frame.
+    fn transmit_gso<F>(
+        &mut self,
+        slots: &mut [Box<[u8]>],
+        count: usize,
+        fill: F,
+    ) -> Result<usize, IoError>
+    where
+        F: FnOnce(&mut [TxSlot<'_>]),
+    {
+        let wanted = count.min(MAX_BATCH).min(slots.len());
+        if wanted == 0 {
+            return Ok(0);
+        }
+        // Worst case every frame goes alone.
+        let n = self.reserve(wanted)?;
+        let mut batch = TxBatch::new();
+        for (id, buf) in slots.iter_mut().take(n).enumerate() {
+            batch.push(TxSlot {
+                id: id as u32,
+                buf,
+                len: 0,
+                scheduled_ns: 0,
+            });
+        }
+        fill(&mut batch);
+        self.check_lengths(&batch)?;
+        let mut lens = [0usize; MAX_BATCH];
+        for (len, slot) in lens.iter_mut().zip(batch.iter()) {
+            *len = slot.len;
+        }
+        drop(batch);
+        let frame_of = |i: usize| &slots[i][..lens[i]];
+
+        let room = self.frame_size - TX_DATA_OFFSET;
+        let base = self.ring.base.as_ptr();
+        let (mut frame, mut used, mut i) = (self.head, 0, 0);
+        while i < n {
+            let first = frame_of(i);
+            let mut k = 1;
+            if gso::can_lead(first) {
+                let most = gso::MAX_SEGMENTS
+                    .min((room - gso::HEADERS) / (first.len() - gso::HEADERS))
+                    .min(n - i);
+                while k < most && gso::follows(first, frame_of(i + k), k) {
+                    k += 1;
+                }
+            }
+            // SAFETY: the frame is free (reserve counted it), lies inside the ring, and its
+            // data area holds `room` bytes; nothing else refers to it.
+            let data = unsafe {
+                std::slice::from_raw_parts_mut(
+                    base.add(self.frame_offsets[frame] + TX_DATA_OFFSET),
+                    room,
+                )
+            };
+            let (len, vnet) = if k >= 2 {
+                self.superframes += 1;
+                self.segmented_frames += k as u64;
+                let len = gso::write_superframe((i..i + k).map(frame_of), data);
+                (len, gso::vnet_header(first.len() - gso::HEADERS))
+            } else {
+                data[..first.len()].copy_from_slice(first);
+                (first.len(), plain_vnet_header(first.len()))
+            };
+            // SAFETY: as above, the frame is free.
+            unsafe { self.write_frame_header(frame, len, &vnet) };
+            frame = self.next_frame(frame);
+            used += 1;
+            i += k;
+        }
+        self.stats.frames += n as u64;
+        self.stats.bytes += lens[..n].iter().map(|&l| l as u64).sum::<u64>();
+        self.publish(used)?;
+        Ok(n)
+    }
+
     fn stalled(&self) -> IoError {
         IoError::Other(format!(
             "AF_PACKET on `{}`: the kernel sent nothing from the TX ring for {} s ({} frames waiting); is the link up and its queue running?",
@@ -563,10 +749,18 @@ impl AfPacketTx {
     }
 }
 
+/// A virtio-net header that asks nothing of the kernel but to copy the whole frame into a
+/// linear skb (see `open`).
+fn plain_vnet_header(len: usize) -> [u8; VNET_HDR_LEN] {
+    let mut vnet = [0u8; VNET_HDR_LEN];
+    vnet[VNET_HDR_LEN_FIELD..VNET_HDR_LEN_FIELD + 2].copy_from_slice(&(len as u16).to_le_bytes());
+    vnet
+}
+
 impl Backend for AfPacketTx {
     fn describe(&self) -> String {
         format!(
-            "afpacket:{} (TPACKET_V2 TX ring, {} frames × {} B{})",
+            "afpacket:{} (TPACKET_V2 TX ring, {} frames × {} B{}{})",
             self.port,
             self.frame_count(),
             self.frame_size,
@@ -574,12 +768,22 @@ impl Backend for AfPacketTx {
                 ", qdisc bypass"
             } else {
                 ""
+            },
+            if self.gso_slots.is_some() {
+                format!(
+                    ", UDP segmentation: up to {} frames per skb",
+                    gso::MAX_SEGMENTS
+                )
+            } else {
+                String::new()
             }
         )
     }
 
     fn slot_count(&self) -> usize {
-        self.frame_count()
+        self.gso_slots
+            .as_ref()
+            .map_or(self.frame_count(), |slots| slots.len())
     }
 
     fn max_frame_len(&self) -> usize {
@@ -593,7 +797,7 @@ impl Backend for AfPacketTx {
     /// One `sendto` sends every frame queued on the ring, so the biggest batch costs the
     /// fewest system calls per frame (+3 % over 32 on a veth pair, BENCHMARKS.md §2).
     fn throughput_batch(&self) -> usize {
-        crate::MAX_BATCH.min(self.frame_count())
+        crate::MAX_BATCH.min(self.slot_count())
     }
 
     /// Hands the engine up to `count` free ring frames (fewer when the ring is that full,
@@ -602,19 +806,16 @@ impl Backend for AfPacketTx {
     where
         F: FnOnce(&mut [TxSlot<'_>]),
     {
+        if let Some(mut slots) = self.gso_slots.take() {
+            let result = self.transmit_gso(&mut slots, count, fill);
+            self.gso_slots = Some(slots);
+            return result;
+        }
         let wanted = count.min(MAX_BATCH).min(self.frame_count());
         if wanted == 0 {
             return Ok(0);
         }
-        self.reclaim()?;
-        if self.free_frames() < wanted {
-            self.kick()?;
-            self.reclaim()?;
-            if self.free_frames() == 0 {
-                self.wait_for_free_frame()?;
-            }
-        }
-        let n = wanted.min(self.free_frames());
+        let n = self.reserve(wanted)?;
         let base = self.ring.base.as_ptr();
 
         let mut batch = TxBatch::new();
@@ -639,48 +840,19 @@ impl Backend for AfPacketTx {
             frame = self.next_frame(frame);
         }
         fill(&mut batch);
-
-        if let Some(bad) = batch
-            .iter()
-            .find(|s| !(MIN_TX_FRAME..=self.max_frame_len).contains(&s.len))
-        {
-            return Err(IoError::Other(format!(
-                "AF_PACKET on `{}`: frame of {} bytes in slot {} is outside {MIN_TX_FRAME}..={} bytes (MTU and ring frame size)",
-                self.port, bad.len, bad.id, self.max_frame_len
-            )));
-        }
+        self.check_lengths(&batch)?;
         let mut bytes = 0u64;
         for slot in &batch {
-            let offset = self.frame_offsets[slot.id as usize];
-            let mut vnet = [0u8; VNET_HDR_LEN];
-            vnet[VNET_HDR_LEN_FIELD..VNET_HDR_LEN_FIELD + 2]
-                .copy_from_slice(&(slot.len as u16).to_le_bytes());
-            // SAFETY: tp_len and the virtio-net header lie in the frame's headers, outside
-            // every slot's data area, and the kernel does not touch the frame until its
-            // status says SEND_REQUEST.
+            // SAFETY: every slot's frame is free until published below.
             unsafe {
-                base.add(offset + offset_of!(libc::tpacket2_hdr, tp_len))
-                    .cast::<u32>()
-                    .write((VNET_HDR_LEN + slot.len) as u32);
-                base.add(offset + TX_VNET_OFFSET)
-                    .copy_from_nonoverlapping(vnet.as_ptr(), VNET_HDR_LEN);
-            }
+                self.write_frame_header(slot.id as usize, slot.len, &plain_vnet_header(slot.len))
+            };
             bytes += slot.len as u64;
         }
         drop(batch);
-        // Publish in ring order: the kernel walks frames in order and stops at the first one
-        // that is not ready.
-        let mut frame = self.head;
-        for _ in 0..n {
-            self.status(frame)
-                .store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
-            frame = self.next_frame(frame);
-        }
-        self.head = frame;
-        self.in_flight += n;
         self.stats.frames += n as u64;
         self.stats.bytes += bytes;
-        self.kick()?;
+        self.publish(n)?;
         Ok(n)
     }
 

@@ -10,6 +10,7 @@ pub mod afpacket;
 pub mod afxdp;
 mod capture;
 pub mod clocksync;
+pub mod netdev_features;
 pub mod netns;
 mod null;
 mod pcap;
@@ -116,6 +117,8 @@ pub enum Location {
     AfPacket {
         netns: Option<String>,
         iface: String,
+        /// `afpacket-gso:`: transmit in UDP segmentation batches.
+        gso: bool,
     },
     AfXdp {
         netns: Option<String>,
@@ -132,7 +135,8 @@ pub enum Location {
 
 const LOCATION_FORMS: &str =
     "`pcap:FILE` (write a nanosecond pcap), `null` (drop after all per-packet work), \
-`afpacket:[NETNS/]IFACE`, `afxdp:[NETNS/]IFACE[@QUEUE]`, `auto:[NETNS/]IFACE[@QUEUE]`";
+`afpacket:[NETNS/]IFACE`, `afpacket-gso:[NETNS/]IFACE` (AF_PACKET sending UDP segmentation \
+batches), `afxdp:[NETNS/]IFACE[@QUEUE]`, `auto:[NETNS/]IFACE[@QUEUE]`";
 
 impl Location {
     pub fn parse(location: &str) -> Result<Location, IoError> {
@@ -157,7 +161,11 @@ impl Location {
         }
         let (netns, iface) = (netns.map(str::to_string), iface.to_string());
         match kind {
-            "afpacket" if queue.is_none() => Ok(Location::AfPacket { netns, iface }),
+            "afpacket" | "afpacket-gso" if queue.is_none() => Ok(Location::AfPacket {
+                netns,
+                iface,
+                gso: kind == "afpacket-gso",
+            }),
             "afxdp" => Ok(Location::AfXdp {
                 netns,
                 iface,
@@ -181,8 +189,16 @@ pub enum AnyBackend {
     AfXdp(afxdp::AfXdpTx),
 }
 
-fn open_afpacket_tx(iface: &str, netns: Option<&str>) -> Result<afpacket::AfPacketTx, IoError> {
-    afpacket::AfPacketTx::open(iface, netns, &afpacket::AfPacketOptions::default())
+fn open_afpacket_tx(
+    iface: &str,
+    netns: Option<&str>,
+    gso: bool,
+) -> Result<afpacket::AfPacketTx, IoError> {
+    let opts = afpacket::AfPacketOptions {
+        gso,
+        ..afpacket::AfPacketOptions::default()
+    };
+    afpacket::AfPacketTx::open(iface, netns, &opts)
 }
 
 fn open_afxdp(
@@ -213,8 +229,8 @@ impl AnyBackend {
         Ok(match Location::parse(location)? {
             Location::Pcap(path) => AnyBackend::Pcap(PcapBackend::create(&path)?),
             Location::Null => AnyBackend::Null(NullBackend::new(slots.max(1))),
-            Location::AfPacket { netns, iface } => {
-                AnyBackend::AfPacket(open_afpacket_tx(&iface, netns.as_deref())?)
+            Location::AfPacket { netns, iface, gso } => {
+                AnyBackend::AfPacket(open_afpacket_tx(&iface, netns.as_deref(), gso)?)
             }
             Location::AfXdp {
                 netns,
@@ -233,7 +249,7 @@ impl AnyBackend {
                 Ok(port) => AnyBackend::AfXdp(port.split().0),
                 Err(e) => {
                     eprintln!("note: auto:{iface}: AF_XDP unavailable ({e}); using AF_PACKET");
-                    AnyBackend::AfPacket(open_afpacket_tx(&iface, netns.as_deref())?)
+                    AnyBackend::AfPacket(open_afpacket_tx(&iface, netns.as_deref(), false)?)
                 }
             },
         })
@@ -321,7 +337,7 @@ impl AnyReceiver {
                      receive with afpacket:IFACE or afxdp:IFACE@QUEUE"
                 )))
             }
-            Location::AfPacket { netns, iface } => {
+            Location::AfPacket { netns, iface, .. } => {
                 let opts = afpacket::AfPacketOptions {
                     hardware_timestamps,
                     ..afpacket::AfPacketOptions::default()
@@ -380,7 +396,7 @@ pub fn open_duplex(location: &str, slots: usize) -> Result<(AnyBackend, AnyRecei
             iface,
             queue,
         } => xdp(&iface, queue, netns.as_deref()),
-        Location::AfPacket { netns, iface } => afpacket(&iface, netns.as_deref()),
+        Location::AfPacket { netns, iface, .. } => afpacket(&iface, netns.as_deref()),
         Location::Auto {
             netns,
             iface,
@@ -441,9 +457,19 @@ mod location_tests {
             Location::parse("afpacket:lab-tx/tx0").unwrap(),
             Location::AfPacket {
                 netns: Some("lab-tx".into()),
-                iface: "tx0".into()
+                iface: "tx0".into(),
+                gso: false,
             }
         );
+        assert_eq!(
+            Location::parse("afpacket-gso:tx0").unwrap(),
+            Location::AfPacket {
+                netns: None,
+                iface: "tx0".into(),
+                gso: true,
+            }
+        );
+        assert!(Location::parse("afpacket-gso:tx0@1").is_err());
         assert_eq!(
             Location::parse("afxdp:eth1@3").unwrap(),
             Location::AfXdp {

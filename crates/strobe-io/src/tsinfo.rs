@@ -241,7 +241,7 @@ fn ports_hint(netns: Option<&str>) -> String {
 }
 
 /// An `ifreq` naming `iface`, or a clear error when the name cannot be one.
-fn ifreq_for(iface: &str) -> Result<libc::ifreq, IoError> {
+pub(crate) fn ifreq_for(iface: &str) -> Result<libc::ifreq, IoError> {
     let bytes = iface.as_bytes();
     if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
         return Err(IoError::Other(format!(
@@ -259,7 +259,7 @@ fn ifreq_for(iface: &str) -> Result<libc::ifreq, IoError> {
 }
 
 /// A datagram socket in the current thread's namespace: the handle ioctls go through.
-fn control_socket() -> Result<OwnedFd, IoError> {
+pub(crate) fn control_socket() -> Result<OwnedFd, IoError> {
     // SAFETY: plain socket(2) call; the result is checked before use.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {

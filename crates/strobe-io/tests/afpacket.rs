@@ -12,7 +12,7 @@ use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use strobe_io::afpacket::{AfPacketOptions, AfPacketRx, AfPacketTx};
 use strobe_io::test_support::{
     assert_all_arrived_in_order, collect, is_ours, mac_text, mixed_size, now_ns, pin_to_cpu,
-    send_all, udp_frame, VethPair, SRC_MAC,
+    send_all, udp_frame, VethPair, DST_MAC, SRC_MAC,
 };
 use strobe_io::{Backend, Receiver};
 
@@ -46,6 +46,111 @@ fn ten_thousand_mixed_frames_arrive_intact_and_in_order() {
     assert_all_arrived_in_order(&got, &frames, drops.ring_full, started_ns);
     assert_eq!(drops.ring_full, 0);
     assert_eq!(rx.malformed_blocks(), 0);
+}
+
+/// An Ethernet/IPv4/UDP frame of `len` bytes with IP identification `id`, one source port
+/// and a payload from `seq`, built by etherparse: frames with consecutive identifications
+/// and equal lengths are what UDP segmentation makes of one superframe.
+fn segmentable_frame(seq: u32, id: u16, len: usize) -> Vec<u8> {
+    let payload: Vec<u8> = seq
+        .to_be_bytes()
+        .into_iter()
+        .chain((4..len - 42).map(|i| (seq as usize * 13 + i) as u8))
+        .collect();
+    let mut ip = etherparse::Ipv4Header::new(
+        (8 + payload.len()) as u16,
+        64,
+        etherparse::IpNumber::UDP,
+        [198, 18, 0, 1],
+        [198, 19, 0, 1],
+    )
+    .unwrap();
+    ip.identification = id;
+    let mut out = Vec::with_capacity(len);
+    etherparse::PacketBuilder::ethernet2(SRC_MAC, DST_MAC)
+        .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
+        .udp(1000, 2000)
+        .write(&mut out, &payload)
+        .unwrap();
+    out
+}
+
+/// `afpacket-gso`: refused (with the fix) while the device would pass superframes on uncut;
+/// once the kernel segments and checksums, every frame arrives exactly as written, whether
+/// it travelled in a superframe (consecutive identifications) or alone (a constant one).
+#[test]
+fn udp_segmentation_batches_arrive_as_the_frames_written() {
+    let lab = VethPair::new("gso");
+    let opts = AfPacketOptions {
+        gso: true,
+        rx_block_size: 1 << 20,
+        rx_blocks: 32,
+        ..AfPacketOptions::default()
+    };
+    let err = tx_err(&lab.a, lab.netns(), &opts);
+    assert!(
+        err.contains("tx-udp-segmentation on")
+            && err.contains(&format!(
+                "ethtool -K {} tx-udp-segmentation off tx-checksumming off",
+                lab.a
+            )),
+        "{err}"
+    );
+    lab.exec(&[
+        "ethtool",
+        "-K",
+        &lab.a,
+        "tx-udp-segmentation",
+        "off",
+        "tx-checksumming",
+        "off",
+    ]);
+    let rx = AfPacketRx::open(&lab.b, lab.netns(), &opts).unwrap();
+    let mut tx = AfPacketTx::open(&lab.a, lab.netns(), &opts).unwrap();
+    assert!(
+        tx.describe().contains("UDP segmentation"),
+        "{}",
+        tx.describe()
+    );
+    assert!(!tx.describe().contains("qdisc bypass"), "{}", tx.describe());
+
+    // 60-byte frames in runs up to 64, 1000-byte ones in pairs (a ring frame holds two),
+    // and a stretch with a constant identification that must go one by one.
+    let frames: Vec<Vec<u8>> = (0..3000u32)
+        .map(|s| {
+            let len = if (s / 500) % 2 == 0 { 60 } else { 1000 };
+            let id = if (2000..2500).contains(&s) {
+                7
+            } else {
+                s as u16
+            };
+            segmentable_frame(s, id, len)
+        })
+        .collect();
+    let started_ns = now_ns();
+    let receiver = collect(rx, frames.len(), Duration::from_secs(60));
+    pin_to_cpu(0);
+    let stats = send_all(&mut tx, &frames, 256);
+    assert_eq!(stats.frames, 3000);
+    // 60-byte runs of up to 64, 1000-byte pairs, the constant stretch alone.
+    let (superframes, carried) = tx.segmentation();
+    assert_eq!(carried, 2500, "all but the constant-identification stretch");
+    assert!(
+        (1000 / 64 + 750..=800).contains(&superframes),
+        "{superframes} superframes"
+    );
+    let (got, mut rx) = receiver.join().unwrap();
+    let drops = rx.drops().unwrap();
+    assert_all_arrived_in_order(&got, &frames, drops.ring_full, started_ns);
+    // The kernel's checksums, checked by an independent decoder.
+    for r in &got {
+        let sliced = SlicedPacket::from_ethernet(&r.data).unwrap();
+        let Some(NetSlice::Ipv4(ip)) = sliced.net else {
+            panic!("not IPv4")
+        };
+        let h = ip.header().to_header();
+        assert_eq!(h.header_checksum, h.calc_header_checksum());
+    }
 }
 
 /// Captures on `iface` with tcpdump, runs `send`, and returns the captured frames of ours.

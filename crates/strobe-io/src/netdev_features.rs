@@ -1,0 +1,140 @@
+//! A network device's offload features by name, as `ethtool -k` shows them
+//! (ETHTOOL_GSSET_INFO, ETHTOOL_GSTRINGS and ETHTOOL_GFEATURES).
+//!
+//! strobe reads them to know who cuts a UDP segmentation (GSO) batch into frames and who
+//! completes their checksums: the device (a NIC with USO) or the kernel before the driver.
+
+use std::os::fd::AsRawFd;
+
+use crate::netns::in_netns;
+use crate::tsinfo::{control_socket, ifreq_for};
+use crate::IoError;
+
+const ETHTOOL_GSSET_INFO: u32 = 0x37;
+const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GFEATURES: u32 = 0x3a;
+const ETH_SS_FEATURES: u32 = 4;
+const ETH_GSTRING_LEN: usize = 32;
+
+/// The features a device has switched on, by the kernel's names (`tx-udp-segmentation`,
+/// `tx-checksum-ip-generic`, …).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NetdevFeatures {
+    active: Vec<String>,
+}
+
+impl NetdevFeatures {
+    /// From the feature names and the `active` bit words ETHTOOL_GFEATURES returns.
+    pub fn from_words(names: &[String], active: &[u32]) -> Self {
+        let on = |i: usize| active.get(i / 32).is_some_and(|w| w & (1 << (i % 32)) != 0);
+        NetdevFeatures {
+            active: names
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| on(i))
+                .map(|(_, n)| n.clone())
+                .collect(),
+        }
+    }
+
+    pub fn is_on(&self, name: &str) -> bool {
+        self.active.iter().any(|n| n == name)
+    }
+
+    /// Whether the device takes UDP segmentation batches whole (`tx-udp-segmentation`).
+    pub fn udp_segmentation(&self) -> bool {
+        self.is_on("tx-udp-segmentation")
+    }
+
+    /// Whether the device completes IPv4 UDP checksums itself (any transmit checksum
+    /// offload that covers them).
+    pub fn tx_checksum(&self) -> bool {
+        self.is_on("tx-checksum-ip-generic") || self.is_on("tx-checksum-ipv4")
+    }
+}
+
+/// Runs one SIOCETHTOOL request whose data is `words` (a command header and its payload).
+fn ethtool_words(
+    sock: &std::os::fd::OwnedFd,
+    iface: &str,
+    words: &mut [u32],
+) -> std::io::Result<()> {
+    let mut req = ifreq_for(iface).map_err(|e| std::io::Error::other(e.to_string()))?;
+    req.ifr_ifru.ifru_data = words.as_mut_ptr().cast();
+    // SAFETY: `req` names an interface and points at `words`, which holds the request's
+    // header and room for everything the kernel writes back (sized from its own counts).
+    let rc = unsafe {
+        libc::ioctl(
+            sock.as_raw_fd(),
+            libc::SIOCETHTOOL as _,
+            &mut req as *mut libc::ifreq,
+        )
+    };
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn query_here(iface: &str) -> Result<NetdevFeatures, IoError> {
+    let sock = control_socket()?;
+    let fail = |what: &str, e: std::io::Error| {
+        IoError::Other(format!(
+            "cannot read the features of interface `{iface}` ({what}): {e}"
+        ))
+    };
+    // ethtool_sset_info: cmd, reserved, sset_mask (u64), then one u32 per set in the mask.
+    let mut info = [ETHTOOL_GSSET_INFO, 0, 1 << ETH_SS_FEATURES, 0, 0];
+    ethtool_words(&sock, iface, &mut info).map_err(|e| fail("GSSET_INFO", e))?;
+    let count = info[4] as usize;
+    // ethtool_gstrings: cmd, string_set, len, then len names of 32 bytes.
+    let mut strings = vec![0u32; 3 + count * ETH_GSTRING_LEN / 4];
+    strings[..3].copy_from_slice(&[ETHTOOL_GSTRINGS, ETH_SS_FEATURES, count as u32]);
+    ethtool_words(&sock, iface, &mut strings).map_err(|e| fail("GSTRINGS", e))?;
+    let bytes: Vec<u8> = strings[3..].iter().flat_map(|w| w.to_ne_bytes()).collect();
+    let names: Vec<String> = bytes
+        .chunks(ETH_GSTRING_LEN)
+        .map(|c| {
+            let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
+            String::from_utf8_lossy(&c[..end]).into_owned()
+        })
+        .collect();
+    // ethtool_gfeatures: cmd, size (blocks), then per block: available, requested, active,
+    // never_changed.
+    let blocks = count.div_ceil(32);
+    let mut features = vec![0u32; 2 + blocks * 4];
+    features[..2].copy_from_slice(&[ETHTOOL_GFEATURES, blocks as u32]);
+    ethtool_words(&sock, iface, &mut features).map_err(|e| fail("GFEATURES", e))?;
+    let active: Vec<u32> = features[2..].chunks(4).map(|b| b[2]).collect();
+    Ok(NetdevFeatures::from_words(&names, &active))
+}
+
+/// The active features of `iface` (inside namespace `netns`, or here).
+pub fn query(netns: Option<&str>, iface: &str) -> Result<NetdevFeatures, IoError> {
+    in_netns(netns, || query_here(iface))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn active_bits_select_names_across_words() {
+        let names: Vec<String> = (0..40).map(|i| format!("f{i}")).collect();
+        let f = NetdevFeatures::from_words(&names, &[1 | 1 << 31, 1 << 3]);
+        assert!(f.is_on("f0") && f.is_on("f31") && f.is_on("f35"));
+        assert!(!f.is_on("f1") && !f.is_on("f32") && !f.is_on("nope"));
+        let short = NetdevFeatures::from_words(&names, &[]);
+        assert!(!short.is_on("f0"));
+    }
+
+    #[test]
+    fn udp_segmentation_and_checksum_by_kernel_names() {
+        let names = ["tx-checksum-ip-generic", "tx-udp-segmentation"].map(String::from);
+        let both = NetdevFeatures::from_words(&names, &[0b11]);
+        assert!(both.udp_segmentation() && both.tx_checksum());
+        let none = NetdevFeatures::from_words(&names, &[0]);
+        assert!(!none.udp_segmentation() && !none.tx_checksum());
+    }
+}
