@@ -220,7 +220,8 @@ def markdown_rate(args):
         out.append(f"- {ref} vs {c}: **{cmp['ratio']:.2f}×** (per round "
                    f"{min(cmp['per_round_ratios']):.2f}–{max(cmp['per_round_ratios']):.2f}×), "
                    f"target ≥ {cmp['target']}×: **{verdict}**")
-    own = [r["strobe_report_mpps"] for r in d["raw"] if "strobe_report_mpps" in r]
+    own = [r["strobe_report_mpps"] for r in d["raw"]
+           if r["case"] == ref and "strobe_report_mpps" in r]
     if own:
         out.append(f"- strobe's own count (frames handed to the kernel per second of its run), "
                    f"median {statistics.median(own):.3f} Mpps")
