@@ -414,6 +414,12 @@ impl AfPacketTx {
         };
 
         if opts.gso {
+            if let Some(release) = gso::kernel_release().filter(|&r| r < (6, 2)) {
+                return Err(IoError::Other(format!(
+                    "afpacket-gso on `{port}` needs Linux 6.2 or later (UDP segmentation in a packet socket's virtio-net header); this kernel is {}.{}: use afpacket:",
+                    release.0, release.1
+                )));
+            }
             let features = crate::netdev_features::query(netns, iface)?;
             let mut device_does = Vec::new();
             if features.udp_segmentation() {
@@ -425,7 +431,7 @@ impl AfPacketTx {
             if !device_does.is_empty() {
                 let place = netns.map_or(String::new(), |ns| format!("ip netns exec {ns} "));
                 return Err(IoError::Other(format!(
-                    "afpacket-gso on `{port}`: the device {}; frames would leave it uncut or with incomplete checksums. Let the kernel do both: `{place}ethtool -K {iface} tx-udp-segmentation off tx-checksumming off`, or use afpacket: without gso",
+                    "afpacket-gso on `{port}`: the device {}; strobe needs the kernel to cut every batch into frames and complete their checksums before the driver (a veth pair does neither, so frames would arrive uncut or unfinished). Let the kernel do both: `{place}ethtool -K {iface} tx-udp-segmentation off tx-checksumming off`, or use afpacket: without gso",
                     device_does.join(" and ")
                 )));
             }
@@ -703,9 +709,7 @@ impl AfPacketTx {
             let first = frame_of(i);
             let mut k = 1;
             if gso::can_lead(first) {
-                let most = gso::MAX_SEGMENTS
-                    .min((room - gso::HEADERS) / (first.len() - gso::HEADERS))
-                    .min(n - i);
+                let most = gso::most_segments(first.len(), room).min(n - i);
                 while k < most && gso::follows(first, frame_of(i + k), k) {
                     k += 1;
                 }

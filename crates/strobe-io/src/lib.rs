@@ -337,6 +337,11 @@ impl AnyReceiver {
                      receive with afpacket:IFACE or afxdp:IFACE@QUEUE"
                 )))
             }
+            Location::AfPacket { gso: true, .. } => {
+                return Err(IoError::Other(format!(
+                    "port `{location}` cannot receive: afpacket-gso is a way of sending; receive with afpacket:IFACE"
+                )))
+            }
             Location::AfPacket { netns, iface, .. } => {
                 let opts = afpacket::AfPacketOptions {
                     hardware_timestamps,
@@ -396,6 +401,9 @@ pub fn open_duplex(location: &str, slots: usize) -> Result<(AnyBackend, AnyRecei
             iface,
             queue,
         } => xdp(&iface, queue, netns.as_deref()),
+        Location::AfPacket { gso: true, .. } => Err(IoError::Other(format!(
+            "port `{location}` cannot reflect: afpacket-gso is a way of sending; use afpacket:IFACE"
+        ))),
         Location::AfPacket { netns, iface, .. } => afpacket(&iface, netns.as_deref()),
         Location::Auto {
             netns,
@@ -470,6 +478,17 @@ mod location_tests {
             }
         );
         assert!(Location::parse("afpacket-gso:tx0@1").is_err());
+        // A way of sending only: refused before any interface is touched.
+        for open in [
+            AnyReceiver::open_with("afpacket-gso:tx0", false).err(),
+            open_duplex("afpacket-gso:tx0", 1).err(),
+        ] {
+            let message = open.expect("refused").to_string();
+            assert!(
+                message.contains("afpacket-gso is a way of sending"),
+                "{message}"
+            );
+        }
         assert_eq!(
             Location::parse("afxdp:eth1@3").unwrap(),
             Location::AfXdp {

@@ -80,14 +80,26 @@ fn ethtool_words(
 fn query_here(iface: &str) -> Result<NetdevFeatures, IoError> {
     let sock = control_socket()?;
     let fail = |what: &str, e: std::io::Error| {
-        IoError::Other(format!(
-            "cannot read the features of interface `{iface}` ({what}): {e}"
-        ))
+        if e.raw_os_error() == Some(libc::ENODEV) {
+            IoError::Other(format!("interface `{iface}` not found"))
+        } else {
+            IoError::Other(format!(
+                "cannot read the features of interface `{iface}` ({what}): {e}"
+            ))
+        }
     };
     // ethtool_sset_info: cmd, reserved, sset_mask (u64), then one u32 per set in the mask.
-    let mut info = [ETHTOOL_GSSET_INFO, 0, 1 << ETH_SS_FEATURES, 0, 0];
+    let mask = (1u64 << ETH_SS_FEATURES).to_ne_bytes();
+    let word = |i: usize| u32::from_ne_bytes([mask[i], mask[i + 1], mask[i + 2], mask[i + 3]]);
+    let mut info = [ETHTOOL_GSSET_INFO, 0, word(0), word(4), 0];
     ethtool_words(&sock, iface, &mut info).map_err(|e| fail("GSSET_INFO", e))?;
     let count = info[4] as usize;
+    if [info[2], info[3]] != [word(0), word(4)] || count == 0 {
+        return Err(fail(
+            "GSSET_INFO",
+            std::io::Error::other("the kernel lists no features"),
+        ));
+    }
     // ethtool_gstrings: cmd, string_set, len, then len names of 32 bytes.
     let mut strings = vec![0u32; 3 + count * ETH_GSTRING_LEN / 4];
     strings[..3].copy_from_slice(&[ETHTOOL_GSTRINGS, ETH_SS_FEATURES, count as u32]);

@@ -119,10 +119,11 @@ fn udp_segmentation_batches_arrive_as_the_frames_written() {
     let frames: Vec<Vec<u8>> = (0..3000u32)
         .map(|s| {
             let len = if (s / 500) % 2 == 0 { 60 } else { 1000 };
+            // Counting up from 65 000, so runs cross the wrap to 0.
             let id = if (2000..2500).contains(&s) {
                 7
             } else {
-                s as u16
+                (65_000 + s) as u16
             };
             segmentable_frame(s, id, len)
         })

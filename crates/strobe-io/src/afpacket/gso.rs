@@ -7,8 +7,11 @@
 //! Hand-written because it is a few byte comparisons on strobe's own frames; no crate
 //! builds virtio-net GSO headers for packet sockets.
 
-/// Segments per superframe. Linux accepts 64 UDP segments per GSO skb since 4.18.
+/// Segments per superframe (UDP_MAX_SEGMENTS was 64 when packet sockets learned UDP
+/// segmentation in their virtio-net header, Linux 6.2).
 pub const MAX_SEGMENTS: usize = 64;
+/// An skb's IP total length is 16 bits.
+const MAX_SUPERFRAME: usize = 65_535 + 14;
 /// Ethernet + IPv4 (no options) + UDP.
 pub const HEADERS: usize = 42;
 
@@ -20,6 +23,13 @@ const CSUM_OFFSET: u16 = 6;
 
 fn be16(frame: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([frame[at], frame[at + 1]])
+}
+
+/// (major, minor) of the running kernel, when /proc says.
+pub fn kernel_release() -> Option<(u32, u32)> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
 /// Whether `frame` can lead a superframe: untagged IPv4 without options, not a fragment,
@@ -34,6 +44,21 @@ pub fn can_lead(frame: &[u8]) -> bool {
         && usize::from(be16(frame, 16)) == frame.len() - 14
         && usize::from(be16(frame, 38)) == frame.len() - 34
         && frame[40..42] != [0, 0]
+        && checksums_valid(frame)
+}
+
+/// Whether both checksums are what segmentation will write: a checksum set by hand to
+/// another value must reach the wire as it is, so such a frame goes alone.
+fn checksums_valid(frame: &[u8]) -> bool {
+    let udp_len = u32::from(be16(frame, 38));
+    sum16(&frame[14..34], 0) == 0xffff
+        && sum16(&frame[34..], sum16(&frame[26..34], 17 + udp_len).into()) == 0xffff
+}
+
+/// Most segments one superframe of frames of `len` bytes may carry within `room` bytes.
+pub fn most_segments(len: usize, room: usize) -> usize {
+    let payload = len - HEADERS;
+    MAX_SEGMENTS.min((room.min(MAX_SUPERFRAME) - HEADERS) / payload)
 }
 
 /// Whether `next` is what segmentation would make segment `k` of the superframe `first`
@@ -45,6 +70,7 @@ pub fn follows(first: &[u8], next: &[u8], k: usize) -> bool {
         && next[20..24] == first[20..24]
         && next[26..40] == first[26..40]
         && be16(next, 18) == be16(first, 18).wrapping_add(k as u16)
+        && checksums_valid(next)
 }
 
 /// Ones' complement sum of big-endian 16-bit words, folded.
@@ -127,29 +153,40 @@ mod tests {
         out
     }
 
-    /// What the kernel's UDP segmentation makes of a superframe: segment `i` gets the
-    /// leading headers with identification + i, its lengths, and fresh checksums —
-    /// computed here by etherparse, not by this module.
+    /// What the kernel's UDP segmentation makes of a superframe, modelled step by step:
+    /// segment `i` gets the leading headers with identification + i and its own lengths
+    /// (the IPv4 header and its checksum written by etherparse), and its UDP checksum is
+    /// finished from the superframe's checksum field the way the kernel does it: the
+    /// pseudo-header sum adjusted from the superframe's UDP length to the segment's, then
+    /// the complement of the sum over the UDP header and payload.
     fn segment(superframe: &[u8], payload_len: usize) -> Vec<Vec<u8>> {
         let sliced = etherparse::SlicedPacket::from_ethernet(superframe).unwrap();
         let Some(etherparse::NetSlice::Ipv4(ipv4)) = sliced.net else {
             panic!("not IPv4")
         };
         let base = ipv4.header().to_header();
-        let payload = &superframe[HEADERS..];
-        payload
+        let field = u32::from(be16(superframe, 40));
+        let super_len = u32::from(be16(superframe, 38));
+        superframe[HEADERS..]
             .chunks(payload_len)
             .enumerate()
             .map(|(i, chunk)| {
                 let mut ip = base.clone();
                 ip.identification = base.identification.wrapping_add(i as u16);
                 ip.set_payload_len(8 + chunk.len()).unwrap();
-                let builder =
-                    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-                        .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
-                        .udp(1000, 2000);
-                let mut out = Vec::new();
-                builder.write(&mut out, chunk).unwrap();
+                ip.header_checksum = ip.calc_header_checksum();
+                let seg_len = 8 + chunk.len() as u32;
+                // csum16_add(csum16_sub(check, old len), new len)
+                let adjusted = sum16(&[], field + (0xffff - super_len) + seg_len);
+                let mut out = superframe[..14].to_vec();
+                out.extend_from_slice(&ip.to_bytes());
+                out.extend_from_slice(&superframe[34..38]);
+                out.extend_from_slice(&(seg_len as u16).to_be_bytes());
+                out.extend_from_slice(&adjusted.to_be_bytes());
+                out.extend_from_slice(chunk);
+                let folded = !sum16(&out[34..], 0);
+                out[40..42]
+                    .copy_from_slice(&(if folded == 0 { 0xffff } else { folded }).to_be_bytes());
                 out
             })
             .collect()
@@ -157,7 +194,7 @@ mod tests {
 
     #[test]
     fn segmenting_the_superframe_gives_back_every_frame() {
-        for (payload_len, count) in [(18, 64), (1, 2), (1000, 3), (19, 5)] {
+        for (payload_len, count) in [(18, 64), (1, 2), (1000, 3), (19, 5), (17, 33)] {
             let frames: Vec<Vec<u8>> = (0..count)
                 .map(|k| frame(65_534u16.wrapping_add(k as u16), k as u8, payload_len))
                 .collect();
@@ -226,5 +263,19 @@ mod tests {
         let mut tagged = first.clone();
         tagged[12..14].copy_from_slice(&[0x81, 0x00]);
         assert!(!can_lead(&tagged), "VLAN tag");
+        // Checksums set by hand must reach the wire as set: such frames go alone.
+        let mut udp_by_hand = frame(101, 1, 18);
+        udp_by_hand[41] ^= 0x5a;
+        assert!(
+            !follows(&first, &udp_by_hand, 1),
+            "a UDP checksum set by hand"
+        );
+        let mut ip_by_hand = frame(101, 1, 18);
+        ip_by_hand[25] ^= 0x5a;
+        assert!(
+            !follows(&first, &ip_by_hand, 1),
+            "an IPv4 checksum set by hand"
+        );
+        assert!(follows(&first, &frame(101, 1, 18), 1));
     }
 }
