@@ -213,6 +213,21 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
                 "  late frames: {} (worst {} ns, schedule shifted {} ns)",
                 p.late_frames, p.max_late_ns, p.shifted_ns
             );
+            if let Some(seg) = &p.segmentation {
+                println!(
+                    "  UDP segmentation: {} superframes carried {} of {} frames{}",
+                    seg.superframes,
+                    seg.frames,
+                    p.frames,
+                    if seg.superframes == 0 && p.frames > 1 {
+                        " (none formed: a run needs a batch of 2 or more and IPv4/UDP frames \
+                         whose IP identification counts up, e.g. \
+                         --vary ip.identification=inc:0/1/65536)"
+                    } else {
+                        ""
+                    }
+                );
+            }
             if let Some(h) = &p.handover {
                 println!(
                     "  hand-over after deadline: p50 {} ns, p99 {} ns, p99.9 {} ns, p99.99 {} ns, max {} ns; \
@@ -338,6 +353,10 @@ pub fn to_json(
             "scheduled_time": p.scheduled_time,
             "batch": p.batch,
             "core": p.core,
+            "segmentation": p.segmentation.map(|s| json!({
+                "superframes": s.superframes,
+                "frames": s.frames,
+            })),
             "frames_tx": p.frames,
             "bytes_tx": p.bytes,
             "late_frames": p.late_frames,

@@ -160,6 +160,10 @@ fn udp_segmentation_batches_count_exactly() {
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_exact(flow(&r), 50_000, "afpacket-gso");
+    // Every batch of 64 (and the last of 16) left as one superframe.
+    let seg = &r["ports"][0]["segmentation"];
+    assert_eq!(seg["frames"], 50_000, "{seg}");
+    assert_eq!(seg["superframes"], 50_000 / 64 + 1, "{seg}");
     assert_eq!(r["rx_ports"][0]["unknown_flow"], 0, "{r}");
     assert_eq!(r["rx_ports"][0]["truncated"], 0, "{r}");
 }

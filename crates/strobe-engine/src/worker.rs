@@ -165,6 +165,8 @@ pub struct PortReport {
     pub stopped_early: bool,
     /// The core the worker was pinned to, if it was.
     pub core: Option<usize>,
+    /// UDP segmentation batches, for backends that send them.
+    pub segmentation: Option<strobe_io::Segmentation>,
     pub flows: Vec<FlowReport>,
 }
 
@@ -533,6 +535,7 @@ pub fn run_port<B: Backend>(
     }
     let stats = backend.finish()?;
     report.frames = stats.frames;
+    report.segmentation = stats.segmentation;
     report.bytes = states.iter().map(|s| s.report.bytes).sum();
     report.shifted_ns = shift_ns;
     report.handover = HandoverError::from_histogram(&handover);

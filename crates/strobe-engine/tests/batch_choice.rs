@@ -45,6 +45,7 @@ impl Backend for Wide {
         Ok(BackendStats {
             frames: self.frames,
             bytes: 0,
+            segmentation: None,
         })
     }
 }

@@ -49,6 +49,7 @@ impl Backend for Stingy {
         Ok(BackendStats {
             frames: self.frames.len() as u64,
             bytes: 0,
+            segmentation: None,
         })
     }
 }

@@ -24,8 +24,8 @@ mod live_tests;
 use self::frames::{FrameGeometry, FrameRing};
 use crate::netns::in_netns;
 use crate::{
-    Backend, BackendStats, IoError, Receiver, RxDrops, RxFrame, RxTimestamp, TimeBase, TxBatch,
-    TxSlot, VlanTag, MAX_BATCH,
+    Backend, BackendStats, IoError, Receiver, RxDrops, RxFrame, RxTimestamp, Segmentation,
+    TimeBase, TxBatch, TxSlot, VlanTag, MAX_BATCH,
 };
 
 /// Ring geometry and socket behaviour of an AF_PACKET port.
@@ -367,9 +367,6 @@ pub struct AfPacketTx {
     /// UDP segmentation mode: the engine writes into these buffers, and `transmit` packs
     /// runs of them into ring frames.
     gso_slots: Option<Box<[Box<[u8]>]>>,
-    /// Superframes sent in UDP segmentation mode, and the frames they carried.
-    superframes: u64,
-    segmented_frames: u64,
     /// Next frame to hand to the engine.
     head: usize,
     /// Oldest frame handed to the kernel and not yet seen back as available.
@@ -509,12 +506,13 @@ impl AfPacketTx {
             max_frame_len,
             qdisc_bypass,
             gso_slots,
-            superframes: 0,
-            segmented_frames: 0,
             head: 0,
             tail: 0,
             in_flight: 0,
-            stats: BackendStats::default(),
+            stats: BackendStats {
+                segmentation: opts.gso.then(Segmentation::default),
+                ..BackendStats::default()
+            },
         })
     }
 
@@ -599,12 +597,6 @@ impl AfPacketTx {
             }
             std::thread::yield_now();
         }
-    }
-
-    /// UDP segmentation mode: superframes sent so far, and how many frames they carried
-    /// (the rest went alone).
-    pub fn segmentation(&self) -> (u64, u64) {
-        (self.superframes, self.segmented_frames)
     }
 
     /// Frees up to `wanted` ring frames (kicking and reclaiming as needed); returns how
@@ -723,8 +715,10 @@ impl AfPacketTx {
                 )
             };
             let (len, vnet) = if k >= 2 {
-                self.superframes += 1;
-                self.segmented_frames += k as u64;
+                if let Some(seg) = self.stats.segmentation.as_mut() {
+                    seg.superframes += 1;
+                    seg.frames += k as u64;
+                }
                 let len = gso::write_superframe((i..i + k).map(frame_of), data);
                 (len, gso::vnet_header(first.len() - gso::HEADERS))
             } else {

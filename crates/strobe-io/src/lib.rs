@@ -60,6 +60,16 @@ pub enum TimeBase {
 pub struct BackendStats {
     pub frames: u64,
     pub bytes: u64,
+    /// Backends that send UDP segmentation batches (`afpacket-gso`): how many went, and
+    /// how many of the frames they carried; None elsewhere.
+    pub segmentation: Option<Segmentation>,
+}
+
+/// Superframes sent, and the frames they carried (the rest went alone).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Segmentation {
+    pub superframes: u64,
+    pub frames: u64,
 }
 
 /// Errors from opening or driving a backend.

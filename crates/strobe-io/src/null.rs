@@ -94,7 +94,8 @@ mod tests {
             b.finish().unwrap(),
             BackendStats {
                 frames: 6,
-                bytes: 360
+                bytes: 360,
+                segmentation: None,
             }
         );
     }
