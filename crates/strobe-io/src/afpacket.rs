@@ -411,7 +411,7 @@ impl AfPacketTx {
         };
 
         if opts.gso {
-            if let Some(release) = gso::kernel_release().filter(|&r| r < (6, 2)) {
+            if let Some(release) = crate::kernel_release().filter(|&r| r < (6, 2)) {
                 return Err(IoError::Other(format!(
                     "afpacket-gso on `{port}` needs Linux 6.2 or later (UDP segmentation in a packet socket's virtio-net header); this kernel is {}.{}: use afpacket:",
                     release.0, release.1

@@ -28,6 +28,13 @@ pub use rx::{Receiver, RxDrops, RxFrame, RxTimestamp, VlanTag};
 /// Most frames one `transmit` call may carry.
 pub const MAX_BATCH: usize = 256;
 
+/// (major, minor) of the running kernel, when /proc says: for features that depend on it.
+pub fn kernel_release() -> Option<(u32, u32)> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
 /// Frames per hand-over of unpaced runs by default.
 pub const UNPACED_BATCH: usize = 32;
 

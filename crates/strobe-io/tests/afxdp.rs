@@ -203,15 +203,6 @@ fn ten_thousand_mixed_frames_arrive_intact_and_in_order() {
     );
 }
 
-/// (major, minor) of the running kernel, from /proc.
-fn kernel_version() -> (u32, u32) {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
-    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
-    let major = parts.next().unwrap().parse().unwrap();
-    let minor = parts.next().unwrap().parse().unwrap();
-    (major, minor)
-}
-
 #[test]
 fn copy_mode_sends_full_batches_of_256_where_the_kernel_allows_it() {
     if !is_root() {
@@ -220,7 +211,7 @@ fn copy_mode_sends_full_batches_of_256_where_the_kernel_allows_it() {
     let lab = new_lab("b");
     let (mut tx, mut rx) = pair(&lab, &copy_opts(), &rx_opts());
     // XDP_MAX_TX_SKB_BUDGET exists since Linux 6.17; before, a kick sends 32 frames.
-    if kernel_version() >= (6, 17) {
+    if strobe_io::kernel_release().expect("kernel release in /proc") >= (6, 17) {
         assert_eq!(tx.tx_budget(), Some(256), "{}", tx.describe());
         assert_eq!(tx.throughput_batch(), 256);
         assert!(

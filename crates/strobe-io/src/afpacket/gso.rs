@@ -25,13 +25,6 @@ fn be16(frame: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([frame[at], frame[at + 1]])
 }
 
-/// (major, minor) of the running kernel, when /proc says.
-pub fn kernel_release() -> Option<(u32, u32)> {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
-    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
-    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
-}
-
 /// Whether `frame` can lead a superframe: untagged IPv4 without options, not a fragment,
 /// UDP with a checksum (the segments get computed ones), lengths that match the frame (no
 /// Ethernet padding), and some payload.
