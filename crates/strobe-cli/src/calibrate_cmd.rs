@@ -16,8 +16,9 @@ use strobe_lab::{Dut, LabConfig};
 
 use crate::gen_cmd::{execute, parse_gen_args};
 use crate::lab_cmd::lab_failure;
+use crate::outputs::{self, write_file};
 use crate::results::{print_latency, print_summary, timestamp_sources, Correction};
-use crate::Failure;
+use crate::{signals, Failure};
 
 /// Format marker and version of calibration files.
 const KIND: &str = "strobe-calibration";
@@ -65,6 +66,9 @@ impl Drop for OwnLab {
 }
 
 pub fn run(args: CalibrateArgs) -> Result<(), Failure> {
+    outputs::check_all(&[("--out", Some(args.out.as_path()))])?;
+    // Signals from here on stop the run and still remove calibrate's own lab.
+    let signals = signals::install()?;
     let mut _own_lab = None;
     let (tx, rx, prefix) = match (&args.port, &args.rx) {
         (Some(tx), Some(rx)) => (tx.clone(), rx.clone(), "strobe".to_string()),
@@ -130,6 +134,14 @@ pub fn run(args: CalibrateArgs) -> Result<(), Failure> {
     let (scenario, report) = execute(&gen)?;
     print_summary(&scenario, &report);
     print_latency(&scenario, &report, None);
+    if let Some(signal) = signals.signal() {
+        // A calibration from a cut-short run is not stored: it would pass for a whole one.
+        eprintln!(
+            "{}: the calibration was not stored (the run was cut short)",
+            signals::name(signal)
+        );
+        return Err(Failure::Interrupted(signal));
+    }
     let flow = &scenario.flows[0];
     let stats = report
         .rx_flows
@@ -160,8 +172,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), Failure> {
         "offset_ns": stats.p50_ns,
     });
     let text = serde_json::to_string_pretty(&file).unwrap_or_default();
-    std::fs::write(&args.out, text)
-        .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", args.out.display())))?;
+    write_file(&args.out, text.as_bytes())?;
     println!(
         "calibration stored in {}: offset {:.3} µs (median), spread p99 − p50 {:.3} µs; use it with strobe gen --calibration {}",
         args.out.display(),

@@ -2,9 +2,6 @@
 //! (its own, under a separate prefix), sends a throughput run and a mixed CBR + Poisson run
 //! through the device under test, prints what came back, and removes the lab again.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
 use clap::Args;
 use strobe_engine::{run_scenario, RunOptions, RunReport};
 use strobe_lab::{Dut, Lab, LabConfig};
@@ -14,7 +11,7 @@ use strobe_model::{PortSpec, Scenario};
 use crate::gen_cmd::FileResources;
 use crate::lab_cmd::lab_failure;
 use crate::results::{print_latency, print_summary};
-use crate::Failure;
+use crate::{signals, Failure};
 
 /// The demo's own lab, so a lab the user has up is never touched.
 const DEMO_PREFIX: &str = "strobe-demo";
@@ -94,15 +91,17 @@ fn scenario(lab: &Lab, flows: &[(&str, QuickArgs)]) -> Result<Scenario, Failure>
     out.ok_or_else(|| Failure::Runtime("no flows".into()))
 }
 
+/// Runs one part of the demo; a signal stops it like a `strobe gen` run.
 fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, Failure> {
-    run_scenario(
-        s,
-        opts,
-        Arc::new(AtomicBool::new(false)),
-        u64::MAX,
-        &mut |_| {},
-    )
-    .map_err(Failure::from)
+    let signals = signals::install()?;
+    if let Some(signal) = signals.signal() {
+        return Err(Failure::Interrupted(signal));
+    }
+    let opts = RunOptions {
+        drain_abort: Some(signals.abort_drain.clone()),
+        ..opts.clone()
+    };
+    run_scenario(s, &opts, signals.stop.clone(), u64::MAX, &mut |_| {}).map_err(Failure::from)
 }
 
 pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
@@ -118,6 +117,8 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
         .dut
         .parse()
         .map_err(|e| Failure::BadInput(format!("--dut {}: {e}", args.dut)))?;
+    // From here on a signal stops the current part, skips the rest and removes the lab.
+    let signals = signals::install()?;
     println!("== 1. The virtual lab: generator, device under test ({dut:?}), sink — namespaces {DEMO_PREFIX}-*");
     let lab = strobe_lab::up(&LabConfig {
         prefix: DEMO_PREFIX.into(),
@@ -162,6 +163,7 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
         );
     }
 
+    signals.outcome()?;
     println!("\n== 3. Mixed traffic: a 20 kpps constant-rate flow and a 20 kpps Poisson flow, {secs} s, paced frame by frame");
     let s = scenario(
         &lab,
@@ -176,6 +178,7 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
     let report = run(&s, &RunOptions::default())?;
     print_summary(&s, &report);
     print_latency(&s, &report, None);
+    signals.outcome()?;
     println!("\nNext: `strobe lab up`, `strobe gen --port lab:tx --rx lab:rx …`, `strobe reflect`, `strobe calibrate`, `strobe analyze`, examples/.");
     Ok(())
 }

@@ -1,6 +1,5 @@
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use clap::{Args, Parser};
 use strobe_engine::{run_scenario, ClockSource, LatePolicy, RunOptions};
@@ -9,8 +8,9 @@ use strobe_model::{quick, Resources, Scenario};
 use crate::calibrate_cmd::load_calibration;
 use crate::lab_cmd::{lab_failure, resolve_lab_ports};
 use crate::latency_out::{self, LatencyOutputs};
+use crate::outputs::{self, write_file, WriteFailures};
 use crate::results::{print_latency, print_summary, to_csv, to_json, Correction, Status};
-use crate::Failure;
+use crate::{signals, Failure};
 
 #[derive(Args, Clone)]
 pub struct GenArgs {
@@ -297,24 +297,43 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
         .as_deref()
         .map(load_calibration)
         .transpose()?;
+    check_outputs(&args)?;
     if !args.rates.is_empty() {
         return sweep(&args, correction.as_ref());
     }
     let (scenario, report) = execute(&args)?;
     print_summary(&scenario, &report);
     print_latency(&scenario, &report, correction.as_ref());
-    latency_out::write_outputs(&args.outputs, &scenario, &report, correction.as_ref())?;
+    let mut failures = WriteFailures::default();
+    latency_out::write_outputs(
+        &args.outputs,
+        &scenario,
+        &report,
+        correction.as_ref(),
+        &mut failures,
+    );
     if let Some(path) = &args.json {
         let value = to_json(&scenario, &report, correction.as_ref());
         let text = serde_json::to_string_pretty(&value).unwrap_or_default();
-        std::fs::write(path, text)
-            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
+        failures.note(write_file(path, text.as_bytes()));
     }
     if let Some(path) = &args.csv {
-        std::fs::write(path, to_csv(&scenario, &report))
-            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
+        failures.note(write_file(path, to_csv(&scenario, &report).as_bytes()));
     }
-    Ok(())
+    failures.outcome(signals::install()?.outcome())
+}
+
+/// Every output file the arguments name, checked before anything is sent.
+fn check_outputs(args: &GenArgs) -> Result<(), Failure> {
+    outputs::check_all(&[
+        ("--json", args.json.as_deref()),
+        ("--csv", args.csv.as_deref()),
+        ("--latency-html", args.outputs.latency_html.as_deref()),
+        ("--latency-csv", args.outputs.latency_csv.as_deref()),
+        ("--hdr-log", args.outputs.hdr_log.as_deref()),
+        ("--sweep-csv", args.sweep_csv.as_deref()),
+        ("--sweep-svg", args.sweep_svg.as_deref()),
+    ])
 }
 
 /// `--rates`: one run per rate, then latency against load.
@@ -334,9 +353,9 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
         ));
     }
     let mut runs = Vec::new();
-    let stop = interrupted()?;
+    let signals = signals::install()?;
     for rate in &args.rates {
-        if stop.load(Ordering::Relaxed) {
+        if signals.stop.load(Ordering::Relaxed) {
             break;
         }
         let step = GenArgs {
@@ -348,7 +367,7 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
         print_latency(&scenario, &report, correction);
         runs.push((rate.clone(), scenario, report));
     }
-    if stop.load(Ordering::Relaxed) {
+    if signals.stop.load(Ordering::Relaxed) {
         eprintln!(
             "interrupted: the sweep ends after {} of {} steps",
             runs.len(),
@@ -377,17 +396,19 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
             None => println!("  {rate:>12}  (nothing received: no latency)"),
         }
     }
+    let mut failures = WriteFailures::default();
     latency_out::write_sweep(
         &points,
         args.sweep_csv.as_deref(),
         args.sweep_svg.as_deref(),
-    )?;
+        &mut failures,
+    );
     if let Some(path) = &args.outputs.hdr_log {
         let intervals: Vec<_> = runs
             .iter()
             .flat_map(|(rate, s, r)| latency_out::intervals(s, r, &format!("@{rate}")))
             .collect();
-        latency_out::write_hdr_log(path, &intervals)?;
+        failures.note(latency_out::write_hdr_log(path, &intervals));
     }
     if let Some(path) = &args.json {
         let steps: Vec<_> = runs
@@ -395,24 +416,9 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
             .map(|(rate, s, r)| serde_json::json!({"rate": rate, "result": to_json(s, r, correction)}))
             .collect();
         let text = serde_json::to_string_pretty(&steps).unwrap_or_default();
-        std::fs::write(path, text)
-            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
+        failures.note(write_file(path, text.as_bytes()));
     }
-    Ok(())
-}
-
-/// The flag Ctrl-C sets, installed once per process (a sweep runs several generators).
-fn interrupted() -> Result<Arc<AtomicBool>, Failure> {
-    static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
-    if let Some(flag) = FLAG.get() {
-        return Ok(flag.clone());
-    }
-    let flag = Arc::new(AtomicBool::new(false));
-    let set = flag.clone();
-    // A second Ctrl-C while stopping is ignored: the run is already winding down.
-    ctrlc::set_handler(move || set.store(true, Ordering::Relaxed))
-        .map_err(|e| Failure::Runtime(format!("cannot install the Ctrl-C handler: {e}")))?;
-    Ok(FLAG.get_or_init(|| flag).clone())
+    failures.outcome(signals.outcome())
 }
 
 /// Runs the generator as `args` say (status line included) and returns what it did.
@@ -474,16 +480,30 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
         },
         ..opts
     };
-    let stop = interrupted()?;
-    if stop.load(Ordering::Relaxed) {
-        return Err(Failure::Runtime("interrupted".into()));
+    let signals = signals::install()?;
+    if let Some(signal) = signals.signal() {
+        return Err(Failure::Interrupted(signal));
     }
+    let opts = RunOptions {
+        drain_abort: Some(signals.abort_drain.clone()),
+        ..opts
+    };
     let mut status = Status::new(&scenario, args.verbose, args.quiet);
-    let report = run_scenario(&scenario, &opts, stop, 1_000_000_000, &mut |t| {
-        status.tick(t)
-    });
+    let report = run_scenario(
+        &scenario,
+        &opts,
+        signals.stop.clone(),
+        1_000_000_000,
+        &mut |t| status.tick(t),
+    );
     status.finish();
     let report = report.map_err(Failure::from)?;
+    if signals.drain_cut_short() && !report.rx_ports.is_empty() {
+        eprintln!(
+            "note: the drain ended after {} ms (second signal): frames still in flight then count as lost",
+            report.drain_ns / 1_000_000
+        );
+    }
     if report.clock == ClockSource::Monotonic {
         eprintln!(
             "warning: this CPU's time-stamp counter is not invariant (no constant_tsc/nonstop_tsc \

@@ -12,6 +12,7 @@ use strobe_analyze::plot::{html_report, load_sweep_svg, FlowLatency};
 use strobe_engine::RunReport;
 use strobe_model::Scenario;
 
+use crate::outputs::{write_file, WriteFailures};
 use crate::results::{timestamp_sources, Correction};
 use crate::Failure;
 
@@ -36,11 +37,6 @@ pub struct LatencyOutputs {
         help_heading = "Latency"
     )]
     pub hdr_interval: String,
-}
-
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    std::fs::write(path, bytes)
-        .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))
 }
 
 /// The flows that have a latency distribution, with their histogram.
@@ -105,13 +101,15 @@ pub fn write_hdr_log(path: &Path, intervals: &[EncodedInterval<'_>]) -> Result<(
     write_file(path, &out)
 }
 
-/// Writes every output `outs` asks for, for one run.
+/// Writes every output `outs` asks for, for one run; a failed one is noted in `failures`
+/// and the others are still written.
 pub fn write_outputs(
     outs: &LatencyOutputs,
     scenario: &Scenario,
     r: &RunReport,
     correction: Option<&Correction>,
-) -> Result<(), Failure> {
+    failures: &mut WriteFailures,
+) {
     let flows = measured(scenario, r);
     if let Some(path) = &outs.latency_html {
         let report: Vec<FlowLatency<'_>> = flows
@@ -127,7 +125,10 @@ pub fn write_outputs(
                 })
             })
             .collect();
-        write_file(path, html_report("strobe latency", &report).as_bytes())?;
+        failures.note(write_file(
+            path,
+            html_report("strobe latency", &report).as_bytes(),
+        ));
     }
     if let Some(path) = &outs.latency_csv {
         let hists: Vec<_> = flows
@@ -135,14 +136,15 @@ pub fn write_outputs(
             .map(|(f, l)| (f.name.as_str(), l.histogram()))
             .collect();
         let mut out = Vec::new();
-        write_cdf_csv(&mut out, &hists)
-            .map_err(|e| Failure::Runtime(format!("{}: {e}", path.display())))?;
-        write_file(path, &out)?;
+        failures.note(
+            write_cdf_csv(&mut out, &hists)
+                .map_err(|e| Failure::Runtime(format!("{}: {e}", path.display())))
+                .and_then(|()| write_file(path, &out)),
+        );
     }
     if let Some(path) = &outs.hdr_log {
-        write_hdr_log(path, &intervals(scenario, r, ""))?;
+        failures.note(write_hdr_log(path, &intervals(scenario, r, "")));
     }
-    Ok(())
 }
 
 /// One step of a latency-vs-load sweep: what was offered, what came back, and the latency
@@ -164,20 +166,22 @@ pub fn load_point(scenario: &Scenario, r: &RunReport) -> Option<LoadPoint> {
     })
 }
 
-/// Writes a finished sweep as CSV and/or SVG.
+/// Writes a finished sweep as CSV and/or SVG; a failed one is noted in `failures`.
 pub fn write_sweep(
     points: &[LoadPoint],
     csv: Option<&Path>,
     svg: Option<&Path>,
-) -> Result<(), Failure> {
+    failures: &mut WriteFailures,
+) {
     if let Some(path) = csv {
         let mut out = Vec::new();
-        write_load_sweep_csv(&mut out, points)
-            .map_err(|e| Failure::Runtime(format!("{}: {e}", path.display())))?;
-        write_file(path, &out)?;
+        failures.note(
+            write_load_sweep_csv(&mut out, points)
+                .map_err(|e| Failure::Runtime(format!("{}: {e}", path.display())))
+                .and_then(|()| write_file(path, &out)),
+        );
     }
     if let Some(path) = svg {
-        write_file(path, load_sweep_svg(points).as_bytes())?;
+        failures.note(write_file(path, load_sweep_svg(points).as_bytes()));
     }
-    Ok(())
 }

@@ -8,9 +8,11 @@ mod demo_cmd;
 mod gen_cmd;
 mod lab_cmd;
 mod latency_out;
+mod outputs;
 mod ports_cmd;
 mod reflect_cmd;
 mod results;
+mod signals;
 
 use std::process::ExitCode;
 
@@ -47,10 +49,12 @@ enum Command {
     Calibrate(calibrate_cmd::CalibrateArgs),
 }
 
-/// Exit codes: 0 success, 1 the run failed, 2 bad input (also clap's usage errors).
+/// Exit codes: 0 success, 1 the run failed, 2 bad input (also clap's usage errors), 128 + the
+/// signal's number for a run that SIGINT, SIGTERM or SIGHUP stopped (its results written).
 pub enum Failure {
     BadInput(String),
     Runtime(String),
+    Interrupted(i32),
 }
 
 impl From<strobe_engine::EngineError> for Failure {
@@ -99,6 +103,13 @@ fn main() -> ExitCode {
         Err(Failure::Runtime(msg)) => {
             eprintln!("error: {msg}");
             ExitCode::from(1)
+        }
+        Err(Failure::Interrupted(signal)) => {
+            eprintln!(
+                "stopped by {}: the results cover the part that ran",
+                signals::name(signal)
+            );
+            ExitCode::from(128u8.saturating_add(signal as u8))
         }
     }
 }

@@ -3,8 +3,7 @@
 //! or a frame count, then reports its own counters.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -13,7 +12,8 @@ use strobe_engine::reflect::{run_reflect, ReflectCounters, ReflectOptions, Refle
 use strobe_engine::rx_worker::IdlePolicy;
 
 use crate::lab_cmd::resolve_lab_location;
-use crate::Failure;
+use crate::outputs::{self, write_file, WriteFailures};
+use crate::{signals, Failure};
 
 #[derive(Args)]
 pub struct ReflectArgs {
@@ -44,6 +44,14 @@ pub struct ReflectArgs {
 }
 
 pub fn run(args: ReflectArgs) -> Result<(), Failure> {
+    if args.count == Some(0) {
+        return Err(Failure::BadInput(
+            "--count 0: give the number of frames to reflect before stopping (at least 1), \
+             or leave --count out to reflect until --duration or Ctrl-C"
+                .into(),
+        ));
+    }
+    outputs::check_all(&[("--json", args.json.as_deref())])?;
     let location = resolve_lab_location(&args.port, &args.lab)?;
     let limit = args
         .duration
@@ -56,12 +64,8 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
         .transpose()?;
     let (mut tx, mut rx) = strobe_io::open_duplex(&location, 64)
         .map_err(|e| Failure::BadInput(format!("port {}: {e}", args.port)))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
-            .map_err(|e| Failure::Runtime(format!("cannot install the Ctrl-C handler: {e}")))?;
-    }
+    let signals = signals::install()?;
+    let stop = &signals.stop;
     let opts = ReflectOptions {
         all_frames: args.all,
         idle: if args.busy_poll {
@@ -76,7 +80,7 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
         eprintln!("reflecting on {location} (Ctrl-C to stop)");
     }
     let report = std::thread::scope(|scope| {
-        let worker = scope.spawn(|| run_reflect(&mut rx, &mut tx, &opts, &stop, Some(&live)));
+        let worker = scope.spawn(|| run_reflect(&mut rx, &mut tx, &opts, stop, Some(&live)));
         let started = Instant::now();
         let mut last = (0u64, started);
         while !worker.is_finished() {
@@ -100,12 +104,12 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
     .map_err(|_| Failure::Runtime("the reflector worker panicked".into()))?
     .map_err(Failure::from)?;
     print_report(&report);
+    let mut failures = WriteFailures::default();
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report_json(&report)).unwrap_or_default();
-        std::fs::write(path, text)
-            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
+        failures.note(write_file(path, text.as_bytes()));
     }
-    Ok(())
+    failures.outcome(signals.outcome())
 }
 
 fn print_report(r: &ReflectReport) {

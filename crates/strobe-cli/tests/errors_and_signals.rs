@@ -206,8 +206,8 @@ fn command_line_errors() {
     );
 }
 
-/// Starts `cmd`, sends it SIGINT (as Ctrl-C does) 1.5 s later, and waits for it.
-fn interrupted_after_1_5_s(cmd: &mut std::process::Command) -> Output {
+/// Starts `cmd`, sends it `signal` 1.5 s later, and waits for it.
+fn signalled_after_1_5_s(cmd: &mut std::process::Command, signal: libc::c_int) -> Output {
     let child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -215,33 +215,73 @@ fn interrupted_after_1_5_s(cmd: &mut std::process::Command) -> Output {
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
     // SAFETY: kill(2) on the PID of the child this test started.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
     assert_eq!(rc, 0);
     child.wait_with_output().unwrap()
 }
 
-#[test]
-fn ctrl_c_stops_cleanly_and_still_reports() {
-    let dir = Scratch::new("sigint");
-    let json = dir.path("result.json");
-    let out = interrupted_after_1_5_s(
-        strobe()
-            .args([
-                "gen",
-                "--port",
-                "null",
-                "--udp",
-                "198.18.0.1:1000-198.18.1.1:2000",
-            ])
-            .args(["--rate", "10kpps", "--duration", "120s", "--json", &json]),
+/// Starts `cmd`, sends it SIGINT (as Ctrl-C does) 1.5 s later, and waits for it.
+fn interrupted_after_1_5_s(cmd: &mut std::process::Command) -> Output {
+    signalled_after_1_5_s(cmd, libc::SIGINT)
+}
+
+/// A run a signal stopped: exit 128 + the signal, its name on stderr, no panic; returns stdout.
+fn stopped_by(out: Output, signal: libc::c_int, name: &str) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(128 + signal),
+        "{name}; stderr: {stderr}"
     );
-    let stdout = ok(out);
-    assert!(stdout.contains("stopped before the end"), "{stdout}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let frames = report["ports"][0]["frames_tx"].as_u64().unwrap();
-    assert!(frames > 100, "only {frames} frames before Ctrl-C");
-    assert_eq!(report["ports"][0]["stopped_early"], true);
+    assert!(stderr.contains(&format!("stopped by {name}")), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn ctrl_c_term_and_hup_stop_cleanly_and_still_write_every_output() {
+    let dir = Scratch::new("signals");
+    for (signal, name) in [
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGHUP, "SIGHUP"),
+    ] {
+        let (json, csv) = (
+            dir.path(&format!("{name}.json")),
+            dir.path(&format!("{name}.csv")),
+        );
+        let out = signalled_after_1_5_s(
+            strobe()
+                .args([
+                    "gen",
+                    "--port",
+                    "null",
+                    "--udp",
+                    "198.18.0.1:1000-198.18.1.1:2000",
+                ])
+                .args(["--rate", "10kpps", "--duration", "120s"])
+                .args(["--json", &json, "--csv", &csv]),
+            signal,
+        );
+        let stdout = stopped_by(out, signal, name);
+        assert!(
+            stdout.contains("stopped before the end"),
+            "{name}: {stdout}"
+        );
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let frames = report["ports"][0]["frames_tx"].as_u64().unwrap();
+        assert!(
+            frames > 100,
+            "{name}: only {frames} frames before the signal"
+        );
+        assert_eq!(report["ports"][0]["stopped_early"], true);
+        let csv = std::fs::read_to_string(&csv).unwrap();
+        assert!(
+            csv.lines().nth(1).unwrap().starts_with("udp"),
+            "{name}: {csv}"
+        );
+    }
 }
 
 #[test]
@@ -348,7 +388,7 @@ fn ctrl_c_ends_a_sweep_with_the_steps_so_far() {
             .args(["--json", &json, "--sweep-csv", &csv]),
     );
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let stdout = ok(out);
+    let stdout = stopped_by(out, libc::SIGINT, "SIGINT");
     assert!(
         stderr.contains("the sweep ends after 1 of 3 steps"),
         "{stderr}"
@@ -385,4 +425,186 @@ fn a_sweep_without_receiver_runs_every_rate() {
         text.contains("20kpps  (nothing received: no latency)"),
         "{text}"
     );
+}
+
+/// Sends `signal` to the child `pid`.
+fn send(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill(2) on the PID of a child this test started.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, signal) }, 0);
+}
+
+#[test]
+fn a_second_signal_ends_the_drain_at_once_and_the_results_are_still_written() {
+    // Needs root: a lab of its own.
+    let lab = common::lab::TestLab::up("d", "cable");
+    let dir = Scratch::new("drain");
+    let (json, csv) = (dir.path("drain.json"), dir.path("drain.csv"));
+    let child = lab
+        .gen_command("lab:tx", "lab:rx")
+        .args(["--rate", "10kpps", "--duration", "120s", "--drain", "60s"])
+        .args(["--json", &json, "--csv", &csv])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let first = std::time::Instant::now();
+    send(child.id(), libc::SIGINT);
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    send(child.id(), libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    let took = first.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(20),
+        "the 60 s drain was not cut short: {took:?}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    stopped_by(out, libc::SIGINT, "SIGINT");
+    assert!(stderr.contains("SIGTERM: ending the drain now"), "{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(
+        report["flows"][0]["frames_rx"].as_u64().unwrap() > 100,
+        "{report}"
+    );
+    assert!(
+        report["drain_ns"].as_u64().unwrap() < 20_000_000_000,
+        "{report}"
+    );
+    assert!(std::fs::read_to_string(&csv).unwrap().lines().count() == 2);
+}
+
+#[test]
+fn sigterm_ends_the_reflector_with_its_report() {
+    // Needs root: a lab of its own.
+    let lab = common::lab::TestLab::up("f", "cable");
+    let dir = Scratch::new("reflect-term");
+    let json = dir.path("reflect.json");
+    let out = signalled_after_1_5_s(
+        strobe().args(["reflect", "lab:rx", "--lab", &lab.prefix, "--json", &json]),
+        libc::SIGTERM,
+    );
+    let stdout = stopped_by(out, libc::SIGTERM, "SIGTERM");
+    assert!(stdout.contains("reflected"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["reflected"], 0, "{report}");
+}
+
+#[test]
+fn sigterm_ends_the_demo_and_removes_its_lab() {
+    // Needs root; the demo's lab has a fixed prefix (strobe-demo).
+    let child = strobe()
+        .args(["demo", "--seconds", "20"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Long enough for the lab to be up and the first part to be running.
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    send(child.id(), libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    let stdout = stopped_by(out, libc::SIGTERM, "SIGTERM");
+    assert!(stdout.contains("lab `strobe-demo` removed"), "{stdout}");
+    assert!(!stdout.contains("== 3."), "the demo went on: {stdout}");
+    let netns = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    let netns = String::from_utf8_lossy(&netns.stdout);
+    assert!(!netns.contains("strobe-demo-"), "{netns}");
+}
+
+#[test]
+fn every_output_path_is_checked_before_the_first_frame() {
+    let dir = Scratch::new("outputs-before");
+    std::fs::create_dir(dir.path("a-folder")).unwrap();
+    let udp = [
+        "--port",
+        "null",
+        "--udp",
+        "198.18.0.1:1-198.18.1.1:2",
+        "--rate",
+        "1000",
+        "--duration",
+        "60s",
+        "-q",
+    ];
+    let sweep = ["--rates", "1000"];
+    for (flag, extra) in [
+        ("--csv", &[][..]),
+        ("--latency-html", &[]),
+        ("--latency-csv", &[]),
+        ("--hdr-log", &[]),
+        ("--sweep-csv", &sweep[..]),
+        ("--sweep-svg", &sweep),
+    ] {
+        for path in ["/nonexistent/x.out", "a-folder"] {
+            let started = std::time::Instant::now();
+            let out = strobe()
+                .arg("gen")
+                .args(udp)
+                .args(extra)
+                .args([flag, path, "--json", "ok.json"])
+                .current_dir(&dir.0)
+                .output()
+                .unwrap();
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "{flag} {path}: the 60 s run went ahead"
+            );
+            bad_input(out, &[flag, path, "nothing was sent"]);
+            assert!(!dir.0.join("ok.json").exists(), "{flag}: ok.json written");
+        }
+    }
+    let out = strobe()
+        .arg("gen")
+        .args(udp)
+        .args(["--json", "/nonexistent/x.json", "--csv", "ok.csv"])
+        .current_dir(&dir.0)
+        .output()
+        .unwrap();
+    bad_input(out, &["--json", "/nonexistent/x.json", "No such file"]);
+    assert!(!dir.0.join("ok.csv").exists());
+    let run = |args: &[&str]| strobe().args(args).current_dir(&dir.0).output().unwrap();
+    bad_input(
+        run(&["reflect", "null", "--json", "/nonexistent/r.json"]),
+        &["--json", "/nonexistent/r.json"],
+    );
+    bad_input(
+        run(&["calibrate", "--out", "a-folder"]),
+        &["--out", "a-folder", "folder"],
+    );
+}
+
+#[test]
+fn an_output_that_fails_at_the_end_keeps_none_of_the_others_from_being_written() {
+    // /dev/full opens for writing, then every write fails with ENOSPC.
+    let dir = Scratch::new("outputs-after");
+    let out = strobe()
+        .args([
+            "gen",
+            "--port",
+            "null",
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+        ])
+        .args(["--count", "100", "-q"])
+        .args(["--json", "/dev/full", "--csv", "ok.csv"])
+        .args(["--latency-csv", "/dev/full", "--hdr-log", "ok.hlog"])
+        .current_dir(&dir.0)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.matches("cannot write /dev/full").count(),
+        2,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(std::fs::read_to_string(dir.path("ok.csv"))
+        .unwrap()
+        .starts_with("flow,"));
+    assert!(dir.0.join("ok.hlog").exists());
 }

@@ -142,7 +142,8 @@ pub struct RunReport {
     /// Per flow (index = flow id): receive counters summed over its receive ports and the
     /// loss against what its transmit port sent; None for flows no port receives.
     pub rx_flows: Vec<Option<FlowRxReport>>,
-    /// Receivers kept counting this long after the last frame was sent.
+    /// Receivers kept counting this long after the last frame was sent (less than asked when
+    /// the drain was ended early).
     pub drain_ns: u64,
     /// Per-flow latency per interval (`RunOptions::latency_interval_ns`), in time order.
     pub latency_intervals: Vec<intervals::EncodedInterval>,
@@ -279,7 +280,7 @@ pub fn run_scenario(
     let mut collector = opts
         .latency_interval_ns
         .map(|step| intervals::IntervalCollector::new(origin_ns, step, parent.clone()));
-    let (tx_results, rx_results) = std::thread::scope(|scope| {
+    let (tx_results, rx_results, drained_ns) = std::thread::scope(|scope| {
         let rx_handles: Vec<_> = rx_jobs
             .into_iter()
             .enumerate()
@@ -381,10 +382,33 @@ pub fn run_scenario(
             .into_iter()
             .map(|(h, name)| h.join().unwrap_or(Err(EngineError::WorkerPanicked(name))))
             .collect();
-        // Frames still in flight (queues, the device under test) get the drain period.
+        // Frames still in flight (queues, the device under test) get the drain period,
+        // unless asked to end it now.
+        let drain_started = std::time::Instant::now();
         if !rx_handles.is_empty() {
-            std::thread::sleep(std::time::Duration::from_nanos(opts.drain_ns));
+            let drain = std::time::Duration::from_nanos(opts.drain_ns);
+            let aborted = || {
+                opts.drain_abort
+                    .as_ref()
+                    .is_some_and(|a| a.load(Ordering::Relaxed))
+            };
+            while !aborted() {
+                let left = drain.saturating_sub(drain_started.elapsed());
+                if left.is_zero() {
+                    break;
+                }
+                std::thread::sleep(left.min(std::time::Duration::from_millis(10)));
+            }
         }
+        let drained_ns = if opts
+            .drain_abort
+            .as_ref()
+            .is_some_and(|a| a.load(Ordering::Relaxed))
+        {
+            (drain_started.elapsed().as_nanos() as u64).min(opts.drain_ns)
+        } else {
+            opts.drain_ns
+        };
         rx_stop.store(true, Ordering::Relaxed);
         let rx_results: Vec<Result<(RxPortReport, RxTracker), EngineError>> = rx_handles
             .into_iter()
@@ -393,7 +417,7 @@ pub fn run_scenario(
         if let Some(c) = &mut collector {
             c.extend(interval_rx.try_iter());
         }
-        (tx_results, rx_results)
+        (tx_results, rx_results, drained_ns)
     });
     let latency_intervals = collector.map(|c| c.finish()).unwrap_or_default();
     let mut ports = tx_results.into_iter().collect::<Result<Vec<_>, _>>()?;
@@ -441,7 +465,7 @@ pub fn run_scenario(
         ports,
         rx_ports,
         rx_flows,
-        drain_ns: opts.drain_ns,
+        drain_ns: drained_ns,
         latency_intervals,
     })
 }

@@ -58,6 +58,8 @@ pub struct RunOptions {
     pub live: Option<Arc<LiveCounters>>,
     /// How long receivers keep counting after the last frame was sent.
     pub drain_ns: u64,
+    /// When set during the drain, ends it at once (a second Ctrl-C).
+    pub drain_abort: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// Pin each worker to its own core when there are enough cores.
     pub pin: bool,
     /// Transmit workers per transmit port (cores): constant-rate flows stay whole on one
@@ -84,6 +86,7 @@ impl Default for RunOptions {
             start_lead_ns: 200_000,
             live: None,
             drain_ns: 500_000_000,
+            drain_abort: None,
             pin: true,
             tx_workers: 1,
             hardware_timestamps: false,

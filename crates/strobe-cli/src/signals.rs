@@ -1,0 +1,93 @@
+//! SIGINT, SIGTERM and SIGHUP end a long-running command the same way: the first stops
+//! sending (the results of what ran are still drained, printed and written), a second ends
+//! the drain at once. `timeout`, systemd, CI runners and container stops send SIGTERM; a
+//! closed terminal sends SIGHUP.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::Failure;
+
+/// What the signals of this process have asked for so far.
+pub struct Interruption {
+    /// Set by the first signal: stop sending, drain, write the results.
+    pub stop: Arc<AtomicBool>,
+    /// Set by the second: end the drain now (the results are still written).
+    pub abort_drain: Arc<AtomicBool>,
+    /// The first signal's number, 0 while none came.
+    first: AtomicI32,
+}
+
+impl Interruption {
+    /// The signal that stopped the run, if one did.
+    pub fn signal(&self) -> Option<i32> {
+        match self.first.load(Ordering::Relaxed) {
+            0 => None,
+            s => Some(s),
+        }
+    }
+
+    /// Whether a second signal cut the drain short.
+    pub fn drain_cut_short(&self) -> bool {
+        self.abort_drain.load(Ordering::Relaxed)
+    }
+
+    /// The command's outcome after its results were written: a run a signal stopped ends
+    /// with 128 + the signal's number, as a shell reports a process the signal killed.
+    pub fn outcome(&self) -> Result<(), Failure> {
+        match self.signal() {
+            Some(signal) => Err(Failure::Interrupted(signal)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The signal's name, e.g. "SIGTERM".
+pub fn name(signal: i32) -> &'static str {
+    match signal {
+        SIGINT => "SIGINT",
+        SIGTERM => "SIGTERM",
+        SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
+}
+
+/// Catches SIGINT, SIGTERM and SIGHUP from now on (installed once per process: a sweep runs
+/// several generators).
+pub fn install() -> Result<&'static Interruption, Failure> {
+    static STATE: OnceLock<Interruption> = OnceLock::new();
+    if let Some(state) = STATE.get() {
+        return Ok(state);
+    }
+    let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])
+        .map_err(|e| Failure::Runtime(format!("cannot install the signal handlers: {e}")))?;
+    let state = STATE.get_or_init(|| Interruption {
+        stop: Arc::new(AtomicBool::new(false)),
+        abort_drain: Arc::new(AtomicBool::new(false)),
+        first: AtomicI32::new(0),
+    });
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                if state
+                    .first
+                    .compare_exchange(0, signal, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    state.stop.store(true, Ordering::Relaxed);
+                    eprintln!(
+                        "\n{}: stopping; the results so far follow (send it again to end the drain at once)",
+                        name(signal)
+                    );
+                } else if !state.abort_drain.swap(true, Ordering::Relaxed) {
+                    eprintln!("\n{}: ending the drain now", name(signal));
+                }
+            }
+        })
+        .map_err(|e| Failure::Runtime(format!("cannot start the signal thread: {e}")))?;
+    Ok(state)
+}
