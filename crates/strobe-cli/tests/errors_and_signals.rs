@@ -608,3 +608,105 @@ fn an_output_that_fails_at_the_end_keeps_none_of_the_others_from_being_written()
         .starts_with("flow,"));
     assert!(dir.0.join("ok.hlog").exists());
 }
+
+/// A minimal pcapng: section header, one Ethernet interface, two 60-byte frames.
+fn small_pcapng() -> Vec<u8> {
+    let mut v = Vec::new();
+    let mut block = |kind: u32, body: &[u8]| {
+        let total = (12 + body.len()) as u32;
+        v.extend(kind.to_le_bytes());
+        v.extend(total.to_le_bytes());
+        v.extend(body);
+        v.extend(total.to_le_bytes());
+    };
+    block(
+        0x0a0d_0d0a,
+        &[&0x1a2b_3c4du32.to_le_bytes()[..], &[1, 0, 0, 0], &[0xff; 8]].concat(),
+    );
+    block(
+        1,
+        &[&1u16.to_le_bytes()[..], &[0, 0], &0u32.to_le_bytes()].concat(),
+    );
+    let frame = [0x5au8; 60];
+    for ts_us in [1000u32, 2000] {
+        block(
+            6,
+            &[
+                &0u32.to_le_bytes()[..],
+                &0u32.to_le_bytes(),
+                &ts_us.to_le_bytes(),
+                &60u32.to_le_bytes(),
+                &60u32.to_le_bytes(),
+                &frame,
+            ]
+            .concat(),
+        );
+    }
+    v
+}
+
+#[test]
+fn analyze_names_the_file_the_offset_and_what_is_wrong_in_a_broken_capture() {
+    let dir = Scratch::new("broken-captures");
+    let good = dir.path("good.pcap");
+    gen_udp(
+        &format!("pcap:{good}"),
+        &["--count", "3", "--size", "100", "-q"],
+    );
+    let pcap = std::fs::read(&good).unwrap();
+    let ng = small_pcapng();
+    let mut oversized = pcap.clone();
+    oversized[24 + 8..24 + 12].copy_from_slice(&0x7fff_fff0u32.to_le_bytes());
+    let mut ng_oversized = ng.clone();
+    ng_oversized[48 + 4..48 + 8].copy_from_slice(&0x1000_0000u32.to_le_bytes());
+    let cases: [(&str, Vec<u8>, &[&str]); 7] = [
+        ("empty.pcap", vec![], &["empty"]),
+        (
+            "short-header.pcap",
+            pcap[..10].to_vec(),
+            &["offset 0", "truncated file header", "10 of its 24"],
+        ),
+        (
+            "short-record-header.pcap",
+            pcap[..24 + 8].to_vec(),
+            &["offset 24", "record 0", "8 of 16"],
+        ),
+        (
+            "short-record.pcap",
+            pcap[..24 + 16 + 20].to_vec(),
+            &["offset 24", "record 0", "truncated", "96 bytes", "20 left"],
+        ),
+        (
+            "oversized.pcap",
+            oversized,
+            &["offset 24", "record 0", "2147483632", "snap length"],
+        ),
+        (
+            "short-block.pcapng",
+            ng[..48 + 20].to_vec(),
+            &["offset 48", "block 2", "claims 92 bytes", "20 left"],
+        ),
+        (
+            "oversized-block.pcapng",
+            ng_oversized,
+            &["offset 48", "block 2", "268435456"],
+        ),
+    ];
+    let analyze = |file: &str| {
+        strobe()
+            .args(["analyze", file])
+            .current_dir(&dir.0)
+            .output()
+            .unwrap()
+    };
+    for (file, bytes, what) in cases {
+        std::fs::write(dir.path(file), bytes).unwrap();
+        bad_input(analyze(file), &[&[file][..], what].concat());
+    }
+    std::fs::create_dir(dir.path("folder.pcap")).unwrap();
+    bad_input(analyze("folder.pcap"), &["folder.pcap", "folder"]);
+    // The intact ones still read.
+    std::fs::write(dir.path("good.pcapng"), &ng).unwrap();
+    ok(analyze("good.pcapng"));
+    ok(analyze("good.pcap"));
+}

@@ -41,9 +41,34 @@ pub fn read_capture(
         path: path.to_string(),
         source,
     })?;
+    let bad = |detail: String| IoError::BadCapture {
+        path: path.to_string(),
+        detail,
+    };
+    let meta = file.metadata().map_err(|source| IoError::File {
+        what: "cannot read capture",
+        path: path.to_string(),
+        source,
+    })?;
+    if meta.is_dir() {
+        return Err(bad("it is a folder, not a capture file".into()));
+    }
+    if meta.len() == 0 {
+        return Err(bad("the file is empty (0 bytes)".into()));
+    }
     let mut magic = [0u8; 4];
     let is_ng = file.read_exact(&mut magic).is_ok() && magic == PCAPNG_MAGIC;
     drop(file);
+    // pcap-file names no offset and says "Error reading bytes" for most broken files: on
+    // an error, the file's structure is walked to say where and what is wrong.
+    let bad = |detail: String| {
+        let diagnosis = if is_ng {
+            diagnose_pcapng(path)
+        } else {
+            diagnose_pcap(path)
+        };
+        bad(diagnosis.unwrap_or(detail))
+    };
     let reader = BufReader::with_capacity(
         1 << 20,
         File::open(path).map_err(|source| IoError::File {
@@ -52,10 +77,6 @@ pub fn read_capture(
             source,
         })?,
     );
-    let bad = |detail: String| IoError::BadCapture {
-        path: path.to_string(),
-        detail,
-    };
     if is_ng {
         read_pcapng(reader, keep_data, &mut each).map_err(bad)
     } else {
@@ -132,6 +153,157 @@ fn read_pcapng(
         format: "pcapng",
         resolution_ns: (1_000_000_000 / finest).max(1) as u64,
     })
+}
+
+/// Reads as many bytes as the file still has, up to `buf.len()`.
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> usize {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    got
+}
+
+/// What is structurally wrong with a classic pcap file, with its offset; None when the
+/// structure holds (the problem is then in a field's value).
+fn diagnose_pcap(path: &str) -> Option<String> {
+    let file = File::open(path).ok()?;
+    let file_len = file.metadata().ok()?.len();
+    let mut r = BufReader::new(file);
+    let mut header = [0u8; 24];
+    let got = read_up_to(&mut r, &mut header);
+    let magic = [header[0], header[1], header[2], header[3]];
+    let little = match u32::from_le_bytes(magic) {
+        0xa1b2_c3d4 | 0xa1b2_3c4d => true,
+        0xd4c3_b2a1 | 0x4d3c_b2a1 => false,
+        _ => {
+            return Some(format!(
+                "offset 0: unknown magic number {:02x} {:02x} {:02x} {:02x} (a pcap starts with \
+                 d4 c3 b2 a1 or a1 b2 c3 d4, a pcapng with 0a 0d 0d 0a)",
+                magic[0], magic[1], magic[2], magic[3]
+            ))
+        }
+    };
+    if got < 24 {
+        return Some(format!(
+            "offset 0: truncated file header: {got} of its 24 bytes (the file is {file_len} bytes)"
+        ));
+    }
+    let word = |b: &[u8]| {
+        let b = [b[0], b[1], b[2], b[3]];
+        if little {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        }
+    };
+    let snap_len = word(&header[16..20]);
+    let mut offset: u64 = 24;
+    let mut record = 0u64;
+    while offset < file_len {
+        let mut rec = [0u8; 16];
+        let got = read_up_to(&mut r, &mut rec);
+        if got < 16 {
+            return Some(format!(
+                "offset {offset}: record {record} is truncated: its header has {got} of 16 bytes \
+                 (the file ends there)"
+            ));
+        }
+        let (incl_len, orig_len) = (word(&rec[8..12]), word(&rec[12..16]));
+        let left = file_len - offset - 16;
+        if incl_len > snap_len.max(MAX_PLAUSIBLE_FRAME) {
+            return Some(format!(
+                "offset {offset}: record {record} claims {incl_len} captured bytes, more than the \
+                 file's snap length {snap_len} (a corrupt length field)"
+            ));
+        }
+        if u64::from(incl_len) > left {
+            return Some(format!(
+                "offset {offset}: record {record} is truncated: it claims {incl_len} bytes of \
+                 frame data, the file has {left} left"
+            ));
+        }
+        if orig_len < incl_len {
+            return Some(format!(
+                "offset {offset}: record {record} has a captured length {incl_len} larger than \
+                 its frame length {orig_len}"
+            ));
+        }
+        std::io::copy(
+            &mut (&mut r).take(u64::from(incl_len)),
+            &mut std::io::sink(),
+        )
+        .ok()?;
+        offset += 16 + u64::from(incl_len);
+        record += 1;
+    }
+    None
+}
+
+/// Frames larger than this are no frames: a length field beyond it is corrupt even where a
+/// file's snap length (often 262144, sometimes 0 or 2³²−1) would allow it.
+const MAX_PLAUSIBLE_FRAME: u32 = 262_144;
+
+/// What is structurally wrong with a pcapng file (block by block), with its offset; None
+/// when every block's framing holds.
+fn diagnose_pcapng(path: &str) -> Option<String> {
+    let file = File::open(path).ok()?;
+    let file_len = file.metadata().ok()?.len();
+    let mut r = BufReader::new(file);
+    let mut offset: u64 = 0;
+    let mut little = true;
+    let mut block = 0u64;
+    while offset < file_len {
+        let mut head = [0u8; 12];
+        let got = read_up_to(&mut r, &mut head);
+        if got < 12 {
+            return Some(format!(
+                "offset {offset}: block {block} is truncated: {got} bytes where a block needs at \
+                 least 12"
+            ));
+        }
+        let block_type = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        if block_type == 0x0a0d_0d0a {
+            // A section header: its byte-order magic sets the endianness of what follows.
+            little = head[8..12] == [0x4d, 0x3c, 0x2b, 0x1a];
+            if !little && head[8..12] != [0x1a, 0x2b, 0x3c, 0x4d] {
+                return Some(format!(
+                    "offset {}: section header with an unknown byte-order magic",
+                    offset + 8
+                ));
+            }
+        }
+        let len_bytes = [head[4], head[5], head[6], head[7]];
+        let total = if little {
+            u32::from_le_bytes(len_bytes)
+        } else {
+            u32::from_be_bytes(len_bytes)
+        };
+        if total < 12 || total % 4 != 0 {
+            return Some(format!(
+                "offset {offset}: block {block} has an invalid length {total} (at least 12 and a \
+                 multiple of 4)"
+            ));
+        }
+        let left = file_len - offset;
+        if u64::from(total) > left {
+            return Some(format!(
+                "offset {offset}: block {block} claims {total} bytes, the file has {left} left \
+                 (truncated, or a corrupt length field)"
+            ));
+        }
+        std::io::copy(
+            &mut (&mut r).take(u64::from(total) - 12),
+            &mut std::io::sink(),
+        )
+        .ok()?;
+        offset += u64::from(total);
+        block += 1;
+    }
+    None
 }
 
 #[cfg(test)]
