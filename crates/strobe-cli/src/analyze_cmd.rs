@@ -12,10 +12,10 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     expect: Option<String>,
     /// Gap (ns) at or below which two frames count as back to back.
-    #[arg(long, value_name = "NS")]
+    #[arg(long, value_name = "NS", allow_hyphen_values = true, value_parser = crate::values::count)]
     burst_gap: Option<u64>,
     /// Number of histogram bins.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, allow_hyphen_values = true, value_parser = crate::values::at_least_one)]
     bins: usize,
     /// Print the report as JSON instead of text.
     #[arg(long)]
@@ -46,7 +46,7 @@ pub fn run(args: AnalyzeArgs) -> Result<(), Failure> {
     let options = Options {
         expect,
         burst_gap_ns: args.burst_gap,
-        histogram_bins: args.bins.max(1),
+        histogram_bins: args.bins,
     };
     let report = analyze(&capture, &options)
         .map_err(|e| Failure::BadInput(format!("{}: {e}", args.capture)))?;

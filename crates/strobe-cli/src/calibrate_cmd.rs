@@ -41,10 +41,10 @@ pub struct CalibrateArgs {
     #[arg(long, default_value = "afpacket", value_parser = ["afpacket", "afxdp"])]
     backend: String,
     /// Rate of the calibration flow.
-    #[arg(long, default_value = "100kpps")]
+    #[arg(long, default_value = "100kpps", allow_hyphen_values = true, value_parser = crate::values::positive_text)]
     rate: String,
     /// Frames to measure.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 200_000, allow_hyphen_values = true, value_parser = crate::values::count)]
     count: u64,
     /// Frame size incl. FCS (use the size your runs will use).
     #[arg(long, default_value = "64")]

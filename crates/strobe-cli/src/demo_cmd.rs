@@ -19,7 +19,7 @@ const DEMO_PREFIX: &str = "strobe-demo";
 #[derive(Args)]
 pub struct DemoArgs {
     /// Seconds per run.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 3.0, allow_hyphen_values = true, value_parser = crate::values::positive_seconds)]
     seconds: f64,
     /// Device under test: cable | bridge | router | tbf:RATE.
     #[arg(long, default_value = "router")]

@@ -40,16 +40,16 @@ pub struct GenArgs {
     #[arg(long, default_value = "64", help_heading = "One-flow options")]
     size: String,
     /// Rate: 1000 (pps), 100kpps, 1.5mpps, 10gbps (layer 1), or max (unpaced).
-    #[arg(long, default_value = "1000", help_heading = "One-flow options")]
+    #[arg(long, default_value = "1000", help_heading = "One-flow options", allow_hyphen_values = true, value_parser = crate::values::positive_text)]
     rate: String,
     /// Timing: cbr | poisson | burst:PACKETS/GAP | on_off:ON/OFF.
     #[arg(long, default_value = "cbr", help_heading = "One-flow options")]
     pattern: String,
     /// Number of frames to send.
-    #[arg(long, help_heading = "One-flow options")]
+    #[arg(long, help_heading = "One-flow options", allow_hyphen_values = true, value_parser = crate::values::count)]
     count: Option<u64>,
     /// How long to send, e.g. 10s, 500ms.
-    #[arg(long, help_heading = "One-flow options")]
+    #[arg(long, help_heading = "One-flow options", allow_hyphen_values = true, value_parser = crate::values::positive_text)]
     duration: Option<String>,
     /// Vary a field: LAYER.FIELD=inc:START/STEP/COUNT | dec:… | rand:MIN-MAX[/SEED] | values:A,B | VALUE.
     #[arg(long, help_heading = "One-flow options")]
@@ -70,7 +70,7 @@ pub struct GenArgs {
     #[arg(long, default_value = "shift", value_parser = ["shift", "catch-up", "smooth"])]
     late: String,
     /// Lateness beyond which a frame counts as late, e.g. 1us.
-    #[arg(long, default_value = "1us")]
+    #[arg(long, default_value = "1us", allow_hyphen_values = true, value_parser = crate::values::positive_text)]
     late_tolerance: String,
     /// Ignore deadlines and send as fast as possible.
     #[arg(long)]
@@ -86,7 +86,7 @@ pub struct GenArgs {
     #[arg(long, default_value = "strobe", value_name = "PREFIX")]
     lab: String,
     /// How long receivers keep counting after the last frame was sent, e.g. 500ms.
-    #[arg(long, default_value = "500ms")]
+    #[arg(long, default_value = "500ms", allow_hyphen_values = true, value_parser = crate::values::positive_text)]
     drain: String,
     /// Per-flow status lines.
     #[arg(short, long)]
@@ -122,7 +122,8 @@ pub struct GenArgs {
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        help_heading = "Latency"
+        help_heading = "Latency",
+        allow_hyphen_values = true, value_parser = crate::values::positive_text
     )]
     rates: Vec<String>,
     /// Write the sweep (offered and achieved rate, p50, p99, p99.99 per step) as CSV.

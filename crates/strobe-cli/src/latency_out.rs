@@ -34,7 +34,8 @@ pub struct LatencyOutputs {
         long,
         value_name = "DURATION",
         default_value = "1s",
-        help_heading = "Latency"
+        help_heading = "Latency",
+        allow_hyphen_values = true, value_parser = crate::values::positive_text
     )]
     pub hdr_interval: String,
 }

@@ -13,6 +13,7 @@ mod ports_cmd;
 mod reflect_cmd;
 mod results;
 mod signals;
+mod values;
 
 use std::process::ExitCode;
 

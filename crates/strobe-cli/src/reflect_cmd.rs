@@ -24,10 +24,10 @@ pub struct ReflectArgs {
     #[arg(long, default_value = "strobe", value_name = "PREFIX")]
     lab: String,
     /// Stop after this long, e.g. 10s (default: until Ctrl-C).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = crate::values::positive_text)]
     duration: Option<String>,
     /// Stop after reflecting this many frames.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = crate::values::count)]
     count: Option<u64>,
     /// Reflect every frame, not only frames with strobe's instrumentation trailer.
     #[arg(long)]

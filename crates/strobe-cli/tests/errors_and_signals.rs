@@ -710,3 +710,82 @@ fn analyze_names_the_file_the_offset_and_what_is_wrong_in_a_broken_capture() {
     ok(analyze("good.pcapng"));
     ok(analyze("good.pcap"));
 }
+
+#[test]
+fn messages_say_what_an_option_takes() {
+    let dir = Scratch::new("messages");
+    let run = |args: &[&str]| strobe().args(args).current_dir(&dir.0).output().unwrap();
+    let udp = [
+        "gen",
+        "--port",
+        "null",
+        "--udp",
+        "198.18.0.1:1-198.18.1.1:2",
+    ];
+    // Negative durations, rates and counts: what the option takes, not clap's `-- -5` tip.
+    for (flag, value) in [
+        ("--duration", "-5s"),
+        ("--rate", "-5kpps"),
+        ("--drain", "-1s"),
+        ("--late-tolerance", "-1us"),
+        ("--rates", "-2kpps"),
+        ("--count", "-5"),
+    ] {
+        let out = run(&[&udp[..], &[flag, value]].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!stderr.contains("-- -"), "{flag}: {stderr}");
+        bad_input(out, &[flag, value, "positive"]);
+    }
+    for args in [
+        &["reflect", "null", "--duration", "-5s"][..],
+        &["reflect", "null", "--count", "-5"],
+        &["calibrate", "--rate", "-1kpps"],
+        &["demo", "--seconds", "-3"],
+    ] {
+        let out = run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!stderr.contains("-- -"), "{args:?}: {stderr}");
+        bad_input(out, &[args[args.len() - 2], "positive"]);
+    }
+    // A port speed of 0 says what speed takes.
+    bad_input(
+        gen_with(
+            &dir,
+            "location = \"pcap:x.pcap\"",
+            "location = \"pcap:x.pcap\"\nspeed = 0",
+        ),
+        &["ports[0].speed", "speed = \"10gbps\""],
+    );
+    // An enormous rate prints readably and names the largest rate accepted.
+    let out = gen_with(&dir, "size = 128", "size = 128\nrate = { pps = 1e308 }");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!stderr.contains("0000000000"), "{stderr}");
+    bad_input(out, &["flows[0].rate", "1e308", "to 1e15"]);
+    // analyze --bins 0 is refused, not taken as 1.
+    let pcap = dir.path("c.pcap");
+    gen_udp(&format!("pcap:{pcap}"), &["--count", "10", "-q"]);
+    bad_input(
+        run(&["analyze", &pcap, "--bins", "0"]),
+        &["--bins", "at least 1"],
+    );
+    // Two --vary on one field: refused, both named.
+    bad_input(
+        run(&[
+            &udp[..],
+            &["--count", "3", "--vary", "ip.src=inc:198.18.0.1/0.0.0.1/5"],
+            &["--vary", "ipv4.src=values:198.18.0.7"],
+        ]
+        .concat()),
+        &[
+            "--vary",
+            "ip.src=inc:198.18.0.1/0.0.0.1/5",
+            "ipv4.src=values:198.18.0.7",
+            "both",
+        ],
+    );
+    // reflect --count 0 is refused before any port is opened.
+    bad_input(
+        run(&["reflect", "null", "--count", "0"]),
+        &["--count 0", "at least 1"],
+    );
+}

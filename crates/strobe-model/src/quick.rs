@@ -94,6 +94,7 @@ pub fn build(args: &QuickArgs, res: &dyn Resources) -> Result<Scenario, ModelErr
         ));
     }
     let (l4_flag, mut packet) = stack(args)?;
+    refuse_repeated_vary(&args.vary)?;
     for spec in &args.vary {
         apply_vary(&mut packet, spec)?;
     }
@@ -322,6 +323,37 @@ fn parse_hosts(text: &str) -> Option<(IpAddr, IpAddr)> {
 }
 
 const VARY_HINT: &str = "LAYER.FIELD=SPEC, e.g. ip.src=inc:198.18.0.1/0.0.0.1/256 — SPEC is inc:START/STEP/COUNT, dec:START/STEP/COUNT, rand:MIN-MAX[/SEED], values:A,B,C or a plain value";
+
+/// Two `--vary` on one field would silently keep only the last: refused, both named.
+fn refuse_repeated_vary(specs: &[String]) -> Result<(), ModelError> {
+    let target = |spec: &str| {
+        let (layer, field) = spec.split_once('=')?.0.trim().split_once('.')?;
+        let layer = match layer {
+            "eth" => "ethernet",
+            "ip" | "ipv4" | "ipv6" => "ip",
+            "icmp" | "icmpv6" => "icmp",
+            other => other,
+        };
+        Some((layer.to_string(), field.trim().to_string()))
+    };
+    for (i, first) in specs.iter().enumerate() {
+        for second in &specs[i + 1..] {
+            if let (Some(a), Some(b)) = (target(first), target(second)) {
+                if a == b {
+                    return Err(flag_error(
+                        "--vary",
+                        format!(
+                            "`{first}` and `{second}` both vary {}.{}: give one pattern per field \
+                             (values:A,B,C lists several values)",
+                            a.0, a.1
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
 
 fn apply_vary(packet: &mut [HeaderSpec], spec: &str) -> Result<(), ModelError> {
     let bad = |message: String| flag_error("--vary", format!("`{spec}`: {message}"));

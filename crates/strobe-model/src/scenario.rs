@@ -268,6 +268,15 @@ impl Loader<'_> {
         const HINT: &str = "a line rate such as \"10gbps\", \"25gbps\" or \"100mbps\", or an integer number of bits per second";
         let bps = match node.get_ref() {
             Value::Int(i) if *i > 0 => *i as f64,
+            Value::Int(i) => {
+                return Err(self.err(
+                    &node.span(),
+                    path,
+                    format!(
+                    "port speed {i} is not a line rate — expected {HINT}, e.g. speed = \"10gbps\""
+                ),
+                ))
+            }
             Value::Str(s) => match parse_rate(s) {
                 Ok(Rate::L1BitsPerSec(bps)) => bps,
                 Ok(Rate::Pps(_)) | Err(_) => {

@@ -242,7 +242,6 @@ fn vary_forms() {
             "tcp.src_port=values:1,2,3".to_string(),
             "tcp.dst_port=0x50".to_string(),
             "eth.src=inc:02:00:00:00:00:01/0x100/4".to_string(),
-            "tcp.src_port=values:7,8".to_string(),
         ],
         ..udp_args()
     });
@@ -263,10 +262,9 @@ fn vary_forms() {
             count: 0
         })
     );
-    // A later --vary of the same field replaces the earlier one.
     assert_eq!(
         field(&flow.packet[2], "src_port"),
-        Some(&Pattern::Values(vec![7, 8]))
+        Some(&Pattern::Values(vec![1, 2, 3]))
     );
     assert_eq!(
         field(&flow.packet[2], "dst_port"),
@@ -283,7 +281,18 @@ fn vary_forms() {
     // Packet 2 of the flow carries the third values of each pattern.
     let stack = flow.stack_at(2);
     assert_eq!(stack[1].get("dst"), Some(v6("2001:2::fd")));
-    assert_eq!(stack[2].get("src_port"), Some(7));
+    assert_eq!(stack[2].get("src_port"), Some(3));
+    // A second --vary of the same field is refused, both named (it used to replace the
+    // first silently).
+    let e = err(&QuickArgs {
+        vary: vec![
+            "ip.src=values:198.18.0.1,198.18.0.2".to_string(),
+            "ipv4.src=inc:198.18.0.9/0.0.0.1/2".to_string(),
+        ],
+        ..udp_args()
+    })
+    .to_string();
+    assert!(e.contains("`ip.src=values:198.18.0.1,198.18.0.2` and `ipv4.src=inc:198.18.0.9/0.0.0.1/2` both vary ip.src"), "{e}");
 }
 
 #[test]

@@ -72,9 +72,14 @@ pub(crate) fn validate_rate(rate: Rate, parameter: &str) -> Result<(), TimingErr
         Rate::Pps(_) => "packets per second",
         Rate::L1BitsPerSec(_) => "layer-1 bits per second",
     };
+    // Out-of-range values print in scientific notation: 1e308 has 309 digits written out.
+    let readable = match rate {
+        Rate::Pps(v) => format!("{v:e}pps"),
+        Rate::L1BitsPerSec(v) => format!("{v:e}bps"),
+    };
     Err(invalid(
         parameter,
-        rate,
+        readable,
         format!("accepted are {unit} from {MIN_RATE:e} to {MAX_RATE:e}"),
     ))
 }
