@@ -17,7 +17,7 @@ use strobe_lab::{Dut, LabConfig};
 use crate::gen_cmd::{execute, parse_gen_args};
 use crate::lab_cmd::lab_failure;
 use crate::outputs::{self, write_file};
-use crate::results::{print_latency, print_summary, timestamp_sources, Correction};
+use crate::results::{port_failures, print_latency, print_summary, timestamp_sources, Correction};
 use crate::{signals, Failure};
 
 /// Format marker and version of calibration files.
@@ -141,6 +141,11 @@ pub fn run(args: CalibrateArgs) -> Result<(), Failure> {
             signals::name(signal)
         );
         return Err(Failure::Interrupted(signal));
+    }
+    if let Some(failure) = port_failures(&report).into_iter().next() {
+        return Err(Failure::Runtime(format!(
+            "{failure}; the calibration was not stored"
+        )));
     }
     let flow = &scenario.flows[0];
     let stats = report

@@ -9,7 +9,9 @@ use crate::calibrate_cmd::load_calibration;
 use crate::lab_cmd::{lab_failure, resolve_lab_ports};
 use crate::latency_out::{self, LatencyOutputs};
 use crate::outputs::{self, write_file, WriteFailures};
-use crate::results::{print_latency, print_summary, to_csv, to_json, Correction, Status};
+use crate::results::{
+    port_failures, print_latency, print_summary, to_csv, to_json, Correction, Status,
+};
 use crate::{signals, Failure};
 
 #[derive(Args, Clone)]
@@ -321,6 +323,9 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
     if let Some(path) = &args.csv {
         failures.note(write_file(path, to_csv(&scenario, &report).as_bytes()));
     }
+    for failure in port_failures(&report) {
+        failures.note(Err(Failure::Runtime(failure)));
+    }
     failures.outcome(signals::install()?.outcome())
 }
 
@@ -354,6 +359,7 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
         ));
     }
     let mut runs = Vec::new();
+    let mut step_failures = Vec::new();
     let signals = signals::install()?;
     for rate in &args.rates {
         if signals.stop.load(Ordering::Relaxed) {
@@ -366,6 +372,7 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
         println!("== offered load {rate}");
         let (scenario, report) = execute(&step)?;
         print_latency(&scenario, &report, correction);
+        step_failures.extend(port_failures(&report));
         runs.push((rate.clone(), scenario, report));
     }
     if signals.stop.load(Ordering::Relaxed) {
@@ -419,6 +426,9 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
         let text = serde_json::to_string_pretty(&steps).unwrap_or_default();
         failures.note(write_file(path, text.as_bytes()));
     }
+    for failure in step_failures {
+        failures.note(Err(Failure::Runtime(failure)));
+    }
     failures.outcome(signals.outcome())
 }
 
@@ -428,6 +438,7 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
     let mut time_limit_ns = None;
     let mut scenario = load(args, &mut unpaced, &mut time_limit_ns)?;
     resolve_lab_ports(&mut scenario, &args.lab)?;
+    crate::pcap_space::check(&scenario)?;
     if args.no_latency {
         for f in &mut scenario.flows {
             f.metrics.latency = None;

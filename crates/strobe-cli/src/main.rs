@@ -9,6 +9,7 @@ mod gen_cmd;
 mod lab_cmd;
 mod latency_out;
 mod outputs;
+mod pcap_space;
 mod ports_cmd;
 mod reflect_cmd;
 mod results;

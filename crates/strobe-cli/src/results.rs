@@ -245,6 +245,9 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
         if p.stopped_early {
             println!("  stopped before the end of the schedule");
         }
+        if let Some(failure) = &p.failure {
+            println!("  stopped by an error: {failure}");
+        }
     }
     for p in &r.rx_ports {
         println!(
@@ -375,6 +378,7 @@ pub fn to_json(
             })),
             "elapsed_ns": p.elapsed_ns,
             "stopped_early": p.stopped_early,
+            "failure": p.failure,
             "flows": p.flows.iter().map(|f| json!({
                 "name": f.name,
                 "id": f.id,
@@ -403,6 +407,18 @@ pub fn to_json(
         })).collect::<Vec<_>>(),
         "flows": flows,
     })
+}
+
+/// The transmit ports an error stopped, as messages (the results cover what went before).
+pub fn port_failures(r: &RunReport) -> Vec<String> {
+    r.ports
+        .iter()
+        .filter_map(|p| {
+            p.failure
+                .as_ref()
+                .map(|f| format!("port `{}` stopped before its end: {f}", p.name))
+        })
+        .collect()
 }
 
 /// Per-flow results as CSV, one row per flow.

@@ -789,3 +789,78 @@ fn messages_say_what_an_option_takes() {
         &["--count 0", "at least 1"],
     );
 }
+
+#[test]
+fn a_pcap_trace_larger_than_the_free_space_is_refused_before_the_run() {
+    let dir = Scratch::new("pcap-space");
+    let started = std::time::Instant::now();
+    bad_input(
+        gen_with(&dir, "packets = 10", "packets = 9223372036854775807"),
+        &[
+            "pcap:x.pcap",
+            "more than 16.00 EiB",
+            "9223372036854775807 frames",
+            "free",
+            "fixed_packets",
+        ],
+    );
+    assert!(!dir.0.join("x.pcap").exists(), "the trace was started");
+    // A duration is estimated from the rate: 10 Gbit/s of 64-byte frames for a day is
+    // about 100 TiB.
+    let out = strobe()
+        .args([
+            "gen",
+            "--port",
+            "pcap:d.pcap",
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+        ])
+        .args(["--rate", "10gbps", "--duration", "86400s"])
+        .current_dir(&dir.0)
+        .output()
+        .unwrap();
+    bad_input(out, &["pcap:d.pcap", "TiB", "free", "--duration"]);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!dir.0.join("d.pcap").exists(), "the trace was started");
+}
+
+#[test]
+fn a_full_disk_stops_a_pcap_run_with_its_results() {
+    // /dev/full takes the file's creation, then fails every write with ENOSPC.
+    let dir = Scratch::new("pcap-full");
+    let json = dir.path("r.json");
+    let out = strobe()
+        .args([
+            "gen",
+            "--port",
+            "pcap:/dev/full",
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+        ])
+        .args(["--count", "200000", "-q", "--json", &json])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains("/dev/full") && stderr.contains("No space left"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("stopped by an error"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let port = &report["ports"][0];
+    assert_eq!(port["stopped_early"], true, "{port}");
+    assert!(
+        port["failure"].as_str().unwrap().contains("No space left"),
+        "{port}"
+    );
+    let sent = port["frames_tx"].as_u64().unwrap();
+    assert!(sent > 0 && sent < 200_000, "{port}");
+}

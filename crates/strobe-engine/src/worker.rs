@@ -166,6 +166,9 @@ pub struct PortReport {
     /// Real time from the first to the last hand-over (0 for scheduled-time backends).
     pub elapsed_ns: u64,
     pub stopped_early: bool,
+    /// The backend error that stopped the port before its end (a full disk, an interface
+    /// gone), if one did: the counts cover what was handed over until then.
+    pub failure: Option<String>,
     /// The core the worker was pinned to, if it was.
     pub core: Option<usize>,
     /// UDP segmentation batches, for backends that send them.
@@ -454,7 +457,7 @@ pub fn run_port<B: Backend>(
     let mut last_tx_ticks = t0_ticks;
     let mut wall = WallClock::new(clock);
 
-    loop {
+    'batches: loop {
         if stop.load(Ordering::Relaxed) {
             report.stopped_early = true;
             break;
@@ -520,7 +523,16 @@ pub fn run_port<B: Backend>(
                     TxTime::Same(wall.now_ns(clock))
                 };
                 plan.write(done, slots, states, tx_time, holds, scratch);
-            })?;
+            });
+            let sent = match sent {
+                Ok(sent) => sent,
+                Err(e) => {
+                    // Stop here and keep the results of what went before.
+                    report.failure = Some(e.to_string());
+                    report.stopped_early = true;
+                    break 'batches;
+                }
+            };
             done += sent;
             if sent == 0 {
                 stalls += 1;
@@ -536,9 +548,20 @@ pub fn run_port<B: Backend>(
         // Elapsed time runs to the end of the last hand-over.
         last_tx_ticks = clock.now_ticks();
     }
-    let stats = backend.finish()?;
-    report.frames = stats.frames;
-    report.segmentation = stats.segmentation;
+    match backend.finish() {
+        Ok(stats) if report.failure.is_none() => {
+            report.frames = stats.frames;
+            report.segmentation = stats.segmentation;
+        }
+        finished => {
+            if let Err(e) = finished {
+                report.failure.get_or_insert(e.to_string());
+                report.stopped_early = true;
+            }
+            // The frames written for each flow, up to the failing batch.
+            report.frames = states.iter().map(|s| s.report.frames).sum();
+        }
+    }
     report.bytes = states.iter().map(|s| s.report.bytes).sum();
     report.shifted_ns = shift_ns;
     report.handover = HandoverError::from_histogram(&handover);
