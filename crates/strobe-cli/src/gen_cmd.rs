@@ -500,7 +500,7 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
         drain_abort: Some(signals.abort_drain.clone()),
         ..opts
     };
-    let mut status = Status::new(&scenario, args.verbose, args.quiet);
+    let mut status = Status::new(&scenario, args.verbose, args.quiet, time_limit_ns);
     let report = run_scenario(
         &scenario,
         &opts,

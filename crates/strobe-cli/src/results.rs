@@ -24,10 +24,32 @@ fn l2_l1_bits(frames: u64, bytes: u64) -> (f64, f64) {
     (l2, l2 + (20 * frames) as f64 * 8.0)
 }
 
+/// How far a run has come, for the progress bar: frames against the frames its flows will
+/// send, or (an unpaced run with a time limit) time against the limit.
+#[derive(Clone, Copy)]
+enum Progress {
+    Frames(u64),
+    TimeNs(u64),
+}
+
+/// Frames a flow will send, when its schedule says: a count, or its rate over its duration.
+fn expected_frames(f: &strobe_model::FlowSpec) -> Option<u64> {
+    match f.schedule.duration {
+        strobe_timing::Duration::Packets(n) => Some(n),
+        strobe_timing::Duration::Seconds(s) => {
+            Some((f.schedule.rate.packets_per_sec(f.size.mean()) * s).ceil() as u64)
+        }
+        strobe_timing::Duration::Bursts {
+            bursts, packets, ..
+        } if bursts > 0 => Some(bursts.saturating_mul(packets)),
+        _ => None,
+    }
+}
+
 /// The one-line status printed every second, and the progress bar on a terminal.
 pub struct Status {
     bar: Option<ProgressBar>,
-    total_frames: Option<u64>,
+    progress: Option<Progress>,
     verbose: bool,
     quiet: bool,
     last: Vec<FlowSnapshot>,
@@ -36,21 +58,37 @@ pub struct Status {
 }
 
 impl Status {
-    pub fn new(scenario: &Scenario, verbose: bool, quiet: bool) -> Self {
+    /// `time_limit_ns`: the real-time limit of an unpaced run, if it has one.
+    pub fn new(
+        scenario: &Scenario,
+        verbose: bool,
+        quiet: bool,
+        time_limit_ns: Option<u64>,
+    ) -> Self {
         let total_frames: Option<u64> = scenario
             .flows
             .iter()
-            .map(|f| match f.schedule.duration {
-                strobe_timing::Duration::Packets(n) => Some(n),
-                _ => None,
-            })
-            .sum();
-        let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
-            let bar = match total_frames {
-                Some(n) => ProgressBar::new(n).with_style(
-                    ProgressStyle::with_template("{bar:30} {percent:>3}% {msg}")
-                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-                ),
+            .map(expected_frames)
+            .try_fold(0u64, |sum, n| n.map(|n| sum.saturating_add(n)));
+        let progress = match (time_limit_ns, total_frames) {
+            (Some(ns), _) => Some(Progress::TimeNs(ns)),
+            (None, Some(n)) if n > 0 => Some(Progress::Frames(n)),
+            _ => None,
+        };
+        // Only on a terminal: a bar in a log file or a pipe is noise.
+        let terminal = std::io::stderr().is_terminal() && std::io::stdout().is_terminal();
+        let bar = (!quiet && terminal).then(|| {
+            let bar = match progress {
+                Some(p) => {
+                    let len = match p {
+                        Progress::Frames(n) => n,
+                        Progress::TimeNs(ns) => ns,
+                    };
+                    ProgressBar::new(len).with_style(
+                        ProgressStyle::with_template("{bar:30} {percent:>3}% {eta} left  {msg}")
+                            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                    )
+                }
                 None => ProgressBar::new_spinner(),
             };
             bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
@@ -58,7 +96,7 @@ impl Status {
         });
         Status {
             bar,
-            total_frames,
+            progress,
             verbose,
             quiet,
             last: vec![FlowSnapshot::default(); scenario.flows.len()],
@@ -117,8 +155,11 @@ impl Status {
         }
         match &self.bar {
             Some(bar) => {
-                if self.total_frames.is_some() {
-                    bar.set_position(now.tx_frames);
+                // An estimate may fall short of what is sent: the bar stops at 100 %.
+                match self.progress {
+                    Some(Progress::Frames(n)) => bar.set_position(now.tx_frames.min(n)),
+                    Some(Progress::TimeNs(ns)) => bar.set_position(t.elapsed_ns.min(ns)),
+                    None => {}
                 }
                 bar.set_message(line.lines().next().unwrap_or_default().to_string());
                 if self.verbose {

@@ -864,3 +864,43 @@ fn a_full_disk_stops_a_pcap_run_with_its_results() {
     let sent = port["frames_tx"].as_u64().unwrap();
     assert!(sent > 0 && sent < 200_000, "{port}");
 }
+
+/// Runs `strobe ARGS` on a pseudo-terminal (util-linux `script`), returns what it showed.
+fn on_a_terminal(args: &str) -> String {
+    let command = format!("{} {args}", env!("CARGO_BIN_EXE_strobe"));
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .expect("script (util-linux) runs a command on a pseudo-terminal");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_progress_bar_with_percentage_and_time_left_on_a_terminal_only() {
+    let udp = "gen --port null --udp 198.18.0.1:1-198.18.1.1:2 --rate 1000";
+    for end in ["--count 2500", "--duration 2.5s"] {
+        let shown = on_a_terminal(&format!("{udp} {end}"));
+        assert!(
+            shown.contains("% ") && shown.contains("s left"),
+            "{end}: no percentage and time left in: {shown}"
+        );
+    }
+    // An unpaced run with a time limit counts time.
+    let shown =
+        on_a_terminal("gen --port null --udp 198.18.0.1:1-198.18.1.1:2 --rate max --duration 2.5s");
+    assert!(shown.contains("s left"), "{shown}");
+    // Not on a pipe: plain status lines only.
+    let out = strobe()
+        .args(udp.split(' '))
+        .args(["--count", "2500"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("pps"), "no status line: {stderr}");
+    assert!(
+        !stderr.contains(" left") && !stderr.contains('%'),
+        "{stderr}"
+    );
+}
