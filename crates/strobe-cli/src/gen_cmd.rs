@@ -305,8 +305,7 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
         return sweep(&args, correction.as_ref());
     }
     let (scenario, report) = execute(&args)?;
-    print_summary(&scenario, &report);
-    print_latency(&scenario, &report, correction.as_ref());
+    // Files first: after a SIGHUP the terminal may be gone, and printing fails.
     let mut failures = WriteFailures::default();
     latency_out::write_outputs(
         &args.outputs,
@@ -323,6 +322,8 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
     if let Some(path) = &args.csv {
         failures.note(write_file(path, to_csv(&scenario, &report).as_bytes()));
     }
+    print_summary(&scenario, &report);
+    print_latency(&scenario, &report, correction.as_ref());
     for failure in port_failures(&report) {
         failures.note(Err(Failure::Runtime(failure)));
     }
@@ -382,28 +383,12 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
             args.rates.len()
         );
     }
-    let mut points = Vec::new();
-    println!("latency against load (raw values):");
-    println!(
-        "  {:>12} {:>14} {:>14} {:>10} {:>10} {:>10}",
-        "rate", "offered pps", "received pps", "p50 µs", "p99 µs", "p99.99 µs"
-    );
-    for (rate, scenario, report) in &runs {
-        match latency_out::load_point(scenario, report) {
-            Some(p) => {
-                println!(
-                    "  {rate:>12} {:>14.0} {:>14.0} {:>10.3} {:>10.3} {:>10.3}",
-                    p.offered_pps,
-                    p.achieved_pps,
-                    p.p50_ns / 1e3,
-                    p.p99_ns / 1e3,
-                    p.p9999_ns / 1e3
-                );
-                points.push(p);
-            }
-            None => println!("  {rate:>12}  (nothing received: no latency)"),
-        }
-    }
+    let steps: Vec<_> = runs
+        .iter()
+        .map(|(rate, s, r)| (rate, latency_out::load_point(s, r)))
+        .collect();
+    let points: Vec<_> = steps.iter().filter_map(|(_, p)| *p).collect();
+    // Files first: after a SIGHUP the terminal may be gone, and printing fails.
     let mut failures = WriteFailures::default();
     latency_out::write_sweep(
         &points,
@@ -425,6 +410,24 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
             .collect();
         let text = serde_json::to_string_pretty(&steps).unwrap_or_default();
         failures.note(write_file(path, text.as_bytes()));
+    }
+    println!("latency against load (raw values):");
+    println!(
+        "  {:>12} {:>14} {:>14} {:>10} {:>10} {:>10}",
+        "rate", "offered pps", "received pps", "p50 µs", "p99 µs", "p99.99 µs"
+    );
+    for (rate, point) in &steps {
+        match point {
+            Some(p) => println!(
+                "  {rate:>12} {:>14.0} {:>14.0} {:>10.3} {:>10.3} {:>10.3}",
+                p.offered_pps,
+                p.achieved_pps,
+                p.p50_ns / 1e3,
+                p.p99_ns / 1e3,
+                p.p9999_ns / 1e3
+            ),
+            None => println!("  {rate:>12}  (nothing received: no latency)"),
+        }
     }
     for failure in step_failures {
         failures.note(Err(Failure::Runtime(failure)));

@@ -16,6 +16,7 @@ mod results;
 mod signals;
 mod values;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -107,7 +108,9 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
         Err(Failure::Interrupted(signal)) => {
-            eprintln!(
+            // The terminal may be gone (SIGHUP): the exit status still tells.
+            let _ = writeln!(
+                std::io::stderr(),
                 "stopped by {}: the results cover the part that ran",
                 signals::name(signal)
             );

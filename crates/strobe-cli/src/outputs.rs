@@ -2,6 +2,7 @@
 //! nothing, and at the end one output that cannot be written never keeps the others from
 //! being written.
 
+use std::io::Write as _;
 use std::path::Path;
 
 use crate::Failure;
@@ -67,7 +68,8 @@ impl WriteFailures {
             return then;
         }
         if let Err(Failure::Interrupted(signal)) = then {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "stopped by {}: the results cover the part that ran",
                 crate::signals::name(signal)
             );

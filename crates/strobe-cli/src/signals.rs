@@ -3,6 +3,7 @@
 //! the drain at once. `timeout`, systemd, CI runners and container stops send SIGTERM; a
 //! closed terminal sends SIGHUP.
 
+use std::io::{IsTerminal, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -72,22 +73,50 @@ pub fn install() -> Result<&'static Interruption, Failure> {
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
+            // Asked now: once the terminal has hung up, it no longer answers as one.
+            let terminals = [
+                (libc::STDOUT_FILENO, std::io::stdout().is_terminal()),
+                (libc::STDERR_FILENO, std::io::stderr().is_terminal()),
+            ];
             for signal in signals.forever() {
+                if signal == SIGHUP {
+                    detach_from_a_hung_up_terminal(&terminals);
+                }
                 if state
                     .first
                     .compare_exchange(0, signal, Ordering::Relaxed, Ordering::Relaxed)
                     .is_ok()
                 {
                     state.stop.store(true, Ordering::Relaxed);
-                    eprintln!(
+                    // After a SIGHUP the terminal may be gone: a failed write is no reason
+                    // to stop (eprintln! would panic).
+                    let _ = writeln!(
+                        std::io::stderr(),
                         "\n{}: stopping; the results so far follow (send it again to end the drain at once)",
                         name(signal)
                     );
                 } else if !state.abort_drain.swap(true, Ordering::Relaxed) {
-                    eprintln!("\n{}: ending the drain now", name(signal));
+                    let _ = writeln!(std::io::stderr(), "\n{}: ending the drain now", name(signal));
                 }
             }
         })
         .map_err(|e| Failure::Runtime(format!("cannot start the signal thread: {e}")))?;
     Ok(state)
+}
+
+/// A SIGHUP usually means the terminal is gone, and every write to it would fail (and
+/// `println!` panic before the results are out): output that went to a terminal goes to
+/// /dev/null from now on; files and pipes are kept.
+fn detach_from_a_hung_up_terminal(terminals: &[(libc::c_int, bool)]) {
+    use std::os::fd::AsRawFd;
+    let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else {
+        return;
+    };
+    for &(fd, terminal) in terminals {
+        if terminal {
+            // SAFETY: dup2 of an open descriptor onto a standard one; std's handles keep
+            // using the descriptor number, now /dev/null.
+            unsafe { libc::dup2(null.as_raw_fd(), fd) };
+        }
+    }
 }

@@ -507,12 +507,15 @@ fn sigterm_ends_the_demo_and_removes_its_lab() {
     let stdout = stopped_by(out, libc::SIGTERM, "SIGTERM");
     assert!(stdout.contains("lab `strobe-demo` removed"), "{stdout}");
     assert!(!stdout.contains("== 3."), "the demo went on: {stdout}");
+    assert!(!demo_lab_is_up(), "the demo's lab was left behind");
+}
+
+fn demo_lab_is_up() -> bool {
     let netns = std::process::Command::new("ip")
         .args(["netns", "list"])
         .output()
         .unwrap();
-    let netns = String::from_utf8_lossy(&netns.stdout);
-    assert!(!netns.contains("strobe-demo-"), "{netns}");
+    String::from_utf8_lossy(&netns.stdout).contains("strobe-demo-")
 }
 
 #[test]
@@ -903,4 +906,52 @@ fn a_progress_bar_with_percentage_and_time_left_on_a_terminal_only() {
         !stderr.contains(" left") && !stderr.contains('%'),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_hung_up_terminal_still_gets_the_results_written_and_exit_129() {
+    // strobe runs on a pseudo-terminal (util-linux `script`), which then goes away: every
+    // write to the terminal fails from then on (EIO), and SIGHUP comes.
+    let dir = Scratch::new("hangup");
+    let (json, err, pid, rc) = (
+        dir.path("r.json"),
+        dir.path("err.txt"),
+        dir.path("pid"),
+        dir.path("rc"),
+    );
+    let inner = format!(
+        "trap '' HUP; {} gen --port null --udp 198.18.0.1:1-198.18.1.1:2 --rate 1000 \
+         --duration 60s --json {json} 2>{err} & echo $! > {pid}; wait $!; echo $? > {rc}",
+        env!("CARGO_BIN_EXE_strobe")
+    );
+    let mut script = std::process::Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("script (util-linux) runs a command on a pseudo-terminal");
+    std::thread::sleep(std::time::Duration::from_millis(2000));
+    script.kill().unwrap();
+    script.wait().unwrap();
+    let strobe_pid: u32 = std::fs::read_to_string(&pid)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    send(strobe_pid, libc::SIGHUP);
+    let started = std::time::Instant::now();
+    while !std::path::Path::new(&rc).exists()
+        && started.elapsed() < std::time::Duration::from_secs(30)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&rc).unwrap().trim(),
+        "129",
+        "{stderr}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["ports"][0]["stopped_early"], true);
 }
