@@ -955,3 +955,41 @@ fn a_hung_up_terminal_still_gets_the_results_written_and_exit_129() {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["ports"][0]["stopped_early"], true);
 }
+
+#[test]
+fn sigterm_ends_calibrate_without_a_calibration_and_removes_its_lab() {
+    // Needs root; calibrate's own lab has a fixed prefix (strobe-cal).
+    let dir = Scratch::new("calibrate-term");
+    let out_file = dir.path("cal.json");
+    let child = strobe()
+        .args([
+            "calibrate",
+            "--rate",
+            "10kpps",
+            "--count",
+            "10000000",
+            "--out",
+            &out_file,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    send(child.id(), libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let stdout = stopped_by(out, libc::SIGTERM, "SIGTERM");
+    assert!(stdout.contains("stopped before the end"), "{stdout}");
+    assert!(
+        stderr.contains("the calibration was not stored"),
+        "{stderr}"
+    );
+    assert!(!std::path::Path::new(&out_file).exists());
+    let netns = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    let netns = String::from_utf8_lossy(&netns.stdout);
+    assert!(!netns.contains("strobe-cal-"), "{netns}");
+}
