@@ -151,16 +151,20 @@ struct TxTotals {
 
 fn tx_totals(r: &RunReport, id: u16) -> TxTotals {
     let mut t = TxTotals::default();
-    for f in r.ports.iter().flat_map(|p| &p.flows).filter(|f| f.id == id) {
-        t.seen = true;
-        t.frames += f.frames;
-        t.bytes += f.bytes;
-        t.first_ns = match (t.first_ns, f.first_ns) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        t.last_ns = t.last_ns.max(f.last_ns);
-        t.instrumented |= f.instrumented;
+    for p in &r.ports {
+        for f in p.flows.iter().filter(|f| f.id == id) {
+            t.seen = true;
+            t.frames += f.frames;
+            t.bytes += f.bytes;
+            // On CLOCK_REALTIME, as receive timestamps are (trace times stay the trace's).
+            let on_clock = |ns: Option<u64>| ns.map(|ns| ns + p.t0_unix_ns.unwrap_or(0));
+            t.first_ns = match (t.first_ns, on_clock(f.first_ns)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            t.last_ns = t.last_ns.max(on_clock(f.last_ns));
+            t.instrumented |= f.instrumented;
+        }
     }
     t
 }
@@ -377,6 +381,7 @@ pub fn to_json(
             })),
             "elapsed_ns": p.elapsed_ns,
             "planned_ns": p.planned_ns,
+            "t0_unix_ns": p.t0_unix_ns,
             "shortfall": shortfall(p),
             "stopped_early": p.stopped_early,
             "flows": p.flows.iter().map(|f| json!({

@@ -135,6 +135,14 @@ fn unset_macs_on_lab_ports_take_the_labs_and_the_two_port_example_counts_exactly
         assert_eq!(f["frames_rx"], frames, "{f}");
         assert_eq!(f["loss"], 0, "{f}");
         assert_eq!(f["duplicates"], 0, "{f}");
+        // Transmit and receive times are on one clock (CLOCK_REALTIME): the first frame
+        // arrived after it was scheduled to leave, within a generous second.
+        let ns = |key: &str| f[key].as_u64().unwrap_or_else(|| panic!("{key}: {f}"));
+        let first_delay = ns("first_rx_ns") as i128 - ns("first_tx_ns") as i128;
+        let last_delay = ns("last_rx_ns") as i128 - ns("last_tx_ns") as i128;
+        for delay in [first_delay, last_delay] {
+            assert!((0..1_000_000_000).contains(&delay), "{delay} ns: {f}");
+        }
     }
     // At the router's near side, every frame from the generator carries the lab's MACs
     // (tx0 -> dut0), read by tshark.

@@ -162,6 +162,10 @@ pub struct PortReport {
     pub handover: Option<HandoverError>,
     /// Real time from the first to the last hand-over (0 for scheduled-time backends).
     pub elapsed_ns: u64,
+    /// The schedule's t0 (where the flows' `first_ns`/`last_ns` count from) on
+    /// CLOCK_REALTIME, ns since the Unix epoch, the clock receive timestamps use; None for
+    /// scheduled-time backends, whose times are the trace's own.
+    pub t0_unix_ns: Option<u64>,
     /// Paced runs: the same span as the schedule planned it (first to last hand-over's
     /// deadline, before any shift); `elapsed_ns` beyond it is time the run fell behind.
     pub planned_ns: u64,
@@ -454,6 +458,14 @@ pub fn run_port<B: Backend>(
     let mut first_tx_ticks = None;
     let mut last_tx_ticks = t0_ticks;
     let mut wall = WallClock::new(clock);
+    if !scheduled_time {
+        let (now_ticks, now_unix) = (clock.now_ticks(), wall.now_ns(clock));
+        report.t0_unix_ns = Some(if t0_ticks >= now_ticks {
+            now_unix + clock.ticks_to_ns(t0_ticks - now_ticks)
+        } else {
+            now_unix.saturating_sub(clock.ticks_to_ns(now_ticks - t0_ticks))
+        });
+    }
 
     loop {
         if stop.load(Ordering::Relaxed) {
