@@ -292,3 +292,63 @@ fn a_run_that_cannot_keep_up_says_so_in_one_line_and_in_json() {
         assert!(line.contains("µs") || line.contains(" ms"), "{line}");
     }
 }
+
+#[test]
+fn sweep_shows_a_slow_sender_as_sent_below_offered_not_as_loss() {
+    let dir = Scratch::new("fc-sweep");
+    let lab = TestLab::up("s1", "cable");
+    let (csv, json) = (dir.path("sweep.csv"), dir.path("sweep.json"));
+    // 5 Mpps one frame at a time is far beyond one core on AF_PACKET: the sender falls
+    // behind, which the receiver must not be blamed for.
+    let text = lab.gen_text(&[
+        "--rates",
+        "20kpps,5mpps",
+        "--count",
+        "10000",
+        "--sweep-csv",
+        &csv,
+        "--json",
+        &json,
+    ]);
+    assert!(
+        text.contains("offered pps") && text.contains("sent pps") && text.contains("rcvd pps"),
+        "{text}"
+    );
+    // Plain numbers only: a split on commas reads it.
+    let sweep = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = sweep.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|&h| h == name)
+            .unwrap_or_else(|| panic!("no {name} in {header:?}"))
+    };
+    let (offered, sent, received, loss) = (
+        column("offered_pps"),
+        column("sent_pps"),
+        column("received_pps"),
+        column("loss_pct"),
+    );
+    let rows: Vec<Vec<f64>> = lines
+        .map(|l| l.split(',').map(|v| v.parse().unwrap()).collect())
+        .collect();
+    let steps = json_file(&json);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (row, step) in rows.iter().zip(steps.as_array().unwrap()) {
+        let flow = &step["result"]["flows"][0];
+        let (tx, lost) = (
+            flow["frames_tx"].as_f64().unwrap(),
+            flow["loss"].as_f64().unwrap(),
+        );
+        // Loss is counted against what was sent, whatever the sender managed.
+        assert!((row[loss] - lost * 100.0 / tx).abs() < 1e-9, "{row:?} {flow}");
+        assert!(row[received] <= row[sent] * 1.000_001, "{row:?}");
+    }
+    let slow = &rows[1];
+    assert!(slow[sent] < slow[offered] * 0.5, "the sender fell behind: {slow:?}");
+    assert!(
+        slow[received] >= slow[sent] * (1.0 - slow[loss] / 100.0) * 0.999,
+        "received = sent − lost: {slow:?}"
+    );
+}
