@@ -786,7 +786,10 @@ while True:
             .map(|r| r.unwrap().iter().map(|f| f.parse().unwrap()).collect())
             .collect();
         assert_eq!(rows[0], [1e5, 1e5, 1e5, 0.0, 9_000.0, 12_000.0, 40_000.5]);
-        assert_eq!(rows[1], [1e6, 9e5, 8.5e5, 5.5, 90_000.0, 120_000.0, 400_000.0]);
+        assert_eq!(
+            rows[1],
+            [1e6, 9e5, 8.5e5, 5.5, 90_000.0, 120_000.0, 400_000.0]
+        );
 
         let mut empty = Vec::new();
         write_load_sweep_csv(&mut empty, &[]).unwrap();

@@ -335,11 +335,14 @@ pub fn load_sweep_svg(points: &[LoadPoint]) -> String {
         max if max > 0.0 => max * 1.05,
         _ => 1.0,
     };
-    let rate_max =
-        match finite_max(&mut points.iter().flat_map(|p| [p.offered_pps, p.sent_pps, p.received_pps])) {
-            max if max > 0.0 => max * 1.05,
-            _ => 1.0,
-        };
+    let rate_max = match finite_max(
+        &mut points
+            .iter()
+            .flat_map(|p| [p.offered_pps, p.sent_pps, p.received_pps]),
+    ) {
+        max if max > 0.0 => max * 1.05,
+        _ => 1.0,
+    };
 
     let mut svg = String::new();
     {

@@ -10,8 +10,7 @@ use crate::calibrate_cmd::load_calibration;
 use crate::lab_cmd::{lab_failure, resolve_lab_ports};
 use crate::latency_out::{self, LatencyOutputs};
 use crate::results::{
-    print_latency, print_summary, to_csv, to_json, print_verdicts, worst_loss, Correction,
-    Status,
+    print_latency, print_summary, print_verdicts, to_csv, to_json, worst_loss, Correction, Status,
 };
 use crate::Failure;
 
@@ -398,14 +397,7 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
     println!("latency against load (raw values; loss in % of the frames sent):");
     println!(
         "  {:>12} {:>12} {:>12} {:>12} {:>8} {:>10} {:>10} {:>10}",
-        "rate",
-        "offered pps",
-        "sent pps",
-        "rcvd pps",
-        "loss %",
-        "p50 µs",
-        "p99 µs",
-        "p99.99 µs"
+        "rate", "offered pps", "sent pps", "rcvd pps", "loss %", "p50 µs", "p99 µs", "p99.99 µs"
     );
     for (rate, scenario, report) in &runs {
         match latency_out::load_point(scenario, report) {
@@ -447,11 +439,10 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
             .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
     }
     for (rate, scenario, report) in &runs {
-        check_max_loss(args.max_loss, scenario, report)
-            .map_err(|e| match e {
-                Failure::Runtime(m) => Failure::Runtime(format!("at {rate}: {m}")),
-                other => other,
-            })?;
+        check_max_loss(args.max_loss, scenario, report).map_err(|e| match e {
+            Failure::Runtime(m) => Failure::Runtime(format!("at {rate}: {m}")),
+            other => other,
+        })?;
     }
     Ok(())
 }

@@ -654,11 +654,20 @@ pub fn total_loss_warning(scenario: &Scenario, r: &RunReport) -> Option<String> 
         let sent: u64 = losses.iter().map(|l| l.1).sum();
         format!("100 % loss: none of the {sent} frames sent was received")
     } else {
-        let mut names = all_lost.iter().take(5).copied().collect::<Vec<_>>().join(", ");
+        let mut names = all_lost
+            .iter()
+            .take(5)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
         if all_lost.len() > 5 {
             let _ = write!(names, " and {} more", all_lost.len() - 5);
         }
-        format!("100 % loss on {} of {} flows ({names})", all_lost.len(), losses.len())
+        format!(
+            "100 % loss on {} of {} flows ({names})",
+            all_lost.len(),
+            losses.len()
+        )
     };
     Some(format!(
         "{what} — likely the frames do not reach the receiver: wrong destination MAC (the DUT \

@@ -112,17 +112,28 @@ fn calc_and_gen_read_rates_and_frame_sizes_alike() {
     let dir = Scratch::new("calc-gen-rate");
     let json = dir.path("g.json");
     ok(strobe()
-        .args(["gen", "--port", "pcap:g.pcap", "--udp", "198.18.0.1:1-198.18.1.1:2"])
-        .args(["--rate", "10g", "--size", "64", "--count", "1001", "-q", "--json", &json])
+        .args([
+            "gen",
+            "--port",
+            "pcap:g.pcap",
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+        ])
+        .args([
+            "--rate", "10g", "--size", "64", "--count", "1001", "-q", "--json", &json,
+        ])
         .current_dir(&dir.0)
         .output()
         .unwrap());
-    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let flow = &r["ports"][0]["flows"][0];
     let span_ns = flow["last_ns"].as_u64().unwrap() - flow["first_ns"].as_u64().unwrap();
     // 1000 gaps of 84 bytes at 10 Gbit/s = 67.2 ns each.
     assert!((span_ns as f64 - 67_200.0).abs() <= 1.0, "{span_ns} ns");
-    let calc_json = ok(calc(&["--fiber", "0", "--rate", "10g", "--frame", "64", "--json"]));
+    let calc_json = ok(calc(&[
+        "--fiber", "0", "--rate", "10g", "--frame", "64", "--json",
+    ]));
     let c: serde_json::Value = serde_json::from_str(&calc_json).unwrap();
     assert_eq!(c["line_rate_bps"], 10e9);
     assert_eq!(c["wire_bytes"], 72, "{c}");

@@ -70,7 +70,13 @@ fn zero_and_group_source_macs_are_refused_before_sending() {
     }
     // The one-flow options name the flag.
     let out = strobe()
-        .args(["gen", "--port", "null", "--udp", "198.18.0.1:1-198.18.1.1:2"])
+        .args([
+            "gen",
+            "--port",
+            "null",
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+        ])
         .args(["--src-mac", "01:00:5e:00:00:01", "--count", "10"])
         .output()
         .unwrap();
@@ -91,11 +97,23 @@ fn zero_and_group_source_macs_are_refused_before_sending() {
 fn max_loss_is_checked_before_the_run() {
     for (extra, wanted) in [
         (&["--max-loss", "5"][..], "needs a port that receives"),
-        (&["--rx", "null", "--max-loss", "101"][..], "not a loss percentage"),
-        (&["--rx", "null", "--max-loss", "five"][..], "not a loss percentage"),
+        (
+            &["--rx", "null", "--max-loss", "101"][..],
+            "not a loss percentage",
+        ),
+        (
+            &["--rx", "null", "--max-loss", "five"][..],
+            "not a loss percentage",
+        ),
     ] {
         let out = strobe()
-            .args(["gen", "--port", "null", "--udp", "198.18.0.1:1-198.18.1.1:2"])
+            .args([
+                "gen",
+                "--port",
+                "null",
+                "--udp",
+                "198.18.0.1:1-198.18.1.1:2",
+            ])
             .args(["--count", "10"])
             .args(extra)
             .output()
@@ -116,7 +134,15 @@ fn unset_macs_on_lab_ports_take_the_labs_and_the_two_port_example_counts_exactly
         strobe()
             .arg("gen")
             .arg(examples_dir().join("lab-two-ports.toml"))
-            .args(["--lab", &lab.prefix, "-q", "--max-loss", "0", "--json", &json])
+            .args([
+                "--lab",
+                &lab.prefix,
+                "-q",
+                "--max-loss",
+                "0",
+                "--json",
+                &json,
+            ])
             .output()
             .unwrap()
     };
@@ -219,7 +245,14 @@ fn a_run_that_loses_everything_says_so_and_max_loss_fails_it() {
     // The router drops frames not addressed to its own MAC.
     let lost_run = |extra: &[&str]| {
         lab.gen_command("lab:tx", "lab:rx")
-            .args(["--dst-mac", "02:00:00:00:00:99", "--rate", "20kpps", "--count", "2000"])
+            .args([
+                "--dst-mac",
+                "02:00:00:00:00:99",
+                "--rate",
+                "20kpps",
+                "--count",
+                "2000",
+            ])
             .args(["--json", &json])
             .args(extra)
             .output()
@@ -227,7 +260,10 @@ fn a_run_that_loses_everything_says_so_and_max_loss_fails_it() {
     };
     let out = lost_run(&[]);
     let err = stderr(&out);
-    assert!(out.status.success(), "without --max-loss the run succeeds: {err}");
+    assert!(
+        out.status.success(),
+        "without --max-loss the run succeeds: {err}"
+    );
     let warning: Vec<_> = err.lines().filter(|l| l.contains("100 % loss")).collect();
     assert_eq!(warning.len(), 1, "one clear line: {err}");
     assert!(
@@ -260,7 +296,13 @@ fn a_run_that_cannot_keep_up_says_so_in_one_line_and_in_json() {
     let json = dir.path("s.json");
     // 14 Mpps, one frame per hand-over: far more than one core can pace.
     let out = strobe()
-        .args(["gen", "--port", "null", "--udp", "198.18.0.1:1-198.18.1.1:2"])
+        .args([
+            "gen",
+            "--port",
+            "null",
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+        ])
         .args(["--rate", "14mpps", "--count", "1000000", "--batch", "1"])
         .args(["--json", &json])
         .output()
@@ -276,7 +318,10 @@ fn a_run_that_cannot_keep_up_says_so_in_one_line_and_in_json() {
         "{err}"
     );
     let port = &json_file(&json)["ports"][0];
-    assert!(port["shortfall"].as_str().unwrap().contains("of the asked"), "{port}");
+    assert!(
+        port["shortfall"].as_str().unwrap().contains("of the asked"),
+        "{port}"
+    );
     assert!(
         port["elapsed_ns"].as_u64().unwrap() > port["planned_ns"].as_u64().unwrap(),
         "{port}"
@@ -342,11 +387,17 @@ fn sweep_shows_a_slow_sender_as_sent_below_offered_not_as_loss() {
             flow["loss"].as_f64().unwrap(),
         );
         // Loss is counted against what was sent, whatever the sender managed.
-        assert!((row[loss] - lost * 100.0 / tx).abs() < 1e-9, "{row:?} {flow}");
+        assert!(
+            (row[loss] - lost * 100.0 / tx).abs() < 1e-9,
+            "{row:?} {flow}"
+        );
         assert!(row[received] <= row[sent] * 1.000_001, "{row:?}");
     }
     let slow = &rows[1];
-    assert!(slow[sent] < slow[offered] * 0.5, "the sender fell behind: {slow:?}");
+    assert!(
+        slow[sent] < slow[offered] * 0.5,
+        "the sender fell behind: {slow:?}"
+    );
     assert!(
         slow[received] >= slow[sent] * (1.0 - slow[loss] / 100.0) * 0.999,
         "received = sent − lost: {slow:?}"

@@ -45,7 +45,11 @@ pub fn fill_unset_macs(flow: &mut FlowSpec, src: [u8; 6], dst: [u8; 6]) -> bool 
 pub fn check_macs(scenario: &Scenario) -> Result<Vec<String>, String> {
     let mut warnings = Vec::new();
     for flow in &scenario.flows {
-        let Some(eth) = flow.packet.first().filter(|h| h.kind == HeaderKind::Ethernet) else {
+        let Some(eth) = flow
+            .packet
+            .first()
+            .filter(|h| h.kind == HeaderKind::Ethernet)
+        else {
             continue;
         };
         let pattern_of = |name: &str| {
@@ -59,7 +63,10 @@ pub fn check_macs(scenario: &Scenario) -> Result<Vec<String>, String> {
             if scenario.source == "command line" {
                 format!("--{name}-mac")
             } else {
-                format!("{}: flow `{}`: packet[0].ethernet.{name}", scenario.source, flow.name)
+                format!(
+                    "{}: flow `{}`: packet[0].ethernet.{name}",
+                    scenario.source, flow.name
+                )
             }
         };
         let unset = Pattern::Value(0);
@@ -71,7 +78,11 @@ pub fn check_macs(scenario: &Scenario) -> Result<Vec<String>, String> {
                  src = \"02:00:00:00:00:01\" (on a lab: port, unset MACs take the lab's)",
                 field("src"),
                 mac_text(mac),
-                if pattern_of("src").is_none() { ", as left unset" } else { "" }
+                if pattern_of("src").is_none() {
+                    ", as left unset"
+                } else {
+                    ""
+                }
             ));
         }
         if let Some(mac) = first_bad(src, |v| v & GROUP_BIT != 0) {
@@ -171,12 +182,19 @@ mod tests {
     fn lab_addresses_fill_only_unset_fields() {
         let mut s = scenario("{ dst = \"02:00:00:00:00:09\" }");
         let flow = &mut s.flows[0];
-        assert!(fill_unset_macs(flow, [2, 0, 0, 0, 0, 7], [2, 0, 0, 0, 0, 8]));
+        assert!(fill_unset_macs(
+            flow,
+            [2, 0, 0, 0, 0, 7],
+            [2, 0, 0, 0, 0, 8]
+        ));
         let header = flow.packet[0].header_at(0);
         let value = |name: &str| header.values[HeaderKind::Ethernet.field(name).unwrap().0];
         assert_eq!(value("src"), Some(0x0200_0000_0007));
         assert_eq!(value("dst"), Some(0x0200_0000_0009), "a set field is kept");
-        assert!(!fill_unset_macs(flow, [2; 6], [2; 6]), "nothing left to fill");
+        assert!(
+            !fill_unset_macs(flow, [2; 6], [2; 6]),
+            "nothing left to fill"
+        );
         assert_eq!(check_macs(&s).unwrap(), Vec::<String>::new());
     }
 }
