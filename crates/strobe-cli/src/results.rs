@@ -749,12 +749,17 @@ fn pps_text(pps: f64) -> String {
 /// How every time is printed in prose: three decimals of µs below 1 ms (ns resolution), of
 /// ms below 1 s, of s above, always with the unit. Tables give µs and say so in the header.
 pub fn duration_text(ns: u64) -> String {
-    if ns >= 1_000_000_000 {
-        format!("{:.3} s", ns as f64 / 1e9)
-    } else if ns >= 1_000_000 {
-        format!("{:.3} ms", ns as f64 / 1e6)
+    duration_text_f64(ns as f64)
+}
+
+/// [`duration_text`] for fractional (or negative) nanoseconds.
+pub fn duration_text_f64(ns: f64) -> String {
+    if ns.abs() >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if ns.abs() >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
     } else {
-        format!("{:.3} µs", ns as f64 / 1e3)
+        format!("{:.3} µs", ns / 1e3)
     }
 }
 
