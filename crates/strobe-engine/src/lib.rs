@@ -130,9 +130,43 @@ fn sync_hardware_clock(
     Ok((phc.to_string(), sync))
 }
 
+/// The run tag of [`run_port`] when its caller chose none ([`run_scenario`] always does).
+pub const DEFAULT_RUN_TAG: u8 = 0;
+
+/// The run tag of a run's trailers: `requested`, else derived from the flows' seeds when a
+/// port writes a trace in scheduled time (so traces stay reproducible), else random from the
+/// OS's generator. Never [`strobe_wire::trailer::LEGACY_TAG`], so frames of strobe versions
+/// before run tags read as another run's.
+pub fn choose_run_tag(scenario: &Scenario, requested: Option<u8>) -> u8 {
+    use rand::{RngCore, SeedableRng};
+    use strobe_wire::trailer::LEGACY_TAG;
+    if let Some(tag) = requested {
+        return tag;
+    }
+    let trace = scenario
+        .ports
+        .iter()
+        .any(|p| AnyBackend::time_base_of(&p.location) == Some(TimeBase::Scheduled));
+    let tag = if trace {
+        let seed = scenario.flows.iter().fold(0x5354_5241_4345u64, |acc, f| {
+            acc.rotate_left(17) ^ f.schedule.seed ^ f.size_seed.rotate_left(32)
+        });
+        rand_xoshiro::SplitMix64::seed_from_u64(seed).next_u32() as u8
+    } else {
+        rand::random::<u8>()
+    };
+    if tag == LEGACY_TAG {
+        tag.wrapping_add(1)
+    } else {
+        tag
+    }
+}
+
 /// Results of a whole run.
 #[derive(Clone, Debug)]
 pub struct RunReport {
+    /// The run tag its trailers carried.
+    pub run_tag: u8,
     pub clock: ClockSource,
     pub ticks_per_sec: f64,
     /// Transmit side, one entry per port that sends.
@@ -229,10 +263,14 @@ pub fn run_scenario(
     }
     let ids = next_id;
     let live = Arc::new(LiveCounters::new(ids));
+    let run_tag = choose_run_tag(scenario, opts.run_tag);
     let opts = &RunOptions {
         live: Some(live.clone()),
+        run_tag: Some(run_tag),
         ..opts.clone()
     };
+    // No transmitter has started: every stamp this run writes comes later.
+    let run_start_ns = clock.realtime_now_ns();
     let mut rx_jobs = Vec::new();
     for port in &scenario.ports {
         if !scenario
@@ -258,7 +296,8 @@ pub fn run_scenario(
             ),
             None => None,
         };
-        let mut tracker = RxTracker::new(ids);
+        let mut tracker = RxTracker::new(ids, run_tag);
+        tracker.check_stamps_from(run_start_ns);
         for (id, &p) in parent.iter().enumerate() {
             let on = scenario.flows[p as usize].metrics.latency.is_some();
             tracker.set_latency(id as u16, on);
@@ -398,7 +437,7 @@ pub fn run_scenario(
     let latency_intervals = collector.map(|c| c.finish()).unwrap_or_default();
     let mut ports = tx_results.into_iter().collect::<Result<Vec<_>, _>>()?;
     let mut rx_ports = Vec::new();
-    let mut merged = RxTracker::new(ids);
+    let mut merged = RxTracker::new(ids, run_tag);
     for r in rx_results {
         let (report, tracker) = r?;
         merged.absorb(&tracker);
@@ -426,6 +465,7 @@ pub fn run_scenario(
                 flow_id: f.id,
                 counters: Default::default(),
                 lost: Some(0),
+                excess: 0,
                 latency: None,
             })
         })
@@ -436,6 +476,7 @@ pub fn run_scenario(
         }
     }
     Ok(RunReport {
+        run_tag,
         clock: clock.source(),
         ticks_per_sec: clock.ticks_per_sec(),
         ports,
