@@ -420,3 +420,31 @@ fn a_reflector_answers_only_its_own_address_and_round_trips_stay_exact() {
         );
     }
 }
+
+#[test]
+fn traces_carry_a_tag_derived_from_the_seed() {
+    let dir = Scratch::new("trust-trace-tag");
+    let trace = |name: &str, seed: &str| {
+        let pcap = dir.path(name);
+        let json = dir.path("trace.json");
+        gen_udp(
+            &format!("pcap:{pcap}"),
+            &["--count", "100", "--seed", seed, "--json", &json],
+        );
+        let tag = json_file(&json)["run_tag"].as_u64().unwrap();
+        (std::fs::read(&pcap).unwrap(), tag)
+    };
+    let (a, tag_a) = trace("a.pcap", "7");
+    let (b, tag_b) = trace("b.pcap", "7");
+    assert_eq!(a, b, "the same seed writes the same trace");
+    assert_eq!(tag_a, tag_b);
+    assert_ne!(
+        tag_a,
+        u64::from(b'T'),
+        "never the tag of versions before run tags"
+    );
+    let tags: std::collections::HashSet<u64> = (1..=8)
+        .map(|seed| trace("c.pcap", &seed.to_string()).1)
+        .collect();
+    assert!(tags.len() > 1, "seeds give different tags: {tags:?}");
+}
