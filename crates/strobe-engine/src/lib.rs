@@ -486,3 +486,40 @@ pub fn run_scenario(
         latency_intervals,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strobe_wire::trailer::LEGACY_TAG;
+
+    fn scenario(location: &str, seed: u64) -> Scenario {
+        let text = format!(
+            "[[ports]]\nname = \"p\"\nlocation = \"{location}\"\n\n[[flows]]\nname = \"f\"\ntx = \"p\"\n\
+             duration = {{ fixed_packets = {{ packets = 10 }} }}\ntiming = {{ seed = {seed} }}\n\
+             [[flows.packet]]\nethernet = {{}}\n"
+        );
+        strobe_model::load_scenario(&text, "t.toml", &strobe_model::NoFiles)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn run_tags_are_asked_for_derived_for_traces_or_random_and_never_legacy() {
+        let live = scenario("afpacket:eth9", 1);
+        assert_eq!(choose_run_tag(&live, Some(7)), 7);
+        let trace = scenario("pcap:x.pcap", 1);
+        assert_eq!(choose_run_tag(&trace, None), choose_run_tag(&trace, None));
+        let derived: std::collections::HashSet<u8> = (0..2000)
+            .map(|seed| choose_run_tag(&scenario("pcap:x.pcap", seed), None))
+            .collect();
+        let random: std::collections::HashSet<u8> =
+            (0..2000).map(|_| choose_run_tag(&live, None)).collect();
+        for tags in [derived, random] {
+            assert!(!tags.contains(&LEGACY_TAG));
+            assert!(
+                tags.len() > 200,
+                "tags spread over the byte: {}",
+                tags.len()
+            );
+        }
+    }
+}

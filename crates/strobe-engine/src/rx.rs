@@ -199,6 +199,15 @@ pub struct OtherFrames {
 }
 
 impl OtherFrames {
+    /// Every frame that belongs to no flow of this run.
+    pub fn total(&self) -> u64 {
+        self.not_instrumented
+            + self.unknown_flow
+            + self.truncated
+            + self.foreign
+            + self.out_of_window
+    }
+
     fn add(&mut self, b: &OtherFrames) {
         self.not_instrumented += b.not_instrumented;
         self.unknown_flow += b.unknown_flow;
@@ -571,6 +580,7 @@ mod tests {
                 ..OtherFrames::default()
             }
         );
+        assert_eq!(t.other.total(), 5);
         let c = t.counters(0).unwrap();
         assert_eq!((c.frames, c.unique), (4, 4));
         // The forged stamps never reach the latency distribution.
