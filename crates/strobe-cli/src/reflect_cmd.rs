@@ -49,6 +49,18 @@ pub struct ReflectArgs {
 }
 
 pub fn run(args: ReflectArgs) -> Result<(), Failure> {
+    let given_mac = args
+        .mac
+        .as_deref()
+        .map(|text| {
+            parse_mac(text).ok_or_else(|| {
+                Failure::BadInput(format!(
+                    "--mac {text}: not a unicast MAC address; write six hex bytes like \
+                     02:00:00:00:00:01 (the lowest bit of the first is clear)"
+                ))
+            })
+        })
+        .transpose()?;
     let location = resolve_lab_location(&args.port, &args.lab)?;
     let limit = args
         .duration
@@ -59,17 +71,13 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
                 .map_err(|e| Failure::BadInput(format!("--duration {d}: {e}")))
         })
         .transpose()?;
-    let mac = match &args.mac {
-        Some(text) => parse_mac(text).ok_or_else(|| {
-            Failure::BadInput(format!(
-                "--mac {text}: not a unicast MAC address; write six hex bytes like 02:00:00:00:00:01 (the lowest bit of the first is clear)"
-            ))
-        })?,
+    let (mut tx, mut rx) = strobe_io::open_duplex(&location, 64)
+        .map_err(|e| Failure::BadInput(format!("port {}: {e}", args.port)))?;
+    let mac = match given_mac {
+        Some(mac) => mac,
         None => strobe_io::ifaddr::port_mac(&location)
             .map_err(|e| Failure::BadInput(format!("port {}: {e}", args.port)))?,
     };
-    let (mut tx, mut rx) = strobe_io::open_duplex(&location, 64)
-        .map_err(|e| Failure::BadInput(format!("port {}: {e}", args.port)))?;
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();

@@ -448,3 +448,21 @@ fn traces_carry_a_tag_derived_from_the_seed() {
         .collect();
     assert!(tags.len() > 1, "seeds give different tags: {tags:?}");
 }
+
+#[test]
+fn a_reflector_refuses_a_group_address_to_answer_to() {
+    for mac in [
+        "ff:ff:ff:ff:ff:ff",
+        "01:00:5e:00:00:01",
+        "02:00:00:00:01",
+        "nonsense",
+    ] {
+        let out = strobe()
+            .args(["reflect", "null", "--mac", mac])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--mac {mac}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("not a unicast MAC address"), "{err}");
+    }
+}
