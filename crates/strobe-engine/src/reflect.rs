@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use strobe_io::{Backend, Receiver, RxDrops, TxSlot};
-use strobe_wire::reflect::{mark_reflected, swap_addresses, MarkError};
+use strobe_wire::reflect::{mark_reflected, swap_addresses};
 use strobe_wire::trailer::Trailer;
 
 use crate::rx_worker::IdlePolicy;
@@ -66,7 +66,8 @@ pub struct ReflectReport {
     pub group_source: u64,
     /// Frames a reflector already sent back (trailer marked 'R'): never reflected again.
     pub already_reflected: u64,
-    /// Frames captured shorter than they were on the wire, or longer than a transmit slot.
+    /// Frames captured shorter than they were on the wire, longer than a transmit slot, or
+    /// whose trailer's checksum cannot be kept valid when marked (IPv4 fragments).
     pub unfit: u64,
     /// Frames the backend would not take (its ring stayed full).
     pub tx_dropped: u64,
@@ -136,11 +137,10 @@ pub fn run_reflect<R: Receiver, B: Backend>(
                 }
                 None => buf.copy_from_slice(data),
             }
-            if trailer.is_some() {
-                if let Err(MarkError::Unfit | MarkError::NotSent) = mark_reflected(buf) {
-                    report.unfit += 1;
-                    return;
-                }
+            // A trailer whose checksum cannot be kept valid (a fragment, say) stays here.
+            if trailer.is_some() && mark_reflected(buf).is_err() {
+                report.unfit += 1;
+                return;
             }
             swap_addresses(buf);
             lens[staged] = len;

@@ -92,7 +92,7 @@ pub fn swap_addresses(frame: &mut [u8]) -> Option<Swapped> {
     Some(Swapped { ip: true, ports })
 }
 
-/// A checksum that covers bytes from `start` (words counted from there) up to `end`.
+/// A transport checksum: the field at `field`, summing 16-bit words counted from `start`.
 #[derive(Clone, Copy, Debug)]
 struct Covering {
     field: usize,
