@@ -366,6 +366,22 @@ fn a_reflector_answers_only_its_own_address_and_round_trips_stay_exact() {
         let f = &json_file(&out)["flows"][0];
         assert_eq!(f["frames_rx"], 0, "to {dst}: {f}");
     }
+    // Frames to the reflector's address from a broadcast source: the reflection would go
+    // to everyone, so none goes.
+    let rx0 = strobe_io::ifaddr::interface_mac(Some(&lab.ns("rx")), "rx0").unwrap();
+    let rx0 = rx0.map(|b| format!("{b:02x}")).join(":");
+    let from_group: Vec<Vec<u8>> = trace_frames(
+        &dir,
+        "group-source.pcap",
+        &["--count", "300", "--rate", "1mpps", "--dst-mac", &rx0],
+    )
+    .into_iter()
+    .map(|mut f| {
+        f[6..12].fill(0xff);
+        f
+    })
+    .collect();
+    send_raw(&format!("afpacket:{}/tx0", lab.ns("tx")), &from_group);
     // Frames to the reflector: every one comes back, counted exactly.
     let count = 20_000u64;
     let out = dir.path("rt.json");
@@ -386,6 +402,7 @@ fn a_reflector_answers_only_its_own_address_and_round_trips_stay_exact() {
     assert_eq!(r["reflected"], count, "{r}");
     assert_eq!(r["not_for_us"], 500, "{r}");
     assert_eq!(r["group_destination"], 1500, "{r}");
+    assert_eq!(r["group_source"], 300, "{r}");
     assert_eq!(r["already_reflected"], 0, "{r}");
     // The reflections, decoded by tshark: valid IP and UDP checksums, trailer marked 'R'.
     let back: Vec<Vec<String>> = tshark(

@@ -103,6 +103,13 @@ pub fn run_reflect<R: Receiver, B: Backend>(
                 report.unfit += 1;
                 return;
             }
+            // Other traffic is counted as such first, so the refusals below count strobe's
+            // frames (and with --all, the rest).
+            let trailer = Trailer::from_frame(data);
+            if trailer.is_none() && !opts.all_frames {
+                report.not_instrumented += 1;
+                return;
+            }
             let is_group = |mac: &[u8]| mac[0] & 1 != 0;
             if is_group(&data[..6]) {
                 report.group_destination += 1;
@@ -116,17 +123,9 @@ pub fn run_reflect<R: Receiver, B: Backend>(
                 report.group_source += 1;
                 return;
             }
-            let trailer = Trailer::from_frame(data);
-            match trailer {
-                Some(t) if t.reflected => {
-                    report.already_reflected += 1;
-                    return;
-                }
-                None if !opts.all_frames => {
-                    report.not_instrumented += 1;
-                    return;
-                }
-                _ => {}
+            if trailer.is_some_and(|t| t.reflected) {
+                report.already_reflected += 1;
+                return;
             }
             let buf = &mut stage[staged * slot_len..staged * slot_len + len];
             match tag {
