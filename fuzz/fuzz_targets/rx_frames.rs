@@ -1,21 +1,22 @@
 //! The received-frame path: trailer decoding, flow lookup and per-flow counting in the
-//! receive tracker, and the reflector's address swap. Received frames are untrusted: nothing
+//! receive tracker (run tag, stamp window, excess), and the reflector's address swap and
+//! marker rewrite. Received frames are untrusted: nothing
 //! here may panic, whatever the bytes.
 //!
-//! Input: byte 0 picks the number of flows (1 to 8: each has a latency histogram, and
-//! executions per second matter more than flow ids past the first few); the rest is a sequence of frames, each a 2-byte
+//! Input: byte 0 picks the run tag (its low bits also the number of flows (1 to 8: each has a latency histogram, and
+//! executions per second matter more than flow ids past the first few)); the rest is a sequence of frames, each a 2-byte
 //! big-endian length followed by that many bytes (the last one takes what is left).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use strobe_engine::rx::RxTracker;
-use strobe_wire::reflect::swap_addresses;
+use strobe_wire::reflect::{mark_reflected, swap_addresses};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&flows, mut rest)) = data.split_first() else {
         return;
     };
-    let mut tracker = RxTracker::new(usize::from(flows % 8) + 1);
+    let mut tracker = RxTracker::new(usize::from(flows % 8) + 1, flows);
     let mut rx_ns = 1_700_000_000_000_000_000u64;
     while !rest.is_empty() {
         let (frame, tail) = match rest {
@@ -38,6 +39,10 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(swapped, frame, "swapping twice changed the frame");
         } else {
             assert_eq!(swapped, frame, "a refused swap changed the frame");
+        }
+        // The reflector's marker rewrite changes the frame only when it succeeds.
+        if mark_reflected(&mut swapped).is_err() {
+            assert_eq!(swapped, frame, "a refused mark changed the frame");
         }
     }
     let sent: Vec<u64> = (0..tracker.flow_count() as u64).collect();

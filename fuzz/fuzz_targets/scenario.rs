@@ -1,6 +1,7 @@
 //! The scenario loader (TOML) and what a loaded scenario drives: every flow compiled to its
 //! templates and a few batches of frames written. A scenario file is user input: it gets an
-//! error naming what is wrong, never a panic or an unbounded allocation.
+//! error naming what is wrong, never a panic or an unbounded allocation. Sequence numbers
+//! start just below the 2^32 wrap.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -21,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     for flow in scenario.flows.iter().take(4) {
-        let Ok(mut gen) = FlowGenerator::compile(flow) else {
+        let Ok(mut gen) = FlowGenerator::compile(flow, 0x5a, u32::MAX - 10) else {
             continue;
         };
         let mut sizes = flow.size.sequence(flow.size_seed);

@@ -91,6 +91,13 @@ pub struct GenArgs {
     /// How long receivers keep counting after the last frame was sent, e.g. 500ms.
     #[arg(long, default_value = "500ms")]
     drain: String,
+    /// The run tag every trailer carries, 0-255 but 84; receivers count frames with another
+    /// tag apart. Default: random per run (derived from the seeds when writing a pcap trace).
+    #[arg(long, value_name = "N")]
+    run_tag: Option<u8>,
+    /// First sequence number of every flow, e.g. 4294967000 to cross the 2^32 wrap early.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    seq_start: u32,
     /// Per-flow status lines.
     #[arg(short, long)]
     verbose: bool,
@@ -322,6 +329,7 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
         std::fs::write(path, to_csv(&scenario, &report))
             .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
     }
+    check_excess(&scenario, &report)?;
     check_max_loss(args.max_loss, &scenario, &report)
 }
 
@@ -439,12 +447,34 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
             .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
     }
     for (rate, scenario, report) in &runs {
+        check_excess(scenario, report)?;
         check_max_loss(args.max_loss, scenario, report).map_err(|e| match e {
             Failure::Runtime(m) => Failure::Runtime(format!("at {rate}: {m}")),
             other => other,
         })?;
     }
     Ok(())
+}
+
+/// Fails the run when a flow received more unique frames than it sent: frames with this
+/// run's tag came from somewhere else, so none of its counts can be trusted.
+fn check_excess(scenario: &Scenario, report: &strobe_engine::RunReport) -> Result<(), Failure> {
+    let suspects: Vec<String> = scenario
+        .flows
+        .iter()
+        .filter_map(|f| {
+            let rx = report.rx_flows.get(f.id as usize)?.as_ref()?;
+            (rx.excess > 0).then(|| format!("`{}` ({} more)", f.name, rx.excess))
+        })
+        .collect();
+    if suspects.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::Runtime(format!(
+        "flow {} received more unique frames than it sent: another sender used this run's tag          (0x{:02x}), so loss and latency are not trustworthy; run again (each run draws a new          tag), or if you set --run-tag, give each generator its own",
+        suspects.join(", "),
+        report.run_tag
+    )))
 }
 
 /// The flag Ctrl-C sets, installed once per process (a sweep runs several generators).
@@ -506,11 +536,19 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
     if args.cores == 0 {
         return Err(Failure::BadInput("--cores must be at least 1".into()));
     }
+    if args.run_tag == Some(strobe_wire::trailer::LEGACY_TAG) {
+        return Err(Failure::BadInput(format!(
+            "--run-tag {}: that is the tag of strobe versions before run tags, whose frames must              read as another run's; choose any other value from 0 to 255",
+            strobe_wire::trailer::LEGACY_TAG
+        )));
+    }
     let opts = RunOptions {
         drain_ns,
         tx_workers: args.cores,
         hardware_timestamps: args.hw_timestamps,
         rx_busy_poll: args.rx_busy_poll,
+        run_tag: args.run_tag,
+        seq_start: args.seq_start,
         latency_interval_ns: match &args.outputs.hdr_log {
             Some(_) => Some(
                 strobe_timing::parse_duration_ns(&args.outputs.hdr_interval)

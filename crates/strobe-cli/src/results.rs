@@ -180,9 +180,10 @@ fn pct(part: u64, whole: u64) -> f64 {
 /// The final summary on stdout.
 pub fn print_summary(scenario: &Scenario, r: &RunReport) {
     println!(
-        "clock: {} at {:.3} MHz",
+        "clock: {} at {:.3} MHz; run tag 0x{:02x}",
         clock_name(r.clock),
-        r.ticks_per_sec / 1e6
+        r.ticks_per_sec / 1e6,
+        r.run_tag
     );
     for p in &r.ports {
         println!("tx port {}: {}", p.name, p.backend);
@@ -254,13 +255,15 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
     }
     for p in &r.rx_ports {
         println!(
-            "rx port {}: {} — {} frames, timestamps: {}; not strobe's: {}, unknown flow: {}, truncated: {}, dropped by the kernel: {}",
+            "rx port {}: {} — {} frames, timestamps: {}; not strobe's: {}, another run's tag (stale or foreign): {}, unknown flow: {}, stamped outside the run: {}, truncated: {}, dropped by the kernel: {}",
             p.name,
             p.receiver,
             p.frames,
             p.timestamps,
             p.other.not_instrumented,
+            p.other.foreign,
             p.other.unknown_flow,
+            p.other.out_of_window,
             p.other.truncated,
             p.drops.ring_full
         );
@@ -311,6 +314,16 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
             r.drain_ns / 1_000_000
         );
     }
+    for f in &scenario.flows {
+        if let Some(rx) = r.rx_flows.get(f.id as usize).and_then(Option::as_ref) {
+            if rx.excess > 0 {
+                println!(
+                    "  SUSPECT: flow {} received {} more unique frames than it sent: frames with this run's tag came from elsewhere; its counts and latency are not trustworthy",
+                    f.name, rx.excess
+                );
+            }
+        }
+    }
 }
 
 /// Per-flow results as JSON (OTG-style names where OTG has them).
@@ -340,6 +353,8 @@ pub fn to_json(
                 "bytes_rx": rx.map(|x| x.counters.bytes),
                 "frames_rx_unique": rx.map(|x| x.counters.unique),
                 "loss": rx.and_then(|x| x.lost),
+                "excess_rx": rx.map(|x| x.excess),
+                "suspect": rx.is_some_and(|x| x.excess > 0),
                 "reordered": rx.map(|x| x.counters.reordered),
                 "duplicates": rx.map(|x| x.counters.duplicates),
                 "late": rx.map(|x| x.counters.late),
@@ -350,6 +365,7 @@ pub fn to_json(
         })
         .collect();
     json!({
+        "run_tag": r.run_tag,
         "clock": clock_name(r.clock),
         "ticks_per_sec": r.ticks_per_sec,
         "drain_ns": r.drain_ns,
@@ -406,6 +422,8 @@ pub fn to_json(
             },
             "not_instrumented": p.other.not_instrumented,
             "unknown_flow": p.other.unknown_flow,
+            "foreign": p.other.foreign,
+            "out_of_window": p.other.out_of_window,
             "truncated": p.other.truncated,
             "kernel_drops": p.drops.ring_full,
             "hardware_clock": p.hardware_clock,

@@ -71,6 +71,11 @@ pub struct RunOptions {
     /// Receive workers never yield their core (user-space receive timestamps, as on AF_XDP,
     /// then do not wait for a worker's wake-up).
     pub rx_busy_poll: bool,
+    /// The run tag in every trailer (see [`strobe_wire::trailer`]); receivers count frames
+    /// with another tag apart. [`run_scenario`](crate::run_scenario) picks one when None.
+    pub run_tag: Option<u8>,
+    /// First sequence number of every flow (tests start near the 2^32 wrap).
+    pub seq_start: u32,
 }
 
 impl Default for RunOptions {
@@ -89,6 +94,8 @@ impl Default for RunOptions {
             hardware_timestamps: false,
             latency_interval_ns: None,
             rx_busy_poll: false,
+            run_tag: None,
+            seq_start: 0,
         }
     }
 }
@@ -387,7 +394,8 @@ pub fn run_port<B: Backend>(
             flow: f.name.clone(),
             message: e.to_string(),
         })?;
-        let gen = FlowGenerator::compile(f)?;
+        let tag = opts.run_tag.unwrap_or(crate::DEFAULT_RUN_TAG);
+        let gen = FlowGenerator::compile(f, tag, opts.seq_start)?;
         let sizes = f.size.distinct_sizes();
         let fixed = (sizes.len() == 1).then(|| (sizes[0], gen.template_for(sizes[0])));
         let unpaced_budget = match f.schedule.duration {
