@@ -85,8 +85,14 @@ pub fn read_capture(
             TsResolution::NanoSecond => 1,
             TsResolution::MicroSecond => 1000,
         };
+        // Where each record starts, for messages about a field's value (e.g. a nanosecond
+        // count of 10⁹ or more) that the structure walk does not catch.
+        let (mut offset, mut record) = (24u64, 0u64);
         while let Some(packet) = r.next_packet() {
-            let packet = packet.map_err(|e| bad(e.to_string()))?;
+            let packet =
+                packet.map_err(|e| bad(format!("offset {offset}: record {record}: {e}")))?;
+            offset += 16 + packet.data.len() as u64;
+            record += 1;
             each(CapturedFrame {
                 ts_ns: packet.timestamp.as_nanos() as u64,
                 orig_len: packet.orig_len,
