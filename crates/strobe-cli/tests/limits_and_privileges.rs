@@ -1,0 +1,190 @@
+//! Limits (flows, cores, frame sizes) are checked before anything is allocated or started,
+//! a worker that cannot be started is an error rather than a panic, and strobe runs
+//! unprivileged with exactly the capabilities the README names.
+
+mod common;
+use common::*;
+
+use std::fmt::Write as _;
+use std::process::{Command, Output};
+
+fn stderr_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn bad_input(out: Output, must_contain: &[&str]) {
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "exit code; stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
+    for s in must_contain {
+        assert!(stderr.contains(s), "`{s}` missing from: {stderr}");
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A scenario of `flows` one-frame flows spread over `ports` null ports.
+fn many_flows(flows: usize, ports: usize) -> String {
+    let mut s = String::new();
+    for p in 0..ports {
+        writeln!(s, "[[ports]]\nname = \"p{p}\"\nlocation = \"null\"").unwrap();
+    }
+    for i in 0..flows {
+        writeln!(
+            s,
+            "[[flows]]\nname = \"f{i}\"\ntx = \"p{}\"\nduration = {{ fixed_packets = {{ packets = 1 }} }}\n[[flows.packet]]\nethernet = {{}}",
+            i % ports
+        )
+        .unwrap();
+    }
+    s
+}
+
+#[test]
+fn exactly_65536_flows_run() {
+    let dir = Scratch::new("flows-65536");
+    let path = dir.path("s.toml");
+    // Over 64 ports, so that no worker merges 65 536 flows by linear scan (slow unoptimised).
+    std::fs::write(&path, many_flows(65_536, 64)).unwrap();
+    let out = strobe()
+        .args(["gen", "-q", "--unpaced", &path])
+        .output()
+        .unwrap();
+    let stdout = ok(out);
+    let last = stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("f65535"))
+        .unwrap_or_else(|| panic!("no row for the last flow in:\n{stdout}"));
+    assert_eq!(last.split_whitespace().nth(1), Some("1"), "{last}");
+}
+
+#[test]
+fn too_many_flows_are_refused_before_the_file_is_parsed() {
+    let dir = Scratch::new("flows-70000");
+    let path = dir.path("s.toml");
+    std::fs::write(&path, many_flows(70_000, 1)).unwrap();
+    // Parsing 70 000 flows takes about half a gigabyte: with 300 MB of address space the
+    // refusal must come before the parse.
+    let out = Command::new("prlimit")
+        .arg("--as=300000000")
+        .arg(env!("CARGO_BIN_EXE_strobe"))
+        .args(["gen", &path])
+        .output()
+        .unwrap();
+    bad_input(out, &["at most 65536 flows", "s.toml:"]);
+}
+
+#[test]
+fn cores_are_bounded_the_same_everywhere() {
+    for cores in ["0", "257", "4294967296"] {
+        let out = strobe()
+            .args([
+                "gen",
+                "--port",
+                "null",
+                "--udp",
+                "198.18.0.1:1-198.18.1.1:2",
+            ])
+            .args(["--count", "10", "--cores", cores])
+            .output()
+            .unwrap();
+        bad_input(out, &["--cores", "1..=256"]);
+    }
+    let dir = Scratch::new("cores-file");
+    let path = dir.path("s.toml");
+    let mut text = many_flows(1, 1);
+    text = text.replace("location = \"null\"", "location = \"null\"\ncores = 257");
+    std::fs::write(&path, text).unwrap();
+    bad_input(
+        strobe().args(["gen", &path]).output().unwrap(),
+        &["cores", "from 1 to 256"],
+    );
+}
+
+#[test]
+fn more_workers_than_cores_are_warned_about() {
+    // One usable core, two Poisson sub-flows: two transmit workers share it.
+    let out = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(env!("CARGO_BIN_EXE_strobe"))
+        .args([
+            "gen",
+            "-q",
+            "--port",
+            "null",
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+        ])
+        .args(["--count", "100", "--rate", "10kpps", "--pattern", "poisson"])
+        .args(["--cores", "2"])
+        .output()
+        .unwrap();
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("2 transmit and 0 receive workers on 1 usable cores"),
+        "{stderr}"
+    );
+}
+
+/// The built binary copied where an unprivileged user can run it.
+fn binary_copy(dir: &Scratch) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.path("strobe");
+    std::fs::copy(env!("CARGO_BIN_EXE_strobe"), &bin).unwrap();
+    for (p, mode) in [
+        (dir.0.to_string_lossy().into_owned(), 0o755),
+        (bin.clone(), 0o755),
+    ] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    bin
+}
+
+/// Runs `args` as user nobody with no capabilities beyond what the file grants.
+fn as_nobody(prefix: &[&str], bin: &str, args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(prefix)
+        .arg(bin)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_worker_that_cannot_start_is_an_error_not_a_panic() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run as another user");
+        return;
+    }
+    let dir = Scratch::new("spawn");
+    let bin = binary_copy(&dir);
+    // Three tasks for user nobody: the main thread and two workers at most.
+    let out = as_nobody(
+        &["prlimit", "--nproc=3"],
+        &bin,
+        &[
+            "gen",
+            "-q",
+            "--port",
+            "null",
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+        ]
+        .into_iter()
+        .chain(["--count", "100", "--rate", "10kpps", "--pattern", "poisson"])
+        .chain(["--cores", "8"])
+        .collect::<Vec<_>>(),
+    );
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains("cannot start the transmit worker for port"),
+        "{stderr}"
+    );
+}
