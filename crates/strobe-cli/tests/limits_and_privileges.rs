@@ -188,3 +188,91 @@ fn a_worker_that_cannot_start_is_an_error_not_a_panic() {
         "{stderr}"
     );
 }
+
+/// Runs `command` with `sh` in namespace `netns`; its stdout.
+fn sh_in(netns: &str, command: &str) -> String {
+    ok(Command::new("ip")
+        .args(["netns", "exec", netns, "sh", "-c", command])
+        .output()
+        .expect("ip (apt-get install iproute2)"))
+}
+
+/// Frames of `size` bytes (FCS included) from `tx` to the lab's receiver, counted there by
+/// strobe and by tcpdump + tshark; returns strobe's JSON report.
+fn jumbo_run(lab: &common::lab::TestLab, dir: &Scratch, tx: &str, size: u32) {
+    let json = dir.path(&format!("jumbo-{size}.json"));
+    let pcap = dir.path(&format!("jumbo-{size}.pcap"));
+    let capture = common::lab::Capture::start(&lab.ns("rx"), "rx0", &pcap);
+    ok(lab
+        .gen_command(tx, "lab:rx")
+        .args([
+            "--rate",
+            "5kpps",
+            "--count",
+            "2000",
+            "--size",
+            &size.to_string(),
+        ])
+        .args(["--json", &json])
+        .output()
+        .unwrap());
+    drop(capture);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let f = &r["flows"][0];
+    assert_eq!(f["frames_tx"], 2000, "{tx} {size}: {f}");
+    assert_eq!(f["frames_rx"], 2000, "{tx} {size}: {f}");
+    assert_eq!(f["loss"], 0, "{tx} {size}: {f}");
+    assert_eq!(r["rx_ports"][0]["truncated"], 0, "{r}");
+    let lens: Vec<String> = tshark(&pcap, &["udp.dstport", "frame.len"])
+        .into_iter()
+        .filter(|row| row[0] == "2000")
+        .map(|row| row[1].clone())
+        .collect();
+    assert_eq!(lens.len(), 2000, "tcpdump saw {} frames", lens.len());
+    let want = (size - 4).to_string();
+    assert!(lens.iter().all(|l| *l == want), "frame lengths {lens:?}");
+}
+
+/// Jumbo frames go through where the MTU allows (AF_PACKET up to 9216 bytes, AF_XDP up to
+/// its 4096-byte UMEM frames) and are refused before the run, with the MTU and the fix
+/// named, where it does not.
+#[test]
+fn jumbo_frames_where_the_mtu_allows_and_a_clear_refusal_where_not() {
+    let dir = Scratch::new("jumbo");
+    let lab = common::lab::TestLab::up("j", "cable");
+    for (tx, size) in [("lab:tx", 9000), ("lab:tx", 2100), ("lab:tx@afxdp", 2100)] {
+        let out = lab
+            .gen_command(tx, "lab:rx")
+            .args([
+                "--rate",
+                "5kpps",
+                "--count",
+                "10",
+                "--size",
+                &size.to_string(),
+            ])
+            .output()
+            .unwrap();
+        bad_input(
+            out,
+            &[
+                "the MTU of",
+                "tx0`, 1500",
+                &format!("ip link set tx0 mtu {}", size - 18),
+            ],
+        );
+    }
+    sh_in(&lab.ns("tx"), "ip link set tx0 mtu 9198");
+    sh_in(&lab.ns("rx"), "ip link set rx0 mtu 9198");
+    jumbo_run(&lab, &dir, "lab:tx", 9216);
+    jumbo_run(&lab, &dir, "lab:tx", 9000);
+    jumbo_run(&lab, &dir, "lab:tx@afxdp", 4100);
+    // Beyond one UMEM frame AF_XDP refuses, and says what to use instead.
+    let out = lab
+        .gen_command("lab:tx@afxdp", "lab:rx")
+        .args(["--rate", "5kpps", "--count", "10", "--size", "9000"])
+        .output()
+        .unwrap();
+    bad_input(out, &["4096-byte UMEM frames", "use afpacket:"]);
+}

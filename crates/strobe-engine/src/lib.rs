@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering;
 use live::LiveCounters;
 use rx::{FlowRxReport, RxTracker};
 use rx_worker::{run_rx, RxPortReport};
-use strobe_io::{AnyBackend, AnyReceiver, Receiver, TimeBase};
+use strobe_io::{AnyBackend, AnyReceiver, Backend, Receiver, TimeBase};
 use strobe_model::Scenario;
 use strobe_timing::{Duration, Pattern, ScheduleSpec};
 
@@ -279,6 +279,17 @@ pub fn run_scenario(
                     port: port.name.clone(),
                     source,
                 })?;
+            // Every frame must fit the port (its MTU, its ring or UMEM frames): refused
+            // here, before anything is sent, never cut short or overrun while sending.
+            for f in &worker_flows {
+                let len = (f.size.max() as usize).saturating_sub(strobe_model::FCS_LEN as usize);
+                if len > backend.max_frame_len() {
+                    return Err(EngineError::Flow {
+                        flow: f.name.clone(),
+                        message: format!("port `{}`: {}", port.name, backend.frame_too_long(len)),
+                    });
+                }
+            }
             let name = if workers > 1 {
                 format!("{}#{k}", port.name)
             } else {

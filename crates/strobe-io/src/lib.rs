@@ -105,6 +105,14 @@ pub trait Backend: Send {
     fn slot_count(&self) -> usize;
     /// Largest frame (without FCS) a slot holds.
     fn max_frame_len(&self) -> usize;
+    /// Why frames of `len` bytes (without FCS, more than `max_frame_len()`) cannot be sent
+    /// here, and what to change: the run is refused with this before it starts.
+    fn frame_too_long(&self, len: usize) -> String {
+        format!(
+            "frames of {len} bytes do not fit; this port takes frames of up to {} bytes (without FCS)",
+            self.max_frame_len()
+        )
+    }
     fn time_base(&self) -> TimeBase;
     /// Frames per hand-over for an unpaced run whose transmit stamps nobody reads: the
     /// batch that sends fastest. A batch shares one transmit stamp, so runs that measure
@@ -293,6 +301,9 @@ impl Backend for AnyBackend {
     }
     fn max_frame_len(&self) -> usize {
         each_backend!(self, b => b.max_frame_len())
+    }
+    fn frame_too_long(&self, len: usize) -> String {
+        each_backend!(self, b => b.frame_too_long(len))
     }
     fn time_base(&self) -> TimeBase {
         each_backend!(self, b => b.time_base())

@@ -317,6 +317,13 @@ fn link_error(iface: &str, mode: &str, err: io::Error) -> IoError {
         Some(libc::EINVAL) => IoError::Other(format!(
             "{step}: {err}: attaching XDP through bpf_link needs Linux >= 5.9"
         )),
+        // veth (and most drivers) refuse a single-buffer XDP program while the MTU, or the
+        // veth peer's, lets frames exceed one page.
+        Some(libc::ERANGE) => IoError::Other(format!(
+            "{step}: {err}: the MTU of {iface} (or of its veth peer) allows frames longer than \
+             one XDP buffer (about 3 500 bytes on veth); strobe's AF_XDP receiver takes one \
+             buffer per frame: receive jumbo frames with afpacket:, or lower the MTU"
+        )),
         _ => failed(step, err),
     }
 }

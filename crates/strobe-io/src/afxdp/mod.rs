@@ -102,6 +102,11 @@ impl Default for AfXdpOptions {
     }
 }
 
+/// Largest UMEM frame (chunk) size every kernel accepts without huge pages.
+const MAX_FRAME_SIZE: u32 = 4096;
+/// Ethernet header plus one VLAN tag: frames up to MTU + this cross the interface.
+const LINK_OVERHEAD: usize = 14 + 4;
+
 /// How the UMEM is divided: TX frames are ids `0..tx_frames`, RX frames follow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Layout {
@@ -503,8 +508,19 @@ impl AfXdpPort {
         in_netns(netns, || Self::open_here(place, layout, opts))
     }
 
-    fn open_here(place: Place, layout: Layout, opts: &AfXdpOptions) -> Result<AfXdpPort, IoError> {
+    fn open_here(
+        place: Place,
+        mut layout: Layout,
+        opts: &AfXdpOptions,
+    ) -> Result<AfXdpPort, IoError> {
         let ifindex = sys::if_index(&place.iface, place.netns.as_deref())?;
+        // One UMEM frame per packet: on an interface with a larger MTU take the largest
+        // frame size every kernel accepts, 4096; frames beyond it are refused before a run.
+        let mtu = crate::tsinfo::interface_mtu(&place.iface)?;
+        let max_frame_len = |frame_size: u32| (frame_size as usize).min(mtu + LINK_OVERHEAD);
+        if max_frame_len(layout.frame_size) < mtu + LINK_OVERHEAD {
+            layout.frame_size = MAX_FRAME_SIZE;
+        }
         let facts = LinkFacts::query(&place.iface);
         // Clearly out of range for every kind of queue: say so before the kernel's EINVAL.
         if let Some(n) = facts.rx_queues.max(facts.tx_queues) {
@@ -590,6 +606,8 @@ impl AfXdpPort {
             None => None,
         };
         let tx = AfXdpTx {
+            max_frame_len: max_frame_len(layout.frame_size),
+            mtu,
             ring: tx,
             completion,
             free: FrameFifo::new(layout.tx_frames),
@@ -690,6 +708,9 @@ pub struct AfXdpTx {
     /// Descriptors copy mode sends per kick, when the kernel let us raise it from 32.
     tx_budget: Option<u32>,
     stats: BackendStats,
+    /// The UMEM frame size or what the interface's MTU carries, whichever is smaller.
+    max_frame_len: usize,
+    mtu: usize,
 }
 
 impl AfXdpTx {
@@ -844,7 +865,26 @@ impl Backend for AfXdpTx {
     }
 
     fn max_frame_len(&self) -> usize {
-        self.layout.frame_size as usize
+        self.max_frame_len
+    }
+
+    fn frame_too_long(&self, len: usize) -> String {
+        if len <= self.mtu + LINK_OVERHEAD {
+            return format!(
+                "frames of {len} bytes ({} with FCS) do not fit AF_XDP's {}-byte UMEM frames on \
+                 {} (one frame per packet; multi-buffer frames are not supported yet): use \
+                 afpacket: for frames this long",
+                len + 4,
+                self.layout.frame_size,
+                self.place
+            );
+        }
+        crate::afpacket::mtu_too_small(
+            &self.place.iface,
+            self.place.netns.as_deref(),
+            self.mtu,
+            len,
+        )
     }
 
     fn time_base(&self) -> TimeBase {
@@ -862,6 +902,7 @@ impl Backend for AfXdpTx {
         }
 
         let frame_size = self.layout.frame_size as usize;
+        let max_len = self.max_frame_len;
         let mut batch = TxBatch::new();
         for i in 0..want {
             let id = self.free.get(i);
@@ -882,9 +923,9 @@ impl Backend for AfXdpTx {
 
         // Check every length before publishing anything: the kernel silently skips a bad
         // descriptor and never completes its frame, which would leak the slot.
-        if let Some(bad) = batch.iter().find(|s| s.len < 14 || s.len > frame_size) {
+        if let Some(bad) = batch.iter().find(|s| s.len < 14 || s.len > max_len) {
             return Err(IoError::Other(format!(
-                "AF_XDP TX on {}: frame of {} bytes in slot {}; frames must be 14 to {frame_size} bytes",
+                "AF_XDP TX on {}: frame of {} bytes in slot {}; frames must be 14 to {max_len} bytes (UMEM frame and MTU)",
                 self.place, bad.len, bad.id
             )));
         }
