@@ -276,3 +276,132 @@ fn jumbo_frames_where_the_mtu_allows_and_a_clear_refusal_where_not() {
         .unwrap();
     bad_input(out, &["4096-byte UMEM frames", "use afpacket:"]);
 }
+
+/// A veth pair in the root namespace (an unprivileged process cannot enter another one),
+/// under a name unique to this process, removed when dropped.
+struct RootVeth {
+    a: String,
+    b: String,
+}
+
+impl RootVeth {
+    fn up() -> RootVeth {
+        let tag = std::process::id() % 100_000;
+        let (a, b) = (format!("scap{tag}a"), format!("scap{tag}b"));
+        let ip = |args: &[&str]| ok(Command::new("ip").args(args).output().unwrap());
+        ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]);
+        let veth = RootVeth { a, b };
+        ip(&["link", "set", &veth.a, "up"]);
+        ip(&["link", "set", &veth.b, "up"]);
+        veth
+    }
+}
+
+impl Drop for RootVeth {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.a]).output();
+    }
+}
+
+/// `strobe gen` of 1000 frames from `tx` to `rx` as user nobody, with locked memory
+/// limited to `memlock` (prlimit's SOFT:HARD form, set as root before dropping it).
+fn gen_as_nobody(bin: &str, memlock: &str, tx: &str, rx: &str) -> Output {
+    Command::new("prlimit")
+        .arg(format!("--memlock={memlock}"))
+        .args([
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ])
+        .arg(bin)
+        .args(["gen", "-q", "--port", tx, "--rx", rx])
+        .args(["--udp", "198.18.0.1:1000-198.18.1.1:2000"])
+        .args(["--count", "1000", "--rate", "10kpps"])
+        .output()
+        .unwrap()
+}
+
+/// Every one of the 1000 frames arrived (the flow's row of the results table).
+fn all_arrived(out: Output, what: &str) {
+    let stdout = ok(out);
+    let row: Vec<&str> = stdout
+        .lines()
+        .map(str::split_whitespace)
+        .map(Iterator::collect::<Vec<_>>)
+        .find(|w| w.first() == Some(&"udp"))
+        .unwrap_or_else(|| panic!("{what}: no results in:\n{stdout}"));
+    assert_eq!(&row[1..4], ["1000", "1000", "0"], "{what}: {stdout}");
+}
+
+/// strobe as user nobody with exactly the README's capabilities: AF_PACKET and AF_XDP runs
+/// work with 64 KiB of locked memory (CAP_IPC_LOCK); without CAP_IPC_LOCK, strobe raises
+/// its soft memlock limit to what the UMEM needs; without capabilities, the errors name
+/// the missing ones.
+#[test]
+fn runs_unprivileged_with_the_documented_capabilities() {
+    let have = |tool: &str| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !is_root() || !["setcap", "setpriv", "prlimit"].iter().all(|t| have(t)) {
+        eprintln!("skipped: needs root, setcap (libcap2-bin), setpriv and prlimit");
+        return;
+    }
+    let veth = RootVeth::up();
+    let (tx, rx) = (
+        |kind: &str| format!("{kind}:{}", veth.a),
+        |kind: &str| format!("{kind}:{}", veth.b),
+    );
+    let dir = Scratch::new("caps");
+    let setcap = |caps: &str| {
+        let bin = binary_copy(&dir);
+        let named = format!("{bin}-{}", caps.len());
+        std::fs::rename(&bin, &named).unwrap();
+        if !caps.is_empty() {
+            ok(Command::new("setcap")
+                .args([caps, &named])
+                .output()
+                .unwrap());
+        }
+        named
+    };
+    let all = setcap("cap_net_raw,cap_net_admin,cap_bpf,cap_ipc_lock+ep");
+    let no_ipc_lock = setcap("cap_net_raw,cap_net_admin,cap_bpf+ep");
+    let none = setcap("");
+
+    all_arrived(
+        gen_as_nobody(&all, "65536:65536", &tx("afpacket"), &rx("afpacket")),
+        "AF_PACKET with capabilities",
+    );
+    all_arrived(
+        gen_as_nobody(&all, "65536:65536", &tx("afxdp"), &rx("afxdp")),
+        "AF_XDP with capabilities",
+    );
+    // 8 MiB of TX UMEM against a soft limit of 64 KiB: raised up to the hard limit.
+    all_arrived(
+        gen_as_nobody(&no_ipc_lock, "65536:8388608", &tx("afxdp"), &rx("afpacket")),
+        "AF_XDP without CAP_IPC_LOCK, memlock raised",
+    );
+    let out = gen_as_nobody(&no_ipc_lock, "65536:65536", &tx("afxdp"), &rx("afpacket"));
+    let stderr = stderr_of(&out);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("CAP_IPC_LOCK") && stderr.contains("RLIMIT_MEMLOCK"),
+        "{stderr}"
+    );
+
+    let out = gen_as_nobody(&none, "65536:65536", &tx("afpacket"), &rx("afpacket"));
+    let stderr = stderr_of(&out);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("CAP_NET_RAW"), "{stderr}");
+    let out = gen_as_nobody(&none, "65536:65536", &tx("afxdp"), &rx("afxdp"));
+    let stderr = stderr_of(&out);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    for cap in ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_BPF", "CAP_IPC_LOCK"] {
+        assert!(stderr.contains(cap), "{cap}: {stderr}");
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -79,6 +79,9 @@ pub struct AfXdpOptions {
     /// UMEM frames. With `rx`, half (at most `ring_size`) go to RX and the rest to TX; TX
     /// uses at most `ring_size`. Frames the rings could never hold are not allocated.
     pub frames: u32,
+    /// TX frames at most (frames sent and not yet completed): UMEM for more would only
+    /// count against the locked-memory limit. A port that only receives needs 1.
+    pub tx_frames: u32,
     /// Entries of the RX, TX and completion rings: a power of two. The fill ring gets room
     /// for twice the RX frames, as the kernel reports its progress on it only now and then.
     pub ring_size: u32,
@@ -95,6 +98,7 @@ impl Default for AfXdpOptions {
             mode: XdpMode::Auto,
             frame_size: 2048,
             frames: 8192,
+            tx_frames: 4096,
             ring_size: 4096,
             need_wakeup: true,
             rx: false,
@@ -159,7 +163,9 @@ impl AfXdpOptions {
         } else {
             0
         };
-        let tx_frames = (self.frames - rx_frames).min(self.ring_size);
+        let tx_frames = (self.frames - rx_frames)
+            .min(self.ring_size)
+            .min(self.tx_frames.max(1));
         Ok(Layout {
             frame_size: self.frame_size,
             ring_size: self.ring_size,
@@ -260,15 +266,28 @@ impl Unbound {
             flags: 0,
             tx_metadata_len: 0,
         };
+        let (soft, hard) = sys::raise_memlock_for(umem_len as u64);
         sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg).map_err(|e| {
+            let kib = |b: u64| match b {
+                libc::RLIM_INFINITY => "unlimited".to_string(),
+                b => format!("{} KiB", b / 1024),
+            };
             match e.raw_os_error() {
                 Some(libc::ENOBUFS) | Some(libc::ENOMEM) => IoError::Other(format!(
-                    "cannot register {} KiB of UMEM: {e}: over the locked-memory limit; raise it (`ulimit -l`) or run as root",
-                    umem_len / 1024
+                    "cannot register {} KiB of UMEM: {e}: the kernel charges UMEM to the \
+                     locked-memory limit (RLIMIT_MEMLOCK, soft {} and hard {} after strobe raised \
+                     the soft one as far as allowed) unless the process has CAP_IPC_LOCK: give \
+                     strobe cap_ipc_lock (`setcap cap_net_raw,cap_net_admin,cap_bpf,cap_ipc_lock+ep \
+                     strobe`), raise the hard limit (`prlimit --memlock`, LimitMEMLOCK= in a \
+                     systemd unit), or run as root",
+                    umem_len / 1024,
+                    kib(soft),
+                    kib(hard)
                 )),
                 _ => failed("cannot register the UMEM with the AF_XDP socket", e),
             }
         })?;
+        sys::umem_registered(umem_len as u64);
 
         let size = layout.ring_size;
         let fill_size = layout.fill_ring_size();
@@ -519,6 +538,8 @@ impl AfXdpPort {
         let mtu = crate::tsinfo::interface_mtu(&place.iface)?;
         let max_frame_len = |frame_size: u32| (frame_size as usize).min(mtu + LINK_OVERHEAD);
         if max_frame_len(layout.frame_size) < mtu + LINK_OVERHEAD {
+            // Same TX UMEM bytes in half as many frames.
+            layout.tx_frames = (layout.tx_frames * layout.frame_size / MAX_FRAME_SIZE).max(1);
             layout.frame_size = MAX_FRAME_SIZE;
         }
         let facts = LinkFacts::query(&place.iface);

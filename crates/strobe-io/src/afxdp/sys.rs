@@ -9,7 +9,8 @@ use std::ptr::NonNull;
 use crate::IoError;
 
 /// The privileges AF_XDP sockets, BPF maps and programs need together.
-const PRIVILEGE_HINT: &str = "AF_XDP needs root or CAP_NET_ADMIN+CAP_NET_RAW+CAP_BPF";
+pub(super) const PRIVILEGE_HINT: &str = "AF_XDP needs root or CAP_NET_ADMIN+CAP_NET_RAW+CAP_BPF, \
+     and CAP_IPC_LOCK or a locked-memory limit (RLIMIT_MEMLOCK) above its UMEM";
 
 /// Turns a failed step into an error that says what failed and, when the kernel refused for
 /// lack of privilege, which privileges are missing.
@@ -20,6 +21,43 @@ pub(super) fn failed(step: impl std::fmt::Display, err: io::Error) -> IoError {
         }
         _ => IoError::Other(format!("{step}: {err}")),
     }
+}
+
+/// UMEM bytes this process has registered: the kernel charges them to the user's locked
+/// memory unless the process has CAP_IPC_LOCK.
+static UMEM_REGISTERED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Raises the soft RLIMIT_MEMLOCK so that `more` bytes of UMEM fit beside what this process
+/// registered before, as far as the hard limit allows (raising that one needs
+/// CAP_SYS_RESOURCE). Returns the limits in force afterwards (soft, hard).
+pub(super) fn raise_memlock_for(more: u64) -> (u64, u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into `lim`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } != 0 {
+        return (0, 0);
+    }
+    let needed = UMEM_REGISTERED
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .saturating_add(more);
+    if lim.rlim_cur != libc::RLIM_INFINITY && lim.rlim_cur < needed {
+        let raised = libc::rlimit {
+            rlim_cur: needed.min(lim.rlim_max),
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: setrlimit reads one rlimit; a soft limit up to the hard one is always allowed.
+        if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &raised) } == 0 {
+            lim = raised;
+        }
+    }
+    (lim.rlim_cur, lim.rlim_max)
+}
+
+/// Counts `bytes` of UMEM as registered (see `raise_memlock_for`).
+pub(super) fn umem_registered(bytes: u64) {
+    UMEM_REGISTERED.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// A shared or anonymous memory mapping, unmapped on drop.
@@ -294,10 +332,9 @@ mod tests {
         );
         let msg = err.to_string();
         assert!(msg.starts_with("cannot create an AF_XDP socket: "), "{msg}");
-        assert!(
-            msg.ends_with("AF_XDP needs root or CAP_NET_ADMIN+CAP_NET_RAW+CAP_BPF"),
-            "{msg}"
-        );
+        for cap in ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_BPF", "CAP_IPC_LOCK"] {
+            assert!(msg.contains(cap), "{msg}");
+        }
         let other = failed("x", io::Error::from_raw_os_error(libc::ENOMEM)).to_string();
         assert!(!other.contains("CAP_"), "{other}");
     }
