@@ -234,6 +234,59 @@ fn jumbo_run(lab: &common::lab::TestLab, dir: &Scratch, tx: &str, size: u32) {
     assert!(lens.iter().all(|l| *l == want), "frame lengths {lens:?}");
 }
 
+/// `strobe reflect lab:rx` (AF_PACKET, one ring frame per packet) in the background.
+struct ReflectorAt1500 {
+    child: std::process::Child,
+}
+
+impl ReflectorAt1500 {
+    fn start(lab: &common::lab::TestLab, json: &str) -> ReflectorAt1500 {
+        use std::io::BufRead;
+        let mut child = strobe()
+            .args([
+                "reflect",
+                "lab:rx",
+                "--lab",
+                &lab.prefix,
+                "--duration",
+                "60s",
+            ])
+            .args(["--json", json])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        assert!(
+            line.contains("reflecting on"),
+            "reflector did not start: {line}"
+        );
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        ReflectorAt1500 { child }
+    }
+
+    /// Stops it with SIGINT (as Ctrl-C) and returns its JSON report.
+    fn stop(mut self, json: &str) -> serde_json::Value {
+        // SAFETY: kill(2) on the PID of the child this test started.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "reflector: {status}");
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+    }
+}
+
+impl Drop for ReflectorAt1500 {
+    fn drop(&mut self) {
+        // SAFETY: as above; a no-op when it has already been waited for.
+        if self.child.try_wait().ok().flatten().is_none() {
+            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGKILL) };
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// Jumbo frames go through where the MTU allows (AF_PACKET up to 9216 bytes, AF_XDP up to
 /// its 4096-byte UMEM frames) and are refused before the run, with the MTU and the fix
 /// named, where it does not.
@@ -263,8 +316,30 @@ fn jumbo_frames_where_the_mtu_allows_and_a_clear_refusal_where_not() {
             ],
         );
     }
+    // A reflector opened at MTU 1500 has ring frames for 1500: frames that grow beyond them
+    // once the MTU is raised are counted as unfit, never reflected cut short, never a panic.
+    let reflect_json = dir.path("reflect.json");
+    let reflector = ReflectorAt1500::start(&lab, &reflect_json);
     sh_in(&lab.ns("tx"), "ip link set tx0 mtu 9198");
     sh_in(&lab.ns("rx"), "ip link set rx0 mtu 9198");
+    for size in [9000, 128] {
+        ok(lab
+            .gen_command("lab:tx", "lab:tx")
+            .args([
+                "--rate",
+                "5kpps",
+                "--count",
+                "500",
+                "--size",
+                &size.to_string(),
+            ])
+            .output()
+            .unwrap());
+    }
+    let r = reflector.stop(&reflect_json);
+    assert_eq!(r["unfit"], 500, "{r}");
+    assert_eq!(r["reflected"], 500, "{r}");
+
     jumbo_run(&lab, &dir, "lab:tx", 9216);
     jumbo_run(&lab, &dir, "lab:tx", 9000);
     jumbo_run(&lab, &dir, "lab:tx@afxdp", 4100);
