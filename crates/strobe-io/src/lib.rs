@@ -226,13 +226,15 @@ fn open_afpacket_tx(
     afpacket::AfPacketTx::open(iface, netns, &opts)
 }
 
-/// TX frames of a port that transmits: 4 MiB of UMEM at 2048 bytes a frame, half the usual
-/// 8 MiB locked-memory limit (UMEM is charged to it without CAP_IPC_LOCK, and a closed
-/// socket's UMEM is released a moment later). 2048 frames in flight are 140 µs of 64-byte
-/// frames at 10 Gbit/s.
-const AFXDP_TX_FRAMES: u32 = 2048;
+/// UMEM of the ports `gen` and `reflect` open, sized so that a transmitting and a
+/// receiving port together take 6 MiB, under the usual 8 MiB locked-memory limit (UMEM is
+/// charged to it without CAP_IPC_LOCK, and a closed socket's UMEM is released a moment
+/// later): 1024 TX frames in flight (70 µs of 64-byte frames at 10 Gbit/s; copy mode
+/// completes each kick's frames at once) and 2048 RX frames, as libxdp's default rings.
+const AFXDP_TX_FRAMES: u32 = 1024;
+const AFXDP_RX_FRAMES: u32 = 2048;
 
-/// `tx`: the port transmits (a receive-only port gets one TX frame and no TX UMEM).
+/// `tx`: the port transmits (a receive-only port gets one TX frame).
 fn open_afxdp(
     iface: &str,
     queue: u32,
@@ -242,6 +244,12 @@ fn open_afxdp(
 ) -> Result<afxdp::AfXdpPort, IoError> {
     let opts = afxdp::AfXdpOptions {
         rx,
+        // With rx, half the frames receive.
+        frames: if rx {
+            2 * AFXDP_RX_FRAMES
+        } else {
+            AFXDP_TX_FRAMES
+        },
         tx_frames: if tx { AFXDP_TX_FRAMES } else { 1 },
         ..afxdp::AfXdpOptions::default()
     };

@@ -422,36 +422,46 @@ fn mmap_offsets(fd: &OwnedFd) -> Result<(AllOffsets, bool), IoError> {
 /// in another mode.
 enum OpenError {
     Setup(IoError),
-    Bind(std::io::Error),
+    /// The last mode tried, and why the kernel refused it.
+    Bind(std::io::Error, XdpModeInUse),
 }
 
 /// How long to retry a bind that finds the queue busy: a socket closed a moment ago frees
 /// its queue from deferred kernel work, shortly after `close()` returns.
 const BUSY_QUEUE_GRACE: Duration = Duration::from_secs(1);
 
-/// Sets up a socket and binds it in `mode`.
+/// Sets up a socket and binds it in the first of `modes` the driver takes; returns it with
+/// that mode and why the modes before it failed. Each mode is tried on the same socket: a
+/// new socket would register its UMEM again while the kernel still charges the first to the
+/// locked-memory limit (a closed socket's UMEM is released by deferred work).
 fn open_bound(
     layout: &Layout,
     opts: &AfXdpOptions,
     ifindex: u32,
     queue: u32,
-    mode: XdpModeInUse,
-) -> Result<Unbound, OpenError> {
+    modes: &[XdpModeInUse],
+) -> Result<(Unbound, XdpModeInUse, Vec<std::io::Error>), OpenError> {
     let started = Instant::now();
-    loop {
+    'socket: loop {
         let socket = Unbound::new(layout, opts.rx).map_err(OpenError::Setup)?;
         let need_wakeup = opts.need_wakeup && socket.has_flags;
-        match socket.bind(ifindex, queue, mode, need_wakeup) {
-            Ok(()) => return Ok(socket),
-            Err(e)
-                if e.raw_os_error() == Some(libc::EBUSY)
-                    && started.elapsed() < BUSY_QUEUE_GRACE =>
-            {
-                drop(socket);
-                std::thread::sleep(Duration::from_millis(10));
+        let mut refused = Vec::new();
+        for (i, &mode) in modes.iter().enumerate() {
+            match socket.bind(ifindex, queue, mode, need_wakeup) {
+                Ok(()) => return Ok((socket, mode, refused)),
+                Err(e)
+                    if e.raw_os_error() == Some(libc::EBUSY)
+                        && started.elapsed() < BUSY_QUEUE_GRACE =>
+                {
+                    drop(socket);
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue 'socket;
+                }
+                Err(e) if i + 1 == modes.len() => return Err(OpenError::Bind(e, mode)),
+                Err(e) => refused.push(e),
             }
-            Err(e) => return Err(OpenError::Bind(e)),
         }
+        unreachable!("open_bound is given at least one mode");
     }
 }
 
@@ -538,8 +548,10 @@ impl AfXdpPort {
         let mtu = crate::tsinfo::interface_mtu(&place.iface)?;
         let max_frame_len = |frame_size: u32| (frame_size as usize).min(mtu + LINK_OVERHEAD);
         if max_frame_len(layout.frame_size) < mtu + LINK_OVERHEAD {
-            // Same TX UMEM bytes in half as many frames.
-            layout.tx_frames = (layout.tx_frames * layout.frame_size / MAX_FRAME_SIZE).max(1);
+            // The same UMEM bytes in half as many frames.
+            let scale = |frames: u32| frames * layout.frame_size / MAX_FRAME_SIZE;
+            layout.tx_frames = scale(layout.tx_frames).max(1);
+            layout.rx_frames = scale(layout.rx_frames).max(u32::from(layout.rx_frames > 0));
             layout.frame_size = MAX_FRAME_SIZE;
         }
         let facts = LinkFacts::query(&place.iface);
@@ -551,40 +563,24 @@ impl AfXdpPort {
         }
 
         let mut notes = Vec::new();
-        let open = |mode| open_bound(&layout, opts, ifindex, place.queue, mode);
-        let (socket, asked) = match opts.mode {
-            XdpMode::Copy | XdpMode::ZeroCopy => {
-                let mode = if opts.mode == XdpMode::Copy {
-                    XdpModeInUse::Copy
-                } else {
-                    XdpModeInUse::ZeroCopy
-                };
-                match open(mode) {
-                    Ok(socket) => (socket, mode),
-                    Err(OpenError::Setup(e)) => return Err(e),
-                    Err(OpenError::Bind(e)) => return Err(bind_error(&place, &facts, mode, e)),
-                }
-            }
-            XdpMode::Auto => match open(XdpModeInUse::ZeroCopy) {
-                Ok(socket) => (socket, XdpModeInUse::ZeroCopy),
-                Err(OpenError::Setup(e)) => return Err(e),
-                Err(OpenError::Bind(zc)) => {
-                    let copy = match open(XdpModeInUse::Copy) {
-                        Ok(socket) => socket,
-                        Err(OpenError::Setup(e)) => return Err(e),
-                        Err(OpenError::Bind(e)) => {
-                            return Err(bind_error(&place, &facts, XdpModeInUse::Copy, e))
-                        }
-                    };
-                    notes.push(format!(
-                        "zero-copy is not available on {} (driver {}: {zc}); using copy mode",
-                        place.iface,
-                        facts.driver_name()
-                    ));
-                    (copy, XdpModeInUse::Copy)
-                }
-            },
+        let modes: &[XdpModeInUse] = match opts.mode {
+            XdpMode::Copy => &[XdpModeInUse::Copy],
+            XdpMode::ZeroCopy => &[XdpModeInUse::ZeroCopy],
+            XdpMode::Auto => &[XdpModeInUse::ZeroCopy, XdpModeInUse::Copy],
         };
+        let (socket, asked, refused) = match open_bound(&layout, opts, ifindex, place.queue, modes)
+        {
+            Ok(opened) => opened,
+            Err(OpenError::Setup(e)) => return Err(e),
+            Err(OpenError::Bind(e, mode)) => return Err(bind_error(&place, &facts, mode, e)),
+        };
+        if let Some(zc) = refused.first() {
+            notes.push(format!(
+                "zero-copy is not available on {} (driver {}: {zc}); using copy mode",
+                place.iface,
+                facts.driver_name()
+            ));
+        }
         let mode = mode_in_use(&socket.socket.fd, asked);
         let need_wakeup = opts.need_wakeup && socket.has_flags;
         if opts.need_wakeup && !socket.has_flags {

@@ -27,9 +27,10 @@ pub(super) fn failed(step: impl std::fmt::Display, err: io::Error) -> IoError {
 /// memory unless the process has CAP_IPC_LOCK.
 static UMEM_REGISTERED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Raises the soft RLIMIT_MEMLOCK so that `more` bytes of UMEM fit beside what this process
-/// registered before, as far as the hard limit allows (raising that one needs
-/// CAP_SYS_RESOURCE). Returns the limits in force afterwards (soft, hard).
+/// Raises the soft RLIMIT_MEMLOCK to the hard one when it is below what this process's UMEMs
+/// need with `more` bytes added (raising the hard limit needs CAP_SYS_RESOURCE). Not just to
+/// that sum: the kernel checks the limit against the locked memory of every process of the
+/// user, which this process cannot see. Returns the limits in force afterwards (soft, hard).
 pub(super) fn raise_memlock_for(more: u64) -> (u64, u64) {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -42,9 +43,9 @@ pub(super) fn raise_memlock_for(more: u64) -> (u64, u64) {
     let needed = UMEM_REGISTERED
         .load(std::sync::atomic::Ordering::Relaxed)
         .saturating_add(more);
-    if lim.rlim_cur != libc::RLIM_INFINITY && lim.rlim_cur < needed {
+    if lim.rlim_cur != libc::RLIM_INFINITY && lim.rlim_cur < needed && lim.rlim_cur < lim.rlim_max {
         let raised = libc::rlimit {
-            rlim_cur: needed.min(lim.rlim_max),
+            rlim_cur: lim.rlim_max,
             rlim_max: lim.rlim_max,
         };
         // SAFETY: setrlimit reads one rlimit; a soft limit up to the hard one is always allowed.
