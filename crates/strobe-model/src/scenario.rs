@@ -110,27 +110,6 @@ fn check_flow_tables(text: &str, loc: &Locator<'_>) -> Result<(), ModelError> {
     Ok(())
 }
 
-#[cfg(test)]
-mod flow_table_count {
-    use super::*;
-
-    #[test]
-    fn more_flow_tables_than_flow_ids_are_refused_at_the_first_one_too_many() {
-        let table = "[[ flows ]]\nname = \"f\"\n";
-        let text = table.repeat(MAX_FLOWS + 1);
-        let err = check_flow_tables(&text, &Locator::new("big.toml", &text)).unwrap_err();
-        let msg = err.to_string();
-        let line = 2 * MAX_FLOWS + 1;
-        assert!(msg.contains(&format!("big.toml:{line}:")), "{msg}");
-        assert!(msg.contains("at most 65536 flows"), "{msg}");
-        let text = table.repeat(MAX_FLOWS);
-        assert!(check_flow_tables(&text, &Locator::new("ok.toml", &text)).is_ok());
-        // Other array tables are not flows.
-        let text = "[[flows.packet]]\n".repeat(MAX_FLOWS + 1);
-        assert!(check_flow_tables(&text, &Locator::new("ok.toml", &text)).is_ok());
-    }
-}
-
 struct Loader<'a> {
     r: Reader<'a>,
     res: &'a dyn Resources,
@@ -1789,5 +1768,26 @@ fn gcd(a: u32, b: u32) -> u32 {
         a
     } else {
         gcd(b, a % b)
+    }
+}
+
+#[cfg(test)]
+mod flow_table_count {
+    use super::*;
+
+    #[test]
+    fn more_flow_tables_than_flow_ids_are_refused_at_the_first_one_too_many() {
+        let table = "[[ flows ]]\nname = \"f\"\n";
+        let text = table.repeat(MAX_FLOWS + 1);
+        let err = check_flow_tables(&text, &Locator::new("big.toml", &text)).unwrap_err();
+        let msg = err.to_string();
+        let line = 2 * MAX_FLOWS + 1;
+        assert!(msg.contains(&format!("big.toml:{line}:")), "{msg}");
+        assert!(msg.contains("at most 65536 flows"), "{msg}");
+        let text = table.repeat(MAX_FLOWS);
+        assert!(check_flow_tables(&text, &Locator::new("ok.toml", &text)).is_ok());
+        // Other array tables are not flows.
+        let text = "[[flows.packet]]\n".repeat(MAX_FLOWS + 1);
+        assert!(check_flow_tables(&text, &Locator::new("ok.toml", &text)).is_ok());
     }
 }
