@@ -118,12 +118,20 @@ struct Layout {
     ring_size: u32,
     tx_frames: u32,
     rx_frames: u32,
+    /// UMEM frames per TX frame: more than 1 for frames longer than one UMEM frame, sent as
+    /// multi-buffer packets (one descriptor per UMEM frame, XDP_USE_SG, Linux >= 6.6).
+    tx_chunks: u32,
 }
 
 impl Layout {
     /// The kernel publishes how far it has read the fill ring only when it has used up
     /// what it read last time, so up to all RX frames can sit there consumed but not yet
     /// released while all of them come back: twice the RX frames always fits.
+    /// UMEM frames the TX frames take; RX frames follow them.
+    fn tx_umem_frames(&self) -> u32 {
+        self.tx_frames * self.tx_chunks
+    }
+
     fn fill_ring_size(&self) -> u32 {
         (2 * self.rx_frames).next_power_of_two().max(self.ring_size)
     }
@@ -171,6 +179,7 @@ impl AfXdpOptions {
             ring_size: self.ring_size,
             tx_frames,
             rx_frames,
+            tx_chunks: 1,
         })
     }
 }
@@ -254,7 +263,7 @@ impl Unbound {
             _ => failed("cannot create an AF_XDP socket", e),
         })?;
 
-        let frames = layout.tx_frames + layout.rx_frames;
+        let frames = layout.tx_umem_frames() + layout.rx_frames;
         let umem_len = frames as usize * layout.frame_size as usize;
         let umem = Mmap::anonymous(umem_len)
             .map_err(|e| failed(format_args!("cannot allocate {umem_len} bytes of UMEM"), e))?;
@@ -322,7 +331,7 @@ impl Unbound {
                 .map_err(map_err("RX"))?;
             // Every RX frame starts out with the kernel (the fresh ring has room for all).
             for i in 0..layout.rx_frames {
-                let frame = layout.tx_frames + i;
+                let frame = layout.tx_umem_frames() + i;
                 fill.write(i, frame as u64 * layout.frame_size as u64);
             }
             fill.submit(layout.rx_frames);
@@ -346,6 +355,7 @@ impl Unbound {
         queue: u32,
         mode: XdpModeInUse,
         need_wakeup: bool,
+        multi_buffer: bool,
     ) -> std::io::Result<()> {
         let mut flags = match mode {
             XdpModeInUse::Copy => libc::XDP_COPY,
@@ -353,6 +363,9 @@ impl Unbound {
         };
         if need_wakeup {
             flags |= libc::XDP_USE_NEED_WAKEUP;
+        }
+        if multi_buffer {
+            flags |= libc::XDP_USE_SG;
         }
         let addr = libc::sockaddr_xdp {
             sxdp_family: libc::AF_XDP as u16,
@@ -447,7 +460,7 @@ fn open_bound(
         let need_wakeup = opts.need_wakeup && socket.has_flags;
         let mut refused = Vec::new();
         for (i, &mode) in modes.iter().enumerate() {
-            match socket.bind(ifindex, queue, mode, need_wakeup) {
+            match socket.bind(ifindex, queue, mode, need_wakeup, layout.tx_chunks > 1) {
                 Ok(()) => return Ok((socket, mode, refused)),
                 Err(e)
                     if e.raw_os_error() == Some(libc::EBUSY)
@@ -546,14 +559,21 @@ impl AfXdpPort {
         // One UMEM frame per packet: on an interface with a larger MTU take the largest
         // frame size every kernel accepts, 4096; frames beyond it are refused before a run.
         let mtu = crate::tsinfo::interface_mtu(&place.iface)?;
-        let max_frame_len = |frame_size: u32| (frame_size as usize).min(mtu + LINK_OVERHEAD);
-        if max_frame_len(layout.frame_size) < mtu + LINK_OVERHEAD {
+        let link_max = mtu + LINK_OVERHEAD;
+        if (layout.frame_size as usize) < link_max {
             // The same UMEM bytes in half as many frames.
             let scale = |frames: u32| frames * layout.frame_size / MAX_FRAME_SIZE;
             layout.tx_frames = scale(layout.tx_frames).max(1);
             layout.rx_frames = scale(layout.rx_frames).max(u32::from(layout.rx_frames > 0));
             layout.frame_size = MAX_FRAME_SIZE;
         }
+        // Longer frames span several UMEM frames, sent as one multi-buffer packet each.
+        let multi_buffer = crate::kernel_release().is_some_and(|r| r >= (6, 6));
+        if (layout.frame_size as usize) < link_max && multi_buffer && layout.tx_frames > 1 {
+            layout.tx_chunks = link_max.div_ceil(layout.frame_size as usize) as u32;
+            layout.tx_frames = (layout.tx_frames / layout.tx_chunks).max(1);
+        }
+        let max_frame_len = ((layout.tx_chunks * layout.frame_size) as usize).min(link_max);
         let facts = LinkFacts::query(&place.iface);
         // Clearly out of range for every kind of queue: say so before the kernel's EINVAL.
         if let Some(n) = facts.rx_queues.max(facts.tx_queues) {
@@ -623,7 +643,7 @@ impl AfXdpPort {
             None => None,
         };
         let tx = AfXdpTx {
-            max_frame_len: max_frame_len(layout.frame_size),
+            max_frame_len,
             mtu,
             ring: tx,
             completion,
@@ -742,11 +762,16 @@ impl AfXdpTx {
         if n == 0 {
             return;
         }
+        let slot_bytes = self.layout.frame_size as u64 * self.layout.tx_chunks as u64;
         for i in 0..n {
-            let frame = self.completion.read(i) / self.layout.frame_size as u64;
+            let addr = self.completion.read(i);
+            let frame = addr / slot_bytes;
             // The kernel only completes what we sent; anything else would be a kernel bug,
-            // and taking it would hand one frame out twice.
-            if frame < self.layout.tx_frames as u64 {
+            // and taking it would hand one frame out twice. A multi-buffer frame completes
+            // all its buffers at once (one skb): its first buffer frees it.
+            if frame < self.layout.tx_frames as u64
+                && (self.layout.tx_chunks == 1 || addr % slot_bytes == 0)
+            {
                 self.free.push(frame as u32);
             }
         }
@@ -816,7 +841,8 @@ impl AfXdpTx {
     /// Whether `want` frames are free and the TX ring has room for them. The ring can lag
     /// behind the frames: the kernel publishes how far it has read only now and then.
     fn has_room(&mut self, want: u32) -> bool {
-        self.free.len >= want && self.ring.free(want) >= want
+        let descriptors = want * self.layout.tx_chunks;
+        self.free.len >= want && self.ring.free(descriptors) >= descriptors
     }
 
     /// Kicks and reclaims until `want` frames can be sent or the stall limit passes.
@@ -855,11 +881,19 @@ impl AfXdpTx {
 impl Backend for AfXdpTx {
     fn describe(&self) -> String {
         format!(
-            "afxdp:{} TX ({}, {} frames of {} bytes, need_wakeup {}{})",
+            "afxdp:{} TX ({}, {} frames of {} bytes{}, need_wakeup {}{})",
             self.place,
             self.mode.name(),
             self.layout.tx_frames,
-            self.layout.frame_size,
+            self.layout.frame_size * self.layout.tx_chunks,
+            if self.layout.tx_chunks > 1 {
+                format!(
+                    " in {} UMEM frames each (multi-buffer)",
+                    self.layout.tx_chunks
+                )
+            } else {
+                String::new()
+            },
             if self.need_wakeup { "on" } else { "off" },
             match (self.mode, self.tx_budget) {
                 (XdpModeInUse::Copy, Some(b)) => format!(", {b} frames per kick"),
@@ -889,8 +923,8 @@ impl Backend for AfXdpTx {
         if len <= self.mtu + LINK_OVERHEAD {
             return format!(
                 "frames of {len} bytes ({} with FCS) do not fit AF_XDP's {}-byte UMEM frames on \
-                 {} (one frame per packet; multi-buffer frames are not supported yet): use \
-                 afpacket: for frames this long",
+                 {} (frames spanning several need multi-buffer AF_XDP, Linux 6.6 or later): \
+                 use afpacket: for frames this long",
                 len + 4,
                 self.layout.frame_size,
                 self.place
@@ -919,6 +953,8 @@ impl Backend for AfXdpTx {
         }
 
         let frame_size = self.layout.frame_size as usize;
+        let chunks = self.layout.tx_chunks;
+        let slot_size = frame_size * chunks as usize;
         let max_len = self.max_frame_len;
         let mut batch = TxBatch::new();
         for i in 0..want {
@@ -927,7 +963,10 @@ impl Backend for AfXdpTx {
             // (or never had them), RX frames are other ids, and each id is in the free FIFO
             // once, so the slices are disjoint. They do not outlive this call.
             let buf = unsafe {
-                std::slice::from_raw_parts_mut(self.socket.frame_ptr(&self.layout, id), frame_size)
+                std::slice::from_raw_parts_mut(
+                    self.socket.frame_ptr(&self.layout, id * chunks),
+                    slot_size,
+                )
             };
             batch.push(TxSlot {
                 id,
@@ -948,21 +987,47 @@ impl Backend for AfXdpTx {
         }
         let n = batch.len() as u32;
         let mut bytes = 0u64;
-        for (i, slot) in batch.iter().enumerate() {
-            self.ring.write(
-                i as u32,
-                libc::xdp_desc {
-                    addr: slot.id as u64 * frame_size as u64,
-                    len: slot.len as u32,
-                    options: 0,
-                },
-            );
-            bytes += slot.len as u64;
+        let mut descriptors = 0u32;
+        if chunks == 1 {
+            for (i, slot) in batch.iter().enumerate() {
+                self.ring.write(
+                    i as u32,
+                    libc::xdp_desc {
+                        addr: slot.id as u64 * frame_size as u64,
+                        len: slot.len as u32,
+                        options: 0,
+                    },
+                );
+                bytes += slot.len as u64;
+            }
+            descriptors = n;
+        } else {
+            // One descriptor per UMEM frame the packet covers, all but the last marked as
+            // continued.
+            for slot in batch.iter() {
+                let start = slot.id as u64 * slot_size as u64;
+                let mut at = 0usize;
+                while at < slot.len {
+                    let len = (slot.len - at).min(frame_size);
+                    let last = at + len == slot.len;
+                    self.ring.write(
+                        descriptors,
+                        libc::xdp_desc {
+                            addr: start + at as u64,
+                            len: len as u32,
+                            options: if last { 0 } else { libc::XDP_PKT_CONTD },
+                        },
+                    );
+                    descriptors += 1;
+                    at += len;
+                }
+                bytes += slot.len as u64;
+            }
         }
         drop(batch);
-        self.ring.submit(n);
+        self.ring.submit(descriptors);
         self.free.pop(n);
-        self.in_flight += n;
+        self.in_flight += descriptors;
         self.stats.frames += n as u64;
         self.stats.bytes += bytes;
         self.flush()?;
@@ -1068,7 +1133,7 @@ impl Receiver for AfXdpRx {
         }
         let now = sys::realtime_ns();
         let frame_size = self.layout.frame_size as u64;
-        let first = self.layout.tx_frames as u64;
+        let first = self.layout.tx_umem_frames() as u64;
         let end = first + self.layout.rx_frames as u64;
 
         let mut delivered = 0;
