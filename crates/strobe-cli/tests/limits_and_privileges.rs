@@ -353,6 +353,20 @@ fn jumbo_frames_where_the_mtu_allows_and_a_clear_refusal_where_not() {
     // AF_XDP: one 4096-byte UMEM frame, then multi-buffer packets of three.
     jumbo_run(&lab, &dir, "lab:tx@afxdp", 4100);
     jumbo_run(&lab, &dir, "lab:tx@afxdp", 9216);
+    // An AF_XDP receiver takes one buffer per frame: veth refuses its XDP program at this
+    // MTU, and the error says why and what to do.
+    let out = lab
+        .gen_command("lab:tx", "lab:rx@afxdp")
+        .args(["--rate", "5kpps", "--count", "10", "--size", "9000"])
+        .output()
+        .unwrap();
+    bad_input(
+        out,
+        &[
+            "longer than one XDP buffer",
+            "receive jumbo frames with afpacket:",
+        ],
+    );
 }
 
 /// A veth pair in the root namespace (an unprivileged process cannot enter another one),
