@@ -121,6 +121,8 @@ struct Layout {
     /// UMEM frames per TX frame: more than 1 for frames longer than one UMEM frame, sent as
     /// multi-buffer packets (one descriptor per UMEM frame, XDP_USE_SG, Linux >= 6.6).
     tx_chunks: u32,
+    /// Frames may span several UMEM frames (XDP_USE_SG): the MTU allows longer frames.
+    multi_buffer: bool,
 }
 
 impl Layout {
@@ -180,6 +182,7 @@ impl AfXdpOptions {
             tx_frames,
             rx_frames,
             tx_chunks: 1,
+            multi_buffer: false,
         })
     }
 }
@@ -460,7 +463,7 @@ fn open_bound(
         let need_wakeup = opts.need_wakeup && socket.has_flags;
         let mut refused = Vec::new();
         for (i, &mode) in modes.iter().enumerate() {
-            match socket.bind(ifindex, queue, mode, need_wakeup, layout.tx_chunks > 1) {
+            match socket.bind(ifindex, queue, mode, need_wakeup, layout.multi_buffer) {
                 Ok(()) => return Ok((socket, mode, refused)),
                 Err(e)
                     if e.raw_os_error() == Some(libc::EBUSY)
@@ -568,8 +571,9 @@ impl AfXdpPort {
             layout.frame_size = MAX_FRAME_SIZE;
         }
         // Longer frames span several UMEM frames, sent as one multi-buffer packet each.
-        let multi_buffer = crate::kernel_release().is_some_and(|r| r >= (6, 6));
-        if (layout.frame_size as usize) < link_max && multi_buffer && layout.tx_frames > 1 {
+        layout.multi_buffer = (layout.frame_size as usize) < link_max
+            && crate::kernel_release().is_some_and(|r| r >= (6, 6));
+        if layout.multi_buffer && layout.tx_frames > 1 {
             layout.tx_chunks = link_max.div_ceil(layout.frame_size as usize) as u32;
             layout.tx_frames = (layout.tx_frames / layout.tx_chunks).max(1);
         }
@@ -627,6 +631,7 @@ impl AfXdpPort {
                     ifindex,
                     place.queue,
                     &socket.fd,
+                    layout.multi_buffer,
                 )?;
                 notes.extend(xdp.note.clone());
                 Some(AfXdpRx {
@@ -638,6 +643,12 @@ impl AfXdpPort {
                     place: place.clone(),
                     mode,
                     need_wakeup,
+                    gather: if layout.multi_buffer {
+                        vec![0u8; crate::MAX_FRAME_LEN].into_boxed_slice()
+                    } else {
+                        Box::default()
+                    },
+                    gathered: 0,
                 })
             }
             None => None,
@@ -1061,6 +1072,11 @@ pub struct AfXdpRx {
     place: Place,
     mode: XdpModeInUse,
     need_wakeup: bool,
+    /// A multi-buffer frame's parts are copied here, in order, until its last part: the
+    /// engine takes a frame as one slice. Empty without multi-buffer.
+    gather: Box<[u8]>,
+    /// Bytes of the frame being gathered (its whole length, also beyond `gather`).
+    gathered: usize,
 }
 
 impl AfXdpRx {
@@ -1147,7 +1163,38 @@ impl Receiver for AfXdpRx {
                 continue;
             }
             let offset = desc.addr % frame_size;
-            if offset + desc.len as u64 <= frame_size {
+            if offset + desc.len as u64 > frame_size {
+                // Not a valid buffer: drop it (and the frame it was part of).
+                self.gathered = 0;
+            } else if self.layout.multi_buffer
+                && (self.gathered > 0 || desc.options & libc::XDP_PKT_CONTD != 0)
+            {
+                // SAFETY: as below.
+                let part = unsafe {
+                    std::slice::from_raw_parts(
+                        self.socket
+                            .frame_ptr(&self.layout, frame as u32)
+                            .add(offset as usize),
+                        desc.len as usize,
+                    )
+                };
+                let at = self.gathered.min(self.gather.len());
+                let fits = part.len().min(self.gather.len() - at);
+                self.gather[at..at + fits].copy_from_slice(&part[..fits]);
+                self.gathered += part.len();
+                if desc.options & libc::XDP_PKT_CONTD == 0 {
+                    // A frame longer than `gather` arrives cut short: counted as truncated.
+                    let len = self.gathered.min(self.gather.len());
+                    each(&RxFrame {
+                        data: &self.gather[..len],
+                        wire_len: self.gathered.min(u32::MAX as usize) as u32,
+                        timestamp: Some(RxTimestamp::User(now)),
+                        vlan: None,
+                    });
+                    delivered += 1;
+                    self.gathered = 0;
+                }
+            } else {
                 // SAFETY: the kernel handed this frame to us through the RX ring and will not
                 // touch it until it is back on the fill ring, which happens after `each`
                 // returns; the range lies inside the frame (checked above).
