@@ -411,13 +411,15 @@ impl AfPacketTx {
                 opts.frame_size
             )));
         }
-        // The slot holds any frame the interface carries, jumbo frames included.
+        // The slot holds any frame the interface carries, jumbo frames included, up to the
+        // longest frame strobe builds (loopback's MTU of 65536 would cost 64 KiB a slot).
         let mtu = in_netns(netns, || {
             let fd = packet_socket(&port)?;
             interface_mtu(&fd, &port)
         })?;
+        let longest = (mtu + LINK_OVERHEAD).min(crate::MAX_FRAME_LEN);
         let frame_size = align_up(
-            opts.frame_size.max(TX_DATA_OFFSET + mtu + LINK_OVERHEAD),
+            opts.frame_size.max(TX_DATA_OFFSET + longest),
             TPACKET_ALIGNMENT,
         );
         let block_size = align_up(frame_size, page_size());

@@ -562,7 +562,8 @@ impl AfXdpPort {
         // One UMEM frame per packet: on an interface with a larger MTU take the largest
         // frame size every kernel accepts, 4096; frames beyond it are refused before a run.
         let mtu = crate::tsinfo::interface_mtu(&place.iface)?;
-        let link_max = mtu + LINK_OVERHEAD;
+        // Frames the link carries, up to the longest strobe builds (loopback allows 64 KiB).
+        let link_max = (mtu + LINK_OVERHEAD).min(crate::MAX_FRAME_LEN);
         if (layout.frame_size as usize) < link_max {
             // The same UMEM bytes in half as many frames.
             let scale = |frames: u32| frames * layout.frame_size / MAX_FRAME_SIZE;
