@@ -35,7 +35,7 @@ fn many_flows(flows: usize, ports: usize) -> String {
     for i in 0..flows {
         writeln!(
             s,
-            "[[flows]]\nname = \"f{i}\"\ntx = \"p{}\"\nduration = {{ fixed_packets = {{ packets = 1 }} }}\n[[flows.packet]]\nethernet = {{}}",
+            "[[flows]]\nname = \"f{i}\"\ntx = \"p{}\"\nduration = {{ fixed_packets = {{ packets = 1 }} }}\n[[flows.packet]]\nethernet = {{ src = \"02:00:00:00:00:01\" }}",
             i % ports
         )
         .unwrap();
