@@ -18,6 +18,9 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut tracker = RxTracker::new(usize::from(flows % 8) + 1, flows);
     let mut rx_ns = 1_700_000_000_000_000_000u64;
+    if flows & 0x80 != 0 {
+        tracker.check_stamps_from(rx_ns - 1_000_000_000);
+    }
     while !rest.is_empty() {
         let (frame, tail) = match rest {
             [a, b, tail @ ..] => {

@@ -81,8 +81,10 @@ pub struct GenArgs {
     unpaced: bool,
     /// Transmit workers (cores) per transmit port: constant-rate flows stay whole on one
     /// worker, Poisson flows are split over all of them (independent Poisson sub-flows).
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    cores: usize,
+    /// At most 256; more workers than usable cores share them (a warning says so).
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=strobe_model::MAX_CORES as u64))]
+    cores: u64,
     /// Receive on this port too and count the flow there (same forms as --port).
     #[arg(long, help_heading = "One-flow options")]
     rx: Option<String>,
@@ -557,8 +559,9 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
     };
     let drain_ns = strobe_timing::parse_duration_ns(&args.drain)
         .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", args.drain)))?;
-    if args.cores == 0 {
-        return Err(Failure::BadInput("--cores must be at least 1".into()));
+    let tx_workers = args.cores as usize;
+    if let Some(warning) = strobe_engine::oversubscription(&scenario, tx_workers) {
+        eprintln!("warning: {warning}");
     }
     if args.run_tag == Some(strobe_wire::trailer::LEGACY_TAG) {
         return Err(Failure::BadInput(format!(
@@ -568,7 +571,7 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
     }
     let opts = RunOptions {
         drain_ns,
-        tx_workers: args.cores,
+        tx_workers,
         hardware_timestamps: args.hw_timestamps,
         rx_busy_poll: args.rx_busy_poll,
         run_tag: args.run_tag,

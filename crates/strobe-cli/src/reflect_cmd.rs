@@ -106,7 +106,17 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
         );
     }
     let report = std::thread::scope(|scope| {
-        let worker = scope.spawn(|| run_reflect(&mut rx, &mut tx, &opts, stop, Some(&live)));
+        let worker = std::thread::Builder::new()
+            .name("reflect".into())
+            .spawn_scoped(scope, || {
+                run_reflect(&mut rx, &mut tx, &opts, stop, Some(&live))
+            })
+            .map_err(|e| {
+                Failure::Runtime(format!(
+                    "cannot start the reflector thread: {e} (too many threads for this process \
+                     or user? check `ulimit -u` and the cgroup's pids.max)"
+                ))
+            })?;
         let started = Instant::now();
         let mut last = (0u64, started);
         while !worker.is_finished() {
@@ -125,8 +135,8 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
                 last = (reflected, Instant::now());
             }
         }
-        worker.join()
-    })
+        Ok::<_, Failure>(worker.join())
+    })?
     .map_err(|_| Failure::Runtime("the reflector worker panicked".into()))?
     .map_err(Failure::from)?;
     print_report(&report);

@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering;
 use live::LiveCounters;
 use rx::{FlowRxReport, RxTracker};
 use rx_worker::{run_rx, RxPortReport};
-use strobe_io::{AnyBackend, AnyReceiver, Receiver, TimeBase};
+use strobe_io::{AnyBackend, AnyReceiver, Backend, Receiver, TimeBase};
 use strobe_model::Scenario;
 use strobe_timing::{Duration, Pattern, ScheduleSpec};
 
@@ -49,6 +49,17 @@ pub enum EngineError {
     Backend(String),
     #[error("port `{port}` cannot take several transmit workers (--cores): {reason}")]
     Workers { port: String, reason: String },
+    #[error(
+        "{0} flows — at most {max} are accepted (flow ids are 16 bits)",
+        max = strobe_model::MAX_FLOWS
+    )]
+    TooManyFlows(usize),
+    #[error("cannot start {thread}: {source} (too many threads for this process or user? check `ulimit -u` and the cgroup's pids.max)")]
+    Spawn {
+        thread: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("transmit worker for port `{0}` panicked")]
     WorkerPanicked(String),
     #[error(
@@ -69,6 +80,7 @@ impl EngineError {
                 | EngineError::Port { .. }
                 | EngineError::Endless { .. }
                 | EngineError::Workers { .. }
+                | EngineError::TooManyFlows(_)
         )
     }
 }
@@ -98,6 +110,42 @@ fn worker_location(location: &str, k: u32) -> String {
         }
         _ => location.to_string(),
     }
+}
+
+/// A warning when the run's workers (transmit workers of every sending port plus one
+/// receive worker per receiving port) outnumber the cores this process may use: they then
+/// share cores, and paced timing suffers. None when every worker has a core of its own.
+pub fn oversubscription(scenario: &Scenario, tx_workers: usize) -> Option<String> {
+    // As `split::split` spreads them: Poisson flows over every worker, others one per worker.
+    let tx: usize = scenario
+        .ports
+        .iter()
+        .map(|p| {
+            let cores = p.cores.unwrap_or(tx_workers).max(1);
+            let flows = scenario.flows.iter().filter(|f| f.tx_port == p.name);
+            if flows
+                .clone()
+                .any(|f| matches!(f.schedule.pattern, Pattern::Poisson))
+            {
+                cores
+            } else {
+                cores.min(flows.count())
+            }
+        })
+        .sum();
+    let rx = scenario
+        .ports
+        .iter()
+        .filter(|p| scenario.flows.iter().any(|f| f.rx_ports.contains(&p.name)))
+        .count();
+    let cores = pin::allowed_cores().len();
+    (cores > 0 && tx + rx > cores).then(|| {
+        format!(
+            "{tx} transmit and {rx} receive workers on {cores} usable cores: workers will share \
+             cores and paced timing will suffer; use --cores {} or fewer (or `cores` per port)",
+            cores.saturating_sub(rx).max(1)
+        )
+    })
 }
 
 /// Whether a flow's schedule comes to an end by itself.
@@ -205,8 +253,11 @@ pub fn run_scenario(
 ) -> Result<RunReport, EngineError> {
     let clock = Clock::calibrate(std::time::Duration::from_millis(50));
     let n_flows = scenario.flows.len();
+    if n_flows > strobe_model::MAX_FLOWS {
+        return Err(EngineError::TooManyFlows(n_flows));
+    }
     // Flow ids in use: the scenario's, then sub-flows of flows split over several workers.
-    let mut parent: Vec<u16> = (0..n_flows as u16).collect();
+    let mut parent: Vec<u16> = (0..=u16::MAX).take(n_flows).collect();
     let mut next_id = n_flows;
     // Open every port before any worker starts, so a bad port fails the run up front.
     let mut tx_jobs = Vec::new();
@@ -221,6 +272,15 @@ pub fn run_scenario(
             continue;
         }
         let workers = port.cores.unwrap_or(opts.tx_workers).max(1);
+        if workers > strobe_model::MAX_CORES {
+            return Err(EngineError::Workers {
+                port: port.name.clone(),
+                reason: format!(
+                    "{workers} transmit workers asked; at most {} are accepted",
+                    strobe_model::MAX_CORES
+                ),
+            });
+        }
         let scheduled = AnyBackend::time_base_of(&port.location) == Some(TimeBase::Scheduled);
         if scheduled {
             if let Some(f) = flows.iter().find(|f| !schedule_ends(&f.schedule)) {
@@ -254,6 +314,17 @@ pub fn run_scenario(
                     port: port.name.clone(),
                     source,
                 })?;
+            // Every frame must fit the port (its MTU, its ring or UMEM frames): refused
+            // here, before anything is sent, never cut short or overrun while sending.
+            for f in &worker_flows {
+                let len = (f.size.max() as usize).saturating_sub(strobe_model::FCS_LEN as usize);
+                if len > backend.max_frame_len() {
+                    return Err(EngineError::Flow {
+                        flow: f.name.clone(),
+                        message: format!("port `{}`: {}", port.name, backend.frame_too_long(len)),
+                    });
+                }
+            }
             let name = if workers > 1 {
                 format!("{}#{k}", port.name)
             } else {
@@ -320,7 +391,9 @@ pub fn run_scenario(
         .latency_interval_ns
         .map(|step| intervals::IntervalCollector::new(origin_ns, step, parent.clone()));
     let (tx_results, rx_results, drained_ns) = std::thread::scope(|scope| {
-        let rx_handles: Vec<_> = rx_jobs
+        // A worker that cannot be started ends the run: the ones already running are
+        // stopped (and joined when the scope ends) and the error is returned.
+        let rx_handles = rx_jobs
             .into_iter()
             .enumerate()
             .map(|(i, (name, mut receiver, mut tracker, hardware_sync))| {
@@ -361,11 +434,21 @@ pub fn run_scenario(
                             (report, tracker)
                         })
                     })
-                    .expect("spawning a thread");
-                (handle, name)
+                    .map_err(|source| EngineError::Spawn {
+                        thread: format!("the receive worker for port `{name}`"),
+                        source,
+                    })?;
+                Ok((handle, name))
             })
-            .collect();
-        let tx_handles: Vec<_> = tx_jobs
+            .collect::<Result<Vec<_>, EngineError>>();
+        let rx_handles = match rx_handles {
+            Ok(handles) => handles,
+            Err(e) => {
+                rx_stop.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        };
+        let tx_handles = tx_jobs
             .into_iter()
             .enumerate()
             .map(|(i, (name, mut backend, flows))| {
@@ -384,10 +467,21 @@ pub fn run_scenario(
                             },
                         )
                     })
-                    .expect("spawning a thread");
-                (handle, name)
+                    .map_err(|source| EngineError::Spawn {
+                        thread: format!("the transmit worker for port `{name}`"),
+                        source,
+                    })?;
+                Ok((handle, name))
             })
-            .collect();
+            .collect::<Result<Vec<_>, EngineError>>();
+        let tx_handles = match tx_handles {
+            Ok(handles) => handles,
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                rx_stop.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        };
 
         // Watch until every transmitter is done, from a core no transmitter spins on.
         let _off_tx_cores = pin::KeepOff::cores(&tx_cores);
@@ -456,8 +550,8 @@ pub fn run_scenario(
         if let Some(c) = &mut collector {
             c.extend(interval_rx.try_iter());
         }
-        (tx_results, rx_results, drained_ns)
-    });
+        Ok((tx_results, rx_results, drained_ns))
+    })?;
     let latency_intervals = collector.map(|c| c.finish()).unwrap_or_default();
     let mut ports = tx_results.into_iter().collect::<Result<Vec<_>, _>>()?;
     let mut rx_ports = Vec::new();

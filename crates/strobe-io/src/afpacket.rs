@@ -34,8 +34,9 @@ pub struct AfPacketOptions {
     /// TX ring frames (the engine's slots); rounded up to fill whole ring blocks.
     pub ring_frames: usize,
     /// Bytes per TX ring frame including its 42 bytes of headers: at least 2048, rounded up
-    /// to a multiple of 16. The largest frame is this minus 42, or MTU + 18 (Ethernet header
-    /// and one VLAN tag), whichever is smaller.
+    /// to a multiple of 16, and raised to hold MTU + 18 bytes (Ethernet header and one VLAN
+    /// tag) on an interface with a larger MTU (jumbo frames). The largest frame is this
+    /// minus 42, or MTU + 18, whichever is smaller.
     pub frame_size: usize,
     /// Hand frames straight to the driver instead of through the qdisc. Faster, but packet
     /// taps (tcpdump) on the sending interface no longer see the frames; the peer still does.
@@ -272,6 +273,23 @@ fn interface_mtu(fd: &OwnedFd, port: &PortName) -> Result<usize, IoError> {
     Ok(usize::try_from(mtu).unwrap_or(0))
 }
 
+/// Frames of `len` bytes (without FCS) exceed what an interface of this MTU carries (MTU +
+/// 18: the Ethernet header and one VLAN tag): the message names the MTU and the command
+/// that raises it enough for an untagged frame.
+pub(crate) fn mtu_too_small(iface: &str, netns: Option<&str>, mtu: usize, len: usize) -> String {
+    let place = netns.map_or(String::new(), |ns| format!("ip netns exec {ns} "));
+    let shown = netns.map_or(iface.to_string(), |ns| format!("{ns}/{iface}"));
+    format!(
+        "frames of {len} bytes ({} with FCS) do not fit the MTU of `{shown}`, {mtu}, which carries \
+         frames of up to {} bytes ({} with FCS); raise it on this interface and on every hop to \
+         the receiver: `{place}ip link set {iface} mtu {}`",
+        len + 4,
+        mtu + LINK_OVERHEAD,
+        mtu + LINK_OVERHEAD + 4,
+        len.saturating_sub(14)
+    )
+}
+
 fn bind_to(
     fd: &OwnedFd,
     port: &PortName,
@@ -363,6 +381,8 @@ pub struct AfPacketTx {
     frame_offsets: Box<[usize]>,
     frame_size: usize,
     max_frame_len: usize,
+    /// The interface's MTU when the port was opened.
+    mtu: usize,
     qdisc_bypass: bool,
     /// UDP segmentation mode: the engine writes into these buffers, and `transmit` packs
     /// runs of them into ring frames.
@@ -391,7 +411,17 @@ impl AfPacketTx {
                 opts.frame_size
             )));
         }
-        let frame_size = align_up(opts.frame_size, TPACKET_ALIGNMENT);
+        // The slot holds any frame the interface carries, jumbo frames included, up to the
+        // longest frame strobe builds (loopback's MTU of 65536 would cost 64 KiB a slot).
+        let mtu = in_netns(netns, || {
+            let fd = packet_socket(&port)?;
+            interface_mtu(&fd, &port)
+        })?;
+        let longest = (mtu + LINK_OVERHEAD).min(crate::MAX_FRAME_LEN);
+        let frame_size = align_up(
+            opts.frame_size.max(TX_DATA_OFFSET + longest),
+            TPACKET_ALIGNMENT,
+        );
         let block_size = align_up(frame_size, page_size());
         let frames_per_block = block_size / frame_size;
         let blocks = opts.ring_frames.div_ceil(frames_per_block);
@@ -435,10 +465,9 @@ impl AfPacketTx {
         }
         // Segmented frames go through the qdisc path; the direct path drops them.
         let qdisc_bypass = opts.qdisc_bypass && !opts.gso;
-        let (fd, ring, mtu) = in_netns(netns, || {
+        let (fd, ring) = in_netns(netns, || {
             let fd = packet_socket(&port)?;
             let ifindex = interface_index(&fd, &port)?;
-            let mtu = interface_mtu(&fd, &port)?;
             set_int_option(
                 &fd,
                 &port,
@@ -481,7 +510,7 @@ impl AfPacketTx {
             let ring = Mapping::map(&fd, &port, ring_bytes)?;
             // Protocol 0: the socket only sends, so the kernel delivers nothing to it.
             bind_to(&fd, &port, ifindex, 0)?;
-            Ok((fd, ring, mtu))
+            Ok((fd, ring))
         })?;
 
         let frame_offsets = (0..frame_count)
@@ -504,6 +533,7 @@ impl AfPacketTx {
             // The kernel checks no MTU when a virtio-net header is present: we do, here.
             // hdr_len is 16 bits.
             max_frame_len,
+            mtu,
             qdisc_bypass,
             gso_slots,
             head: 0,
@@ -786,6 +816,9 @@ impl Backend for AfPacketTx {
 
     fn max_frame_len(&self) -> usize {
         self.max_frame_len
+    }
+    fn frame_too_long(&self, len: usize) -> String {
+        mtu_too_small(&self.port.iface, self.port.netns.as_deref(), self.mtu, len)
     }
 
     fn time_base(&self) -> TimeBase {

@@ -272,6 +272,22 @@ pub(crate) fn control_socket() -> Result<OwnedFd, IoError> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// The MTU of `iface` in the current thread's namespace (SIOCGIFMTU).
+pub(crate) fn interface_mtu(iface: &str) -> Result<usize, IoError> {
+    let sock = control_socket()?;
+    let mut req = ifreq_for(iface)?;
+    // SAFETY: SIOCGIFMTU reads the name from `req` and writes the MTU into its union.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFMTU, &mut req) };
+    if rc != 0 {
+        return Err(IoError::Other(format!(
+            "cannot read the MTU of `{iface}`: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: SIOCGIFMTU answers in the mtu member of the union.
+    Ok(usize::try_from(unsafe { req.ifr_ifru.ifru_mtu }).unwrap_or(0))
+}
+
 /// Points `req` at `data` and runs ioctl `request` on `sock`.
 fn ioctl_with_data<T>(
     sock: &OwnedFd,

@@ -13,8 +13,10 @@ use crate::size::SizeSpec;
 pub const DEFAULT_PORT_SPEED_BPS: u64 = 10_000_000_000;
 /// Largest frame size accepted, FCS included (the usual jumbo limit).
 pub const MAX_FRAME_SIZE: u32 = 9216;
-/// Flow ids are 16 bits wide in the trailer.
+/// Flow ids are 16 bits wide in the trailer: ids 0 to 65 535, so 65 536 flows.
 pub const MAX_FLOWS: usize = 1 << 16;
+/// Transmit workers (cores) a port may have, in a scenario file and on the command line.
+pub const MAX_CORES: usize = 256;
 /// Bytes of FCS included in every OTG frame size but not in the frame strobe builds.
 pub const FCS_LEN: u32 = 4;
 

@@ -14,7 +14,7 @@ use crate::error::{Locator, ModelError};
 use crate::line_rate::{check_port, Remedy, TxLine};
 use crate::model::{
     finish_flow, FlowDraft, FlowSpec, HeaderSpec, LatencyMode, MetricsRequest, Part, PortSpec,
-    Resources, Scenario, DEFAULT_PORT_SPEED_BPS, MAX_FLOWS,
+    Resources, Scenario, DEFAULT_PORT_SPEED_BPS, MAX_CORES, MAX_FLOWS,
 };
 use crate::node::{parse_document, Node, Reader, Table, Value};
 use crate::pattern::Pattern;
@@ -71,12 +71,43 @@ pub fn load_scenario(
     res: &dyn Resources,
 ) -> Result<Scenario, ModelError> {
     let loc = Locator::new(source, text);
+    check_flow_tables(text, &loc)?;
     let root = parse_document(text, &loc)?;
     let loader = Loader {
         r: Reader { loc },
         res,
     };
     loader.scenario(&root, source)
+}
+
+/// Refuses a file with more `[[flows]]` tables than there are flow ids before the TOML
+/// tree is built: the tree costs kilobytes per flow (70 000 flows took half a gigabyte).
+/// Flows written as an inline array are counted after parsing, in `Loader::scenario`.
+fn check_flow_tables(text: &str, loc: &Locator<'_>) -> Result<(), ModelError> {
+    let mut count = 0usize;
+    let mut offset = 0usize;
+    for line in text.split_inclusive('\n') {
+        let header = line
+            .trim_start()
+            .strip_prefix("[[")
+            .and_then(|rest| rest.split_once("]]"))
+            .map(|(name, _)| name.trim());
+        if header == Some("flows") {
+            count += 1;
+            if count > MAX_FLOWS {
+                return Err(loc.error(
+                    Some(&(offset..offset + line.len())),
+                    "flows",
+                    format!(
+                        "more than {MAX_FLOWS} [[flows]] tables — at most {MAX_FLOWS} flows are \
+                         accepted (flow ids are 16 bits)"
+                    ),
+                ));
+            }
+        }
+        offset += line.len();
+    }
+    Ok(())
 }
 
 struct Loader<'a> {
@@ -235,11 +266,11 @@ impl Loader<'_> {
             };
             let cores = match t.get("cores") {
                 Some(n) => match n.get_ref() {
-                    Value::Int(i) if (1..=256).contains(i) => Some(*i as usize),
+                    Value::Int(i) if (1..=MAX_CORES as i64).contains(i) => Some(*i as usize),
                     _ => return Err(self.err(
                         &n.span(),
                         &t.child("cores"),
-                        "invalid cores — expected a whole number of transmit workers from 1 to 256",
+                        format!("invalid cores — expected a whole number of transmit workers from 1 to {MAX_CORES}"),
                     )),
                 },
                 None => None,
@@ -1746,5 +1777,26 @@ fn gcd(a: u32, b: u32) -> u32 {
         a
     } else {
         gcd(b, a % b)
+    }
+}
+
+#[cfg(test)]
+mod flow_table_count {
+    use super::*;
+
+    #[test]
+    fn more_flow_tables_than_flow_ids_are_refused_at_the_first_one_too_many() {
+        let table = "[[ flows ]]\nname = \"f\"\n";
+        let text = table.repeat(MAX_FLOWS + 1);
+        let err = check_flow_tables(&text, &Locator::new("big.toml", &text)).unwrap_err();
+        let msg = err.to_string();
+        let line = 2 * MAX_FLOWS + 1;
+        assert!(msg.contains(&format!("big.toml:{line}:")), "{msg}");
+        assert!(msg.contains("at most 65536 flows"), "{msg}");
+        let text = table.repeat(MAX_FLOWS);
+        assert!(check_flow_tables(&text, &Locator::new("ok.toml", &text)).is_ok());
+        // Other array tables are not flows.
+        let text = "[[flows.packet]]\n".repeat(MAX_FLOWS + 1);
+        assert!(check_flow_tables(&text, &Locator::new("ok.toml", &text)).is_ok());
     }
 }

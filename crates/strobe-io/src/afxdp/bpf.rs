@@ -179,6 +179,7 @@ impl XdpAttachment {
         ifindex: u32,
         queue: u32,
         xsk_fd: &OwnedFd,
+        frags: bool,
     ) -> Result<XdpAttachment, IoError> {
         let map = create_xskmap(queue)?;
         let key = queue;
@@ -198,7 +199,7 @@ impl XdpAttachment {
                 io::Error::last_os_error(),
             ));
         }
-        let prog = load_program(&redirect_program(map.as_raw_fd()))?;
+        let prog = load_program(&redirect_program(map.as_raw_fd()), frags)?;
 
         let (link, mode, note) = match create_link(&prog, ifindex, XDP_FLAGS_DRV_MODE) {
             Ok(link) => (link, AttachMode::Native, None),
@@ -244,8 +245,13 @@ fn create_xskmap(queue: u32) -> Result<OwnedFd, IoError> {
     })
 }
 
-/// Loads an XDP program; when the kernel refuses it, the error carries the verifier's log.
-fn load_program(insns: &[Insn]) -> Result<OwnedFd, IoError> {
+/// Declares an XDP program able to see frames in several buffers (Linux >= 5.18): drivers
+/// then accept it on an MTU above one page.
+const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
+
+/// Loads an XDP program (`frags`: multi-buffer aware); when the kernel refuses it, the error
+/// carries the verifier's log.
+fn load_program(insns: &[Insn], frags: bool) -> Result<OwnedFd, IoError> {
     let license = c"Dual MIT/GPL";
     let attempt = |log: Option<&mut Vec<u8>>| {
         let (log_level, log_size, log_buf) = match log {
@@ -261,7 +267,7 @@ fn load_program(insns: &[Insn]) -> Result<OwnedFd, IoError> {
             log_size,
             log_buf,
             kern_version: 0,
-            prog_flags: 0,
+            prog_flags: if frags { BPF_F_XDP_HAS_FRAGS } else { 0 },
             prog_name: object_name("strobe_xsk"),
             prog_ifindex: 0,
             expected_attach_type: BPF_ATTACH_XDP,
@@ -316,6 +322,13 @@ fn link_error(iface: &str, mode: &str, err: io::Error) -> IoError {
         )),
         Some(libc::EINVAL) => IoError::Other(format!(
             "{step}: {err}: attaching XDP through bpf_link needs Linux >= 5.9"
+        )),
+        // veth (and most drivers) refuse a single-buffer XDP program while the MTU, or the
+        // veth peer's, lets frames exceed one page.
+        Some(libc::ERANGE) => IoError::Other(format!(
+            "{step}: {err}: the MTU of {iface} (or of its veth peer) allows frames longer than \
+             one XDP buffer (about 3 500 bytes on veth); strobe's AF_XDP receiver takes one \
+             buffer per frame: receive jumbo frames with afpacket:, or lower the MTU"
         )),
         _ => failed(step, err),
     }
@@ -397,12 +410,12 @@ mod tests {
         }
         // r0 = XDP_PASS with no exit: the verifier refuses to fall off the end.
         let broken = [Insn::new(ALU64_MOV_K, 0, 0, 0, XDP_PASS)];
-        let msg = load_program(&broken).unwrap_err().to_string();
+        let msg = load_program(&broken, false).unwrap_err().to_string();
         assert!(msg.starts_with("cannot load strobe's XDP program"), "{msg}");
         assert!(msg.contains("verifier log:\n"), "{msg}");
         // The real program loads (against a real XSKMAP).
         let map = create_xskmap(0).unwrap();
-        load_program(&redirect_program(map.as_raw_fd())).unwrap();
+        load_program(&redirect_program(map.as_raw_fd()), false).unwrap();
     }
 
     #[test]

@@ -79,6 +79,9 @@ pub struct AfXdpOptions {
     /// UMEM frames. With `rx`, half (at most `ring_size`) go to RX and the rest to TX; TX
     /// uses at most `ring_size`. Frames the rings could never hold are not allocated.
     pub frames: u32,
+    /// TX frames at most (frames sent and not yet completed): UMEM for more would only
+    /// count against the locked-memory limit. A port that only receives needs 1.
+    pub tx_frames: u32,
     /// Entries of the RX, TX and completion rings: a power of two. The fill ring gets room
     /// for twice the RX frames, as the kernel reports its progress on it only now and then.
     pub ring_size: u32,
@@ -95,12 +98,18 @@ impl Default for AfXdpOptions {
             mode: XdpMode::Auto,
             frame_size: 2048,
             frames: 8192,
+            tx_frames: 4096,
             ring_size: 4096,
             need_wakeup: true,
             rx: false,
         }
     }
 }
+
+/// Largest UMEM frame (chunk) size every kernel accepts without huge pages.
+const MAX_FRAME_SIZE: u32 = 4096;
+/// Ethernet header plus one VLAN tag: frames up to MTU + this cross the interface.
+const LINK_OVERHEAD: usize = 14 + 4;
 
 /// How the UMEM is divided: TX frames are ids `0..tx_frames`, RX frames follow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,12 +118,22 @@ struct Layout {
     ring_size: u32,
     tx_frames: u32,
     rx_frames: u32,
+    /// UMEM frames per TX frame: more than 1 for frames longer than one UMEM frame, sent as
+    /// multi-buffer packets (one descriptor per UMEM frame, XDP_USE_SG, Linux >= 6.6).
+    tx_chunks: u32,
+    /// Frames may span several UMEM frames (XDP_USE_SG): the MTU allows longer frames.
+    multi_buffer: bool,
 }
 
 impl Layout {
     /// The kernel publishes how far it has read the fill ring only when it has used up
     /// what it read last time, so up to all RX frames can sit there consumed but not yet
     /// released while all of them come back: twice the RX frames always fits.
+    /// UMEM frames the TX frames take; RX frames follow them.
+    fn tx_umem_frames(&self) -> u32 {
+        self.tx_frames * self.tx_chunks
+    }
+
     fn fill_ring_size(&self) -> u32 {
         (2 * self.rx_frames).next_power_of_two().max(self.ring_size)
     }
@@ -154,12 +173,16 @@ impl AfXdpOptions {
         } else {
             0
         };
-        let tx_frames = (self.frames - rx_frames).min(self.ring_size);
+        let tx_frames = (self.frames - rx_frames)
+            .min(self.ring_size)
+            .min(self.tx_frames.max(1));
         Ok(Layout {
             frame_size: self.frame_size,
             ring_size: self.ring_size,
             tx_frames,
             rx_frames,
+            tx_chunks: 1,
+            multi_buffer: false,
         })
     }
 }
@@ -243,7 +266,7 @@ impl Unbound {
             _ => failed("cannot create an AF_XDP socket", e),
         })?;
 
-        let frames = layout.tx_frames + layout.rx_frames;
+        let frames = layout.tx_umem_frames() + layout.rx_frames;
         let umem_len = frames as usize * layout.frame_size as usize;
         let umem = Mmap::anonymous(umem_len)
             .map_err(|e| failed(format_args!("cannot allocate {umem_len} bytes of UMEM"), e))?;
@@ -255,15 +278,28 @@ impl Unbound {
             flags: 0,
             tx_metadata_len: 0,
         };
+        let (soft, hard) = sys::raise_memlock_for(umem_len as u64);
         sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg).map_err(|e| {
+            let kib = |b: u64| match b {
+                libc::RLIM_INFINITY => "unlimited".to_string(),
+                b => format!("{} KiB", b / 1024),
+            };
             match e.raw_os_error() {
                 Some(libc::ENOBUFS) | Some(libc::ENOMEM) => IoError::Other(format!(
-                    "cannot register {} KiB of UMEM: {e}: over the locked-memory limit; raise it (`ulimit -l`) or run as root",
-                    umem_len / 1024
+                    "cannot register {} KiB of UMEM: {e}: the kernel charges UMEM to the \
+                     locked-memory limit (RLIMIT_MEMLOCK, soft {} and hard {} after strobe raised \
+                     the soft one as far as allowed) unless the process has CAP_IPC_LOCK: give \
+                     strobe cap_ipc_lock (`setcap cap_net_raw,cap_net_admin,cap_bpf,cap_ipc_lock+ep \
+                     strobe`), raise the hard limit (`prlimit --memlock`, LimitMEMLOCK= in a \
+                     systemd unit), or run as root",
+                    umem_len / 1024,
+                    kib(soft),
+                    kib(hard)
                 )),
                 _ => failed("cannot register the UMEM with the AF_XDP socket", e),
             }
         })?;
+        sys::umem_registered(umem_len as u64);
 
         let size = layout.ring_size;
         let fill_size = layout.fill_ring_size();
@@ -298,7 +334,7 @@ impl Unbound {
                 .map_err(map_err("RX"))?;
             // Every RX frame starts out with the kernel (the fresh ring has room for all).
             for i in 0..layout.rx_frames {
-                let frame = layout.tx_frames + i;
+                let frame = layout.tx_umem_frames() + i;
                 fill.write(i, frame as u64 * layout.frame_size as u64);
             }
             fill.submit(layout.rx_frames);
@@ -322,6 +358,7 @@ impl Unbound {
         queue: u32,
         mode: XdpModeInUse,
         need_wakeup: bool,
+        multi_buffer: bool,
     ) -> std::io::Result<()> {
         let mut flags = match mode {
             XdpModeInUse::Copy => libc::XDP_COPY,
@@ -329,6 +366,9 @@ impl Unbound {
         };
         if need_wakeup {
             flags |= libc::XDP_USE_NEED_WAKEUP;
+        }
+        if multi_buffer {
+            flags |= libc::XDP_USE_SG;
         }
         let addr = libc::sockaddr_xdp {
             sxdp_family: libc::AF_XDP as u16,
@@ -398,36 +438,46 @@ fn mmap_offsets(fd: &OwnedFd) -> Result<(AllOffsets, bool), IoError> {
 /// in another mode.
 enum OpenError {
     Setup(IoError),
-    Bind(std::io::Error),
+    /// The last mode tried, and why the kernel refused it.
+    Bind(std::io::Error, XdpModeInUse),
 }
 
 /// How long to retry a bind that finds the queue busy: a socket closed a moment ago frees
 /// its queue from deferred kernel work, shortly after `close()` returns.
 const BUSY_QUEUE_GRACE: Duration = Duration::from_secs(1);
 
-/// Sets up a socket and binds it in `mode`.
+/// Sets up a socket and binds it in the first of `modes` the driver takes; returns it with
+/// that mode and why the modes before it failed. Each mode is tried on the same socket: a
+/// new socket would register its UMEM again while the kernel still charges the first to the
+/// locked-memory limit (a closed socket's UMEM is released by deferred work).
 fn open_bound(
     layout: &Layout,
     opts: &AfXdpOptions,
     ifindex: u32,
     queue: u32,
-    mode: XdpModeInUse,
-) -> Result<Unbound, OpenError> {
+    modes: &[XdpModeInUse],
+) -> Result<(Unbound, XdpModeInUse, Vec<std::io::Error>), OpenError> {
     let started = Instant::now();
-    loop {
+    'socket: loop {
         let socket = Unbound::new(layout, opts.rx).map_err(OpenError::Setup)?;
         let need_wakeup = opts.need_wakeup && socket.has_flags;
-        match socket.bind(ifindex, queue, mode, need_wakeup) {
-            Ok(()) => return Ok(socket),
-            Err(e)
-                if e.raw_os_error() == Some(libc::EBUSY)
-                    && started.elapsed() < BUSY_QUEUE_GRACE =>
-            {
-                drop(socket);
-                std::thread::sleep(Duration::from_millis(10));
+        let mut refused = Vec::new();
+        for (i, &mode) in modes.iter().enumerate() {
+            match socket.bind(ifindex, queue, mode, need_wakeup, layout.multi_buffer) {
+                Ok(()) => return Ok((socket, mode, refused)),
+                Err(e)
+                    if e.raw_os_error() == Some(libc::EBUSY)
+                        && started.elapsed() < BUSY_QUEUE_GRACE =>
+                {
+                    drop(socket);
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue 'socket;
+                }
+                Err(e) if i + 1 == modes.len() => return Err(OpenError::Bind(e, mode)),
+                Err(e) => refused.push(e),
             }
-            Err(e) => return Err(OpenError::Bind(e)),
         }
+        unreachable!("open_bound is given at least one mode");
     }
 }
 
@@ -503,8 +553,32 @@ impl AfXdpPort {
         in_netns(netns, || Self::open_here(place, layout, opts))
     }
 
-    fn open_here(place: Place, layout: Layout, opts: &AfXdpOptions) -> Result<AfXdpPort, IoError> {
+    fn open_here(
+        place: Place,
+        mut layout: Layout,
+        opts: &AfXdpOptions,
+    ) -> Result<AfXdpPort, IoError> {
         let ifindex = sys::if_index(&place.iface, place.netns.as_deref())?;
+        // One UMEM frame per packet: on an interface with a larger MTU take the largest
+        // frame size every kernel accepts, 4096; frames beyond it are refused before a run.
+        let mtu = crate::tsinfo::interface_mtu(&place.iface)?;
+        // Frames the link carries, up to the longest strobe builds (loopback allows 64 KiB).
+        let link_max = (mtu + LINK_OVERHEAD).min(crate::MAX_FRAME_LEN);
+        if (layout.frame_size as usize) < link_max {
+            // The same UMEM bytes in half as many frames.
+            let scale = |frames: u32| frames * layout.frame_size / MAX_FRAME_SIZE;
+            layout.tx_frames = scale(layout.tx_frames).max(1);
+            layout.rx_frames = scale(layout.rx_frames).max(u32::from(layout.rx_frames > 0));
+            layout.frame_size = MAX_FRAME_SIZE;
+        }
+        // Longer frames span several UMEM frames, sent as one multi-buffer packet each.
+        layout.multi_buffer = (layout.frame_size as usize) < link_max
+            && crate::kernel_release().is_some_and(|r| r >= (6, 6));
+        if layout.multi_buffer && layout.tx_frames > 1 {
+            layout.tx_chunks = link_max.div_ceil(layout.frame_size as usize) as u32;
+            layout.tx_frames = (layout.tx_frames / layout.tx_chunks).max(1);
+        }
+        let max_frame_len = ((layout.tx_chunks * layout.frame_size) as usize).min(link_max);
         let facts = LinkFacts::query(&place.iface);
         // Clearly out of range for every kind of queue: say so before the kernel's EINVAL.
         if let Some(n) = facts.rx_queues.max(facts.tx_queues) {
@@ -514,40 +588,24 @@ impl AfXdpPort {
         }
 
         let mut notes = Vec::new();
-        let open = |mode| open_bound(&layout, opts, ifindex, place.queue, mode);
-        let (socket, asked) = match opts.mode {
-            XdpMode::Copy | XdpMode::ZeroCopy => {
-                let mode = if opts.mode == XdpMode::Copy {
-                    XdpModeInUse::Copy
-                } else {
-                    XdpModeInUse::ZeroCopy
-                };
-                match open(mode) {
-                    Ok(socket) => (socket, mode),
-                    Err(OpenError::Setup(e)) => return Err(e),
-                    Err(OpenError::Bind(e)) => return Err(bind_error(&place, &facts, mode, e)),
-                }
-            }
-            XdpMode::Auto => match open(XdpModeInUse::ZeroCopy) {
-                Ok(socket) => (socket, XdpModeInUse::ZeroCopy),
-                Err(OpenError::Setup(e)) => return Err(e),
-                Err(OpenError::Bind(zc)) => {
-                    let copy = match open(XdpModeInUse::Copy) {
-                        Ok(socket) => socket,
-                        Err(OpenError::Setup(e)) => return Err(e),
-                        Err(OpenError::Bind(e)) => {
-                            return Err(bind_error(&place, &facts, XdpModeInUse::Copy, e))
-                        }
-                    };
-                    notes.push(format!(
-                        "zero-copy is not available on {} (driver {}: {zc}); using copy mode",
-                        place.iface,
-                        facts.driver_name()
-                    ));
-                    (copy, XdpModeInUse::Copy)
-                }
-            },
+        let modes: &[XdpModeInUse] = match opts.mode {
+            XdpMode::Copy => &[XdpModeInUse::Copy],
+            XdpMode::ZeroCopy => &[XdpModeInUse::ZeroCopy],
+            XdpMode::Auto => &[XdpModeInUse::ZeroCopy, XdpModeInUse::Copy],
         };
+        let (socket, asked, refused) = match open_bound(&layout, opts, ifindex, place.queue, modes)
+        {
+            Ok(opened) => opened,
+            Err(OpenError::Setup(e)) => return Err(e),
+            Err(OpenError::Bind(e, mode)) => return Err(bind_error(&place, &facts, mode, e)),
+        };
+        if let Some(zc) = refused.first() {
+            notes.push(format!(
+                "zero-copy is not available on {} (driver {}: {zc}); using copy mode",
+                place.iface,
+                facts.driver_name()
+            ));
+        }
         let mode = mode_in_use(&socket.socket.fd, asked);
         let need_wakeup = opts.need_wakeup && socket.has_flags;
         if opts.need_wakeup && !socket.has_flags {
@@ -574,6 +632,7 @@ impl AfXdpPort {
                     ifindex,
                     place.queue,
                     &socket.fd,
+                    layout.multi_buffer,
                 )?;
                 notes.extend(xdp.note.clone());
                 Some(AfXdpRx {
@@ -585,11 +644,19 @@ impl AfXdpPort {
                     place: place.clone(),
                     mode,
                     need_wakeup,
+                    gather: if layout.multi_buffer {
+                        vec![0u8; crate::MAX_FRAME_LEN].into_boxed_slice()
+                    } else {
+                        Box::default()
+                    },
+                    gathered: 0,
                 })
             }
             None => None,
         };
         let tx = AfXdpTx {
+            max_frame_len,
+            mtu,
             ring: tx,
             completion,
             free: FrameFifo::new(layout.tx_frames),
@@ -690,6 +757,9 @@ pub struct AfXdpTx {
     /// Descriptors copy mode sends per kick, when the kernel let us raise it from 32.
     tx_budget: Option<u32>,
     stats: BackendStats,
+    /// The UMEM frame size or what the interface's MTU carries, whichever is smaller.
+    max_frame_len: usize,
+    mtu: usize,
 }
 
 impl AfXdpTx {
@@ -704,11 +774,16 @@ impl AfXdpTx {
         if n == 0 {
             return;
         }
+        let slot_bytes = self.layout.frame_size as u64 * self.layout.tx_chunks as u64;
         for i in 0..n {
-            let frame = self.completion.read(i) / self.layout.frame_size as u64;
+            let addr = self.completion.read(i);
+            let frame = addr / slot_bytes;
             // The kernel only completes what we sent; anything else would be a kernel bug,
-            // and taking it would hand one frame out twice.
-            if frame < self.layout.tx_frames as u64 {
+            // and taking it would hand one frame out twice. A multi-buffer frame completes
+            // all its buffers at once (one skb): its first buffer frees it.
+            if frame < self.layout.tx_frames as u64
+                && (self.layout.tx_chunks == 1 || addr % slot_bytes == 0)
+            {
                 self.free.push(frame as u32);
             }
         }
@@ -778,7 +853,8 @@ impl AfXdpTx {
     /// Whether `want` frames are free and the TX ring has room for them. The ring can lag
     /// behind the frames: the kernel publishes how far it has read only now and then.
     fn has_room(&mut self, want: u32) -> bool {
-        self.free.len >= want && self.ring.free(want) >= want
+        let descriptors = want * self.layout.tx_chunks;
+        self.free.len >= want && self.ring.free(descriptors) >= descriptors
     }
 
     /// Kicks and reclaims until `want` frames can be sent or the stall limit passes.
@@ -817,11 +893,19 @@ impl AfXdpTx {
 impl Backend for AfXdpTx {
     fn describe(&self) -> String {
         format!(
-            "afxdp:{} TX ({}, {} frames of {} bytes, need_wakeup {}{})",
+            "afxdp:{} TX ({}, {} frames of {} bytes{}, need_wakeup {}{})",
             self.place,
             self.mode.name(),
             self.layout.tx_frames,
-            self.layout.frame_size,
+            self.layout.frame_size * self.layout.tx_chunks,
+            if self.layout.tx_chunks > 1 {
+                format!(
+                    " in {} UMEM frames each (multi-buffer)",
+                    self.layout.tx_chunks
+                )
+            } else {
+                String::new()
+            },
             if self.need_wakeup { "on" } else { "off" },
             match (self.mode, self.tx_budget) {
                 (XdpModeInUse::Copy, Some(b)) => format!(", {b} frames per kick"),
@@ -844,7 +928,26 @@ impl Backend for AfXdpTx {
     }
 
     fn max_frame_len(&self) -> usize {
-        self.layout.frame_size as usize
+        self.max_frame_len
+    }
+
+    fn frame_too_long(&self, len: usize) -> String {
+        if len <= self.mtu + LINK_OVERHEAD {
+            return format!(
+                "frames of {len} bytes ({} with FCS) do not fit AF_XDP's {}-byte UMEM frames on \
+                 {} (frames spanning several need multi-buffer AF_XDP, Linux 6.6 or later): \
+                 use afpacket: for frames this long",
+                len + 4,
+                self.layout.frame_size,
+                self.place
+            );
+        }
+        crate::afpacket::mtu_too_small(
+            &self.place.iface,
+            self.place.netns.as_deref(),
+            self.mtu,
+            len,
+        )
     }
 
     fn time_base(&self) -> TimeBase {
@@ -862,6 +965,9 @@ impl Backend for AfXdpTx {
         }
 
         let frame_size = self.layout.frame_size as usize;
+        let chunks = self.layout.tx_chunks;
+        let slot_size = frame_size * chunks as usize;
+        let max_len = self.max_frame_len;
         let mut batch = TxBatch::new();
         for i in 0..want {
             let id = self.free.get(i);
@@ -869,7 +975,10 @@ impl Backend for AfXdpTx {
             // (or never had them), RX frames are other ids, and each id is in the free FIFO
             // once, so the slices are disjoint. They do not outlive this call.
             let buf = unsafe {
-                std::slice::from_raw_parts_mut(self.socket.frame_ptr(&self.layout, id), frame_size)
+                std::slice::from_raw_parts_mut(
+                    self.socket.frame_ptr(&self.layout, id * chunks),
+                    slot_size,
+                )
             };
             batch.push(TxSlot {
                 id,
@@ -882,29 +991,55 @@ impl Backend for AfXdpTx {
 
         // Check every length before publishing anything: the kernel silently skips a bad
         // descriptor and never completes its frame, which would leak the slot.
-        if let Some(bad) = batch.iter().find(|s| s.len < 14 || s.len > frame_size) {
+        if let Some(bad) = batch.iter().find(|s| s.len < 14 || s.len > max_len) {
             return Err(IoError::Other(format!(
-                "AF_XDP TX on {}: frame of {} bytes in slot {}; frames must be 14 to {frame_size} bytes",
+                "AF_XDP TX on {}: frame of {} bytes in slot {}; frames must be 14 to {max_len} bytes (UMEM frame and MTU)",
                 self.place, bad.len, bad.id
             )));
         }
         let n = batch.len() as u32;
         let mut bytes = 0u64;
-        for (i, slot) in batch.iter().enumerate() {
-            self.ring.write(
-                i as u32,
-                libc::xdp_desc {
-                    addr: slot.id as u64 * frame_size as u64,
-                    len: slot.len as u32,
-                    options: 0,
-                },
-            );
-            bytes += slot.len as u64;
+        let mut descriptors = 0u32;
+        if chunks == 1 {
+            for (i, slot) in batch.iter().enumerate() {
+                self.ring.write(
+                    i as u32,
+                    libc::xdp_desc {
+                        addr: slot.id as u64 * frame_size as u64,
+                        len: slot.len as u32,
+                        options: 0,
+                    },
+                );
+                bytes += slot.len as u64;
+            }
+            descriptors = n;
+        } else {
+            // One descriptor per UMEM frame the packet covers, all but the last marked as
+            // continued.
+            for slot in batch.iter() {
+                let start = slot.id as u64 * slot_size as u64;
+                let mut at = 0usize;
+                while at < slot.len {
+                    let len = (slot.len - at).min(frame_size);
+                    let last = at + len == slot.len;
+                    self.ring.write(
+                        descriptors,
+                        libc::xdp_desc {
+                            addr: start + at as u64,
+                            len: len as u32,
+                            options: if last { 0 } else { libc::XDP_PKT_CONTD },
+                        },
+                    );
+                    descriptors += 1;
+                    at += len;
+                }
+                bytes += slot.len as u64;
+            }
         }
         drop(batch);
-        self.ring.submit(n);
+        self.ring.submit(descriptors);
         self.free.pop(n);
-        self.in_flight += n;
+        self.in_flight += descriptors;
         self.stats.frames += n as u64;
         self.stats.bytes += bytes;
         self.flush()?;
@@ -938,6 +1073,11 @@ pub struct AfXdpRx {
     place: Place,
     mode: XdpModeInUse,
     need_wakeup: bool,
+    /// A multi-buffer frame's parts are copied here, in order, until its last part: the
+    /// engine takes a frame as one slice. Empty without multi-buffer.
+    gather: Box<[u8]>,
+    /// Bytes of the frame being gathered (its whole length, also beyond `gather`).
+    gathered: usize,
 }
 
 impl AfXdpRx {
@@ -1010,7 +1150,7 @@ impl Receiver for AfXdpRx {
         }
         let now = sys::realtime_ns();
         let frame_size = self.layout.frame_size as u64;
-        let first = self.layout.tx_frames as u64;
+        let first = self.layout.tx_umem_frames() as u64;
         let end = first + self.layout.rx_frames as u64;
 
         let mut delivered = 0;
@@ -1024,7 +1164,38 @@ impl Receiver for AfXdpRx {
                 continue;
             }
             let offset = desc.addr % frame_size;
-            if offset + desc.len as u64 <= frame_size {
+            if offset + desc.len as u64 > frame_size {
+                // Not a valid buffer: drop it (and the frame it was part of).
+                self.gathered = 0;
+            } else if self.layout.multi_buffer
+                && (self.gathered > 0 || desc.options & libc::XDP_PKT_CONTD != 0)
+            {
+                // SAFETY: as below.
+                let part = unsafe {
+                    std::slice::from_raw_parts(
+                        self.socket
+                            .frame_ptr(&self.layout, frame as u32)
+                            .add(offset as usize),
+                        desc.len as usize,
+                    )
+                };
+                let at = self.gathered.min(self.gather.len());
+                let fits = part.len().min(self.gather.len() - at);
+                self.gather[at..at + fits].copy_from_slice(&part[..fits]);
+                self.gathered += part.len();
+                if desc.options & libc::XDP_PKT_CONTD == 0 {
+                    // A frame longer than `gather` arrives cut short: counted as truncated.
+                    let len = self.gathered.min(self.gather.len());
+                    each(&RxFrame {
+                        data: &self.gather[..len],
+                        wire_len: self.gathered.min(u32::MAX as usize) as u32,
+                        timestamp: Some(RxTimestamp::User(now)),
+                        vlan: None,
+                    });
+                    delivered += 1;
+                    self.gathered = 0;
+                }
+            } else {
                 // SAFETY: the kernel handed this frame to us through the RX ring and will not
                 // touch it until it is back on the fill ring, which happens after `each`
                 // returns; the range lies inside the frame (checked above).

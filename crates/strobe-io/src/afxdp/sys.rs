@@ -9,7 +9,8 @@ use std::ptr::NonNull;
 use crate::IoError;
 
 /// The privileges AF_XDP sockets, BPF maps and programs need together.
-const PRIVILEGE_HINT: &str = "AF_XDP needs root or CAP_NET_ADMIN+CAP_NET_RAW+CAP_BPF";
+pub(super) const PRIVILEGE_HINT: &str = "AF_XDP needs root or CAP_NET_ADMIN+CAP_NET_RAW+CAP_BPF, \
+     and CAP_IPC_LOCK or a locked-memory limit (RLIMIT_MEMLOCK) above its UMEM";
 
 /// Turns a failed step into an error that says what failed and, when the kernel refused for
 /// lack of privilege, which privileges are missing.
@@ -20,6 +21,44 @@ pub(super) fn failed(step: impl std::fmt::Display, err: io::Error) -> IoError {
         }
         _ => IoError::Other(format!("{step}: {err}")),
     }
+}
+
+/// UMEM bytes this process has registered: the kernel charges them to the user's locked
+/// memory unless the process has CAP_IPC_LOCK.
+static UMEM_REGISTERED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Raises the soft RLIMIT_MEMLOCK to the hard one when it is below what this process's UMEMs
+/// need with `more` bytes added (raising the hard limit needs CAP_SYS_RESOURCE). Not just to
+/// that sum: the kernel checks the limit against the locked memory of every process of the
+/// user, which this process cannot see. Returns the limits in force afterwards (soft, hard).
+pub(super) fn raise_memlock_for(more: u64) -> (u64, u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into `lim`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } != 0 {
+        return (0, 0);
+    }
+    let needed = UMEM_REGISTERED
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .saturating_add(more);
+    if lim.rlim_cur != libc::RLIM_INFINITY && lim.rlim_cur < needed && lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: setrlimit reads one rlimit; a soft limit up to the hard one is always allowed.
+        if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &raised) } == 0 {
+            lim = raised;
+        }
+    }
+    (lim.rlim_cur, lim.rlim_max)
+}
+
+/// Counts `bytes` of UMEM as registered (see `raise_memlock_for`).
+pub(super) fn umem_registered(bytes: u64) {
+    UMEM_REGISTERED.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// A shared or anonymous memory mapping, unmapped on drop.
@@ -294,10 +333,9 @@ mod tests {
         );
         let msg = err.to_string();
         assert!(msg.starts_with("cannot create an AF_XDP socket: "), "{msg}");
-        assert!(
-            msg.ends_with("AF_XDP needs root or CAP_NET_ADMIN+CAP_NET_RAW+CAP_BPF"),
-            "{msg}"
-        );
+        for cap in ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_BPF", "CAP_IPC_LOCK"] {
+            assert!(msg.contains(cap), "{msg}");
+        }
         let other = failed("x", io::Error::from_raw_os_error(libc::ENOMEM)).to_string();
         assert!(!other.contains("CAP_"), "{other}");
     }
