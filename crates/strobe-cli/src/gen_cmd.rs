@@ -524,6 +524,20 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
     resolve_lab_ports(&mut scenario, &args.lab)?;
     let mac_warnings = strobe_model::check_macs(&scenario).map_err(Failure::BadInput)?;
     scenario.warnings.extend(mac_warnings);
+    if time_limit_ns.is_some()
+        && scenario
+            .ports
+            .iter()
+            .any(|p| p.location.starts_with("pcap:"))
+    {
+        // A trace is written in scheduled time, as fast as the disk takes it: a real-time
+        // limit says nothing about its size.
+        return Err(Failure::BadInput(
+            "--rate max with --duration on a pcap: port: a trace is written as fast as the disk \
+             takes it, so a time limit does not bound its size; give --count N instead"
+                .into(),
+        ));
+    }
     crate::pcap_space::check(&scenario)?;
     if args.no_latency {
         for f in &mut scenario.flows {

@@ -839,6 +839,21 @@ fn a_pcap_trace_larger_than_the_free_space_is_refused_before_the_run() {
         started.elapsed()
     );
     assert!(!dir.0.join("d.pcap").exists(), "the trace was started");
+    // An unpaced run's real-time limit does not bound a trace.
+    let out = strobe()
+        .args([
+            "gen",
+            "--port",
+            "pcap:m.pcap",
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+        ])
+        .args(["--rate", "max", "--duration", "1s"])
+        .current_dir(&dir.0)
+        .output()
+        .unwrap();
+    bad_input(out, &["--rate max", "--duration", "pcap:", "--count"]);
+    assert!(!dir.0.join("m.pcap").exists(), "the trace was started");
 }
 
 #[test]
