@@ -70,14 +70,14 @@ pub fn install() -> Result<&'static Interruption, Failure> {
         abort_drain: Arc::new(AtomicBool::new(false)),
         first: AtomicI32::new(0),
     });
+    // Asked now: once the terminal has hung up, it no longer answers as one.
+    let terminals = [
+        (libc::STDOUT_FILENO, std::io::stdout().is_terminal()),
+        (libc::STDERR_FILENO, std::io::stderr().is_terminal()),
+    ];
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            // Asked now: once the terminal has hung up, it no longer answers as one.
-            let terminals = [
-                (libc::STDOUT_FILENO, std::io::stdout().is_terminal()),
-                (libc::STDERR_FILENO, std::io::stderr().is_terminal()),
-            ];
             for signal in signals.forever() {
                 if signal == SIGHUP {
                     detach_from_a_hung_up_terminal(&terminals);
