@@ -8,7 +8,9 @@ use std::path::Path;
 use crate::Failure;
 
 /// Checks that `path` (given with `flag`) can be written, without changing it: an existing
-/// file is opened for appending, a new one is created and removed again.
+/// file is opened for appending, a new one is created and removed again. Devices and pipes
+/// (/dev/stdout, a FIFO a reader has yet to open) are taken as they are: opening one could
+/// block or have effects.
 pub fn check_writable(flag: &str, path: &Path) -> Result<(), Failure> {
     let bad = |why: String| {
         Failure::BadInput(format!(
@@ -19,7 +21,15 @@ pub fn check_writable(flag: &str, path: &Path) -> Result<(), Failure> {
     if path.is_dir() {
         return Err(bad("is a folder, not a file".into()));
     }
-    let existed = path.exists();
+    // Not `exists()`: a dangling symlink exists too, and must not be removed below.
+    let existing = std::fs::symlink_metadata(path).ok();
+    if existing
+        .as_ref()
+        .is_some_and(|m| !m.is_file() && !m.file_type().is_symlink())
+    {
+        return Ok(());
+    }
+    let existed = existing.is_some();
     std::fs::OpenOptions::new()
         .append(true)
         .create(true)
