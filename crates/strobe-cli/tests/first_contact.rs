@@ -101,3 +101,38 @@ fn the_command_lab_up_suggests_runs_on_that_lab() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("strobe lab up --prefix nolab"), "{err}");
 }
+
+/// The demo explains each part in plain words and ends each with a verdict; the backend
+/// jargon appears only with -v.
+#[test]
+fn the_demo_explains_itself_and_keeps_jargon_for_verbose() {
+    let jargon = ["TPACKET_V2", "qdisc bypass", "re-anchored", "TSC"];
+    let plain = ok(strobe()
+        .args(["demo", "--seconds", "0.5"])
+        .output()
+        .unwrap());
+    for part in ["== 1.", "== 2. Throughput", "== 3. Latency"] {
+        assert!(plain.contains(part), "{part} missing:\n{plain}");
+    }
+    for wanted in [
+        "64-byte UDP frames, sent as fast as strobe can",
+        "this part has no planned end",
+        "the DUT queues frames",
+        "late frames: ",
+        "-v shows the full report",
+    ] {
+        assert!(plain.contains(wanted), "{wanted:?} missing:\n{plain}");
+    }
+    assert_eq!(plain.matches("=> verdict: ").count(), 2, "{plain}");
+    for word in jargon {
+        assert!(!plain.contains(word), "{word} in the plain demo:\n{plain}");
+    }
+    let verbose = ok(strobe()
+        .args(["demo", "--seconds", "0.5", "-v"])
+        .output()
+        .unwrap());
+    for word in ["TPACKET_V2", "qdisc bypass"] {
+        assert!(verbose.contains(word), "{word} missing with -v:\n{verbose}");
+    }
+    assert_eq!(verbose.matches("=> verdict: ").count(), 2, "{verbose}");
+}
