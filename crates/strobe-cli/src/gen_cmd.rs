@@ -464,7 +464,8 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
         tx_workers: args.cores,
         hardware_timestamps: args.hw_timestamps,
         rx_busy_poll: args.rx_busy_poll,
-        latency_interval_ns: match &args.outputs.hdr_log {
+        // The HTML report draws latency over time from the same intervals as the log.
+        latency_interval_ns: match args.outputs.hdr_log.as_ref().or(args.outputs.latency_html.as_ref()) {
             Some(_) => Some(
                 strobe_timing::parse_duration_ns(&args.outputs.hdr_interval)
                     .ok()

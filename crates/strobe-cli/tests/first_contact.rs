@@ -136,3 +136,133 @@ fn the_demo_explains_itself_and_keeps_jargon_for_verbose() {
     }
     assert_eq!(verbose.matches("=> verdict: ").count(), 2, "{verbose}");
 }
+
+/// The rows of the HTML report's context block, as (label, text) with tags stripped.
+fn context_rows(html: &str) -> Vec<(String, String)> {
+    let start = html
+        .find("<table class=\"context\">")
+        .expect("the report has a context block");
+    let block = &html[start..start + html[start..].find("</table>").unwrap()];
+    let text = |cell: &str| {
+        let mut out = String::new();
+        let mut in_tag = false;
+        for c in cell.chars() {
+            match c {
+                '<' => in_tag = true,
+                '>' => in_tag = false,
+                c if !in_tag => out.push(c),
+                _ => {}
+            }
+        }
+        out.replace("&amp;", "&")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+    };
+    block
+        .split("<tr>")
+        .skip(1)
+        .map(|row| {
+            let th_end = row.find("</th>").unwrap();
+            let td = &row[th_end..];
+            (
+                text(&row[..th_end]),
+                text(&td[td.find("<td>").unwrap()..td.rfind("</td>").unwrap()]),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_html_report_carries_its_context() {
+    let dir = Scratch::new("fc-html");
+    let lab = TestLab::up("fh", "bridge");
+    let report = dir.path("report.html");
+    lab.gen_text(&[
+        "--rate",
+        "10kpps",
+        "--count",
+        "15000",
+        "--hdr-interval",
+        "250ms",
+        "--latency-html",
+        &report,
+    ]);
+    let html = std::fs::read_to_string(&report).unwrap();
+    let rows = context_rows(&html);
+    let row = |label: &str| {
+        rows.iter()
+            .find(|(l, _)| l == label)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("no {label} in the context: {rows:?}"))
+    };
+    let labels: Vec<&str> = rows.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "date",
+            "command",
+            "ports",
+            "device under test",
+            "traffic",
+            "results",
+            "timestamps",
+            "clock"
+        ]
+    );
+    // An RFC 3339 date of this century, in UTC.
+    let date = row("date");
+    assert!(
+        date.starts_with("20") && date.contains('T') && date.contains("Z "),
+        "{date}"
+    );
+    let command = row("command");
+    for word in [
+        "strobe gen",
+        "--lab",
+        &lab.prefix,
+        "--latency-html",
+        "--count 15000",
+    ] {
+        assert!(command.contains(word), "{word} not in {command:?}");
+    }
+    let ports = row("ports");
+    assert!(
+        ports.contains(&format!("transmit port0: afpacket:{}/", lab.ns("tx")))
+            && ports.contains(&format!("receive rx: afpacket:{}/", lab.ns("rx"))),
+        "{ports}"
+    );
+    let dut = row("device under test");
+    assert!(
+        dut.contains("Linux bridge") && dut.contains(&lab.prefix),
+        "{dut}"
+    );
+    let traffic = row("traffic");
+    assert!(
+        traffic.contains("10 kpps, constant rate")
+            && traffic.contains("64 B")
+            && traffic.contains("15000 frames"),
+        "{traffic}"
+    );
+    let results = row("results");
+    assert!(
+        results.contains("tx 15000 frames, rx 15000, lost 0") && results.contains("jitter "),
+        "{results}"
+    );
+    let stamps = row("timestamps");
+    assert!(
+        stamps.contains("tx: user space: CLOCK_REALTIME")
+            && stamps.contains("rx: kernel software receive timestamp"),
+        "{stamps}"
+    );
+    // Latency over time, from the 250 ms intervals, beside the CCDF.
+    assert!(
+        html.contains("udp: latency over time"),
+        "no figure over time"
+    );
+    assert!(
+        html.contains("of each 0.25 s interval"),
+        "no intervals drawn"
+    );
+    assert_eq!(html.matches("no samples").count(), 0);
+}
