@@ -221,6 +221,9 @@ fn flow_ccdf_svg(flow: &FlowLatency<'_>, size: (u32, u32)) -> String {
     render_ccdf_sized(&format!("{}: CCDF", flow.name), &curves, size)
 }
 
+/// Label, statistic and colour of one curve of the latency-over-time figure.
+type StatSeries = (&'static str, fn(&LatencyStats) -> f64, RGBColor);
+
 /// Size of the per-flow figures, drawn side by side.
 const SIDE_BY_SIDE: (u32, u32) = (640, 480);
 
@@ -232,7 +235,7 @@ pub fn latency_over_time_svg(
     intervals: &[IntervalLatency],
     size: (u32, u32),
 ) -> String {
-    let series: [(&str, fn(&LatencyStats) -> f64, RGBColor); 3] = [
+    let series: [StatSeries; 3] = [
         ("p50", |s| s.p50_ns, PALETTE[0]),
         ("p99", |s| s.p99_ns, PALETTE[1]),
         ("max", |s| s.max_ns, PALETTE[6]),
