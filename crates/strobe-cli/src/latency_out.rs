@@ -32,7 +32,7 @@ pub struct LatencyOutputs {
     /// with the flow name; values in ns), readable by HdrHistogram's own tools.
     #[arg(long, value_name = "FILE", help_heading = "Latency")]
     pub hdr_log: Option<PathBuf>,
-    /// Interval length of --hdr-log, e.g. 1s, 100ms.
+    /// Interval length of --hdr-log and of the --latency-html latency over time, e.g. 1s, 100ms.
     #[arg(
         long,
         value_name = "DURATION",
