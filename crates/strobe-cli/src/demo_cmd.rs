@@ -189,10 +189,10 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
         if p99 >= SATURATED_P99_NS {
             explain(&[
                 &format!(
-                    "Why p99 is {} here, far above part 3: the sender offers more than the DUT forwards,",
+                    "Why p99 is {} here, far above part 3: frames come faster than the kernel and the DUT",
                     human_time(p99)
                 ),
-                "so frames wait in queues (the DUT's input backlog and the kernel's queues before it).",
+                "take them in, so they wait in queues (the backlogs in front of and inside the DUT).",
                 "At saturation latency measures how full those queues are; part 3 shows the path itself.",
             ]);
         }
@@ -374,7 +374,7 @@ fn throughput_verdict(part: &Part, dut: &str) -> String {
         format!("nothing came through {dut} ({sent} frames sent): the lab does not forward; check `strobe lab status`")
     } else if lost == 0 {
         format!(
-            "{dut} forwarded all {:.3} Mpps strobe offered, no loss: the sender and the kernel, not the DUT, set this limit",
+            "{dut} forwarded all {:.3} Mpps strobe sent, no loss: the sending side (strobe and the kernel on its core) was the bottleneck, not the DUT",
             mpps(sent)
         )
     } else {
