@@ -53,6 +53,16 @@ pub struct FlowLatency<'a> {
     pub over_time: Vec<IntervalLatency>,
 }
 
+/// What the report says about the run as a whole, above the results.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunContext {
+    /// (label, value) rows: date, command, ports, device under test, …; a value may span
+    /// several lines.
+    pub rows: Vec<(String, String)>,
+    /// The scenario file the run was described by, as (name, text), shown folded.
+    pub scenario: Option<(String, String)>,
+}
+
 /// A flow's traffic, for the report's context.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FlowTraffic {
@@ -549,6 +559,8 @@ table.context td { text-align: left; white-space: pre-line; }
 table.context code { white-space: pre-wrap; word-break: break-all; }
 p.note { color: #555; font-size: 0.9em; }
 p.sources { font-size: 0.9em; line-height: 1.5; white-space: pre-line; }
+details { margin: 0.6em 0; font-size: 0.9em; }
+details pre { background: #f6f7f9; border: 1px solid #dde; padding: 0.6em; overflow-x: auto; }
 .figures { display: flex; flex-wrap: wrap; gap: 1em; }
 .figures figure { flex: 1 1 560px; }
 figure { margin: 1em 0; }
@@ -639,13 +651,13 @@ fn traffic_table(flows: &[FlowLatency<'_>]) -> Markup {
     }
 }
 
-/// A self-contained HTML report: the run's context (`context`: date, command, ports, DUT,
-/// … as label and value), each flow's traffic, a table of each flow's latency statistics
+/// A self-contained HTML report: the run's context (date, command, ports, DUT, …, and the
+/// scenario file), each flow's traffic, a table of each flow's latency statistics
 /// (raw and, where the flow has a correction, corrected), a CCDF figure of all flows
 /// together (when there is more than one) and, per flow, its CCDF (the corrected curve
 /// dashed) beside its latency over time. One file, no external resource: inline CSS and
 /// inline SVG.
-pub fn html_report(title: &str, context: &[(String, String)], flows: &[FlowLatency<'_>]) -> String {
+pub fn html_report(title: &str, context: &RunContext, flows: &[FlowLatency<'_>]) -> String {
     let combined: Vec<(&str, &Histogram<u64>)> =
         flows.iter().map(|f| (f.name.as_str(), f.hist)).collect();
     let markup = html! {
@@ -659,10 +671,16 @@ pub fn html_report(title: &str, context: &[(String, String)], flows: &[FlowLaten
             }
             body {
                 h1 { (title) }
-                @if !context.is_empty() {
+                @if !context.rows.is_empty() || context.scenario.is_some() {
                     section.context {
                         h2 { "Run" }
-                        (context_table(context))
+                        (context_table(&context.rows))
+                        @if let Some((name, text)) = &context.scenario {
+                            details {
+                                summary { "Scenario file " code { (name) } }
+                                pre { (text) }
+                            }
+                        }
                     }
                 }
                 @if flows.iter().any(|f| f.traffic.is_some()) {
@@ -1202,7 +1220,11 @@ mod tests {
                 over_time: Vec::new(),
             },
         ];
-        let html = html_report("latency <report>", &[], &flows);
+        let context = RunContext {
+            rows: vec![("command".into(), "strobe gen <x> & y".into())],
+            scenario: Some(("s.toml".into(), "[[flows]]\nname = \"<b>\"".into())),
+        };
+        let html = html_report("latency <report>", &context, &flows);
         assert!(html.starts_with("<!DOCTYPE html>"));
         for forbidden in [
             "http://", "https://", "<script", "<link", " src=", "@import", "url(",
@@ -1210,6 +1232,8 @@ mod tests {
             assert!(!html.contains(forbidden), "{forbidden} in the report");
         }
         assert!(html.contains("<title>latency &lt;report&gt;</title>"));
+        assert!(html.contains("<td><code>strobe gen &lt;x&gt; &amp; y</code></td>"));
+        assert!(html.contains("<pre>[[flows]]\nname = &quot;&lt;b&gt;&quot;</pre>"));
         assert!(html.contains("flow &lt;a&gt; &amp; co") && !html.contains("flow <a>"));
 
         // Figures: all flows together, then one per flow; each is well-formed SVG.

@@ -9,7 +9,7 @@ use strobe_analyze::latency::{
     EncodedInterval, LatencyStats, LoadPoint,
 };
 use strobe_analyze::plot::{
-    html_report, load_sweep_svg, FlowLatency, FlowTraffic, IntervalLatency,
+    html_report, load_sweep_svg, FlowLatency, FlowTraffic, IntervalLatency, RunContext,
 };
 use strobe_engine::RunReport;
 use strobe_model::Scenario;
@@ -342,15 +342,11 @@ fn describe_dut(lab: &strobe_lab::Lab) -> String {
                 .replace(" (layer 1)", "")
         ),
     };
-    format!("{kind}, in strobe's virtual lab `{}`", lab.prefix)
+    format!("{kind}, in strobe's virtual lab {}", lab.prefix)
 }
 
 /// The report's context block: when, how, where, through what, with which clocks.
-fn run_context(
-    scenario: &Scenario,
-    r: &RunReport,
-    flows: &[FlowLatency<'_>],
-) -> Vec<(String, String)> {
+fn run_context(scenario: &Scenario, r: &RunReport, flows: &[FlowLatency<'_>]) -> RunContext {
     let mut rows = vec![
         (
             "date".to_string(),
@@ -425,5 +421,16 @@ fn run_context(
             r.drain_ns / 1_000_000
         ),
     ));
-    rows
+    if !scenario.warnings.is_empty() {
+        rows.push(("warnings".to_string(), scenario.warnings.join("\n")));
+    }
+    // The scenario as it was run (one-flow runs are all in the command line).
+    let scenario_file = (scenario.source != "command line")
+        .then(|| std::fs::read_to_string(&scenario.source).ok())
+        .flatten()
+        .map(|text| (scenario.source.clone(), text));
+    RunContext {
+        rows,
+        scenario: scenario_file,
+    }
 }
