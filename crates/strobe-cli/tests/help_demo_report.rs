@@ -1,5 +1,6 @@
-//! What a new user meets in the first hour: the help names every port form, and the
-//! commands strobe suggests work as printed. (The lab tests need root.)
+//! What a new user reads in the first hour: the help names every port form, the commands
+//! strobe suggests work as printed, the demo explains itself, the HTML report carries its
+//! context. (The lab tests need root.)
 
 mod common;
 use common::lab::TestLab;
