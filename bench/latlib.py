@@ -364,7 +364,9 @@ def markdown_latcost(args):
 # truth
 
 
-TRAILER_SIGNATURE = 0x5354
+# Byte 0 of the trailer: 'S' as the generator sent it, 'R' as a strobe reflector sent it
+# back; byte 1 is the run's tag (random per run), so only the marker identifies the trailer.
+TRAILER_MARKERS = (0x53, 0x52)
 
 
 def tshark_start(pcap):
@@ -386,7 +388,7 @@ def epoch_ns(text):
 def tshark_frames(cmd, proc, dst_port):
     """{sequence: (capture time ns, trailer tx timestamp ns)} of one capture's flow frames.
 
-    The trailer is the last 16 bytes of the UDP payload: signature, flow id, sequence
+    The trailer is the last 16 bytes of the UDP payload: marker, run tag, flow id, sequence
     number, transmit timestamp, all big-endian. A sequence seen twice would make the match
     ambiguous, so it is an error (the runs send fewer than 2^32 frames).
     """
@@ -402,7 +404,7 @@ def tshark_frames(cmd, proc, dst_port):
         if port != str(dst_port):
             continue
         payload = bytes.fromhex(data.replace(":", ""))
-        if len(payload) < 16 or int.from_bytes(payload[-16:-14], "big") != TRAILER_SIGNATURE:
+        if len(payload) < 16 or payload[-16] not in TRAILER_MARKERS:
             fail(f"{cmd[2]}: frame {n} to port {dst_port} carries no strobe trailer")
         trailer = payload[-16:]
         seq = int.from_bytes(trailer[4:8], "big")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs strobe's whole test suite: formatting, lints, unit and integration tests.
+# Runs strobe's whole test suite: formatting, lints, a short fuzzing run, unit and integration
+# tests.
 # Installs what the tests need (tshark, the independent decoder) when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,4 +10,8 @@ need_apt tshark tcpdump nftables iproute2 ethtool
 need_pip hdrh hdrhistogram
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+(cd fuzz && cargo fmt -- --check)
+# Every fuzz target for a few seconds (nightly + cargo-fuzz, installed when missing); the
+# long campaign is `bash fuzz/run campaign`.
+bash fuzz/run smoke "${FUZZ_SECONDS:-12}"
 cargo test --workspace --quiet 2>&1 | tee /tmp/strobe-test.log

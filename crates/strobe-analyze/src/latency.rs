@@ -312,11 +312,18 @@ fn seconds(what: &'static str, value: f64) -> Result<Duration, IntervalLogError>
     Duration::try_from_secs_f64(value).map_err(|_| IntervalLogError::InvalidTime { what, value })
 }
 
-/// One step of a latency-versus-load sweep.
+/// One step of a latency-versus-load sweep. A sender that could not keep up shows as
+/// `sent_pps` below `offered_pps`; loss is what the receiver missed of what was sent.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct LoadPoint {
+    /// The rate asked for.
     pub offered_pps: f64,
-    pub achieved_pps: f64,
+    /// Frames sent over the sender's real time.
+    pub sent_pps: f64,
+    /// Unique frames received over the same time.
+    pub received_pps: f64,
+    /// Frames lost, in percent of the frames sent.
+    pub loss_pct: f64,
     pub p50_ns: f64,
     pub p99_ns: f64,
     pub p9999_ns: f64,
@@ -332,7 +339,9 @@ pub fn write_load_sweep_csv<W: Write>(w: W, points: &[LoadPoint]) -> io::Result<
     if points.is_empty() {
         out.write_record([
             "offered_pps",
-            "achieved_pps",
+            "sent_pps",
+            "received_pps",
+            "loss_pct",
             "p50_ns",
             "p99_ns",
             "p9999_ns",
@@ -746,14 +755,18 @@ while True:
         let points = [
             LoadPoint {
                 offered_pps: 1e5,
-                achieved_pps: 1e5,
+                sent_pps: 1e5,
+                received_pps: 1e5,
+                loss_pct: 0.0,
                 p50_ns: 9_000.0,
                 p99_ns: 12_000.0,
                 p9999_ns: 40_000.5,
             },
             LoadPoint {
                 offered_pps: 1e6,
-                achieved_pps: 8.5e5,
+                sent_pps: 9e5,
+                received_pps: 8.5e5,
+                loss_pct: 5.5,
                 p50_ns: 90_000.0,
                 p99_ns: 120_000.0,
                 p9999_ns: 400_000.0,
@@ -766,7 +779,9 @@ while True:
             reader.headers().unwrap(),
             vec![
                 "offered_pps",
-                "achieved_pps",
+                "sent_pps",
+                "received_pps",
+                "loss_pct",
                 "p50_ns",
                 "p99_ns",
                 "p9999_ns"
@@ -776,14 +791,17 @@ while True:
             .records()
             .map(|r| r.unwrap().iter().map(|f| f.parse().unwrap()).collect())
             .collect();
-        assert_eq!(rows[0], [1e5, 1e5, 9_000.0, 12_000.0, 40_000.5]);
-        assert_eq!(rows[1], [1e6, 8.5e5, 90_000.0, 120_000.0, 400_000.0]);
+        assert_eq!(rows[0], [1e5, 1e5, 1e5, 0.0, 9_000.0, 12_000.0, 40_000.5]);
+        assert_eq!(
+            rows[1],
+            [1e6, 9e5, 8.5e5, 5.5, 90_000.0, 120_000.0, 400_000.0]
+        );
 
         let mut empty = Vec::new();
         write_load_sweep_csv(&mut empty, &[]).unwrap();
         assert_eq!(
             String::from_utf8(empty).unwrap(),
-            "offered_pps,achieved_pps,p50_ns,p99_ns,p9999_ns\n"
+            "offered_pps,sent_pps,received_pps,loss_pct,p50_ns,p99_ns,p9999_ns\n"
         );
     }
 }

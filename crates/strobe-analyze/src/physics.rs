@@ -18,8 +18,8 @@ pub const SINGLE_MODE_GROUP_INDEX: f64 = 1.4682;
 pub const FCS_BYTES: u32 = 4;
 /// Preamble (7) and start-of-frame delimiter (1) before every frame.
 pub const PREAMBLE_SFD_BYTES: u32 = 8;
-/// Shortest Ethernet frame without its FCS; the MAC pads shorter frames up to it.
-pub const MIN_FRAME_BYTES: u32 = 60;
+/// Shortest Ethernet frame, FCS included; the MAC pads shorter frames up to it.
+pub const MIN_FRAME_BYTES: u32 = 64;
 
 /// A frame sent once through a fibre of some length at some line rate.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -28,7 +28,9 @@ pub struct FiberLoop {
     pub refractive_index: f64,
     /// Line (layer-1) rate in bits per second.
     pub line_rate_bps: f64,
-    /// Frame length without FCS, as a capture shows it.
+    /// Frame length including the 4-byte FCS, as `strobe gen --size` and OTG count it (a
+    /// capture, which has no FCS, shows 4 bytes less).
+    #[serde(rename = "frame_bytes_with_fcs")]
     pub frame_bytes: u32,
 }
 
@@ -37,12 +39,14 @@ pub struct FiberLoop {
 pub struct LatencyBudget {
     #[serde(flatten)]
     pub fiber: FiberLoop,
-    /// `frame_bytes` after the MAC's padding to [`MIN_FRAME_BYTES`].
+    /// `frame_bytes` after the MAC's padding to [`MIN_FRAME_BYTES`], FCS included.
+    #[serde(rename = "padded_frame_bytes_with_fcs")]
     pub padded_frame_bytes: u32,
-    /// [`FCS_BYTES`] and [`PREAMBLE_SFD_BYTES`], so that the JSON form says what it counts.
+    /// [`FCS_BYTES`] (part of the frame) and [`PREAMBLE_SFD_BYTES`], so that the JSON form
+    /// says what it counts.
     pub fcs_bytes: u32,
     pub preamble_sfd_bytes: u32,
-    /// Bytes serialised per frame: padded frame + FCS + preamble/SFD. The inter-frame gap
+    /// Bytes serialised per frame: padded frame (FCS included) + preamble/SFD. The inter-frame gap
     /// follows the frame and delays the next one, not this one, so it is not counted.
     pub wire_bytes: u64,
     /// Time for light to cross the fibre.
@@ -76,10 +80,9 @@ pub enum PhysicsError {
 const LENGTH_ACCEPTED: &str = "accepted is a non-negative number with an optional unit m or \
     km; a plain number is metres (for example 2km, 150m, 0.5km, 35)";
 
-const LINE_RATE_ACCEPTED: &str = "accepted is a bit rate with an optional unit k, m, g or t \
-    (kilo-, mega-, giga-, terabits per second), which may be followed by bps, bit or bit/s; a \
-    plain number is bits per second (for example 1g, 10g, 25g, 40g, 100g, 100m, 2.5gbit/s, \
-    10gbps, 9600)";
+const LINE_RATE_ACCEPTED: &str = "accepted is a bit rate with a unit k, m, g or t (kilo-, \
+    mega-, giga-, terabits per second), which may be followed by bps, bit or bit/s, or bps \
+    alone (for example 1g, 10g, 25g, 40g, 100g, 100m, 2.5gbit/s, 10gbps, 9600bps)";
 
 /// Seconds light needs through `length_m` of fibre with refractive index `refractive_index`,
 /// in nanoseconds.
@@ -108,8 +111,7 @@ impl FiberLoop {
             return Err(PhysicsError::EmptyFrame);
         }
         let padded_frame_bytes = self.frame_bytes.max(MIN_FRAME_BYTES);
-        let wire_bytes =
-            u64::from(padded_frame_bytes) + u64::from(FCS_BYTES) + u64::from(PREAMBLE_SFD_BYTES);
+        let wire_bytes = u64::from(padded_frame_bytes) + u64::from(PREAMBLE_SFD_BYTES);
         let propagation_ns = propagation_ns(self.length_m, self.refractive_index);
         let serialization_ns = serialization_ns(wire_bytes, self.line_rate_bps);
         Ok(LatencyBudget {
@@ -132,7 +134,7 @@ impl fmt::Display for LatencyBudget {
         let rate = format_bit_rate(fiber.line_rate_bps);
         writeln!(
             f,
-            "fibre loop: {} m at refractive index {}, {rate} line rate, {}-byte frame",
+            "fibre loop: {} m at refractive index {}, {rate} line rate, {}-byte frame (FCS included)",
             fiber.length_m, fiber.refractive_index, fiber.frame_bytes
         )?;
         writeln!(
@@ -148,7 +150,7 @@ impl fmt::Display for LatencyBudget {
         writeln!(
             f,
             "  serialisation  {:>12.1} ns   {} B on the wire at {rate}: frame {} B{padding} \
-             + FCS {FCS_BYTES} B + preamble/SFD {PREAMBLE_SFD_BYTES} B",
+             incl. FCS {FCS_BYTES} B + preamble/SFD {PREAMBLE_SFD_BYTES} B",
             self.serialization_ns, self.wire_bytes, fiber.frame_bytes
         )?;
         write!(
@@ -199,40 +201,25 @@ pub fn parse_length_m(input: &str) -> Result<f64, PhysicsError> {
     Ok(metres)
 }
 
-/// Reads a line rate such as `10g`, `25G`, `100m`, `2.5gbit/s`, `10gbps` or `9600` (bits
-/// per second) into bits per second.
+/// Reads a line rate such as `10g`, `25G`, `100m`, `2.5gbit/s`, `10gbps` or `9600bps` into
+/// bits per second, with the same reader and meaning as `strobe gen --rate`: a plain number
+/// or a pps unit is a packet rate there, so it is refused here.
 pub fn parse_line_rate_bps(input: &str) -> Result<f64, PhysicsError> {
     let error = |reason: String| PhysicsError::ParseLineRate {
         input: input.to_owned(),
         reason,
     };
-    let text: String = input
-        .trim()
-        .to_lowercase()
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .collect();
-    let prefixed = ["bit/s", "b/s", "bps", "bit"]
-        .iter()
-        .find_map(|suffix| text.strip_suffix(suffix))
-        .unwrap_or(&text);
-    let (number, prefix) = split_unit(prefixed);
-    if !matches!(prefix, "" | "k" | "m" | "g" | "t") {
-        return Err(error(format!("unknown unit {prefix:?}")));
-    }
-    if number.parse::<f64>().is_err() {
-        return Err(error(format!("{number:?} is not a number")));
-    }
-    // strobe-timing's reader converts the decimal exactly ("1.1g" is 1100000000) and
-    // enforces the range every strobe rate has.
-    match strobe_timing::parse_rate(&format!("{number}{prefix}bps")) {
+    match strobe_timing::parse_rate(input) {
         Ok(Rate::L1BitsPerSec(bps)) => Ok(bps),
-        Ok(Rate::Pps(_)) => unreachable!("a rate ending in bps is a bit rate"),
-        Err(_) => Err(error(format!(
-            "the rate must be from {:e} to {:e} bit/s",
-            strobe_timing::MIN_RATE,
-            strobe_timing::MAX_RATE
-        ))),
+        Ok(Rate::Pps(_)) => Err(error(
+            "that is a packet rate (a plain number or a pps unit means packets per second, as \
+             in strobe gen --rate); give the line's bit rate"
+                .to_owned(),
+        )),
+        Err(strobe_timing::TimingError::ParseRate { reason, .. }) => Err(error(
+            reason.split(';').next().unwrap_or_default().to_owned(),
+        )),
+        Err(other) => Err(error(other.to_string())),
     }
 }
 
@@ -270,14 +257,14 @@ mod tests {
 
     #[test]
     fn two_km_of_fibre_and_a_minimum_frame_at_10g() {
-        let b = budget(2000.0, 1.4444, 10e9, 60);
+        let b = budget(2000.0, 1.4444, 10e9, 64);
         // 2000 m × 1.4444 / 299 792 458 m/s = 9.6359996 µs.
         assert!(
             (b.propagation_ns - 9_635.999_582).abs() < 1e-3,
             "{}",
             b.propagation_ns
         );
-        // 60 + 4 + 8 = 72 bytes = 576 bits at 10 Gbit/s.
+        // 64 (FCS included) + 8 = 72 bytes = 576 bits at 10 Gbit/s.
         assert_eq!(b.wire_bytes, 72);
         assert!(
             (b.serialization_ns - 57.6).abs() < 1e-9,
@@ -302,11 +289,11 @@ mod tests {
     #[test]
     fn short_frames_are_padded_and_large_ones_scale() {
         let b = budget(0.0, 1.0, 1e9, 14);
-        assert_eq!((b.padded_frame_bytes, b.wire_bytes), (60, 72));
+        assert_eq!((b.padded_frame_bytes, b.wire_bytes), (64, 72));
         assert_eq!(b.propagation_ns, 0.0);
         assert!((b.serialization_ns - 576.0).abs() < 1e-9);
-        assert!(b.to_string().contains("padded to 60 B"));
-        let jumbo = budget(1.0, 1.5, 100e9, 9000);
+        assert!(b.to_string().contains("padded to 64 B"));
+        let jumbo = budget(1.0, 1.5, 100e9, 9004);
         assert_eq!(jumbo.wire_bytes, 9012);
         assert!((jumbo.serialization_ns - 720.96).abs() < 1e-9);
         assert!((jumbo.propagation_ns - 1.5 / SPEED_OF_LIGHT_M_PER_S * 1e9).abs() < 1e-12);
@@ -366,14 +353,13 @@ mod tests {
             ("2.5gbit/s", 2.5e9),
             ("10gbps", 10e9),
             ("10 Gbit/s", 10e9),
-            ("9600", 9600.0),
             ("9600bps", 9600.0),
             ("1.1g", 1.1e9),
             ("1t", 1e12),
         ] {
             assert_eq!(parse_line_rate_bps(text).unwrap(), bps, "{text}");
         }
-        for bad in ["10gpps", "fast", "g", "-10g", "0", "10x"] {
+        for bad in ["10gpps", "fast", "g", "-10g", "0", "10x", "9600", "10kpps"] {
             let err = parse_line_rate_bps(bad).unwrap_err().to_string();
             assert!(
                 err.contains("accepted is") && err.contains("10g"),
@@ -384,9 +370,9 @@ mod tests {
 
     #[test]
     fn budget_serializes_flat() {
-        let json = serde_json::to_value(budget(2000.0, 1.4444, 10e9, 60)).unwrap();
+        let json = serde_json::to_value(budget(2000.0, 1.4444, 10e9, 64)).unwrap();
         assert_eq!(json["length_m"], 2000.0);
-        assert_eq!(json["frame_bytes"], 60);
+        assert_eq!(json["frame_bytes_with_fcs"], 64);
         assert_eq!(json["wire_bytes"], 72);
         assert_eq!(
             (

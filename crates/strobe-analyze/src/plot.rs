@@ -454,7 +454,7 @@ fn format_pps(pps: f64) -> String {
 type LatencySeries = (&'static str, fn(&LoadPoint) -> f64, RGBColor);
 
 /// Latency against offered load: p50, p99 and p99.99 in µs (log scale, left axis) and
-/// the achieved rate (right axis), one marker per point, points in order of offered load.
+/// the received rate (right axis), one marker per point, points in order of offered load.
 pub fn load_sweep_svg(points: &[LoadPoint]) -> String {
     let mut points = points.to_vec();
     points.sort_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps));
@@ -470,11 +470,14 @@ pub fn load_sweep_svg(points: &[LoadPoint]) -> String {
         max if max > 0.0 => max * 1.05,
         _ => 1.0,
     };
-    let rate_max =
-        match finite_max(&mut points.iter().flat_map(|p| [p.offered_pps, p.achieved_pps])) {
-            max if max > 0.0 => max * 1.05,
-            _ => 1.0,
-        };
+    let rate_max = match finite_max(
+        &mut points
+            .iter()
+            .flat_map(|p| [p.offered_pps, p.sent_pps, p.received_pps]),
+    ) {
+        max if max > 0.0 => max * 1.05,
+        _ => 1.0,
+    };
 
     let mut svg = String::new();
     {
@@ -501,7 +504,7 @@ pub fn load_sweep_svg(points: &[LoadPoint]) -> String {
         );
         chart
             .configure_secondary_axes()
-            .y_desc("achieved rate (packets/s)")
+            .y_desc("received rate (packets/s)")
             .y_label_formatter(&|&pps| format_pps(pps))
             .label_style((FONT, 14))
             .draw()
@@ -521,11 +524,11 @@ pub fn load_sweep_svg(points: &[LoadPoint]) -> String {
                 .label(label)
                 .legend(legend_sample(color));
         }
-        let achieved = points.iter().map(|p| (p.offered_pps, p.achieved_pps));
+        let received = points.iter().map(|p| (p.offered_pps, p.received_pps));
         chart
-            .draw_secondary_series(LineSeries::new(achieved, GREY.stroke_width(2)).point_size(3))
+            .draw_secondary_series(LineSeries::new(received, GREY.stroke_width(2)).point_size(3))
             .expect(DRAWING_IS_INFALLIBLE)
-            .label("achieved rate (right axis)")
+            .label("received rate (right axis)")
             .legend(legend_sample(GREY));
         finish_figure(
             &root,
@@ -1004,9 +1007,11 @@ mod tests {
             (6e5, 6e5, 11.0, 30.0, 120.0),
         ]
         .into_iter()
-        .map(|(offered, achieved, p50, p99, p9999)| LoadPoint {
+        .map(|(offered, received, p50, p99, p9999)| LoadPoint {
             offered_pps: offered,
-            achieved_pps: achieved,
+            sent_pps: offered,
+            received_pps: received,
+            loss_pct: (offered - received) * 100.0 / offered,
             p50_ns: p50 * 1000.0,
             p99_ns: p99 * 1000.0,
             p9999_ns: p9999 * 1000.0,
@@ -1021,7 +1026,7 @@ mod tests {
         assert_eq!(
             chart.curves.len(),
             4,
-            "p50, p99, p99.99 and the achieved rate"
+            "p50, p99, p99.99 and the received rate"
         );
         let mut sorted = points.clone();
         sorted.sort_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps));
@@ -1056,7 +1061,7 @@ mod tests {
             assert!(chart.curves[1].1[i].1 > chart.curves[2].1[i].1);
         }
         let texts: Vec<&str> = chart.texts.iter().map(|t| t.0.as_str()).collect();
-        assert!(texts.contains(&"achieved rate (right axis)") && texts.contains(&"p99.99"));
+        assert!(texts.contains(&"received rate (right axis)") && texts.contains(&"p99.99"));
 
         let empty = parse_svg(&load_sweep_svg(&[]));
         assert!(empty.curves.is_empty());
@@ -1136,7 +1141,9 @@ mod tests {
         let mut points = sweep();
         points.push(LoadPoint {
             offered_pps: 1.5e6,
-            achieved_pps: 1.2e6,
+            sent_pps: 1.4e6,
+            received_pps: 1.2e6,
+            loss_pct: 14.0,
             p50_ns: 2e4,
             p99_ns: 2e6,
             p9999_ns: 2e7,

@@ -29,12 +29,14 @@ struct LatencyArgs {
     /// (G.652) at 1550 nm.
     #[arg(long, value_name = "N", default_value_t = SINGLE_MODE_GROUP_INDEX)]
     refractive_index: f64,
-    /// Line rate: 1g, 10g, 25g, 40g, 100g, 100m, 2.5gbit/s, or bits per second.
+    /// Line rate, read as `strobe gen --rate` reads bit rates: 1g, 10g, 25g, 40g, 100g, 100m,
+    /// 2.5gbit/s, 10gbps, 9600bps.
     #[arg(long, value_name = "RATE")]
     rate: String,
-    /// Frame length in bytes without the 4-byte FCS, as a capture shows it; FCS and the
-    /// 8-byte preamble/SFD are added on the wire, frames under 60 bytes are padded.
-    #[arg(long, value_name = "BYTES", default_value_t = 60)]
+    /// Frame size in bytes including the 4-byte FCS, as `strobe gen --size` and OTG count it
+    /// (a capture shows 4 bytes less); the 8-byte preamble/SFD is added on the wire, frames
+    /// under 64 bytes are padded.
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
     frame: u32,
     /// Print the result as JSON instead of text.
     #[arg(long)]

@@ -409,7 +409,7 @@ fn late_explanation(part: &Part, planned_s: f64) -> Vec<String> {
     ];
     if part.elapsed_s > planned_s * 1.05 {
         lines.push(format!(
-            "strobe kept the gaps between frames and moved the rest of the schedule back, so the part took {:.1} s instead of {planned_s} s.",
+            "the rest of the schedule moved back by those delays, so the part took {:.1} s instead of {planned_s} s.",
             part.elapsed_s
         ));
     }

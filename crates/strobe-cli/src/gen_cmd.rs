@@ -9,7 +9,9 @@ use strobe_model::{quick, Resources, Scenario};
 use crate::calibrate_cmd::load_calibration;
 use crate::lab_cmd::{lab_failure, lab_up_command, resolve_lab_ports, rx_port_forms, TX_PORT_HELP};
 use crate::latency_out::{self, LatencyOutputs};
-use crate::results::{print_latency, print_summary, to_csv, to_json, Correction, Status};
+use crate::results::{
+    print_latency, print_summary, print_verdicts, to_csv, to_json, worst_loss, Correction, Status,
+};
 use crate::Failure;
 
 #[derive(Args, Clone)]
@@ -67,9 +69,10 @@ pub struct GenArgs {
     /// is measured, else the backend's fastest batch: 256 on AF_PACKET and AF_XDP copy mode).
     #[arg(long)]
     batch: Option<usize>,
-    /// When falling behind: shift (keep gaps, rate dips), catch-up (burst until on time), or
-    /// smooth (shift, then shorten later gaps by at most 1/50 until on time again).
-    #[arg(long, default_value = "shift", value_parser = ["shift", "catch-up", "smooth"])]
+    /// When falling behind: smooth (shift at the stall, then shorten later gaps by at most
+    /// 1/50 until on time again: keeps the asked rate and gaps), shift (keep gaps, the rate
+    /// dips) or catch-up (burst until on time).
+    #[arg(long, default_value = "smooth", value_parser = ["smooth", "shift", "catch-up"])]
     late: String,
     /// Lateness beyond which a frame counts as late, e.g. 1us.
     #[arg(long, default_value = "1us")]
@@ -94,12 +97,23 @@ pub struct GenArgs {
     /// How long receivers keep counting after the last frame was sent, e.g. 500ms.
     #[arg(long, default_value = "500ms")]
     drain: String,
+    /// The run tag every trailer carries, 0-255 but 84; receivers count frames with another
+    /// tag apart. Default: random per run (derived from the seeds when writing a pcap trace).
+    #[arg(long, value_name = "N")]
+    run_tag: Option<u8>,
+    /// First sequence number of every flow, e.g. 4294967000 to cross the 2^32 wrap early.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    seq_start: u32,
     /// Per-flow status lines.
     #[arg(short, long)]
     verbose: bool,
     /// No status line while running.
     #[arg(short, long)]
     quiet: bool,
+    /// Fail the run (exit status 1, after printing and writing the results) when a flow's
+    /// or the whole run's loss exceeds PERCENT of the frames sent, e.g. 0, 0.01 or 5%.
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
+    max_loss: Option<f64>,
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -131,7 +145,7 @@ pub struct GenArgs {
         help_heading = "Latency"
     )]
     rates: Vec<String>,
-    /// Write the sweep (offered and achieved rate, p50, p99, p99.99 per step) as CSV.
+    /// Write the sweep (offered, sent and received rate, loss, p50, p99, p99.99 per step) as CSV.
     #[arg(
         long,
         value_name = "FILE",
@@ -311,6 +325,7 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
     let (scenario, report) = execute(&args)?;
     print_summary(&scenario, &report);
     print_latency(&scenario, &report, correction.as_ref());
+    print_verdicts(&scenario, &report);
     latency_out::write_outputs(&args.outputs, &scenario, &report, correction.as_ref())?;
     if let Some(path) = &args.json {
         let value = to_json(&scenario, &report, correction.as_ref());
@@ -322,7 +337,37 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
         std::fs::write(path, to_csv(&scenario, &report))
             .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
     }
-    Ok(())
+    check_excess(&scenario, &report)?;
+    check_max_loss(args.max_loss, &scenario, &report)
+}
+
+/// `--max-loss`: a loss of PERCENT, e.g. `0.5` or `0.5%`, from 0 to 100.
+fn parse_percent(text: &str) -> Result<f64, String> {
+    let number = text.trim().trim_end_matches('%').trim();
+    match number.parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err(format!(
+            "`{text}` is not a loss percentage — give a number from 0 to 100, e.g. 0, 0.01 or 5%"
+        )),
+    }
+}
+
+/// Exit status 1 when a flow's or the run's loss exceeds `--max-loss` (results are written
+/// by then).
+fn check_max_loss(
+    max_loss: Option<f64>,
+    scenario: &Scenario,
+    report: &strobe_engine::RunReport,
+) -> Result<(), Failure> {
+    let Some(max) = max_loss else {
+        return Ok(());
+    };
+    match worst_loss(scenario, report) {
+        Some((what, loss)) if loss > max => Err(Failure::Runtime(format!(
+            "{what} lost {loss:.4} % of its frames, more than --max-loss {max} %"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// `--rates`: one run per rate, then latency against load.
@@ -354,6 +399,7 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
         println!("== offered load {rate}");
         let (scenario, report) = execute(&step)?;
         print_latency(&scenario, &report, correction);
+        print_verdicts(&scenario, &report);
         runs.push((rate.clone(), scenario, report));
     }
     if stop.load(Ordering::Relaxed) {
@@ -364,18 +410,20 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
         );
     }
     let mut points = Vec::new();
-    println!("latency against load (raw values):");
+    println!("latency against load (raw values; loss in % of the frames sent):");
     println!(
-        "  {:>12} {:>14} {:>14} {:>10} {:>10} {:>10}",
-        "rate", "offered pps", "received pps", "p50 µs", "p99 µs", "p99.99 µs"
+        "  {:>12} {:>12} {:>12} {:>12} {:>8} {:>10} {:>10} {:>10}",
+        "rate", "offered pps", "sent pps", "rcvd pps", "loss %", "p50 µs", "p99 µs", "p99.99 µs"
     );
     for (rate, scenario, report) in &runs {
         match latency_out::load_point(scenario, report) {
             Some(p) => {
                 println!(
-                    "  {rate:>12} {:>14.0} {:>14.0} {:>10.3} {:>10.3} {:>10.3}",
+                    "  {rate:>12} {:>12.0} {:>12.0} {:>12.0} {:>8.4} {:>10.3} {:>10.3} {:>10.3}",
                     p.offered_pps,
-                    p.achieved_pps,
+                    p.sent_pps,
+                    p.received_pps,
+                    p.loss_pct,
                     p.p50_ns / 1e3,
                     p.p99_ns / 1e3,
                     p.p9999_ns / 1e3
@@ -406,7 +454,35 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
         std::fs::write(path, text)
             .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
     }
+    for (rate, scenario, report) in &runs {
+        check_excess(scenario, report)?;
+        check_max_loss(args.max_loss, scenario, report).map_err(|e| match e {
+            Failure::Runtime(m) => Failure::Runtime(format!("at {rate}: {m}")),
+            other => other,
+        })?;
+    }
     Ok(())
+}
+
+/// Fails the run when a flow received more unique frames than it sent: frames with this
+/// run's tag came from somewhere else, so none of its counts can be trusted.
+fn check_excess(scenario: &Scenario, report: &strobe_engine::RunReport) -> Result<(), Failure> {
+    let suspects: Vec<String> = scenario
+        .flows
+        .iter()
+        .filter_map(|f| {
+            let rx = report.rx_flows.get(f.id as usize)?.as_ref()?;
+            (rx.excess > 0).then(|| format!("`{}` ({} more)", f.name, rx.excess))
+        })
+        .collect();
+    if suspects.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::Runtime(format!(
+        "flow {} received more unique frames than it sent: another sender used this run's tag          (0x{:02x}), so loss and latency are not trustworthy; run again (each run draws a new          tag), or if you set --run-tag, give each generator its own",
+        suspects.join(", "),
+        report.run_tag
+    )))
 }
 
 /// The flag Ctrl-C sets, installed once per process (a sweep runs several generators).
@@ -429,10 +505,19 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
     let mut time_limit_ns = None;
     let mut scenario = load(args, &mut unpaced, &mut time_limit_ns)?;
     resolve_lab_ports(&mut scenario, &args.lab)?;
+    let mac_warnings = strobe_model::check_macs(&scenario).map_err(Failure::BadInput)?;
+    scenario.warnings.extend(mac_warnings);
     if args.no_latency {
         for f in &mut scenario.flows {
             f.metrics.latency = None;
         }
+    }
+    if args.max_loss.is_some() && scenario.flows.iter().all(|f| f.rx_ports.is_empty()) {
+        return Err(Failure::BadInput(
+            "--max-loss needs a port that receives to measure loss: add --rx PORT (or rx ports \
+             to the scenario's flows)"
+                .into(),
+        ));
     }
     for w in &scenario.warnings {
         eprintln!("warning: {w}");
@@ -459,11 +544,19 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
     if args.cores == 0 {
         return Err(Failure::BadInput("--cores must be at least 1".into()));
     }
+    if args.run_tag == Some(strobe_wire::trailer::LEGACY_TAG) {
+        return Err(Failure::BadInput(format!(
+            "--run-tag {}: that is the tag of strobe versions before run tags, whose frames must              read as another run's; choose any other value from 0 to 255",
+            strobe_wire::trailer::LEGACY_TAG
+        )));
+    }
     let opts = RunOptions {
         drain_ns,
         tx_workers: args.cores,
         hardware_timestamps: args.hw_timestamps,
         rx_busy_poll: args.rx_busy_poll,
+        run_tag: args.run_tag,
+        seq_start: args.seq_start,
         // The HTML report draws latency over time from the same intervals as the log.
         latency_interval_ns: match args.outputs.hdr_log.as_ref().or(args.outputs.latency_html.as_ref()) {
             Some(_) => Some(

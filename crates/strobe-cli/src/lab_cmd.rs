@@ -187,10 +187,26 @@ pub fn resolve_lab_ports(scenario: &mut Scenario, prefix: &str) -> Result<Option
         })?;
     for port in &mut scenario.ports {
         if port.location.starts_with("lab:") {
+            let endpoint = lab_endpoint(&lab, &port.location);
             port.location = lab_location(&lab, &format!("port `{}`", port.name), &port.location)?;
+            // As in one-flow runs: frames leave from the endpoint's MAC to its next hop
+            // unless the scenario says otherwise (all-zero MACs would be dropped).
+            for flow in scenario.flows.iter_mut().filter(|f| f.tx_port == port.name) {
+                strobe_model::fill_unset_macs(flow, endpoint.mac, endpoint.next_hop_mac);
+            }
         }
     }
     Ok(Some(lab))
+}
+
+/// The lab end a `lab:SIDE[@BACKEND]` location names (`lab_location` checks the side).
+fn lab_endpoint<'a>(lab: &'a Lab, location: &str) -> &'a Endpoint {
+    let rest = location.strip_prefix("lab:").unwrap_or(location);
+    if rest.starts_with("rx") {
+        &lab.rx
+    } else {
+        &lab.tx
+    }
 }
 
 /// The interface a `lab:SIDE[@BACKEND]` location names on `lab`; `what` names the location

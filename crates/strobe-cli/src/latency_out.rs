@@ -162,12 +162,26 @@ pub fn load_point(scenario: &Scenario, r: &RunReport) -> Option<LoadPoint> {
     let s = LatencyStats::from_histogram(l.histogram())?;
     let rx = r.rx_flows.get(f.id as usize)?.as_ref()?;
     let elapsed_s = r.ports.iter().map(|p| p.elapsed_ns).max()? as f64 / 1e9;
-    // Offered: what the flow asked for; when the sender could not keep up, received falls
-    // below it (and the sent count, in the JSON, shows by how much).
+    // Offered: what the flow asked for. A sender that could not keep up sent less than that
+    // (sent_pps), which is not loss: loss is what the receiver missed of what was sent.
     let offered_pps = f.schedule.rate.packets_per_sec(f.size.mean());
+    let sent: u64 = r
+        .ports
+        .iter()
+        .flat_map(|p| &p.flows)
+        .filter(|t| t.id == f.id)
+        .map(|t| t.frames)
+        .sum();
+    let lost = rx.lost.unwrap_or(0);
     (elapsed_s > 0.0).then(|| LoadPoint {
         offered_pps,
-        achieved_pps: rx.counters.unique as f64 / elapsed_s,
+        sent_pps: sent as f64 / elapsed_s,
+        received_pps: rx.counters.unique as f64 / elapsed_s,
+        loss_pct: if sent == 0 {
+            0.0
+        } else {
+            lost as f64 * 100.0 / sent as f64
+        },
         p50_ns: s.p50_ns,
         p99_ns: s.p99_ns,
         p9999_ns: s.p99_99_ns,

@@ -1,6 +1,6 @@
 //! `strobe reflect PORT`: the far end of a round-trip measurement. Sends every instrumented
-//! frame straight back (addresses and ports swapped, trailer kept) until Ctrl-C, a duration
-//! or a frame count, then reports its own counters.
+//! frame addressed to the port straight back (addresses and ports swapped, trailer marked as
+//! reflected) until Ctrl-C, a duration or a frame count, then reports its own counters.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,9 +28,14 @@ pub struct ReflectArgs {
     /// Stop after reflecting this many frames.
     #[arg(long)]
     count: Option<u64>,
-    /// Reflect every frame, not only frames with strobe's instrumentation trailer.
+    /// Reflect every frame addressed to the port, not only frames with strobe's
+    /// instrumentation trailer.
     #[arg(long)]
     all: bool,
+    /// The MAC address to answer to, e.g. 02:00:00:00:00:01 (default: the interface's own).
+    /// Frames to other addresses, broadcast or multicast are never reflected.
+    #[arg(long, value_name = "MAC")]
+    mac: Option<String>,
     /// Never yield the core while idle (lowest latency; costs a whole core).
     #[arg(long)]
     busy_poll: bool,
@@ -43,6 +48,18 @@ pub struct ReflectArgs {
 }
 
 pub fn run(args: ReflectArgs) -> Result<(), Failure> {
+    let given_mac = args
+        .mac
+        .as_deref()
+        .map(|text| {
+            parse_mac(text).ok_or_else(|| {
+                Failure::BadInput(format!(
+                    "--mac {text}: not a unicast MAC address; write six hex bytes like \
+                     02:00:00:00:00:01 (the lowest bit of the first is clear)"
+                ))
+            })
+        })
+        .transpose()?;
     let location = resolve_lab_location(&args.port, &args.lab)?;
     let limit = args
         .duration
@@ -55,6 +72,11 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
         .transpose()?;
     let (mut tx, mut rx) = strobe_io::open_duplex(&location, 64)
         .map_err(|e| Failure::BadInput(format!("port {}: {e}", args.port)))?;
+    let mac = match given_mac {
+        Some(mac) => mac,
+        None => strobe_io::ifaddr::port_mac(&location)
+            .map_err(|e| Failure::BadInput(format!("port {}: {e}", args.port)))?,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
@@ -62,6 +84,7 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::Runtime(format!("cannot install the Ctrl-C handler: {e}")))?;
     }
     let opts = ReflectOptions {
+        mac,
         all_frames: args.all,
         idle: if args.busy_poll {
             IdlePolicy::busy()
@@ -72,7 +95,10 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
     };
     let live = ReflectCounters::default();
     if !args.quiet {
-        eprintln!("reflecting on {location} (Ctrl-C to stop)");
+        eprintln!(
+            "reflecting on {location}, frames to {} (Ctrl-C to stop)",
+            mac_text(mac)
+        );
     }
     let report = std::thread::scope(|scope| {
         let worker = scope.spawn(|| run_reflect(&mut rx, &mut tx, &opts, &stop, Some(&live)));
@@ -107,6 +133,24 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// A unicast MAC address written as six hex bytes separated by `:` or `-`.
+fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = text.split([':', '-']);
+    for byte in &mut mac {
+        let part = parts.next()?;
+        if part.is_empty() || part.len() > 2 {
+            return None;
+        }
+        *byte = u8::from_str_radix(part, 16).ok()?;
+    }
+    (parts.next().is_none() && mac[0] & 1 == 0).then_some(mac)
+}
+
+fn mac_text(mac: [u8; 6]) -> String {
+    mac.map(|b| format!("{b:02x}")).join(":")
+}
+
 fn print_report(r: &ReflectReport) {
     println!("reflector");
     println!("  receiver: {}", r.receiver);
@@ -114,6 +158,10 @@ fn print_report(r: &ReflectReport) {
     println!(
         "  received {}, reflected {}, not instrumented (left alone) {}, unfit {}, dropped at transmit {}, dropped by the kernel (ring full) {}",
         r.received, r.reflected, r.not_instrumented, r.unfit, r.tx_dropped, r.rx_drops.ring_full
+    );
+    println!(
+        "  refused: to another address {}, to a group address {}, from a group address {}, already reflected {}",
+        r.not_for_us, r.group_destination, r.group_source, r.already_reflected
     );
 }
 
@@ -124,8 +172,34 @@ fn report_json(r: &ReflectReport) -> serde_json::Value {
         "received": r.received,
         "reflected": r.reflected,
         "not_instrumented": r.not_instrumented,
+        "not_for_us": r.not_for_us,
+        "group_destination": r.group_destination,
+        "group_source": r.group_source,
+        "already_reflected": r.already_reflected,
         "unfit": r.unfit,
         "tx_dropped": r.tx_dropped,
         "rx_ring_full": r.rx_drops.ring_full,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mac_addresses_parse_and_group_addresses_are_refused() {
+        assert_eq!(parse_mac("02:00:0a:ff:00:01"), Some([2, 0, 10, 255, 0, 1]));
+        assert_eq!(parse_mac("02-00-0A-FF-00-01"), Some([2, 0, 10, 255, 0, 1]));
+        for bad in [
+            "",
+            "02:00:00:00:00",
+            "02:00:00:00:00:01:02",
+            "ff:ff:ff:ff:ff:ff",
+            "01:00:5e:00:00:01",
+            "02:00:00:00:00:100",
+            "zz:00:00:00:00:01",
+        ] {
+            assert_eq!(parse_mac(bad), None, "{bad}");
+        }
+    }
 }

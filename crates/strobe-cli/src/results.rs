@@ -8,7 +8,7 @@ use serde_json::json;
 use strobe_analyze::latency::{self, LatencyStats};
 use strobe_engine::latency::FlowLatency;
 use strobe_engine::live::FlowSnapshot;
-use strobe_engine::{ClockSource, RunReport, Tick};
+use strobe_engine::{ClockSource, PortReport, RunReport, Tick};
 use strobe_model::Scenario;
 
 pub fn clock_name(c: ClockSource) -> &'static str {
@@ -151,16 +151,20 @@ struct TxTotals {
 
 fn tx_totals(r: &RunReport, id: u16) -> TxTotals {
     let mut t = TxTotals::default();
-    for f in r.ports.iter().flat_map(|p| &p.flows).filter(|f| f.id == id) {
-        t.seen = true;
-        t.frames += f.frames;
-        t.bytes += f.bytes;
-        t.first_ns = match (t.first_ns, f.first_ns) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        t.last_ns = t.last_ns.max(f.last_ns);
-        t.instrumented |= f.instrumented;
+    for p in &r.ports {
+        for f in p.flows.iter().filter(|f| f.id == id) {
+            t.seen = true;
+            t.frames += f.frames;
+            t.bytes += f.bytes;
+            // On CLOCK_REALTIME, as receive timestamps are (trace times stay the trace's).
+            let on_clock = |ns: Option<u64>| ns.map(|ns| ns + p.t0_unix_ns.unwrap_or(0));
+            t.first_ns = match (t.first_ns, on_clock(f.first_ns)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            t.last_ns = t.last_ns.max(on_clock(f.last_ns));
+            t.instrumented |= f.instrumented;
+        }
     }
     t
 }
@@ -176,9 +180,10 @@ fn pct(part: u64, whole: u64) -> f64 {
 /// The final summary on stdout.
 pub fn print_summary(scenario: &Scenario, r: &RunReport) {
     println!(
-        "clock: {} at {:.3} MHz",
+        "clock: {} at {:.3} MHz; run tag 0x{:02x}",
         clock_name(r.clock),
-        r.ticks_per_sec / 1e6
+        r.ticks_per_sec / 1e6,
+        r.run_tag
     );
     for p in &r.ports {
         println!("tx port {}: {}", p.name, p.backend);
@@ -210,8 +215,10 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
                 p.core.map(|c| format!(", core {c}")).unwrap_or_default()
             );
             println!(
-                "  late frames: {} (worst {} ns, schedule shifted {} ns)",
-                p.late_frames, p.max_late_ns, p.shifted_ns
+                "  late frames: {} (worst {}, schedule still shifted at the end {})",
+                p.late_frames,
+                duration_text(p.max_late_ns),
+                duration_text(p.shifted_ns)
             );
             if let Some(seg) = &p.segmentation {
                 println!(
@@ -230,13 +237,13 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
             }
             if let Some(h) = &p.handover {
                 println!(
-                    "  hand-over after deadline: p50 {} ns, p99 {} ns, p99.9 {} ns, p99.99 {} ns, max {} ns; \
+                    "  hand-over after deadline: p50 {}, p99 {}, p99.9 {}, p99.99 {}, max {}; \
                      {:.2} % within 100 ns, {:.2} % within 1 µs",
-                    h.p50_ns,
-                    h.p99_ns,
-                    h.p99_9_ns,
-                    h.p99_99_ns,
-                    h.max_ns,
+                    duration_text(h.p50_ns),
+                    duration_text(h.p99_ns),
+                    duration_text(h.p99_9_ns),
+                    duration_text(h.p99_99_ns),
+                    duration_text(h.max_ns),
                     h.within_100ns * 100.0,
                     h.within_1us * 100.0
                 );
@@ -248,13 +255,15 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
     }
     for p in &r.rx_ports {
         println!(
-            "rx port {}: {} — {} frames, timestamps: {}; not strobe's: {}, unknown flow: {}, truncated: {}, dropped by the kernel: {}",
+            "rx port {}: {} — {} frames, timestamps: {}; not strobe's: {}, another run's tag (stale or foreign): {}, unknown flow: {}, stamped outside the run: {}, truncated: {}, dropped by the kernel: {}",
             p.name,
             p.receiver,
             p.frames,
             p.timestamps,
             p.other.not_instrumented,
+            p.other.foreign,
             p.other.unknown_flow,
+            p.other.out_of_window,
             p.other.truncated,
             p.drops.ring_full
         );
@@ -305,6 +314,16 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
             r.drain_ns / 1_000_000
         );
     }
+    for f in &scenario.flows {
+        if let Some(rx) = r.rx_flows.get(f.id as usize).and_then(Option::as_ref) {
+            if rx.excess > 0 {
+                println!(
+                    "  SUSPECT: flow {} received {} more unique frames than it sent: frames with this run's tag came from elsewhere; its counts and latency are not trustworthy",
+                    f.name, rx.excess
+                );
+            }
+        }
+    }
 }
 
 /// Per-flow results as JSON (OTG-style names where OTG has them).
@@ -334,6 +353,8 @@ pub fn to_json(
                 "bytes_rx": rx.map(|x| x.counters.bytes),
                 "frames_rx_unique": rx.map(|x| x.counters.unique),
                 "loss": rx.and_then(|x| x.lost),
+                "excess_rx": rx.map(|x| x.excess),
+                "suspect": rx.is_some_and(|x| x.excess > 0),
                 "reordered": rx.map(|x| x.counters.reordered),
                 "duplicates": rx.map(|x| x.counters.duplicates),
                 "late": rx.map(|x| x.counters.late),
@@ -344,6 +365,7 @@ pub fn to_json(
         })
         .collect();
     json!({
+        "run_tag": r.run_tag,
         "clock": clock_name(r.clock),
         "ticks_per_sec": r.ticks_per_sec,
         "drain_ns": r.drain_ns,
@@ -374,6 +396,9 @@ pub fn to_json(
                 "within_1us": h.within_1us,
             })),
             "elapsed_ns": p.elapsed_ns,
+            "planned_ns": p.planned_ns,
+            "t0_unix_ns": p.t0_unix_ns,
+            "shortfall": shortfall(p),
             "stopped_early": p.stopped_early,
             "flows": p.flows.iter().map(|f| json!({
                 "name": f.name,
@@ -397,6 +422,8 @@ pub fn to_json(
             },
             "not_instrumented": p.other.not_instrumented,
             "unknown_flow": p.other.unknown_flow,
+            "foreign": p.other.foreign,
+            "out_of_window": p.other.out_of_window,
             "truncated": p.other.truncated,
             "kernel_drops": p.drops.ring_full,
             "hardware_clock": p.hardware_clock,
@@ -615,4 +642,152 @@ pub fn latency_json(
         "corrected": correction.map(|c| s.subtract(c.offset_ns)),
         "calibration": correction.map(|c| json!({"file": c.source, "offset_ns": c.offset_ns})),
     })
+}
+
+/// Per flow with a receiver: (name, frames sent, frames lost), for loss verdicts.
+fn flow_losses<'a>(scenario: &'a Scenario, r: &RunReport) -> Vec<(&'a str, u64, u64)> {
+    scenario
+        .flows
+        .iter()
+        .filter_map(|f| {
+            let rx = r.rx_flows.get(f.id as usize)?.as_ref()?;
+            Some((f.name.as_str(), tx_totals(r, f.id).frames, rx.lost?))
+        })
+        .collect()
+}
+
+/// One line when flows lost every frame they sent (the run "worked" but measured nothing):
+/// what was lost, the likely causes, and what to check.
+pub fn total_loss_warning(scenario: &Scenario, r: &RunReport) -> Option<String> {
+    let losses = flow_losses(scenario, r);
+    let all_lost: Vec<&str> = losses
+        .iter()
+        .filter(|&&(_, tx, lost)| tx > 0 && lost >= tx)
+        .map(|&(name, _, _)| name)
+        .collect();
+    if all_lost.is_empty() {
+        return None;
+    }
+    let what = if all_lost.len() == losses.len() {
+        let sent: u64 = losses.iter().map(|l| l.1).sum();
+        format!("100 % loss: none of the {sent} frames sent was received")
+    } else {
+        let mut names = all_lost
+            .iter()
+            .take(5)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if all_lost.len() > 5 {
+            let _ = write!(names, " and {} more", all_lost.len() - 5);
+        }
+        format!(
+            "100 % loss on {} of {} flows ({names})",
+            all_lost.len(),
+            losses.len()
+        )
+    };
+    Some(format!(
+        "{what} — likely the frames do not reach the receiver: wrong destination MAC (the DUT \
+         drops frames not addressed to it), wrong IP addresses or no route on the DUT, or the \
+         receive port is not where the DUT sends; check the flows' MACs and addresses against \
+         the DUT's (`strobe lab status` on the lab) and the rx port"
+    ))
+}
+
+/// The worst loss in percent of sent frames: per flow, and over the run (all flows with a
+/// receiver together). None when no flow has a receiver.
+pub fn worst_loss(scenario: &Scenario, r: &RunReport) -> Option<(String, f64)> {
+    let losses = flow_losses(scenario, r);
+    if losses.is_empty() {
+        return None;
+    }
+    let (sent, lost) = losses
+        .iter()
+        .fold((0, 0), |(s, l), &(_, tx, lo)| (s + tx, l + lo));
+    let run = ("the run".to_string(), pct(lost, sent));
+    losses
+        .iter()
+        .map(|&(name, tx, lost)| (format!("flow `{name}`"), pct(lost, tx)))
+        .chain(std::iter::once(run))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// Beyond this share (and [`SHORTFALL_MIN_NS`]), a paced port that took longer than its
+/// schedule planned is said to have missed the asked rate.
+const SHORTFALL_SHARE: f64 = 0.01;
+const SHORTFALL_MIN_NS: u64 = 1_000_000;
+
+/// One line when a paced port sent slower than asked (its frames took more than ~1 % longer
+/// than the schedule planned): achieved against requested, why, and what to do.
+pub fn shortfall(p: &PortReport) -> Option<String> {
+    if p.scheduled_time || p.stopped_early || p.planned_ns == 0 || p.frames < 2 {
+        return None;
+    }
+    let behind_ns = p.elapsed_ns.saturating_sub(p.planned_ns);
+    if behind_ns <= SHORTFALL_MIN_NS || (behind_ns as f64) <= p.planned_ns as f64 * SHORTFALL_SHARE
+    {
+        return None;
+    }
+    let rate = |span_ns: u64| (p.frames - 1) as f64 / (span_ns as f64 / 1e9);
+    let why = if p.late_frames > 0 {
+        format!(
+            "{} frames were handed over late (worst {}): the sender could not keep up",
+            p.late_frames,
+            duration_text(p.max_late_ns)
+        )
+    } else {
+        "the backend could not take the frames as fast as asked".to_string()
+    };
+    Some(format!(
+        "tx port {}: sent {} frames at {} in {}, {:.1} % of the asked {} over {}; {why} — lower \
+         the rate, give strobe more cores (--cores N, 2 or more CPUs), use afxdp:, or run on a \
+         quieter machine",
+        p.name,
+        p.frames,
+        pps_text(rate(p.elapsed_ns)),
+        duration_text(p.elapsed_ns),
+        p.planned_ns as f64 * 100.0 / p.elapsed_ns as f64,
+        pps_text(rate(p.planned_ns)),
+        duration_text(p.planned_ns),
+    ))
+}
+
+/// A packet rate with a unit that keeps it readable.
+fn pps_text(pps: f64) -> String {
+    if pps >= 1e6 {
+        format!("{:.3} Mpps", pps / 1e6)
+    } else if pps >= 1e3 {
+        format!("{:.2} kpps", pps / 1e3)
+    } else {
+        format!("{pps:.1} pps")
+    }
+}
+
+/// How every time is printed in prose: three decimals of µs below 1 ms (ns resolution), of
+/// ms below 1 s, of s above, always with the unit. Tables give µs and say so in the header.
+pub fn duration_text(ns: u64) -> String {
+    duration_text_f64(ns as f64)
+}
+
+/// [`duration_text`] for fractional (or negative) nanoseconds.
+pub fn duration_text_f64(ns: f64) -> String {
+    if ns.abs() >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if ns.abs() >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else {
+        format!("{:.3} µs", ns / 1e3)
+    }
+}
+
+/// Warnings about a finished run, on stderr: ports that missed their rate, flows that lost
+/// every frame.
+pub fn print_verdicts(scenario: &Scenario, r: &RunReport) {
+    for line in r.ports.iter().filter_map(shortfall) {
+        eprintln!("warning: {line}");
+    }
+    if let Some(line) = total_loss_warning(scenario, r) {
+        eprintln!("warning: {line}");
+    }
 }

@@ -23,7 +23,7 @@ fn two_km_at_10g_in_text() {
         "--rate",
         "10g",
         "--frame",
-        "60",
+        "64",
     ]));
     // 2000 m × 1.4444 / 299 792 458 m/s = 9636.0 ns; 72 B × 8 / 10 Gbit/s = 57.6 ns.
     for part in [
@@ -31,7 +31,8 @@ fn two_km_at_10g_in_text() {
         "57.6 ns",
         "9693.6 ns",
         "72 B on the wire",
-        "FCS 4 B",
+        "64-byte frame (FCS included)",
+        "incl. FCS 4 B",
         "preamble/SFD 8 B",
     ] {
         assert!(text.contains(part), "{part} missing from:\n{text}");
@@ -60,7 +61,11 @@ fn json_output_carries_every_term() {
     assert!((number("serialization_ns") - 57.6).abs() < 1e-9);
     assert!((number("total_ns") - propagation - 57.6).abs() < 1e-6);
     assert_eq!(number("wire_bytes"), 72.0);
-    assert_eq!(number("frame_bytes"), 60.0, "60 is the default frame");
+    assert_eq!(
+        number("frame_bytes_with_fcs"),
+        64.0,
+        "64 (FCS included, as gen --size counts) is the default frame"
+    );
     assert_eq!(number("line_rate_bps"), 10e9);
 }
 
@@ -98,4 +103,43 @@ fn bad_values_name_the_flag_and_what_is_accepted() {
             );
         }
     }
+}
+
+#[test]
+fn calc_and_gen_read_rates_and_frame_sizes_alike() {
+    // `10g` is 10 Gbit/s (layer 1) for both: gen paces 64-byte frames at 10e9 / (84 × 8)
+    // = 14.88 Mpps, and calc serialises a 64-byte frame (FCS included) as 72 bytes.
+    let dir = Scratch::new("calc-gen-rate");
+    let json = dir.path("g.json");
+    ok(strobe()
+        .args([
+            "gen",
+            "--port",
+            "pcap:g.pcap",
+            "--udp",
+            "198.18.0.1:1-198.18.1.1:2",
+        ])
+        .args([
+            "--rate", "10g", "--size", "64", "--count", "1001", "-q", "--json", &json,
+        ])
+        .current_dir(&dir.0)
+        .output()
+        .unwrap());
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let flow = &r["ports"][0]["flows"][0];
+    let span_ns = flow["last_ns"].as_u64().unwrap() - flow["first_ns"].as_u64().unwrap();
+    // 1000 gaps of 84 bytes at 10 Gbit/s = 67.2 ns each.
+    assert!((span_ns as f64 - 67_200.0).abs() <= 1.0, "{span_ns} ns");
+    let calc_json = ok(calc(&[
+        "--fiber", "0", "--rate", "10g", "--frame", "64", "--json",
+    ]));
+    let c: serde_json::Value = serde_json::from_str(&calc_json).unwrap();
+    assert_eq!(c["line_rate_bps"], 10e9);
+    assert_eq!(c["wire_bytes"], 72, "{c}");
+    // A plain number is packets per second to gen, so calc refuses it instead of reading
+    // bits per second.
+    let out = calc(&["--fiber", "0", "--rate", "9600"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("packet rate"));
 }

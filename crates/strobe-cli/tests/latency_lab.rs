@@ -24,7 +24,7 @@ fn trailer_times(pcap: &str) -> HashMap<u32, (u64, u64)> {
         assert!(hex.len() >= 32, "payload too short for a trailer: {hex}");
         let t = &hex[hex.len() - 32..];
         let field = |a: usize, b: usize| u64::from_str_radix(&t[a..b], 16).unwrap();
-        assert_eq!(field(0, 4), 0x5354, "trailer signature");
+        assert_eq!(field(0, 2), u64::from(b'S'), "trailer marker: as sent");
         assert_eq!(field(4, 8), 0, "flow id");
         let (s, frac) = r[0].split_once('.').unwrap();
         let ts = s.parse::<u64>().unwrap() * 1_000_000_000

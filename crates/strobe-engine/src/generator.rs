@@ -303,8 +303,9 @@ pub struct FlowGenerator {
 const NO_TEMPLATE: u16 = u16::MAX;
 
 impl FlowGenerator {
-    /// Builds templates for every frame size the flow can use.
-    pub fn compile(flow: &FlowSpec) -> Result<FlowGenerator, EngineError> {
+    /// Builds templates for every frame size the flow can use, trailers (if any) carrying
+    /// run tag `tag` and sequence numbers from `seq_start`.
+    pub fn compile(flow: &FlowSpec, tag: u8, seq_start: u32) -> Result<FlowGenerator, EngineError> {
         let base_headers: Vec<Header> = flow.packet.iter().map(|h| h.header_at(0)).collect();
         let instrumented = flow.metrics.instrument;
         let sizes = flow.size.distinct_sizes();
@@ -372,11 +373,7 @@ impl FlowGenerator {
                         ),
                     });
                 };
-                let t = trailer::Trailer {
-                    flow_id: flow.id,
-                    seq: 0,
-                    tx_ns: 0,
-                };
+                let t = trailer::Trailer::sent(tag, flow.id, 0, 0);
                 let dst: &mut [u8; trailer::LEN] = (&mut bytes[at..at + trailer::LEN])
                     .try_into()
                     .expect("trailer slice has trailer length");
@@ -408,7 +405,7 @@ impl FlowGenerator {
             n_csums,
             fields,
             instrumented,
-            seq: 0,
+            seq: seq_start,
         })
     }
 

@@ -130,9 +130,43 @@ fn sync_hardware_clock(
     Ok((phc.to_string(), sync))
 }
 
+/// The run tag of [`run_port`] when its caller chose none ([`run_scenario`] always does).
+pub const DEFAULT_RUN_TAG: u8 = 0;
+
+/// The run tag of a run's trailers: `requested`, else derived from the flows' seeds when a
+/// port writes a trace in scheduled time (so traces stay reproducible), else random from the
+/// OS's generator. Never [`strobe_wire::trailer::LEGACY_TAG`], so frames of strobe versions
+/// before run tags read as another run's.
+pub fn choose_run_tag(scenario: &Scenario, requested: Option<u8>) -> u8 {
+    use rand::{RngCore, SeedableRng};
+    use strobe_wire::trailer::LEGACY_TAG;
+    if let Some(tag) = requested {
+        return tag;
+    }
+    let trace = scenario
+        .ports
+        .iter()
+        .any(|p| AnyBackend::time_base_of(&p.location) == Some(TimeBase::Scheduled));
+    let tag = if trace {
+        let seed = scenario.flows.iter().fold(0x5354_5241_4345u64, |acc, f| {
+            acc.rotate_left(17) ^ f.schedule.seed ^ f.size_seed.rotate_left(32)
+        });
+        rand_xoshiro::SplitMix64::seed_from_u64(seed).next_u32() as u8
+    } else {
+        rand::random::<u8>()
+    };
+    if tag == LEGACY_TAG {
+        tag.wrapping_add(1)
+    } else {
+        tag
+    }
+}
+
 /// Results of a whole run.
 #[derive(Clone, Debug)]
 pub struct RunReport {
+    /// The run tag its trailers carried.
+    pub run_tag: u8,
     pub clock: ClockSource,
     pub ticks_per_sec: f64,
     /// Transmit side, one entry per port that sends.
@@ -229,10 +263,14 @@ pub fn run_scenario(
     }
     let ids = next_id;
     let live = Arc::new(LiveCounters::new(ids));
+    let run_tag = choose_run_tag(scenario, opts.run_tag);
     let opts = &RunOptions {
         live: Some(live.clone()),
+        run_tag: Some(run_tag),
         ..opts.clone()
     };
+    // No transmitter has started: every stamp this run writes comes later.
+    let run_start_ns = clock.realtime_now_ns();
     let mut rx_jobs = Vec::new();
     for port in &scenario.ports {
         if !scenario
@@ -258,7 +296,8 @@ pub fn run_scenario(
             ),
             None => None,
         };
-        let mut tracker = RxTracker::new(ids);
+        let mut tracker = RxTracker::new(ids, run_tag);
+        tracker.check_stamps_from(run_start_ns);
         for (id, &p) in parent.iter().enumerate() {
             let on = scenario.flows[p as usize].metrics.latency.is_some();
             tracker.set_latency(id as u16, on);
@@ -398,7 +437,7 @@ pub fn run_scenario(
     let latency_intervals = collector.map(|c| c.finish()).unwrap_or_default();
     let mut ports = tx_results.into_iter().collect::<Result<Vec<_>, _>>()?;
     let mut rx_ports = Vec::new();
-    let mut merged = RxTracker::new(ids);
+    let mut merged = RxTracker::new(ids, run_tag);
     for r in rx_results {
         let (report, tracker) = r?;
         merged.absorb(&tracker);
@@ -426,6 +465,7 @@ pub fn run_scenario(
                 flow_id: f.id,
                 counters: Default::default(),
                 lost: Some(0),
+                excess: 0,
                 latency: None,
             })
         })
@@ -436,6 +476,7 @@ pub fn run_scenario(
         }
     }
     Ok(RunReport {
+        run_tag,
         clock: clock.source(),
         ticks_per_sec: clock.ticks_per_sec(),
         ports,
@@ -444,4 +485,41 @@ pub fn run_scenario(
         drain_ns: opts.drain_ns,
         latency_intervals,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strobe_wire::trailer::LEGACY_TAG;
+
+    fn scenario(location: &str, seed: u64) -> Scenario {
+        let text = format!(
+            "[[ports]]\nname = \"p\"\nlocation = \"{location}\"\n\n[[flows]]\nname = \"f\"\ntx = \"p\"\n\
+             duration = {{ fixed_packets = {{ packets = 10 }} }}\ntiming = {{ seed = {seed} }}\n\
+             [[flows.packet]]\nethernet = {{}}\n"
+        );
+        strobe_model::load_scenario(&text, "t.toml", &strobe_model::NoFiles)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn run_tags_are_asked_for_derived_for_traces_or_random_and_never_legacy() {
+        let live = scenario("afpacket:eth9", 1);
+        assert_eq!(choose_run_tag(&live, Some(7)), 7);
+        let trace = scenario("pcap:x.pcap", 1);
+        assert_eq!(choose_run_tag(&trace, None), choose_run_tag(&trace, None));
+        let derived: std::collections::HashSet<u8> = (0..2000)
+            .map(|seed| choose_run_tag(&scenario("pcap:x.pcap", seed), None))
+            .collect();
+        let random: std::collections::HashSet<u8> =
+            (0..2000).map(|_| choose_run_tag(&live, None)).collect();
+        for tags in [derived, random] {
+            assert!(!tags.contains(&LEGACY_TAG));
+            assert!(
+                tags.len() > 200,
+                "tags spread over the byte: {}",
+                tags.len()
+            );
+        }
+    }
 }

@@ -1,6 +1,12 @@
 //! The reflector: receives frames on a port and sends them straight back with source and
-//! destination swapped (MAC, IP, ports), trailer untouched, so the generator on the far side
-//! measures round-trip latency on its own clock.
+//! destination swapped (MAC, IP, ports), so the generator on the far side measures
+//! round-trip latency on its own clock. The trailer goes back as it came but for its
+//! marker, rewritten to 'R' (checksums kept valid).
+//!
+//! What it refuses, so that it never floods or loops: frames not addressed to its own MAC
+//! (a promiscuous receiver sees others' traffic), frames to a group address, frames from a
+//! group source (the reflection would go to the group), and frames already marked 'R' by a
+//! reflector (two reflectors facing each other would bounce them forever).
 //!
 //! Frames are copied from the receive ring into a staging area (the receive callback cannot
 //! hold the ring while the transmit side fills its own slots), turned around there, and
@@ -9,7 +15,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use strobe_io::{Backend, Receiver, RxDrops, TxSlot};
-use strobe_wire::{reflect::swap_addresses, trailer::Trailer};
+use strobe_wire::reflect::{mark_reflected, swap_addresses};
+use strobe_wire::trailer::Trailer;
 
 use crate::rx_worker::IdlePolicy;
 use crate::EngineError;
@@ -22,7 +29,9 @@ const MAX_STALLS: u32 = 100_000;
 /// How the reflector behaves.
 #[derive(Clone, Debug, Default)]
 pub struct ReflectOptions {
-    /// Reflect every frame, not only those with strobe's trailer (kernel chatter included).
+    /// The port's own MAC address: only frames addressed to it are reflected.
+    pub mac: [u8; 6],
+    /// Reflect every frame addressed to the port, not only those with strobe's trailer.
     pub all_frames: bool,
     /// What to do when nothing arrives.
     pub idle: IdlePolicy,
@@ -48,7 +57,17 @@ pub struct ReflectReport {
     pub reflected: u64,
     /// Frames without strobe's trailer, left alone (see [`ReflectOptions::all_frames`]).
     pub not_instrumented: u64,
-    /// Frames captured shorter than they were on the wire, or longer than a transmit slot.
+    /// Frames addressed to another unicast MAC address than the port's.
+    pub not_for_us: u64,
+    /// Frames to a broadcast or multicast address.
+    pub group_destination: u64,
+    /// Frames from a broadcast or multicast source address (the reflection would go to the
+    /// group).
+    pub group_source: u64,
+    /// Frames a reflector already sent back (trailer marked 'R'): never reflected again.
+    pub already_reflected: u64,
+    /// Frames captured shorter than they were on the wire, longer than a transmit slot, or
+    /// whose trailer's checksum cannot be kept valid when marked (IPv4 fragments).
     pub unfit: u64,
     /// Frames the backend would not take (its ring stayed full).
     pub tx_dropped: u64,
@@ -80,12 +99,32 @@ pub fn run_reflect<R: Receiver, B: Backend>(
             // A tag the kernel took out goes back in, after the MAC addresses.
             let tag = f.vlan.map(|t| t.bytes());
             let len = data.len() + tag.map_or(0, |t| t.len());
-            if (data.len() as u64) < f.wire_len as u64 || len > slot_len || data.len() < 12 {
+            if (data.len() as u64) < f.wire_len as u64 || len > slot_len || data.len() < 14 {
                 report.unfit += 1;
                 return;
             }
-            if !opts.all_frames && Trailer::from_frame(data).is_none() {
+            // Other traffic is counted as such first, so the refusals below count strobe's
+            // frames (and with --all, the rest).
+            let trailer = Trailer::from_frame(data);
+            if trailer.is_none() && !opts.all_frames {
                 report.not_instrumented += 1;
+                return;
+            }
+            let is_group = |mac: &[u8]| mac[0] & 1 != 0;
+            if is_group(&data[..6]) {
+                report.group_destination += 1;
+                return;
+            }
+            if data[..6] != opts.mac {
+                report.not_for_us += 1;
+                return;
+            }
+            if is_group(&data[6..12]) {
+                report.group_source += 1;
+                return;
+            }
+            if trailer.is_some_and(|t| t.reflected) {
+                report.already_reflected += 1;
                 return;
             }
             let buf = &mut stage[staged * slot_len..staged * slot_len + len];
@@ -96,6 +135,11 @@ pub fn run_reflect<R: Receiver, B: Backend>(
                     buf[16..].copy_from_slice(&data[12..]);
                 }
                 None => buf.copy_from_slice(data),
+            }
+            // A trailer whose checksum cannot be kept valid (a fragment, say) stays here.
+            if trailer.is_some() && mark_reflected(buf).is_err() {
+                report.unfit += 1;
+                return;
             }
             swap_addresses(buf);
             lens[staged] = len;
@@ -250,9 +294,19 @@ mod tests {
         }
     }
 
+    /// The reflector's own address in these tests.
+    const OWN: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+    fn opts() -> ReflectOptions {
+        ReflectOptions {
+            mac: OWN,
+            ..ReflectOptions::default()
+        }
+    }
+
     fn instrumented(seq: u32) -> Vec<u8> {
         let mut f = vec![0u8; 64];
-        f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+        f[..6].copy_from_slice(&OWN);
         f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
         f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
         f[14] = 0x45;
@@ -261,12 +315,7 @@ mod tests {
         f[30..34].copy_from_slice(&[198, 18, 1, 1]);
         let at = f.len() - TRAILER_LEN;
         let t: &mut [u8; TRAILER_LEN] = (&mut f[at..]).try_into().unwrap();
-        Trailer {
-            flow_id: 3,
-            seq,
-            tx_ns: 1234,
-        }
-        .write(t);
+        Trailer::sent(0x77, 3, seq, 1234).write(t);
         f
     }
 
@@ -274,7 +323,10 @@ mod tests {
     fn reflects_instrumented_frames_in_order_and_skips_the_rest() {
         let stop = AtomicBool::new(false);
         let mut frames: VecDeque<Vec<u8>> = (0..200).map(instrumented).collect();
-        frames.insert(5, vec![0x33; 90]); // chatter without a trailer
+        let mut chatter = vec![0x33; 90]; // without a trailer
+        chatter[..6].copy_from_slice(&OWN);
+        chatter[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        frames.insert(5, chatter);
         frames.insert(9, vec![0x44; 500]); // longer than a slot
         let mut rx = Script {
             frames,
@@ -287,12 +339,13 @@ mod tests {
             sent: Vec::new(),
             take: 3,
         };
-        let r = run_reflect(&mut rx, &mut tx, &ReflectOptions::default(), &stop, None).unwrap();
+        let r = run_reflect(&mut rx, &mut tx, &opts(), &stop, None).unwrap();
         assert_eq!((r.received, r.reflected), (202, 200));
         assert_eq!((r.not_instrumented, r.unfit, r.tx_dropped), (1, 1, 0));
         for (seq, f) in tx.sent.iter().enumerate() {
             let t = Trailer::from_frame(f).unwrap();
-            assert_eq!((t.seq, t.tx_ns), (seq as u32, 1234));
+            assert_eq!((t.seq, t.tx_ns, t.tag), (seq as u32, 1234, 0x77));
+            assert!(t.reflected, "marked as reflected");
             assert_eq!(f[..6], [2, 0, 0, 0, 0, 1], "destination is the sender now");
             assert_eq!(f[26..30], [198, 18, 1, 1]);
             assert_eq!(f[30..34], [198, 18, 0, 1]);
@@ -315,7 +368,7 @@ mod tests {
             sent: Vec::new(),
             take: 4,
         };
-        let r = run_reflect(&mut rx, &mut tx, &ReflectOptions::default(), &stop, None).unwrap();
+        let r = run_reflect(&mut rx, &mut tx, &opts(), &stop, None).unwrap();
         assert_eq!(r.reflected, 3);
         for (seq, f) in tx.sent.iter().enumerate() {
             assert_eq!(f.len(), 68);
@@ -342,9 +395,62 @@ mod tests {
         };
         let opts = ReflectOptions {
             max_frames: Some(100),
-            ..ReflectOptions::default()
+            ..opts()
         };
         let r = run_reflect(&mut rx, &mut tx, &opts, &stop, None).unwrap();
         assert!(r.reflected >= 100 && r.reflected < 200, "{}", r.reflected);
+    }
+
+    #[test]
+    fn only_frames_to_its_own_address_are_reflected_and_never_twice() {
+        let stop = AtomicBool::new(false);
+        let with_macs = |dst: [u8; 6], src: [u8; 6]| {
+            let mut f = instrumented(1);
+            f[..6].copy_from_slice(&dst);
+            f[6..12].copy_from_slice(&src);
+            f
+        };
+        let peer = [2, 0, 0, 0, 0, 1];
+        let frames = VecDeque::from([
+            with_macs(OWN, peer),                        // reflected
+            with_macs([2, 0, 0, 0, 0, 9], peer),         // another unicast address
+            with_macs([0xff; 6], peer),                  // broadcast
+            with_macs([0x01, 0, 0x5e, 0, 0, 1], peer),   // IPv4 multicast
+            with_macs([0x33, 0x33, 0, 0, 0, 1], peer),   // IPv6 multicast
+            with_macs(OWN, [0xff; 6]),                   // broadcast source
+            with_macs(OWN, [0x01, 0x80, 0xc2, 0, 0, 0]), // group source
+        ]);
+        let mut rx = Script {
+            frames,
+            stop: &stop,
+            vlan: None,
+        };
+        let mut tx = Sink {
+            slots: vec![vec![0; 128]; 8],
+            sent: Vec::new(),
+            take: 8,
+        };
+        let all = ReflectOptions {
+            all_frames: true,
+            ..opts()
+        };
+        let r = run_reflect(&mut rx, &mut tx, &all, &stop, None).unwrap();
+        assert_eq!((r.received, r.reflected), (7, 1));
+        assert_eq!(
+            (r.not_for_us, r.group_destination, r.group_source),
+            (1, 3, 2)
+        );
+        // The reflection, handed to a second reflector (the first one's peer), stops there.
+        let mut back = tx.sent[0].clone();
+        assert!(Trailer::from_frame(&back).unwrap().reflected);
+        back[..6].copy_from_slice(&OWN);
+        stop.store(false, Ordering::Relaxed);
+        let mut rx = Script {
+            frames: VecDeque::from([back]),
+            stop: &stop,
+            vlan: None,
+        };
+        let r = run_reflect(&mut rx, &mut tx, &all, &stop, None).unwrap();
+        assert_eq!((r.reflected, r.already_reflected), (0, 1));
     }
 }

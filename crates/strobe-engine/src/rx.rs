@@ -12,12 +12,20 @@
 //! - **lost**: frames sent minus unique frames received, final only after the drain period.
 //!
 //! Frames without a valid trailer (kernel chatter such as IPv6 neighbour discovery, or
-//! other tools' traffic) are counted apart and never touch a flow's counters. Received
-//! frames are untrusted input: nothing here panics on any byte sequence.
+//! other tools' traffic) are counted apart and never touch a flow's counters, and so are
+//! frames that carry a trailer but are not this run's: another run's tag (stale frames of
+//! an earlier run, another generator, forgeries), a flow this run does not have, or a
+//! transmit stamp outside the run. Received frames are untrusted input: nothing here
+//! panics on any byte sequence.
 
 use strobe_wire::trailer::{Trailer, LEN as TRAILER_LEN};
 
 use crate::latency::FlowLatency;
+
+/// How far a transmit stamp may lie before the run's start, or after the frame's own
+/// receive stamp, and still be this run's: clock readings of one host agree far better, so
+/// only frames from another time (forged or stale) fall outside.
+pub const STAMP_MARGIN_NS: u64 = 100_000_000;
 
 /// How many sequence numbers below the highest seen are checked exactly for duplicates.
 pub const WINDOW: u64 = 4096;
@@ -182,6 +190,31 @@ pub struct OtherFrames {
     pub unknown_flow: u64,
     /// Captured shorter than on the wire, so the trailer at the end is missing.
     pub truncated: u64,
+    /// A trailer with another run's tag: frames of an earlier run still in flight, another
+    /// generator's, or forged.
+    pub foreign: u64,
+    /// This run's tag but a transmit stamp outside the run (before its start or after the
+    /// frame's arrival, beyond [`STAMP_MARGIN_NS`]): forged or corrupted.
+    pub out_of_window: u64,
+}
+
+impl OtherFrames {
+    /// Every frame that belongs to no flow of this run.
+    pub fn total(&self) -> u64 {
+        self.not_instrumented
+            + self.unknown_flow
+            + self.truncated
+            + self.foreign
+            + self.out_of_window
+    }
+
+    fn add(&mut self, b: &OtherFrames) {
+        self.not_instrumented += b.not_instrumented;
+        self.unknown_flow += b.unknown_flow;
+        self.truncated += b.truncated;
+        self.foreign += b.foreign;
+        self.out_of_window += b.out_of_window;
+    }
 }
 
 /// What a received frame turned out to be.
@@ -192,12 +225,19 @@ pub enum RxClass {
     NotInstrumented,
     UnknownFlow,
     Truncated,
+    Foreign,
+    OutOfWindow,
 }
 
 /// Per-flow receive accounting of one receive worker.
 #[derive(Clone, Debug)]
 pub struct RxTracker {
     flows: Vec<FlowRx>,
+    /// The run tag this run's trailers carry.
+    tag: u8,
+    /// Transmit stamps before this are not this run's (None: not checked, e.g. traces in
+    /// scheduled time).
+    earliest_tx_ns: Option<u64>,
     pub other: OtherFrames,
 }
 
@@ -208,6 +248,9 @@ pub struct FlowRxReport {
     pub counters: FlowRxCounters,
     /// Frames sent minus unique frames received (None when the number sent is unknown).
     pub lost: Option<u64>,
+    /// Unique frames received beyond the number sent: frames that carry this run's tag but
+    /// were not sent by it. Nonzero makes the flow's counts untrustworthy.
+    pub excess: u64,
     /// Latency of every timestamped frame (None when not measured or nothing arrived).
     pub latency: Option<FlowLatency>,
 }
@@ -220,6 +263,7 @@ impl FlowRxReport {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
         };
+        self.excess += other.excess;
         if let Some(theirs) = &other.latency {
             self.latency
                 .get_or_insert_with(Default::default)
@@ -229,12 +273,22 @@ impl FlowRxReport {
 }
 
 impl RxTracker {
-    /// A tracker for flows 0..n_flows (flow ids as written in trailers).
-    pub fn new(n_flows: usize) -> Self {
+    /// A tracker for flows 0..n_flows (flow ids as written in trailers) of the run whose
+    /// trailers carry `run_tag`.
+    pub fn new(n_flows: usize, run_tag: u8) -> Self {
         RxTracker {
             flows: vec![FlowRx::new(); n_flows.min(u16::MAX as usize + 1)],
+            tag: run_tag,
+            earliest_tx_ns: None,
             other: OtherFrames::default(),
         }
+    }
+
+    /// Counts frames whose transmit stamp lies more than [`STAMP_MARGIN_NS`] before
+    /// `run_start_ns` (or after their own receive stamp) apart, as out of window. For
+    /// receivers whose stamps share the transmit stamps' clock (CLOCK_REALTIME).
+    pub fn check_stamps_from(&mut self, run_start_ns: u64) {
+        self.earliest_tx_ns = Some(run_start_ns.saturating_sub(STAMP_MARGIN_NS));
     }
 
     /// Classifies one received frame and counts it. Never panics, whatever `data` holds.
@@ -251,10 +305,22 @@ impl RxTracker {
             self.other.not_instrumented += 1;
             return RxClass::NotInstrumented;
         };
+        if t.tag != self.tag {
+            self.other.foreign += 1;
+            return RxClass::Foreign;
+        }
         let Some(flow) = self.flows.get_mut(t.flow_id as usize) else {
             self.other.unknown_flow += 1;
             return RxClass::UnknownFlow;
         };
+        if let Some(earliest) = self.earliest_tx_ns {
+            let after_arrival =
+                rx_ns.is_some_and(|rx| t.tx_ns > rx.saturating_add(STAMP_MARGIN_NS));
+            if t.tx_ns < earliest || after_arrival {
+                self.other.out_of_window += 1;
+                return RxClass::OutOfWindow;
+            }
+        }
         flow.on_frame(t.seq, data.len() as u32, t.tx_ns, rx_ns);
         RxClass::Flow(t)
     }
@@ -298,6 +364,9 @@ impl RxTracker {
                 lost: sent
                     .and_then(|s| s.get(i))
                     .map(|&tx| tx.saturating_sub(f.counters.unique)),
+                excess: sent
+                    .and_then(|s| s.get(i))
+                    .map_or(0, |&tx| f.counters.unique.saturating_sub(tx)),
                 latency: f.latency.as_deref().cloned(),
             })
             .collect()
@@ -312,9 +381,7 @@ impl RxTracker {
                 mine.latency.get_or_insert_with(Default::default).add(l);
             }
         }
-        self.other.not_instrumented += other.other.not_instrumented;
-        self.other.unknown_flow += other.other.unknown_flow;
-        self.other.truncated += other.other.truncated;
+        self.other.add(&other.other);
     }
 }
 
@@ -326,11 +393,19 @@ mod tests {
         stamped(flow_id, seq, 7)
     }
 
+    const TAG: u8 = 0x3C;
+
     fn stamped(flow_id: u16, seq: u32, tx_ns: u64) -> Vec<u8> {
+        tagged(TAG, false, flow_id, seq, tx_ns)
+    }
+
+    fn tagged(tag: u8, reflected: bool, flow_id: u16, seq: u32, tx_ns: u64) -> Vec<u8> {
         let mut f = vec![0xAB; 60];
         let at = f.len() - TRAILER_LEN;
         let dst: &mut [u8; TRAILER_LEN] = (&mut f[at..]).try_into().unwrap();
         Trailer {
+            reflected,
+            tag,
             flow_id,
             seq,
             tx_ns,
@@ -341,7 +416,7 @@ mod tests {
 
     #[test]
     fn latency_is_rx_minus_trailer_timestamp_per_flow() {
-        let mut t = RxTracker::new(3);
+        let mut t = RxTracker::new(3, TAG);
         t.set_latency(2, false);
         for seq in 0..100u32 {
             let tx = 1_000_000 + seq as u64 * 10_000;
@@ -359,7 +434,7 @@ mod tests {
         assert_eq!(t.latency(1).unwrap().histogram().min(), 20_000);
         assert!(t.latency(2).is_none());
         // Merging two workers adds the histograms; reports carry them.
-        let mut merged = RxTracker::new(3);
+        let mut merged = RxTracker::new(3, TAG);
         merged.absorb(&t);
         merged.absorb(&t);
         let r = merged.report(None);
@@ -380,7 +455,7 @@ mod tests {
 
     #[test]
     fn in_order_no_loss() {
-        let mut t = RxTracker::new(1);
+        let mut t = RxTracker::new(1, TAG);
         feed(&mut t, &(0..1000).collect::<Vec<_>>());
         let r = &t.report(Some(&[1000]))[0];
         assert_eq!(
@@ -396,7 +471,7 @@ mod tests {
 
     #[test]
     fn crafted_reorder_duplicate_and_loss() {
-        let mut t = RxTracker::new(1);
+        let mut t = RxTracker::new(1, TAG);
         // 0 1 3 2 (2 reordered) 3 (duplicate) 5 (4 lost) 6 6 (duplicate)
         feed(&mut t, &[0, 1, 3, 2, 3, 5, 6, 6]);
         let c = t.counters(0).unwrap();
@@ -409,7 +484,7 @@ mod tests {
 
     #[test]
     fn sequence_wraps_at_2_pow_32() {
-        let mut t = RxTracker::new(1);
+        let mut t = RxTracker::new(1, TAG);
         feed(&mut t, &[u32::MAX - 2, u32::MAX - 1, u32::MAX, 0, 1, 2]);
         let c = t.counters(0).unwrap();
         assert_eq!((c.unique, c.reordered, c.duplicates), (6, 0, 0));
@@ -422,7 +497,7 @@ mod tests {
 
     #[test]
     fn very_old_frames_are_late() {
-        let mut t = RxTracker::new(1);
+        let mut t = RxTracker::new(1, TAG);
         feed(&mut t, &[10_000, 1]);
         let c = t.counters(0).unwrap();
         assert_eq!((c.late, c.unique, c.reordered), (1, 2, 1));
@@ -430,7 +505,7 @@ mod tests {
 
     #[test]
     fn frames_after_finalise_are_late_and_not_unique() {
-        let mut t = RxTracker::new(1);
+        let mut t = RxTracker::new(1, TAG);
         feed(&mut t, &[0, 1]);
         t.finalise();
         feed(&mut t, &[2]);
@@ -440,7 +515,7 @@ mod tests {
 
     #[test]
     fn other_frames_stay_out_of_flow_counters() {
-        let mut t = RxTracker::new(2);
+        let mut t = RxTracker::new(2, TAG);
         let chatter = vec![0x33u8; 86];
         assert_eq!(t.on_frame(&chatter, 86, None), RxClass::NotInstrumented);
         assert_eq!(t.on_frame(&frame(9, 0), 60, None), RxClass::UnknownFlow);
@@ -451,10 +526,82 @@ mod tests {
             OtherFrames {
                 not_instrumented: 2,
                 unknown_flow: 1,
-                truncated: 1
+                truncated: 1,
+                ..OtherFrames::default()
             }
         );
         assert_eq!(t.counters(0).unwrap().frames, 0);
+    }
+
+    #[test]
+    fn frames_of_other_runs_and_other_times_are_counted_apart() {
+        let start = 1_000_000_000_000u64;
+        let mut t = RxTracker::new(2, TAG);
+        t.check_stamps_from(start);
+        let rx = start + 5_000_000;
+        let classes = [
+            // This run's, as sent and as reflected back.
+            t.on_frame(&stamped(0, 0, start + 10), 60, Some(rx)),
+            t.on_frame(&tagged(TAG, true, 0, 1, start + 20), 60, Some(rx)),
+            // Another run's tag, and the tag of versions before run tags.
+            t.on_frame(&tagged(TAG ^ 1, false, 0, 2, start + 30), 60, Some(rx)),
+            t.on_frame(
+                &tagged(strobe_wire::trailer::LEGACY_TAG, false, 0, 3, start),
+                60,
+                Some(rx),
+            ),
+            // Stamped 100 s before the run, and after the frame arrived.
+            t.on_frame(&stamped(0, 4, start - 100_000_000_000), 60, Some(rx)),
+            t.on_frame(&stamped(0, 5, rx + STAMP_MARGIN_NS + 1), 60, Some(rx)),
+            // Just inside the margins.
+            t.on_frame(&stamped(0, 6, start - STAMP_MARGIN_NS), 60, Some(rx)),
+            t.on_frame(&stamped(0, 7, rx + STAMP_MARGIN_NS), 60, Some(rx)),
+            t.on_frame(&stamped(5, 8, start + 10), 60, Some(rx)),
+        ];
+        assert!(matches!(classes[0], RxClass::Flow(_)));
+        assert!(matches!(classes[1], RxClass::Flow(t) if t.reflected));
+        assert_eq!(
+            classes[2..6],
+            [
+                RxClass::Foreign,
+                RxClass::Foreign,
+                RxClass::OutOfWindow,
+                RxClass::OutOfWindow
+            ]
+        );
+        assert!(matches!(classes[6], RxClass::Flow(_)) && matches!(classes[7], RxClass::Flow(_)));
+        assert_eq!(classes[8], RxClass::UnknownFlow);
+        assert_eq!(
+            t.other,
+            OtherFrames {
+                foreign: 2,
+                out_of_window: 2,
+                unknown_flow: 1,
+                ..OtherFrames::default()
+            }
+        );
+        assert_eq!(t.other.total(), 5);
+        let c = t.counters(0).unwrap();
+        assert_eq!((c.frames, c.unique), (4, 4));
+        // The forged stamps never reach the latency distribution.
+        let h = t.latency(0).unwrap().histogram();
+        // (Frame 7 "arrived before it left": counted as negative, not recorded.)
+        assert_eq!(h.len(), 3);
+        assert!(h.max() < 2 * STAMP_MARGIN_NS, "{}", h.max());
+    }
+
+    #[test]
+    fn more_unique_frames_than_sent_is_excess() {
+        let mut t = RxTracker::new(2, TAG);
+        feed(&mut t, &[0, 1, 2, 2, 3, 1_000_000]);
+        let r = t.report(Some(&[4, 0]));
+        assert_eq!((r[0].lost, r[0].excess), (Some(0), 1));
+        assert_eq!((r[1].lost, r[1].excess), (Some(0), 0));
+        // Without the number sent there is nothing to compare.
+        assert_eq!(t.report(None)[0].excess, 0);
+        let mut sum = r[0].clone();
+        sum.add(&r[0]);
+        assert_eq!(sum.excess, 2);
     }
 
     #[test]
@@ -490,17 +637,12 @@ mod cost {
                 let mut f = vec![0xAB; 60];
                 let at = f.len() - TRAILER_LEN;
                 let dst: &mut [u8; TRAILER_LEN] = (&mut f[at..]).try_into().unwrap();
-                Trailer {
-                    flow_id: 0,
-                    seq,
-                    tx_ns: 1_000_000 + seq as u64 * 700,
-                }
-                .write(dst);
+                Trailer::sent(1, 0, seq, 1_000_000 + seq as u64 * 700).write(dst);
                 f
             })
             .collect();
         for latency in [false, true, false, true] {
-            let mut t = RxTracker::new(1);
+            let mut t = RxTracker::new(1, 1);
             t.set_latency(0, latency);
             let n = 20_000_000u64;
             let start = std::time::Instant::now();

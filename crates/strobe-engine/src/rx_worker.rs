@@ -303,8 +303,7 @@ impl Publisher {
                 *sent = now;
             }
         }
-        let other =
-            tracker.other.not_instrumented + tracker.other.unknown_flow + tracker.other.truncated;
+        let other = tracker.other.total();
         live.rx_other
             .fetch_add(other - self.other, Ordering::Relaxed);
         self.other = other;

@@ -7,10 +7,10 @@
 //! Paced runs default to 1; unpaced runs (pcap traces, `--rate max`) default to 32.
 //!
 //! Falling behind: a batch is *late* when it is handed over more than `late_tolerance_ns`
-//! after its deadline. `LatePolicy::Shift` (default) moves the whole remaining schedule back
+//! after its deadline. `LatePolicy::Shift` moves the whole remaining schedule back
 //! by the lateness, so gaps keep their shape and the rate dips; `LatePolicy::CatchUp` keeps
 //! the schedule, so late frames go out back to back until the worker is on time again.
-//! `LatePolicy::Smooth` shifts like `Shift` at the stall, then pays the shift back by
+//! `LatePolicy::Smooth` (default) shifts like `Shift` at the stall, then pays the shift back by
 //! shortening each following gap by at most 1/50 of its length until the schedule is on
 //! time again: one long gap at the stall, every other gap within 2 % of its target (0.2 µs
 //! at 100 kpps), and the long-run rate kept. Either way late frames are counted.
@@ -71,13 +71,18 @@ pub struct RunOptions {
     /// Receive workers never yield their core (user-space receive timestamps, as on AF_XDP,
     /// then do not wait for a worker's wake-up).
     pub rx_busy_poll: bool,
+    /// The run tag in every trailer (see [`strobe_wire::trailer`]); receivers count frames
+    /// with another tag apart. [`run_scenario`](crate::run_scenario) picks one when None.
+    pub run_tag: Option<u8>,
+    /// First sequence number of every flow (tests start near the 2^32 wrap).
+    pub seq_start: u32,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             batch: None,
-            late_policy: LatePolicy::Shift,
+            late_policy: LatePolicy::Smooth,
             late_tolerance_ns: 1_000,
             unpaced: false,
             time_limit_ns: None,
@@ -89,6 +94,8 @@ impl Default for RunOptions {
             hardware_timestamps: false,
             latency_interval_ns: None,
             rx_busy_poll: false,
+            run_tag: None,
+            seq_start: 0,
         }
     }
 }
@@ -162,6 +169,13 @@ pub struct PortReport {
     pub handover: Option<HandoverError>,
     /// Real time from the first to the last hand-over (0 for scheduled-time backends).
     pub elapsed_ns: u64,
+    /// The schedule's t0 (where the flows' `first_ns`/`last_ns` count from) on
+    /// CLOCK_REALTIME, ns since the Unix epoch, the clock receive timestamps use; None for
+    /// scheduled-time backends, whose times are the trace's own.
+    pub t0_unix_ns: Option<u64>,
+    /// Paced runs: the same span as the schedule planned it (first to last hand-over's
+    /// deadline, before any shift); `elapsed_ns` beyond it is time the run fell behind.
+    pub planned_ns: u64,
     pub stopped_early: bool,
     /// The core the worker was pinned to, if it was.
     pub core: Option<usize>,
@@ -380,7 +394,8 @@ pub fn run_port<B: Backend>(
             flow: f.name.clone(),
             message: e.to_string(),
         })?;
-        let gen = FlowGenerator::compile(f)?;
+        let tag = opts.run_tag.unwrap_or(crate::DEFAULT_RUN_TAG);
+        let gen = FlowGenerator::compile(f, tag, opts.seq_start)?;
         let sizes = f.size.distinct_sizes();
         let fixed = (sizes.len() == 1).then(|| (sizes[0], gen.template_for(sizes[0])));
         let unpaced_budget = match f.schedule.duration {
@@ -444,12 +459,21 @@ pub fn run_port<B: Backend>(
         .map(|ns| t0_ticks + clock.ns_to_ticks(ns));
     let mut shift_ns = 0u64;
     let mut previous_deadline = 0u64;
+    let mut first_deadline = None;
     // 1 ns to 100 s at 3 significant digits; allocated once, recording never allocates.
     let mut handover = Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 3)
         .expect("static histogram bounds are valid");
     let mut first_tx_ticks = None;
     let mut last_tx_ticks = t0_ticks;
     let mut wall = WallClock::new(clock);
+    if !scheduled_time {
+        let (now_ticks, now_unix) = (clock.now_ticks(), wall.now_ns(clock));
+        report.t0_unix_ns = Some(if t0_ticks >= now_ticks {
+            now_unix + clock.ticks_to_ns(t0_ticks - now_ticks)
+        } else {
+            now_unix.saturating_sub(clock.ticks_to_ns(now_ticks - t0_ticks))
+        });
+    }
 
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -468,6 +492,7 @@ pub fn run_port<B: Backend>(
                 shift_ns = shift_ns.saturating_sub(gap / SMOOTH_REPAY);
             }
             previous_deadline = plan.deadlines[0];
+            first_deadline.get_or_insert(plan.deadlines[0]);
             let due = t0_ticks + clock.ns_to_ticks(plan.deadlines[0] + shift_ns);
             if now < due {
                 // Renewing the transmit stamp's anchor takes a few clock reads (under 1 µs):
@@ -543,6 +568,7 @@ pub fn run_port<B: Backend>(
         (false, Some(first)) => clock.ticks_to_ns(last_tx_ticks.saturating_sub(first)),
         _ => 0,
     };
+    report.planned_ns = first_deadline.map_or(0, |first| previous_deadline - first);
     report.flows = states.into_iter().map(|s| s.report).collect();
     Ok(report)
 }

@@ -17,6 +17,12 @@ fn flow(body: &str) -> FlowSpec {
     s.flows.into_iter().next().unwrap()
 }
 
+/// The run tag of these frames.
+const TAG: u8 = 0xE1;
+/// Sequence numbers start just below the 2^32 wrap, so every flow crosses it (and the
+/// incremental checksums with it).
+const SEQ_START: u32 = u32::MAX - 40;
+
 /// The j-th frame built from scratch: all headers at their j-th values, trailer, checksums.
 fn reference(f: &FlowSpec, j: u64, size: u32, tx_ns: u64) -> Vec<u8> {
     let headers: Vec<_> = f.packet.iter().map(|h| h.header_at(j)).collect();
@@ -25,12 +31,7 @@ fn reference(f: &FlowSpec, j: u64, size: u32, tx_ns: u64) -> Vec<u8> {
     if f.metrics.instrument {
         let at = bytes.len() - trailer::LEN;
         let dst: &mut [u8; trailer::LEN] = (&mut bytes[at..]).try_into().unwrap();
-        Trailer {
-            flow_id: f.id,
-            seq: j as u32,
-            tx_ns,
-        }
-        .write(dst);
+        Trailer::sent(TAG, f.id, SEQ_START.wrapping_add(j as u32), tx_ns).write(dst);
     }
     for spec in &built.checksums {
         spec.write(&mut bytes);
@@ -42,7 +43,7 @@ fn reference(f: &FlowSpec, j: u64, size: u32, tx_ns: u64) -> Vec<u8> {
 /// each one against a full rebuild and etherparse.
 fn check_flow(f: &FlowSpec, n: u64, slots: usize, mut extra: impl FnMut(u64, &[u8])) {
     for batch in [1usize, 7, 32] {
-        let mut gen = FlowGenerator::compile(f).unwrap();
+        let mut gen = FlowGenerator::compile(f, TAG, SEQ_START).unwrap();
         let mut sizes = f.size.sequence(f.size_seed);
         // (slot id, buffer): ids stay attached to their memory, as in a backend.
         let mut bufs: Vec<(u32, Box<[u8]>)> = (0..slots.max(batch) as u32)
@@ -93,7 +94,10 @@ fn check_flow(f: &FlowSpec, n: u64, slots: usize, mut extra: impl FnMut(u64, &[u
                 verify_checksums(frame, jj);
                 if f.metrics.instrument {
                     let t = Trailer::from_frame(frame).expect("trailer present");
-                    assert_eq!((t.flow_id, t.seq, t.tx_ns), (f.id, jj as u32, tx_ns));
+                    assert_eq!(
+                        (t.tag, t.reflected, t.flow_id, t.seq, t.tx_ns),
+                        (TAG, false, f.id, SEQ_START.wrapping_add(jj as u32), tx_ns)
+                    );
                 }
                 extra(jj, frame);
             }

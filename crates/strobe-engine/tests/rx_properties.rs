@@ -6,16 +6,13 @@ use std::collections::HashSet;
 use strobe_engine::rx::{RxClass, RxTracker};
 use strobe_wire::trailer::{Trailer, LEN};
 
+const TAG: u8 = 0x42;
+
 fn frame(flow_id: u16, seq: u32, len: usize) -> Vec<u8> {
     let mut f = vec![0x5A; len];
     let at = len - LEN;
     let dst: &mut [u8; LEN] = (&mut f[at..]).try_into().unwrap();
-    Trailer {
-        flow_id,
-        seq,
-        tx_ns: 0,
-    }
-    .write(dst);
+    Trailer::sent(TAG, flow_id, seq, 0).write(dst);
     f
 }
 
@@ -23,9 +20,26 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn never_panics_on_any_bytes(data in proptest::collection::vec(any::<u8>(), 0..200), wire_len in 0u32..300, flows in 0usize..4) {
-        let mut t = RxTracker::new(flows);
-        let _ = t.on_frame(&data, wire_len, Some(1));
+    fn never_panics_on_any_bytes(
+        mut data in proptest::collection::vec(any::<u8>(), 0..200),
+        wire_len in 0u32..300,
+        flows in 0usize..4,
+        ours in any::<bool>(),
+        start in proptest::option::of(any::<u64>()),
+        rx_ns in proptest::option::of(any::<u64>()),
+    ) {
+        // Half the cases look like this run's frames, to reach the flow and stamp checks.
+        if ours && data.len() >= LEN {
+            let at = data.len() - LEN;
+            data[at] = b'S';
+            data[at + 1] = TAG;
+        }
+        let mut t = RxTracker::new(flows, TAG);
+        if let Some(start) = start {
+            t.check_stamps_from(start);
+        }
+        let _ = t.on_frame(&data, wire_len, rx_ns);
+        let _ = t.report(Some(&[0, 1, u64::MAX]));
     }
 
     #[test]
@@ -58,7 +72,7 @@ proptest! {
             if max.is_some_and(|m| s < m) { reordered += 1; }
             max = max.max(Some(s));
         }
-        let mut t = RxTracker::new(1);
+        let mut t = RxTracker::new(1, TAG);
         for &s in &arrivals {
             let f = frame(0, s, 64);
             prop_assert!(matches!(t.on_frame(&f, 64, Some(s as u64)), RxClass::Flow(_)));

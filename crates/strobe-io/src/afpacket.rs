@@ -1444,6 +1444,47 @@ fn hardware_clock_for(
     Ok((phc, previous))
 }
 
+/// Walks a whole TPACKET_V3 block the way [`AfPacketRx`]'s poll does, handing each frame's
+/// data, wire length and stamp to `each`; for the tests and the fuzz targets, which have no
+/// kernel ring to read.
+#[cfg(any(test, feature = "fuzzing"))]
+fn walk_block(block: &[u8], each: &mut dyn FnMut(&[u8], u32, u64)) -> Result<(), Malformed> {
+    let mut cursor = open_block(block)?;
+    while cursor.remaining > 0 {
+        let frame = frame_at(block, cursor.next)?;
+        each(
+            &block[frame.data_start..frame.data_start + frame.data_len],
+            frame.wire_len,
+            frame.timestamp_ns,
+        );
+        cursor.remaining -= 1;
+        if cursor.remaining > 0 {
+            if frame.next_offset == 0 {
+                return Err(Malformed);
+            }
+            cursor.next = cursor
+                .next
+                .checked_add(frame.next_offset)
+                .ok_or(Malformed)?;
+        }
+    }
+    Ok(())
+}
+
+/// The ring parsers over plain bytes, for the fuzz targets in fuzz/ (feature `fuzzing`).
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    /// Walks `block` as a TPACKET_V3 receive block; false when it is malformed.
+    pub fn walk_v3_block(block: &[u8], each: &mut dyn FnMut(&[u8], u32, u64)) -> bool {
+        super::walk_block(block, each).is_ok()
+    }
+
+    /// Reads `slot` as a TPACKET_V2 frame slot: the frame's data and wire length.
+    pub fn read_v2_slot(slot: &[u8]) -> Option<(&[u8], u32)> {
+        super::frames::slot_data(slot)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1514,23 +1555,11 @@ mod tests {
 
     /// Walks a block the way `poll` does; None when it is malformed.
     fn walk(block: &[u8]) -> Option<Vec<(Vec<u8>, u32, u64)>> {
-        let mut cursor = open_block(block).ok()?;
         let mut out = Vec::new();
-        while cursor.remaining > 0 {
-            let frame = frame_at(block, cursor.next).ok()?;
-            out.push((
-                block[frame.data_start..frame.data_start + frame.data_len].to_vec(),
-                frame.wire_len,
-                frame.timestamp_ns,
-            ));
-            cursor.remaining -= 1;
-            if cursor.remaining > 0 {
-                if frame.next_offset == 0 {
-                    return None;
-                }
-                cursor.next += frame.next_offset;
-            }
-        }
+        walk_block(block, &mut |data, wire_len, ts| {
+            out.push((data.to_vec(), wire_len, ts))
+        })
+        .ok()?;
         Some(out)
     }
 

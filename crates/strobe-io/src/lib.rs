@@ -10,6 +10,7 @@ pub mod afpacket;
 pub mod afxdp;
 mod capture;
 pub mod clocksync;
+pub mod ifaddr;
 pub mod netdev_features;
 pub mod netns;
 mod null;

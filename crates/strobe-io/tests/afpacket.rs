@@ -687,3 +687,18 @@ fn measure_tx_rate_64_byte_frames() {
         (rx1 - rx0) as f64 / secs / 1e6
     );
 }
+
+#[test]
+fn an_interface_mac_is_read_inside_its_namespace() {
+    let lab = VethPair::with_macs("mac", [0x02, 0, 0, 0, 0xAA, 1], [0x02, 0, 0, 0, 0xAA, 2]);
+    let ns = lab.ns();
+    assert_eq!(
+        strobe_io::ifaddr::interface_mac(lab.netns(), &lab.b).unwrap(),
+        [0x02, 0, 0, 0, 0xAA, 2]
+    );
+    let port = format!("afpacket:{ns}/{}", lab.a);
+    assert_eq!(
+        strobe_io::ifaddr::port_mac(&port).unwrap(),
+        [0x02, 0, 0, 0, 0xAA, 1]
+    );
+}

@@ -14,6 +14,7 @@
 
 mod error;
 mod line_rate;
+mod mac;
 mod model;
 mod node;
 mod pattern;
@@ -23,6 +24,7 @@ mod size;
 mod value;
 
 pub use error::ModelError;
+pub use mac::{check_macs, fill_unset_macs};
 pub use model::{
     FieldPattern, FlowSpec, HeaderSpec, LatencyMode, Metrics, NoFiles, PortSpec, Resources,
     Scenario, DEFAULT_PORT_SPEED_BPS, FCS_LEN, MAX_FLOWS, MAX_FRAME_SIZE,

@@ -3,8 +3,9 @@
 use crate::error::TimingError;
 use crate::rate::{validate_rate, Rate, MAX_RATE, MIN_RATE};
 
-/// Unit, whether it is a layer-1 bit rate, and its power of ten.
-const RATE_UNITS: [(&str, bool, i32); 10] = [
+/// Unit, whether it is a layer-1 bit rate, and its power of ten. A bare prefix (`10g`) is a
+/// bit rate, as line rates are written (`strobe calc --rate` reads the same forms).
+const RATE_UNITS: [(&str, bool, i32); 14] = [
     ("", false, 0),
     ("pps", false, 0),
     ("kpps", false, 3),
@@ -15,21 +16,33 @@ const RATE_UNITS: [(&str, bool, i32); 10] = [
     ("mbps", true, 6),
     ("gbps", true, 9),
     ("tbps", true, 12),
+    ("k", true, 3),
+    ("m", true, 6),
+    ("g", true, 9),
+    ("t", true, 12),
 ];
 
 const RATE_ACCEPTED: &str = "accepted is a number of packets per second with an optional \
     unit pps, kpps, mpps or gpps, or a layer-1 bit rate with unit bps, kbps, mbps, gbps or \
-    tbps (for example 1000, 1.5mpps, 10gbps)";
+    tbps, also written k, m, g, t or with bit/s (for example 1000, 1.5mpps, 10gbps, 10g, \
+    2.5gbit/s)";
 
 /// Reads a rate such as `1000` (packets per second), `100kpps`, `1.5mpps`, `10gbps`,
-/// `100mbps`, `64kbps` or `9600bps`. Units are case-insensitive and may follow a space; bit
-/// rates are layer-1 rates (see [`crate::l1_bits`]).
+/// `100mbps`, `64kbps` or `9600bps`; bit rates may also be written `10g` or `2.5gbit/s`.
+/// Units are case-insensitive and may follow a space; bit rates are layer-1 rates (see
+/// [`crate::l1_bits`]).
 pub fn parse_rate(s: &str) -> Result<Rate, TimingError> {
     let error = |reason: String| TimingError::ParseRate {
         input: s.to_owned(),
         reason,
     };
-    let text = s.trim().to_lowercase();
+    let mut text = s.trim().to_lowercase();
+    for long in ["bits/s", "bit/s", "b/s", "bit"] {
+        if let Some(prefix) = text.strip_suffix(long) {
+            text = format!("{prefix}bps");
+            break;
+        }
+    }
     let (number, unit) = split_unit(&text);
     let Some(&(_, per_bit, power)) = RATE_UNITS.iter().find(|(name, ..)| *name == unit) else {
         return Err(error(format!("unknown unit {unit:?}; {RATE_ACCEPTED}")));

@@ -24,6 +24,13 @@ fn parse_rate_accepts_packet_and_bit_rates() {
         ("0.1gbps", Rate::L1BitsPerSec(1e8)),
         ("1tbps", Rate::L1BitsPerSec(1e12)),
         ("  400Gbps ", Rate::L1BitsPerSec(4e11)),
+        // Line-rate spellings, as `strobe calc --rate` reads them.
+        ("10g", Rate::L1BitsPerSec(1e10)),
+        ("25G", Rate::L1BitsPerSec(25e9)),
+        ("100m", Rate::L1BitsPerSec(1e8)),
+        ("2.5gbit/s", Rate::L1BitsPerSec(2.5e9)),
+        ("10 Gbit/s", Rate::L1BitsPerSec(1e10)),
+        ("1t", Rate::L1BitsPerSec(1e12)),
     ];
     for (text, expected) in cases {
         assert_eq!(parse_rate(text), Ok(expected), "{text}");

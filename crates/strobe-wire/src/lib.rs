@@ -14,7 +14,8 @@
 //!                   checksum(sum: u64) -> u16           !fold(sum)
 //! pub mod header    FieldFormat, FieldDef, HeaderKind, Header (tables below)
 //! pub mod build     Payload, Placed, ChecksumSpec, Built, build()
-//! pub mod reflect   swap_addresses(frame) for reflectors (checksums stay valid)
+//! pub mod reflect   swap_addresses(frame) for reflectors (checksums stay valid);
+//!                   mark_reflected(frame): trailer marker 'S' -> 'R', checksums updated
 //! pub mod trailer   instrumentation trailer layout
 //! WireError (thiserror) with messages that name the header and field.
 //!

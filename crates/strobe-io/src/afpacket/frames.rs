@@ -122,6 +122,16 @@ fn parse_slot(slot: &[u8]) -> Result<SlotFrame, Malformed> {
     })
 }
 
+/// A slot's frame data and wire length, sliced exactly as `FrameRing::poll` slices them.
+#[cfg(feature = "fuzzing")]
+pub(super) fn slot_data(slot: &[u8]) -> Option<(&[u8], u32)> {
+    let frame = parse_slot(slot).ok()?;
+    Some((
+        &slot[frame.data_start..frame.data_start + frame.data_len],
+        frame.wire_len,
+    ))
+}
+
 /// Reading state of a TPACKET_V2 ring.
 pub(super) struct FrameRing {
     geometry: FrameGeometry,
