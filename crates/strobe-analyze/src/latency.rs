@@ -225,6 +225,12 @@ pub struct EncodedInterval<'a> {
     pub encoded: &'a [u8],
 }
 
+/// Decodes one compressed interval histogram (V2, deflated or not); None when the bytes
+/// hold none.
+pub fn decode_histogram(encoded: &[u8]) -> Option<Histogram<u64>> {
+    Deserializer::new().deserialize(&mut &encoded[..]).ok()
+}
+
 /// Writes an interval log of compressed intervals, decoding one histogram at a time; the
 /// log starts at the earliest interval.
 pub fn write_encoded_interval_log<W: Write>(

@@ -41,12 +41,48 @@ pub struct FlowLatency<'a> {
     pub name: String,
     pub stats: LatencyStats,
     pub hist: &'a Histogram<u64>,
-    /// Which timestamp source each side used, as shown to the reader (for example
-    /// "tx: strobe TSC clock; rx: kernel software timestamp").
+    /// Which timestamp source each side used, as shown to the reader, one line per side
+    /// (for example "tx: strobe TSC clock\nrx: kernel software timestamp").
     pub sources: String,
     /// Calibrated constant to subtract from every value (the measurement path's own
     /// latency), in ns; the report then shows raw and corrected values.
     pub correction_ns: Option<f64>,
+    /// What was sent and what came back, when known.
+    pub traffic: Option<FlowTraffic>,
+    /// Latency per interval of the run, in time order (empty: no intervals were kept).
+    pub over_time: Vec<IntervalLatency>,
+}
+
+/// What the report says about the run as a whole, above the results.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunContext {
+    /// (label, value) rows: date, command, ports, device under test, …; a value may span
+    /// several lines.
+    pub rows: Vec<(String, String)>,
+    /// The scenario file the run was described by, as (name, text), shown folded.
+    pub scenario: Option<(String, String)>,
+}
+
+/// A flow's traffic, for the report's context.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FlowTraffic {
+    /// What the flow was asked to send, e.g. "20 kpps cbr, 64 B frames (FCS included)".
+    pub offered: String,
+    pub tx_frames: u64,
+    pub rx_frames: u64,
+    /// Sent minus received unique frames (None when what was sent is unknown).
+    pub lost: Option<u64>,
+    /// RFC 3550 interarrival jitter, ns.
+    pub jitter_ns: f64,
+}
+
+/// One interval of a flow's latency over time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IntervalLatency {
+    /// Start of the interval, seconds since the run's first interval started.
+    pub start_s: f64,
+    pub duration_s: f64,
+    pub stats: LatencyStats,
 }
 
 /// One curve of a CCDF figure: (latency in µs, fraction of samples at least that slow).
@@ -79,6 +115,14 @@ fn ccdf_staircase(hist: &Histogram<u64>, offset_ns: f64, x_floor_us: f64) -> Vec
     }
     points
 }
+
+/// Room right of a chart for the half of its last x label that lies past the axis
+/// (`100000` at 14 px).
+const RIGHT_MARGIN: u32 = 40;
+/// Room left of the CCDF for its y labels (up to `1e-6 (p99.9999)`) and the axis title.
+const CCDF_Y_LABEL_AREA: u32 = 150;
+/// Room left of the latency-over-time figure for its decade labels and the axis title.
+const TIME_Y_LABEL_AREA: u32 = 90;
 
 /// Smallest latency (1 ns) a log axis starts at, in µs.
 const MIN_AXIS_US: f64 = 1e-3;
@@ -164,8 +208,9 @@ pub fn ccdf_svg(title: &str, flows: &[(&str, &Histogram<u64>)]) -> String {
     render_ccdf(title, &curves)
 }
 
-/// One flow's raw CCDF and, when it has a correction, the corrected one (dashed).
-fn flow_ccdf_svg(flow: &FlowLatency<'_>) -> String {
+/// One flow's raw CCDF and, when it has a correction, the corrected one (dashed), at
+/// `size` pixels.
+fn flow_ccdf_svg(flow: &FlowLatency<'_>, size: (u32, u32)) -> String {
     let mut curves = Vec::new();
     if !flow.hist.is_empty() {
         curves.push(Curve {
@@ -183,19 +228,101 @@ fn flow_ccdf_svg(flow: &FlowLatency<'_>) -> String {
             });
         }
     }
-    render_ccdf(&flow.name, &curves)
+    render_ccdf_sized(&format!("{}: CCDF", flow.name), &curves, size)
+}
+
+/// Label, statistic and colour of one curve of the latency-over-time figure.
+type StatSeries = (&'static str, fn(&LatencyStats) -> f64, RGBColor);
+
+/// Size of the per-flow figures, drawn side by side.
+const SIDE_BY_SIDE: (u32, u32) = (640, 480);
+
+/// Latency over the run: p50, p99 and the maximum of each interval (µs, log scale) against
+/// the time since the run's first interval began, each value drawn at its interval's
+/// middle.
+pub fn latency_over_time_svg(
+    title: &str,
+    intervals: &[IntervalLatency],
+    size: (u32, u32),
+) -> String {
+    let series: [StatSeries; 3] = [
+        ("p50", |s| s.p50_ns, PALETTE[0]),
+        ("p99", |s| s.p99_ns, PALETTE[1]),
+        ("max", |s| s.max_ns, PALETTE[6]),
+    ];
+    let values_us = intervals.iter().flat_map(|i| {
+        series
+            .iter()
+            .map(move |(_, value, _)| value(&i.stats) / 1000.0)
+    });
+    let (y_lo, y_hi, y_bold, y_light) = log_axis_over(values_us);
+    let x_end = intervals
+        .iter()
+        .map(|i| i.start_s + i.duration_s)
+        .fold(0.0f64, f64::max);
+    let x_end = if x_end > 0.0 { x_end } else { 1.0 };
+
+    let mut svg = String::new();
+    {
+        let root = sized_figure(&mut svg, size);
+        let mut chart = titled_chart(&root, title)
+            .y_label_area_size(TIME_Y_LABEL_AREA)
+            .build_cartesian_2d(
+                0.0..x_end,
+                (y_lo..y_hi)
+                    .log_scale()
+                    .with_key_points(y_bold)
+                    .with_light_points(y_light),
+            )
+            .expect(DRAWING_IS_INFALLIBLE);
+        draw_grid(
+            chart
+                .configure_mesh()
+                .x_desc("time since the start (s)")
+                .y_desc("latency (µs, log scale)")
+                .x_label_formatter(&|&s| format_seconds(s))
+                .y_label_formatter(&|&us| decade_label(us)),
+        );
+        for (label, value, color) in series {
+            let points = intervals
+                .iter()
+                .map(|i| (i.start_s + i.duration_s / 2.0, value(&i.stats) / 1000.0));
+            chart
+                .draw_series(LineSeries::new(points, color.stroke_width(2)).point_size(3))
+                .expect(DRAWING_IS_INFALLIBLE)
+                .label(label)
+                .legend(legend_sample(color));
+        }
+        finish_figure(
+            &root,
+            &mut chart,
+            !intervals.is_empty(),
+            SeriesLabelPosition::UpperRight,
+        );
+    }
+    svg
+}
+
+/// Seconds on a time axis: `0`, `2.5`, `10`.
+fn format_seconds(s: f64) -> String {
+    let text = format!("{s:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 fn render_ccdf(title: &str, curves: &[Curve]) -> String {
+    render_ccdf_sized(title, curves, (WIDTH, HEIGHT))
+}
+
+fn render_ccdf_sized(title: &str, curves: &[Curve], size: (u32, u32)) -> String {
     let xs = curves.iter().flat_map(|c| c.points.iter().map(|p| p.0));
     let (x_lo, x_hi, x_bold, x_light) = log_axis_over(xs);
     let levels: Vec<f64> = (0..=6).map(|k| 10f64.powi(-k)).collect();
 
     let mut svg = String::new();
     {
-        let root = blank_figure(&mut svg);
+        let root = sized_figure(&mut svg, size);
         let mut chart = titled_chart(&root, title)
-            .y_label_area_size(110)
+            .y_label_area_size(CCDF_Y_LABEL_AREA)
             .build_cartesian_2d(
                 (x_lo..x_hi)
                     .log_scale()
@@ -238,9 +365,14 @@ fn render_ccdf(title: &str, curves: &[Curve]) -> String {
 /// The figures share one look; these helpers hold what every figure draws the same way.
 type Figure<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
-/// A white figure drawing into `svg`.
+/// A white figure of the standard size drawing into `svg`.
 fn blank_figure(svg: &mut String) -> Figure<'_> {
-    let root = SVGBackend::with_string(svg, (WIDTH, HEIGHT)).into_drawing_area();
+    sized_figure(svg, (WIDTH, HEIGHT))
+}
+
+/// A white figure of `size` pixels drawing into `svg`.
+fn sized_figure(svg: &mut String, size: (u32, u32)) -> Figure<'_> {
+    let root = SVGBackend::with_string(svg, size).into_drawing_area();
     root.fill(&WHITE).expect(DRAWING_IS_INFALLIBLE);
     root
 }
@@ -251,6 +383,8 @@ fn titled_chart<'a, 'b>(root: &'a Figure<'b>, title: &str) -> ChartBuilder<'a, '
     builder
         .caption(title, (FONT, 22))
         .margin(16)
+        // The last x label is centred on the axis's end: leave room for half of it.
+        .margin_right(RIGHT_MARGIN)
         .x_label_area_size(48);
     builder
 }
@@ -296,7 +430,8 @@ fn finish_figure<'a, CT: CoordTranslate>(
                 plotters::style::text_anchor::VPos::Center,
             ),
         );
-        root.draw_text("no samples", &style, (WIDTH as i32 / 2, HEIGHT as i32 / 2))
+        let (width, height) = root.dim_in_pixel();
+        root.draw_text("no samples", &style, (width as i32 / 2, height as i32 / 2))
             .expect(DRAWING_IS_INFALLIBLE);
     }
     root.present().expect(DRAWING_IS_INFALLIBLE);
@@ -413,16 +548,26 @@ fn inline_svg(svg: String) -> PreEscaped<String> {
 }
 
 const CSS: &str = "
-body { font-family: sans-serif; margin: 2em auto; max-width: 1000px; color: #222; }
+body { font-family: sans-serif; margin: 2em auto; max-width: 1320px; padding: 0 1em; color: #222; }
 h1 { font-size: 1.6em; }
 h2 { font-size: 1.25em; margin-top: 2em; }
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 0.9em; }
 th, td { border-bottom: 1px solid #ddd; padding: 0.3em 0.6em; text-align: right; }
-th:first-child, td:first-child, td.text { text-align: left; }
+th:first-child, td:first-child, th.text, td.text { text-align: left; }
 tr.corrected td { color: #a04000; }
 td.unresolved { color: #aaa; }
+table.context { background: #f6f7f9; border: 1px solid #dde; }
+table.context th { text-align: left; vertical-align: top; white-space: nowrap; color: #555; font-weight: normal; }
+table.context td { text-align: left; white-space: pre-line; }
+table.context code { white-space: pre-wrap; word-break: break-all; }
 p.note { color: #555; font-size: 0.9em; }
+p.sources { font-size: 0.9em; line-height: 1.5; white-space: pre-line; }
+details { margin: 0.6em 0; font-size: 0.9em; }
+details pre { background: #f6f7f9; border: 1px solid #dde; padding: 0.6em; overflow-x: auto; }
+.figures { display: flex; flex-wrap: wrap; gap: 1em; }
+.figures figure { flex: 1 1 560px; }
 figure { margin: 1em 0; }
+figcaption { color: #555; font-size: 0.9em; }
 svg { max-width: 100%; height: auto; }
 ";
 
@@ -431,7 +576,7 @@ fn us(ns: f64) -> String {
     format!("{:.3}", ns / 1000.0)
 }
 
-fn stats_row(name: &str, kind: &str, sources: &str, stats: &LatencyStats, class: &str) -> Markup {
+fn stats_row(name: &str, kind: &str, stats: &LatencyStats, class: &str) -> Markup {
     let unresolved: Vec<&str> = stats
         .percentiles()
         .iter()
@@ -442,7 +587,6 @@ fn stats_row(name: &str, kind: &str, sources: &str, stats: &LatencyStats, class:
         tr class=(class) {
             td { (name) }
             td.text { (kind) }
-            td.text { (sources) }
             td { (stats.count) }
             @for (label, value) in stats.rows() {
                 @if unresolved.contains(&label) {
@@ -455,11 +599,68 @@ fn stats_row(name: &str, kind: &str, sources: &str, stats: &LatencyStats, class:
     }
 }
 
-/// A self-contained HTML report: a table of each flow's statistics (raw and, where the
-/// flow has a correction, corrected), a CCDF figure of all flows together (when there is
-/// more than one) and one per flow (with the corrected curve dashed). One file, no
-/// external resource: inline CSS and inline SVG.
-pub fn html_report(title: &str, flows: &[FlowLatency<'_>]) -> String {
+/// The run's context: one row per (label, value); a value that looks like a command line
+/// is set in code.
+fn context_table(context: &[(String, String)]) -> Markup {
+    html! {
+        table.context {
+            tbody {
+                @for (label, value) in context {
+                    tr {
+                        th scope="row" { (label) }
+                        @if label == "command" {
+                            td { code { (value) } }
+                        } @else {
+                            td { (value) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What each flow sent and received, with its jitter and timestamp sources.
+fn traffic_table(flows: &[FlowLatency<'_>]) -> Markup {
+    html! {
+        table {
+            thead {
+                tr {
+                    th { "flow" }
+                    th.text { "offered" }
+                    th { "tx frames" }
+                    th { "rx frames" }
+                    th { "lost" }
+                    th { "loss %" }
+                    th { "jitter µs" }
+                }
+            }
+            tbody {
+                @for flow in flows {
+                    @if let Some(t) = &flow.traffic {
+                        tr {
+                            td { (flow.name) }
+                            td.text { (t.offered) }
+                            td { (t.tx_frames) }
+                            td { (t.rx_frames) }
+                            td { (t.lost.map_or("-".to_owned(), |l| l.to_string())) }
+                            td { (t.lost.map_or("-".to_owned(), |l| format!("{:.4}", l as f64 * 100.0 / t.tx_frames.max(1) as f64))) }
+                            td { (us(t.jitter_ns)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A self-contained HTML report: the run's context (date, command, ports, DUT, …, and the
+/// scenario file), each flow's traffic, a table of each flow's latency statistics
+/// (raw and, where the flow has a correction, corrected), a CCDF figure of all flows
+/// together (when there is more than one) and, per flow, its CCDF (the corrected curve
+/// dashed) beside its latency over time. One file, no external resource: inline CSS and
+/// inline SVG.
+pub fn html_report(title: &str, context: &RunContext, flows: &[FlowLatency<'_>]) -> String {
     let combined: Vec<(&str, &Histogram<u64>)> =
         flows.iter().map(|f| (f.name.as_str(), f.hist)).collect();
     let markup = html! {
@@ -473,6 +674,27 @@ pub fn html_report(title: &str, flows: &[FlowLatency<'_>]) -> String {
             }
             body {
                 h1 { (title) }
+                @if !context.rows.is_empty() || context.scenario.is_some() {
+                    section.context {
+                        h2 { "Run" }
+                        (context_table(&context.rows))
+                        @if let Some((name, text)) = &context.scenario {
+                            details {
+                                summary { "Scenario file " code { (name) } }
+                                pre { (text) }
+                            }
+                        }
+                    }
+                }
+                @if flows.iter().any(|f| f.traffic.is_some()) {
+                    h2 { "Traffic" }
+                    p.note {
+                        "Frames as sent and as received (unique frames); loss is final after \
+                         the drain. Jitter: RFC 3550 interarrival jitter."
+                    }
+                    (traffic_table(flows))
+                }
+                h2 { "Latency (µs)" }
                 p.note {
                     "Latencies in microseconds. Each percentile is the top of its HdrHistogram \
                      bucket (3 significant digits); grey ones have too few samples beyond them \
@@ -484,7 +706,6 @@ pub fn html_report(title: &str, flows: &[FlowLatency<'_>]) -> String {
                         tr {
                             th { "flow" }
                             th { "values" }
-                            th { "timestamps" }
                             th { "count" }
                             @for (label, _) in flows.first().map(|f| f.stats.rows()).unwrap_or_default() {
                                 th { (label) }
@@ -493,12 +714,11 @@ pub fn html_report(title: &str, flows: &[FlowLatency<'_>]) -> String {
                     }
                     tbody {
                         @for flow in flows {
-                            (stats_row(&flow.name, "raw", &flow.sources, &flow.stats, "raw"))
+                            (stats_row(&flow.name, "raw", &flow.stats, "raw"))
                             @if let Some(correction) = flow.correction_ns {
                                 (stats_row(
                                     &flow.name,
                                     &format!("corrected (− {correction:.0} ns)"),
-                                    &flow.sources,
                                     &flow.stats.subtract(correction),
                                     "corrected",
                                 ))
@@ -513,11 +733,32 @@ pub fn html_report(title: &str, flows: &[FlowLatency<'_>]) -> String {
                 @for flow in flows {
                     section {
                         h2 { "Flow " (flow.name) }
-                        p { "Timestamps: " (flow.sources) }
+                        p.sources { "Timestamps:\n" (flow.sources) }
                         @if let Some(correction) = flow.correction_ns {
                             p { "Calibration: " (format!("{correction:.1}")) " ns subtracted from corrected values." }
                         }
-                        figure { (inline_svg(flow_ccdf_svg(flow))) }
+                        div.figures {
+                            figure {
+                                (inline_svg(flow_ccdf_svg(flow, SIDE_BY_SIDE)))
+                                figcaption { "How many packets were slower than each latency (log scales)." }
+                            }
+                            figure {
+                                (inline_svg(latency_over_time_svg(
+                                    &format!("{}: latency over time", flow.name),
+                                    &flow.over_time,
+                                    SIDE_BY_SIDE,
+                                )))
+                                figcaption {
+                                    @if flow.over_time.is_empty() {
+                                        "No intervals were kept for this run."
+                                    } @else {
+                                        "p50, p99 and maximum of each "
+                                        (format_seconds(flow.over_time[0].duration_s))
+                                        " s interval (--hdr-interval)."
+                                    }
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -826,6 +1067,141 @@ mod tests {
         assert!(empty.curves.is_empty());
     }
 
+    /// Every text of an SVG, as (text, x, y, anchor, font size, rotated).
+    fn texts_with_fonts(svg: &str) -> Vec<(String, f64, f64, String, f64, bool)> {
+        let doc = roxmltree::Document::parse(svg).unwrap();
+        doc.descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .map(|n| {
+                let number = |attr: &str| n.attribute(attr).unwrap_or("0").parse().unwrap();
+                (
+                    n.text().unwrap_or("").trim().to_owned(),
+                    number("x"),
+                    number("y"),
+                    n.attribute("text-anchor").unwrap_or("start").to_owned(),
+                    number("font-size"),
+                    n.attribute("transform").is_some(),
+                )
+            })
+            .collect()
+    }
+
+    /// No label runs past the edge of its figure (where a browser would cut it off): each
+    /// text's extent, estimated generously at 0.6 em per character, lies inside the figure.
+    fn assert_no_text_clipped(svg: &str, what: &str) {
+        let doc = roxmltree::Document::parse(svg).unwrap();
+        let root = doc.root_element();
+        let size = |attr: &str| -> f64 { root.attribute(attr).unwrap().parse().unwrap() };
+        let (width, height) = (size("width"), size("height"));
+        for (text, x, y, anchor, font, rotated) in texts_with_fonts(svg) {
+            let length = text.chars().count() as f64 * 0.6 * font;
+            // A rotated label (the y axis title) runs along y, centred on its anchor.
+            let (centre, limit) = if rotated { (y, height) } else { (x, width) };
+            let (from, to) = match anchor.as_str() {
+                "middle" => (centre - length / 2.0, centre + length / 2.0),
+                "end" => (centre - length, centre),
+                _ => (centre, centre + length),
+            };
+            assert!(
+                from >= 0.0 && to <= limit,
+                "{what}: {text:?} spans {from:.0}..{to:.0} of 0..{limit}"
+            );
+        }
+    }
+
+    #[test]
+    fn no_axis_label_is_clipped() {
+        // From 2.5 µs to 20 ms: the x axis runs from 1 to 100000 µs, the widest labels.
+        let mut wide = engine_histogram();
+        wide.record_n(2_500, 1000).unwrap();
+        wide.record_n(20_000_000, 1).unwrap();
+        let stats = LatencyStats::from_histogram(&wide).unwrap();
+        let flow = FlowLatency {
+            name: "a flow with a long name".into(),
+            stats,
+            hist: &wide,
+            sources: String::new(),
+            correction_ns: Some(1_000.0),
+            traffic: None,
+            over_time: Vec::new(),
+        };
+        let over_time: Vec<IntervalLatency> = (0..12)
+            .map(|k| IntervalLatency {
+                start_s: f64::from(k) * 1.5,
+                duration_s: 1.5,
+                stats,
+            })
+            .collect();
+        assert_no_text_clipped(&ccdf_svg("all flows", &[("a", &wide)]), "combined CCDF");
+        assert_no_text_clipped(&flow_ccdf_svg(&flow, SIDE_BY_SIDE), "flow CCDF");
+        assert_no_text_clipped(
+            &latency_over_time_svg("latency over time", &over_time, SIDE_BY_SIDE),
+            "latency over time",
+        );
+        let mut points = sweep();
+        points.push(LoadPoint {
+            offered_pps: 1.5e6,
+            sent_pps: 1.4e6,
+            received_pps: 1.2e6,
+            loss_pct: 14.0,
+            p50_ns: 2e4,
+            p99_ns: 2e6,
+            p9999_ns: 2e7,
+        });
+        assert_no_text_clipped(&load_sweep_svg(&points), "load sweep");
+    }
+
+    #[test]
+    fn latency_over_time_draws_each_interval_at_its_middle() {
+        let mut h = engine_histogram();
+        let intervals: Vec<IntervalLatency> = [10_000u64, 20_000, 400_000]
+            .iter()
+            .enumerate()
+            .map(|(k, &ns)| {
+                h.reset();
+                h.record_n(ns, 100).unwrap();
+                IntervalLatency {
+                    start_s: k as f64 * 0.5,
+                    duration_s: 0.5,
+                    stats: LatencyStats::from_histogram(&h).unwrap(),
+                }
+            })
+            .collect();
+        let chart = parse_svg(&latency_over_time_svg("t", &intervals, SIDE_BY_SIDE));
+        assert_eq!(chart.curves.len(), 3, "p50, p99 and max");
+        let mut y_ticks: Vec<(f64, f64)> = chart
+            .texts
+            .iter()
+            .filter(|(_, _, _, anchor)| anchor == "end")
+            .filter_map(|(text, _, y, _)| text.parse::<f64>().ok().map(|v| (v, *y)))
+            .collect();
+        y_ticks.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let y = LogAxis::fit(&y_ticks);
+        let x_ticks: Vec<(f64, f64)> = chart
+            .texts
+            .iter()
+            .filter(|(_, _, _, anchor)| anchor == "middle")
+            .filter_map(|(text, x, _, _)| text.parse::<f64>().ok().map(|v| (v, *x)))
+            .collect();
+        let (t0, t1) = (x_ticks[0], x_ticks[x_ticks.len() - 1]);
+        let seconds = |px: f64| t0.0 + (px - t0.1) * (t1.0 - t0.0) / (t1.1 - t0.1);
+        for (_, curve) in &chart.curves {
+            assert_eq!(curve.len(), 3);
+            for (k, &(px, row)) in curve.iter().enumerate() {
+                assert!((seconds(px) - (k as f64 * 0.5 + 0.25)).abs() < 0.02);
+                let want_us = [10.0, 20.0, 400.0][k];
+                assert!(
+                    (y.value(row) / want_us - 1.0).abs() < 0.03,
+                    "{} vs {want_us}",
+                    y.value(row)
+                );
+            }
+        }
+        let empty = parse_svg(&latency_over_time_svg("t", &[], SIDE_BY_SIDE));
+        assert!(empty.curves.is_empty());
+        assert!(empty.texts.iter().any(|t| t.0 == "no samples"));
+    }
+
     #[test]
     fn html_report_is_self_contained_and_shows_every_flow() {
         let a = tailed(100_000);
@@ -836,18 +1212,26 @@ mod tests {
                 name: "flow <a> & co".into(),
                 stats: LatencyStats::from_histogram(&a).unwrap(),
                 hist: &a,
-                sources: "tx: TSC; rx: kernel software".into(),
+                sources: "tx: TSC\nrx: kernel software".into(),
                 correction_ns: Some(4_000.0),
+                traffic: None,
+                over_time: Vec::new(),
             },
             FlowLatency {
                 name: "b".into(),
                 stats: LatencyStats::from_histogram(&b).unwrap(),
                 hist: &b,
-                sources: "tx: TSC; rx: AF_XDP ring".into(),
+                sources: "tx: TSC\nrx: AF_XDP ring".into(),
                 correction_ns: None,
+                traffic: None,
+                over_time: Vec::new(),
             },
         ];
-        let html = html_report("latency <report>", &flows);
+        let context = RunContext {
+            rows: vec![("command".into(), "strobe gen <x> & y".into())],
+            scenario: Some(("s.toml".into(), "[[flows]]\nname = \"<b>\"".into())),
+        };
+        let html = html_report("latency <report>", &context, &flows);
         assert!(html.starts_with("<!DOCTYPE html>"));
         for forbidden in [
             "http://", "https://", "<script", "<link", " src=", "@import", "url(",
@@ -855,6 +1239,8 @@ mod tests {
             assert!(!html.contains(forbidden), "{forbidden} in the report");
         }
         assert!(html.contains("<title>latency &lt;report&gt;</title>"));
+        assert!(html.contains("<td><code>strobe gen &lt;x&gt; &amp; y</code></td>"));
+        assert!(html.contains("<pre>[[flows]]\nname = &quot;&lt;b&gt;&quot;</pre>"));
         assert!(html.contains("flow &lt;a&gt; &amp; co") && !html.contains("flow <a>"));
 
         // Figures: all flows together, then one per flow; each is well-formed SVG.
@@ -865,10 +1251,12 @@ mod tests {
                 &html[start..end]
             })
             .collect();
-        assert_eq!(svgs.len(), 3);
+        // The combined CCDF, then per flow its CCDF and its latency over time.
+        assert_eq!(svgs.len(), 5);
         let charts: Vec<ParsedChart> = svgs.iter().map(|s| parse_svg(s)).collect();
         assert_eq!(charts[0].curves.len(), 2, "combined figure");
-        assert_eq!(charts[2].curves.len(), 1, "flow b: raw only");
+        assert_eq!(charts[3].curves.len(), 1, "flow b: raw only");
+        assert!(charts[2].texts.iter().any(|t| t.0 == "no samples"));
         // Flow a's figure adds the corrected curve, dashed (drawn as short segments in
         // its own colour), 4 µs to the left: it starts at 10 − 4 = 6 µs.
         let (raw_colour, raw) = &charts[1].curves[0];

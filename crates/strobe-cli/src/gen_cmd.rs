@@ -6,7 +6,7 @@ use strobe_engine::{run_scenario, ClockSource, LatePolicy, RunOptions};
 use strobe_model::{quick, Resources, Scenario};
 
 use crate::calibrate_cmd::load_calibration;
-use crate::lab_cmd::{lab_failure, resolve_lab_ports};
+use crate::lab_cmd::{lab_failure, lab_up_command, resolve_lab_ports, rx_port_forms, TX_PORT_HELP};
 use crate::latency_out::{self, LatencyOutputs};
 use crate::outputs::{self, write_file, WriteFailures};
 use crate::results::{
@@ -20,8 +20,7 @@ pub struct GenArgs {
     /// Scenario file (TOML, OTG names). Without it, the one-flow options below describe the run.
     scenario: Option<PathBuf>,
 
-    /// Port to send on: pcap:FILE (nanosecond trace with scheduled times) or null.
-    #[arg(long, help_heading = "One-flow options")]
+    #[arg(long, help = TX_PORT_HELP, value_name = "PORT", help_heading = "One-flow options")]
     port: Option<String>,
     /// UDP flow SRC:PORT-DST:PORT, e.g. 198.18.0.1:1000-198.18.1.1:2000 ([v6]:port for IPv6).
     #[arg(long, help_heading = "One-flow options")]
@@ -32,9 +31,12 @@ pub struct GenArgs {
     /// ICMP echo flow SRC-DST.
     #[arg(long, help_heading = "One-flow options")]
     icmp: Option<String>,
-    #[arg(long, help_heading = "One-flow options")]
+    /// Source MAC, e.g. 02:00:00:00:00:01 (on a lab port: the lab endpoint's own MAC).
+    #[arg(long, value_name = "MAC", help_heading = "One-flow options")]
     src_mac: Option<String>,
-    #[arg(long, help_heading = "One-flow options")]
+    /// Destination MAC, e.g. 02:00:00:00:00:02 (on a lab port: the next hop's MAC, the DUT's
+    /// near interface for the router).
+    #[arg(long, value_name = "MAC", help_heading = "One-flow options")]
     dst_mac: Option<String>,
     /// VLAN id; give twice for QinQ (outer first).
     #[arg(long, help_heading = "One-flow options")]
@@ -85,8 +87,12 @@ pub struct GenArgs {
     #[arg(long, default_value_t = 1, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=strobe_model::MAX_CORES as u64))]
     cores: u64,
-    /// Receive on this port too and count the flow there (same forms as --port).
-    #[arg(long, help_heading = "One-flow options")]
+    #[arg(
+        long,
+        value_name = "PORT",
+        help = concat!("Receive on this port too and count the flow there, one of:", rx_port_forms!()),
+        help_heading = "One-flow options"
+    )]
     rx: Option<String>,
     /// Prefix of the lab that `lab:tx` / `lab:rx` ports refer to.
     #[arg(long, default_value = "strobe", value_name = "PREFIX")]
@@ -259,8 +265,10 @@ fn load(
             .map_err(lab_failure)?
             .ok_or_else(|| {
                 Failure::BadInput(format!(
-                    "--port {}: no lab `{}` is up: run `strobe lab up` first",
-                    q.port, args.lab
+                    "--port {}: no lab `{}` is up: run `{}` first",
+                    q.port,
+                    args.lab,
+                    lab_up_command(&args.lab)
                 ))
             })?;
         let e = if side.starts_with("rx") {
@@ -590,7 +598,8 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
         rx_busy_poll: args.rx_busy_poll,
         run_tag: args.run_tag,
         seq_start: args.seq_start,
-        latency_interval_ns: match &args.outputs.hdr_log {
+        // The HTML report draws latency over time from the same intervals as the log.
+        latency_interval_ns: match args.outputs.hdr_log.as_ref().or(args.outputs.latency_html.as_ref()) {
             Some(_) => Some(
                 strobe_timing::parse_duration_ns(&args.outputs.hdr_interval)
                     .ok()

@@ -7,12 +7,41 @@ use strobe_model::Scenario;
 
 use crate::Failure;
 
+/// The lab `strobe lab` and `--lab` use when no prefix is given.
+pub const DEFAULT_PREFIX: &str = "strobe";
+
+/// `--help` text of a transmit port (`gen --port`): every location form strobe opens.
+pub const TX_PORT_HELP: &str = "Port to send on, one of:
+  lab:tx, lab:rx                 the lab's ends over AF_PACKET (`strobe lab up`; another lab: --lab PREFIX);
+                                 lab:tx@afxdp, lab:tx@afpacket-gso for those backends
+  afpacket:[NETNS/]IFACE         AF_PACKET on any interface (NETNS: a network namespace)
+  afpacket-gso:[NETNS/]IFACE     AF_PACKET sending UDP segmentation batches (transmit only)
+  afxdp:[NETNS/]IFACE[@QUEUE]    AF_XDP on one queue (default 0; --cores N takes QUEUE…QUEUE+N-1)
+  auto:[NETNS/]IFACE[@QUEUE]     AF_XDP when it works there, else AF_PACKET
+  pcap:FILE                      a nanosecond pcap with each frame's scheduled time (transmit only)
+  null                           drops every frame after all per-packet work (engine cost)";
+
+/// The port forms that receive, for the `--help` of receiving ports (`gen --rx`,
+/// `reflect PORT`); a macro so that `concat!` can put each command's own first line above.
+macro_rules! rx_port_forms {
+    () => {
+        "
+  lab:rx, lab:tx                 the lab's ends over AF_PACKET (`strobe lab up`; another lab: --lab PREFIX);
+                                 lab:rx@afxdp for AF_XDP
+  afpacket:[NETNS/]IFACE         AF_PACKET on any interface, kernel receive timestamps
+  afxdp:[NETNS/]IFACE[@QUEUE]    AF_XDP on one queue (default 0)
+  auto:[NETNS/]IFACE[@QUEUE]     AF_XDP when it works there, else AF_PACKET
+(pcap:, null and afpacket-gso: only transmit)"
+    };
+}
+pub(crate) use rx_port_forms;
+
 #[derive(Args)]
 pub struct LabArgs {
     #[command(subcommand)]
     command: LabCommand,
     /// Name prefix of the lab's namespaces, to run several labs side by side.
-    #[arg(long, default_value = "strobe", global = true)]
+    #[arg(long, default_value = DEFAULT_PREFIX, global = true)]
     prefix: String,
 }
 
@@ -53,8 +82,9 @@ pub fn run(args: LabArgs) -> Result<(), Failure> {
         LabCommand::Status => match strobe_lab::status(&args.prefix).map_err(lab_failure)? {
             Some(lab) => print_lab(&lab),
             None => println!(
-                "no lab with prefix `{}` (strobe lab up creates one)",
-                args.prefix
+                "no lab with prefix `{}` ({} creates one)",
+                args.prefix,
+                lab_up_command(&args.prefix)
             ),
         },
         LabCommand::Down => {
@@ -111,9 +141,30 @@ fn print_lab(lab: &Lab) {
         Err(e) => println!("  queues: unknown ({e})"),
     }
     println!(
-        "  e.g.: strobe gen --port lab:tx --rx lab:rx --udp {}:1000-{}:2000 --rate 100kpps --count 100000",
-        lab.tx.ipv4, lab.rx.ipv4
+        "  e.g.: strobe gen{} --port lab:tx --rx lab:rx --udp {}:1000-{}:2000 --rate 100kpps --count 100000",
+        lab_option(&lab.prefix),
+        lab.tx.ipv4,
+        lab.rx.ipv4
     );
+}
+
+/// The `--lab PREFIX` option that makes a command use the lab `prefix` (nothing for the
+/// default lab), with a leading space.
+pub fn lab_option(prefix: &str) -> String {
+    if prefix == DEFAULT_PREFIX {
+        String::new()
+    } else {
+        format!(" --lab {prefix}")
+    }
+}
+
+/// How to bring up the lab `prefix`, for messages about a lab that is not up.
+pub fn lab_up_command(prefix: &str) -> String {
+    if prefix == DEFAULT_PREFIX {
+        "strobe lab up".to_string()
+    } else {
+        format!("strobe lab up --prefix {prefix}")
+    }
 }
 
 /// Resolves `lab:tx`, `lab:rx` (AF_PACKET) and `lab:tx@afxdp`, `lab:rx@afxdp` port
@@ -126,11 +177,14 @@ pub fn resolve_lab_ports(scenario: &mut Scenario, prefix: &str) -> Result<Option
     {
         return Ok(None);
     }
-    let lab = strobe_lab::status(prefix).map_err(lab_failure)?.ok_or_else(|| {
-        Failure::BadInput(format!(
-            "a port uses the lab, but no lab with prefix `{prefix}` is up: run `strobe lab up` first"
-        ))
-    })?;
+    let lab = strobe_lab::status(prefix)
+        .map_err(lab_failure)?
+        .ok_or_else(|| {
+            Failure::BadInput(format!(
+                "a port uses the lab, but no lab with prefix `{prefix}` is up: run `{}` first",
+                lab_up_command(prefix)
+            ))
+        })?;
     for port in &mut scenario.ports {
         if port.location.starts_with("lab:") {
             let endpoint = lab_endpoint(&lab, &port.location);
@@ -183,10 +237,13 @@ pub fn resolve_lab_location(location: &str, prefix: &str) -> Result<String, Fail
     if !location.starts_with("lab:") {
         return Ok(location.to_string());
     }
-    let lab = strobe_lab::status(prefix).map_err(lab_failure)?.ok_or_else(|| {
-        Failure::BadInput(format!(
-            "`{location}` uses the lab, but no lab with prefix `{prefix}` is up: run `strobe lab up` first"
+    let lab = strobe_lab::status(prefix)
+        .map_err(lab_failure)?
+        .ok_or_else(|| {
+            Failure::BadInput(format!(
+            "`{location}` uses the lab, but no lab with prefix `{prefix}` is up: run `{}` first",
+            lab_up_command(prefix)
         ))
-    })?;
+        })?;
     lab_location(&lab, &format!("`{location}`"), location)
 }

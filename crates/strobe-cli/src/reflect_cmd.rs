@@ -11,14 +11,13 @@ use serde_json::json;
 use strobe_engine::reflect::{run_reflect, ReflectCounters, ReflectOptions, ReflectReport};
 use strobe_engine::rx_worker::IdlePolicy;
 
-use crate::lab_cmd::resolve_lab_location;
+use crate::lab_cmd::{resolve_lab_location, rx_port_forms};
 use crate::outputs::{self, write_file, WriteFailures};
 use crate::{signals, Failure};
 
 #[derive(Args)]
 pub struct ReflectArgs {
-    /// Port to reflect on: afpacket:[NETNS/]IFACE, afxdp:[NETNS/]IFACE[@QUEUE], auto:…, or
-    /// lab:rx / lab:rx@afxdp (the lab's sink side).
+    #[arg(help = concat!("Port to reflect on (usually lab:rx, the lab's sink side), one of:", rx_port_forms!()))]
     port: String,
     /// Prefix of the lab that `lab:` ports refer to.
     #[arg(long, default_value = "strobe", value_name = "PREFIX")]
