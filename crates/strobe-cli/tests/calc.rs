@@ -111,14 +111,7 @@ fn calc_and_gen_read_rates_and_frame_sizes_alike() {
     // = 14.88 Mpps, and calc serialises a 64-byte frame (FCS included) as 72 bytes.
     let dir = Scratch::new("calc-gen-rate");
     let json = dir.path("g.json");
-    ok(strobe()
-        .args([
-            "gen",
-            "--port",
-            "pcap:g.pcap",
-            "--udp",
-            "198.18.0.1:1-198.18.1.1:2",
-        ])
+    ok(gen_udp_command("pcap:g.pcap")
         .args([
             "--rate", "10g", "--size", "64", "--count", "1001", "-q", "--json", &json,
         ])

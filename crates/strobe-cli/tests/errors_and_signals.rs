@@ -407,14 +407,7 @@ fn ctrl_c_ends_a_sweep_with_the_steps_so_far() {
 fn a_sweep_without_receiver_runs_every_rate() {
     // No receive port: nothing to measure, but each step runs and the sweep says so.
     let dir = Scratch::new("sweep-null");
-    let out = strobe()
-        .args([
-            "gen",
-            "--port",
-            "null",
-            "--udp",
-            "198.18.0.1:1-198.18.1.1:2",
-        ])
+    let out = gen_udp_command("null")
         .args(["--count", "100", "--rates", "10kpps,20kpps", "-q"])
         .current_dir(&dir.0)
         .output()
@@ -584,14 +577,7 @@ fn every_output_path_is_checked_before_the_first_frame() {
 fn an_output_that_fails_at_the_end_keeps_none_of_the_others_from_being_written() {
     // /dev/full opens for writing, then every write fails with ENOSPC.
     let dir = Scratch::new("outputs-after");
-    let out = strobe()
-        .args([
-            "gen",
-            "--port",
-            "null",
-            "--udp",
-            "198.18.0.1:1-198.18.1.1:2",
-        ])
+    let out = gen_udp_command("null")
         .args(["--count", "100", "-q"])
         .args(["--json", "/dev/full", "--csv", "ok.csv"])
         .args(["--latency-csv", "/dev/full", "--hdr-log", "ok.hlog"])
@@ -820,14 +806,7 @@ fn a_pcap_trace_larger_than_the_free_space_is_refused_before_the_run() {
     assert!(!dir.0.join("x.pcap").exists(), "the trace was started");
     // A duration is estimated from the rate: 10 Gbit/s of 64-byte frames for a day is
     // about 100 TiB.
-    let out = strobe()
-        .args([
-            "gen",
-            "--port",
-            "pcap:d.pcap",
-            "--udp",
-            "198.18.0.1:1-198.18.1.1:2",
-        ])
+    let out = gen_udp_command("pcap:d.pcap")
         .args(["--rate", "10gbps", "--duration", "86400s"])
         .current_dir(&dir.0)
         .output()
@@ -840,14 +819,7 @@ fn a_pcap_trace_larger_than_the_free_space_is_refused_before_the_run() {
     );
     assert!(!dir.0.join("d.pcap").exists(), "the trace was started");
     // An unpaced run's real-time limit does not bound a trace.
-    let out = strobe()
-        .args([
-            "gen",
-            "--port",
-            "pcap:m.pcap",
-            "--udp",
-            "198.18.0.1:1-198.18.1.1:2",
-        ])
+    let out = gen_udp_command("pcap:m.pcap")
         .args(["--rate", "max", "--duration", "1s"])
         .current_dir(&dir.0)
         .output()
@@ -861,14 +833,7 @@ fn a_full_disk_stops_a_pcap_run_with_its_results() {
     // /dev/full takes the file's creation, then fails every write with ENOSPC.
     let dir = Scratch::new("pcap-full");
     let json = dir.path("r.json");
-    let out = strobe()
-        .args([
-            "gen",
-            "--port",
-            "pcap:/dev/full",
-            "--udp",
-            "198.18.0.1:1-198.18.1.1:2",
-        ])
+    let out = gen_udp_command("pcap:/dev/full")
         .args(["--count", "200000", "-q", "--json", &json])
         .output()
         .unwrap();

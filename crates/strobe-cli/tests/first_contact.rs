@@ -69,14 +69,7 @@ fn zero_and_group_source_macs_are_refused_before_sending() {
         );
     }
     // The one-flow options name the flag.
-    let out = strobe()
-        .args([
-            "gen",
-            "--port",
-            "null",
-            "--udp",
-            "198.18.0.1:1-198.18.1.1:2",
-        ])
+    let out = gen_udp_command("null")
         .args(["--src-mac", "01:00:5e:00:00:01", "--count", "10"])
         .output()
         .unwrap();
@@ -106,14 +99,7 @@ fn max_loss_is_checked_before_the_run() {
             "not a loss percentage",
         ),
     ] {
-        let out = strobe()
-            .args([
-                "gen",
-                "--port",
-                "null",
-                "--udp",
-                "198.18.0.1:1-198.18.1.1:2",
-            ])
+        let out = gen_udp_command("null")
             .args(["--count", "10"])
             .args(extra)
             .output()
@@ -295,14 +281,7 @@ fn a_run_that_cannot_keep_up_says_so_in_one_line_and_in_json() {
     let dir = Scratch::new("fc-shortfall");
     let json = dir.path("s.json");
     // 14 Mpps, one frame per hand-over: far more than one core can pace.
-    let out = strobe()
-        .args([
-            "gen",
-            "--port",
-            "null",
-            "--udp",
-            "198.18.0.1:1-198.18.1.1:2",
-        ])
+    let out = gen_udp_command("null")
         .args(["--rate", "14mpps", "--count", "1000000", "--batch", "1"])
         .args(["--json", &json])
         .output()

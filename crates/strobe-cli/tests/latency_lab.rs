@@ -7,12 +7,11 @@
 //! - round trips through `strobe reflect`, on AF_PACKET and AF_XDP.
 
 mod common;
-use common::lab::{Capture, TestLab};
+use common::lab::{spawn_reflector, Capture, TestLab};
 use common::*;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::Child;
 
 /// Per frame of flow 0: sequence number -> (capture timestamp ns, trailer tx timestamp ns),
 /// decoded by tshark from a capture.
@@ -177,30 +176,11 @@ struct Reflector {
 
 impl Reflector {
     fn start(lab: &TestLab, port: &str, count: u64, json: &str) -> Reflector {
-        let mut child = strobe()
-            .args([
-                "reflect",
-                port,
-                "--lab",
-                &lab.prefix,
-                "--duration",
-                "60s",
-                "--json",
-                json,
-            ])
-            .args(["--count", &count.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        err.read_line(&mut line).unwrap();
-        assert!(
-            line.contains("reflecting on"),
-            "reflector did not start: {line}"
-        );
-        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        let mut cmd = strobe();
+        cmd.args(["reflect", port, "--lab", &lab.prefix])
+            .args(["--duration", "60s", "--json", json])
+            .args(["--count", &count.to_string()]);
+        let child = spawn_reflector(&mut cmd);
         Reflector { child }
     }
 

@@ -80,14 +80,7 @@ fn too_many_flows_are_refused_before_the_file_is_parsed() {
 #[test]
 fn cores_are_bounded_the_same_everywhere() {
     for cores in ["0", "257", "4294967296"] {
-        let out = strobe()
-            .args([
-                "gen",
-                "--port",
-                "null",
-                "--udp",
-                "198.18.0.1:1-198.18.1.1:2",
-            ])
+        let out = gen_udp_command("null")
             .args(["--count", "10", "--cores", cores])
             .output()
             .unwrap();
@@ -248,29 +241,14 @@ struct ReflectorAt1500 {
 
 impl ReflectorAt1500 {
     fn start(lab: &common::lab::TestLab, json: &str) -> ReflectorAt1500 {
-        use std::io::BufRead;
-        let mut child = strobe()
-            .args([
-                "reflect",
-                "lab:rx",
-                "--lab",
-                &lab.prefix,
-                "--duration",
-                "60s",
-            ])
-            .args(["--json", json])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        err.read_line(&mut line).unwrap();
-        assert!(
-            line.contains("reflecting on"),
-            "reflector did not start: {line}"
-        );
-        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        let mut cmd = strobe();
+        cmd.args(["reflect", "lab:rx", "--lab", &lab.prefix]).args([
+            "--duration",
+            "60s",
+            "--json",
+            json,
+        ]);
+        let child = common::lab::spawn_reflector(&mut cmd);
         ReflectorAt1500 { child }
     }
 

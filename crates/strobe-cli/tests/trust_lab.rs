@@ -11,10 +11,9 @@
 //!   valid per tshark.
 
 mod common;
-use common::lab::{Capture, TestLab};
+use common::lab::{spawn_reflector, Capture, TestLab};
 use common::*;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Output, Stdio};
 use std::time::Duration;
 
@@ -293,28 +292,14 @@ fn counts_stay_exact_across_the_sequence_wrap() {
 
 /// `strobe reflect` on `port` of `lab` for `duration`, writing its counters to `json`.
 fn reflector(lab: &TestLab, port: &str, duration: &str, json: &str) -> Running {
-    let mut child = strobe()
-        .args([
-            "reflect",
-            port,
-            "--lab",
-            &lab.prefix,
-            "--duration",
-            duration,
-        ])
-        .args(["--json", json])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    assert!(
-        line.contains("reflecting on"),
-        "reflector did not start: {line}"
-    );
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let mut cmd = strobe();
+    cmd.args(["reflect", port, "--lab", &lab.prefix]).args([
+        "--duration",
+        duration,
+        "--json",
+        json,
+    ]);
+    let child = spawn_reflector(&mut cmd);
     Running(Some(child))
 }
 

@@ -114,3 +114,24 @@ impl Drop for Capture {
         let _ = self.child.wait();
     }
 }
+
+/// Starts `strobe reflect` as `cmd` describes (its arguments already set) and returns once it
+/// says it is reflecting; its stderr is drained in the background from then on.
+pub fn spawn_reflector(cmd: &mut Command) -> Child {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting strobe reflect");
+    let mut err = BufReader::new(child.stderr.take().expect("piped stderr"));
+    let mut line = String::new();
+    err.read_line(&mut line)
+        .expect("reading the reflector's stderr");
+    assert!(
+        line.contains("reflecting on"),
+        "reflector did not start: {line}"
+    );
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    child
+}

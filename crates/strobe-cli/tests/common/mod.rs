@@ -106,6 +106,14 @@ pub fn tshark_times_ns(pcap: &str) -> Vec<u64> {
         .collect()
 }
 
+/// `strobe gen` with one UDP flow 198.18.0.1:1 -> 198.18.1.1:2 on `port`; add options and
+/// run it.
+pub fn gen_udp_command(port: &str) -> Command {
+    let mut cmd = strobe();
+    cmd.args(["gen", "--port", port, "--udp", "198.18.0.1:1-198.18.1.1:2"]);
+    cmd
+}
+
 /// `strobe gen` with one UDP flow 198.18.0.1:1000 -> 198.18.1.1:2000 on `port`, plus
 /// `extra` options; returns stdout (the run must succeed).
 pub fn gen_udp(port: &str, extra: &[&str]) -> String {
