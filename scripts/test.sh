@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
-need_apt tshark tcpdump nftables iproute2 ethtool libcap2-bin util-linux
+need_apt tshark tcpdump nftables iproute2 ethtool libcap2-bin util-linux procps
 # The independent reader of HdrHistogram interval logs.
 need_pip hdrh hdrhistogram
 cargo fmt --all -- --check

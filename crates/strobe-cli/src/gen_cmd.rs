@@ -15,6 +15,9 @@ use crate::results::{
 };
 use crate::{signals, Failure};
 
+/// Flows up to which `--latency-html` alone collects latency over time (see `execute`).
+const HTML_OVER_TIME_MAX_FLOWS: usize = 64;
+
 #[derive(Args, Clone)]
 pub struct GenArgs {
     /// Scenario file (TOML, OTG names). Without it, the one-flow options below describe the run.
@@ -352,8 +355,26 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
         failures.note(Err(Failure::Runtime(failure)));
     }
     failures.note(check_excess(&scenario, &report));
-    failures.note(check_max_loss(args.max_loss, &scenario, &report));
-    failures.outcome(signals::install()?.outcome())
+    let signals = signals::install()?;
+    if max_loss_applies(args.max_loss, signals) {
+        failures.note(check_max_loss(args.max_loss, &scenario, &report));
+    }
+    failures.outcome(signals.outcome())
+}
+
+/// `--max-loss` judges finished runs only: a run a signal stopped lost the frames still in
+/// flight, so its loss is not final (it exits 128 + the signal instead).
+fn max_loss_applies(max_loss: Option<f64>, signals: &signals::Interruption) -> bool {
+    match (max_loss, signals.signal()) {
+        (Some(_), Some(signal)) => {
+            eprintln!(
+                "--max-loss not checked: {} stopped the run, so its loss is not final",
+                signals::name(signal)
+            );
+            false
+        }
+        (max_loss, _) => max_loss.is_some(),
+    }
 }
 
 /// Every output file the arguments name, checked before anything is sent.
@@ -490,6 +511,7 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
     for failure in step_failures {
         failures.note(Err(Failure::Runtime(failure)));
     }
+    let judge_loss = max_loss_applies(args.max_loss, signals);
     for (rate, scenario, report) in &runs {
         let at_rate = |result: Result<(), Failure>| {
             result.map_err(|e| match e {
@@ -498,7 +520,9 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
             })
         };
         failures.note(at_rate(check_excess(scenario, report)));
-        failures.note(at_rate(check_max_loss(args.max_loss, scenario, report)));
+        if judge_loss {
+            failures.note(at_rate(check_max_loss(args.max_loss, scenario, report)));
+        }
     }
     failures.outcome(signals.outcome())
 }
@@ -518,7 +542,9 @@ fn check_excess(scenario: &Scenario, report: &strobe_engine::RunReport) -> Resul
         return Ok(());
     }
     Err(Failure::Runtime(format!(
-        "flow {} received more unique frames than it sent: another sender used this run's tag          (0x{:02x}), so loss and latency are not trustworthy; run again (each run draws a new          tag), or if you set --run-tag, give each generator its own",
+        "flow {} received more unique frames than it sent: another sender used this run's tag \
+         (0x{:02x}), so loss and latency are not trustworthy; run again (each run draws a new \
+         tag), or if you set --run-tag, give each generator its own",
         suspects.join(", "),
         report.run_tag
     )))
@@ -587,9 +613,22 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
     }
     if args.run_tag == Some(strobe_wire::trailer::LEGACY_TAG) {
         return Err(Failure::BadInput(format!(
-            "--run-tag {}: that is the tag of strobe versions before run tags, whose frames must              read as another run's; choose any other value from 0 to 255",
+            "--run-tag {}: that is the tag of strobe versions before run tags, whose frames must \
+             read as another run's; choose any other value from 0 to 255",
             strobe_wire::trailer::LEGACY_TAG
         )));
+    }
+    // The HTML report draws latency over time from the same intervals as the log. Each
+    // interval copies every active flow's histogram (about 229 KB) inside the receive loop,
+    // so for the report alone that is done only for a few flows.
+    let html_over_time =
+        args.outputs.latency_html.is_some() && scenario.flows.len() <= HTML_OVER_TIME_MAX_FLOWS;
+    let wants_intervals = args.outputs.hdr_log.is_some() || html_over_time;
+    if args.outputs.latency_html.is_some() && !wants_intervals {
+        eprintln!(
+            "note: the HTML report leaves out latency over time for more than \
+             {HTML_OVER_TIME_MAX_FLOWS} flows (add --hdr-log FILE to collect it anyway)"
+        );
     }
     let opts = RunOptions {
         drain_ns,
@@ -598,9 +637,8 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
         rx_busy_poll: args.rx_busy_poll,
         run_tag: args.run_tag,
         seq_start: args.seq_start,
-        // The HTML report draws latency over time from the same intervals as the log.
-        latency_interval_ns: match args.outputs.hdr_log.as_ref().or(args.outputs.latency_html.as_ref()) {
-            Some(_) => Some(
+        latency_interval_ns: match wants_intervals {
+            true => Some(
                 strobe_timing::parse_duration_ns(&args.outputs.hdr_interval)
                     .ok()
                     .filter(|&ns| ns >= 100_000_000)
@@ -613,7 +651,7 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
                         ))
                     })?,
             ),
-            None => None,
+            false => None,
         },
         ..opts
     };

@@ -86,7 +86,18 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let result = match cli.command {
+    // Long-running commands catch SIGINT/SIGTERM/SIGHUP from the start, so a signal that
+    // comes while they load and check their input still ends them the documented way.
+    let long_running = matches!(
+        cli.command,
+        Command::Gen(_) | Command::Demo(_) | Command::Reflect(_) | Command::Calibrate(_)
+    );
+    let installed = if long_running {
+        signals::install().map(|_| ())
+    } else {
+        Ok(())
+    };
+    let result = installed.and_then(|()| match cli.command {
         Command::Gen(args) => gen_cmd::run(*args),
         Command::Analyze(args) => analyze_cmd::run(args),
         Command::Lab(args) => lab_cmd::run(args),
@@ -96,7 +107,7 @@ fn main() -> ExitCode {
         Command::Clocks(args) => clocks_cmd::run(args),
         Command::Reflect(args) => reflect_cmd::run(args),
         Command::Calibrate(args) => calibrate_cmd::run(args),
-    };
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::BadInput(msg)) => {

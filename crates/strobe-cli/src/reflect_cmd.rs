@@ -138,12 +138,13 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
     })?
     .map_err(|_| Failure::Runtime("the reflector worker panicked".into()))?
     .map_err(Failure::from)?;
-    print_report(&report);
+    // The file first: the terminal may be gone by now (SIGHUP).
     let mut failures = WriteFailures::default();
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report_json(&report)).unwrap_or_default();
         failures.note(write_file(path, text.as_bytes()));
     }
+    print_report(&report);
     failures.outcome(signals.outcome())
 }
 

@@ -1,6 +1,6 @@
 //! SIGINT, SIGTERM and SIGHUP end a long-running command the same way: the first stops
 //! sending (the results of what ran are still drained, printed and written), a second ends
-//! the drain at once. `timeout`, systemd, CI runners and container stops send SIGTERM; a
+//! the drain at once, a third exits at once without results. `timeout`, systemd, CI runners and container stops send SIGTERM; a
 //! closed terminal sends SIGHUP.
 
 use std::io::{IsTerminal, Write as _};
@@ -96,7 +96,16 @@ pub fn install() -> Result<&'static Interruption, Failure> {
                         name(signal)
                     );
                 } else if !state.abort_drain.swap(true, Ordering::Relaxed) {
-                    let _ = writeln!(std::io::stderr(), "\n{}: ending the drain now", name(signal));
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "\n{}: ending the drain now (a third signal exits at once, without results)",
+                        name(signal)
+                    );
+                } else {
+                    // The escape hatch when something does not notice the first two (a port
+                    // that will not open, a hung write): the user should never need SIGKILL.
+                    let _ = writeln!(std::io::stderr(), "\n{}: exiting now", name(signal));
+                    std::process::exit(128 + signal);
                 }
             }
         })

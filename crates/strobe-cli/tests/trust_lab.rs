@@ -92,7 +92,8 @@ fn forged_and_stale_frames_are_counted_apart() {
     let dir = Scratch::new("trust-forged");
     let lab = TestLab::up("f", "cable");
     let json = dir.path("run.json");
-    let (count, tag) = (60_000u64, 77u8);
+    // 5 s at 20 kpps: room for the injections below on a loaded machine.
+    let (count, tag) = (100_000u64, 77u8);
     // Frames of this run's flow and tag, but stamped on a pcap trace's timeline (1970):
     // what a replay of an old capture or a forger would send.
     let stale = trace_frames(

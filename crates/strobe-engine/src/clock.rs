@@ -31,7 +31,7 @@ pub struct Clock {
 
 const SHIFT: u32 = 24;
 
-fn clock_ns(id: libc::clockid_t) -> u64 {
+pub(crate) fn clock_ns(id: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -594,7 +594,7 @@ pub fn run_port<B: Backend>(
         (false, Some(first)) => clock.ticks_to_ns(last_tx_ticks.saturating_sub(first)),
         _ => 0,
     };
-    report.planned_ns = first_deadline.map_or(0, |first| previous_deadline - first);
+    report.planned_ns = first_deadline.map_or(0, |first| previous_deadline.saturating_sub(first));
     report.flows = states.into_iter().map(|s| s.report).collect();
     Ok(report)
 }

@@ -219,7 +219,7 @@ fn diagnose_pcap(path: &str) -> Option<String> {
             ));
         }
         let (incl_len, orig_len) = (word(&rec[8..12]), word(&rec[12..16]));
-        let left = file_len - offset - 16;
+        let left = file_len.saturating_sub(offset).saturating_sub(16);
         if incl_len > snap_len.max(MAX_PLAUSIBLE_FRAME) {
             return Some(format!(
                 "offset {offset}: record {record} claims {incl_len} captured bytes, more than the \
