@@ -299,13 +299,7 @@ impl Part {
             .flows
             .iter()
             .map(|f| {
-                let sent = r
-                    .ports
-                    .iter()
-                    .flat_map(|p| &p.flows)
-                    .filter(|t| t.id == f.id)
-                    .map(|t| t.frames)
-                    .sum();
+                let sent = r.frames_sent(f.id);
                 let rx = r.rx_flows.get(f.id as usize).and_then(Option::as_ref);
                 PartFlow {
                     name: f.name.clone(),

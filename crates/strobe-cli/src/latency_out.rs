@@ -165,13 +165,7 @@ pub fn load_point(scenario: &Scenario, r: &RunReport) -> Option<LoadPoint> {
     // Offered: what the flow asked for. A sender that could not keep up sent less than that
     // (sent_pps), which is not loss: loss is what the receiver missed of what was sent.
     let offered_pps = f.schedule.rate.packets_per_sec(f.size.mean());
-    let sent: u64 = r
-        .ports
-        .iter()
-        .flat_map(|p| &p.flows)
-        .filter(|t| t.id == f.id)
-        .map(|t| t.frames)
-        .sum();
+    let sent: u64 = r.frames_sent(f.id);
     let lost = rx.lost.unwrap_or(0);
     (elapsed_s > 0.0).then(|| LoadPoint {
         offered_pps,
@@ -271,13 +265,7 @@ fn traffic(f: &strobe_model::FlowSpec, r: &RunReport) -> FlowTraffic {
     let rx = r.rx_flows.get(f.id as usize).and_then(Option::as_ref);
     FlowTraffic {
         offered: offered(f),
-        tx_frames: r
-            .ports
-            .iter()
-            .flat_map(|p| &p.flows)
-            .filter(|t| t.id == f.id)
-            .map(|t| t.frames)
-            .sum(),
+        tx_frames: r.frames_sent(f.id),
         rx_frames: rx.map_or(0, |x| x.counters.unique),
         lost: rx.and_then(|x| x.lost),
         jitter_ns: rx

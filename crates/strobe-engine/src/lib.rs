@@ -231,6 +231,18 @@ pub struct RunReport {
     pub latency_intervals: Vec<intervals::EncodedInterval>,
 }
 
+impl RunReport {
+    /// Frames flow `flow_id` sent, over every port (and worker) that sent it.
+    pub fn frames_sent(&self, flow_id: u16) -> u64 {
+        self.ports
+            .iter()
+            .flat_map(|p| &p.flows)
+            .filter(|f| f.id == flow_id)
+            .map(|f| f.frames)
+            .sum()
+    }
+}
+
 /// What a watcher of a running run is shown, about once per `tick` interval.
 pub struct Tick<'a> {
     /// Time since the transmitters started.
