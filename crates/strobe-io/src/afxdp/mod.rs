@@ -1167,22 +1167,28 @@ impl Receiver for AfXdpRx {
             if offset + desc.len as u64 > frame_size {
                 // Not a valid buffer: drop it (and the frame it was part of).
                 self.gathered = 0;
-            } else if self.layout.multi_buffer
+                self.fill.write(refill, frame * frame_size);
+                refill += 1;
+                continue;
+            }
+            // SAFETY: the kernel handed this frame to us through the RX ring and will not
+            // touch it until it is back on the fill ring, which happens after `each` returns
+            // (or the part is copied); the range lies inside the frame (checked above).
+            let data = unsafe {
+                std::slice::from_raw_parts(
+                    self.socket
+                        .frame_ptr(&self.layout, frame as u32)
+                        .add(offset as usize),
+                    desc.len as usize,
+                )
+            };
+            if self.layout.multi_buffer
                 && (self.gathered > 0 || desc.options & libc::XDP_PKT_CONTD != 0)
             {
-                // SAFETY: as below.
-                let part = unsafe {
-                    std::slice::from_raw_parts(
-                        self.socket
-                            .frame_ptr(&self.layout, frame as u32)
-                            .add(offset as usize),
-                        desc.len as usize,
-                    )
-                };
                 let at = self.gathered.min(self.gather.len());
-                let fits = part.len().min(self.gather.len() - at);
-                self.gather[at..at + fits].copy_from_slice(&part[..fits]);
-                self.gathered += part.len();
+                let fits = data.len().min(self.gather.len() - at);
+                self.gather[at..at + fits].copy_from_slice(&data[..fits]);
+                self.gathered += data.len();
                 if desc.options & libc::XDP_PKT_CONTD == 0 {
                     // A frame longer than `gather` arrives cut short: counted as truncated.
                     let len = self.gathered.min(self.gather.len());
@@ -1196,17 +1202,6 @@ impl Receiver for AfXdpRx {
                     self.gathered = 0;
                 }
             } else {
-                // SAFETY: the kernel handed this frame to us through the RX ring and will not
-                // touch it until it is back on the fill ring, which happens after `each`
-                // returns; the range lies inside the frame (checked above).
-                let data = unsafe {
-                    std::slice::from_raw_parts(
-                        self.socket
-                            .frame_ptr(&self.layout, frame as u32)
-                            .add(offset as usize),
-                        desc.len as usize,
-                    )
-                };
                 each(&RxFrame {
                     data,
                     wire_len: desc.len,
