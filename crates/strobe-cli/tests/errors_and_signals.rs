@@ -435,7 +435,7 @@ fn a_second_signal_ends_the_drain_at_once_and_the_results_are_still_written() {
     let child = lab
         .gen_command("lab:tx", "lab:rx")
         .args(["--rate", "10kpps", "--duration", "120s", "--drain", "60s"])
-        .args(["--json", &json, "--csv", &csv])
+        .args(["--json", &json, "--csv", &csv, "--max-loss", "0"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -454,6 +454,11 @@ fn a_second_signal_ends_the_drain_at_once_and_the_results_are_still_written() {
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     stopped_by(out, libc::SIGINT, "SIGINT");
     assert!(stderr.contains("SIGTERM: ending the drain now"), "{stderr}");
+    // The loss of a stopped run is not final: --max-loss leaves it (exit 130, not 1).
+    assert!(
+        stderr.contains("--max-loss not checked: SIGINT stopped the run"),
+        "{stderr}"
+    );
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert!(
@@ -983,4 +988,33 @@ fn sigterm_ends_calibrate_without_a_calibration_and_removes_its_lab() {
         .unwrap();
     let netns = String::from_utf8_lossy(&netns.stdout);
     assert!(!netns.contains("strobe-cal-"), "{netns}");
+}
+
+#[test]
+fn the_html_report_alone_collects_latency_over_time_for_few_flows_only() {
+    // Each interval copies every active flow's histogram in the receive loop.
+    let dir = Scratch::new("html-flows");
+    let flows: String = (0..65)
+        .map(|i| {
+            format!(
+                "[[flows]]\nname = \"f{i}\"\ntx = \"p\"\nrate = {{ pps = 1000 }}\n\
+                 duration = {{ fixed_packets = {{ packets = 1 }} }}\n\
+                 [[flows.packet]]\nethernet = {{ src = \"02:00:00:00:00:01\" }}\n\
+                 [[flows.packet]]\nipv4 = {{}}\n[[flows.packet]]\nudp = {{}}\n"
+            )
+        })
+        .collect();
+    let scenario = format!("[[ports]]\nname = \"p\"\nlocation = \"null\"\n\n{flows}");
+    let file = dir.path("many.toml");
+    std::fs::write(&file, scenario).unwrap();
+    let html = dir.path("r.html");
+    let out = strobe()
+        .args(["gen", &file, "-q", "--latency-html", &html])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        err.contains("leaves out latency over time for more than 64 flows"),
+        "{err}"
+    );
 }
