@@ -1,0 +1,167 @@
+//! The timing floor of a transmit path, and where a sender that keeps absolute deadlines
+//! puts frames on such a path.
+//!
+//! A software sender hands frames to the kernel in calls. One call costs `handover_ns`
+//! whatever it carries (system call, locks, the first frame), and every further frame of the
+//! same call leaves `spacing_ns` after the one before it (the path's back-to-back spacing).
+//! So the gaps a path can produce are `spacing_ns` (frames of one call) or `handover_ns` and
+//! more (frames of separate calls): nothing in between. A schedule asking for gaps below
+//! `handover_ns` is served best by *coalescing*: a frame joins the call of the frames before
+//! it when it then leaves closer to its deadline than it could alone in the next call.
+//!
+//! [`PathFloor::joins`] is that decision; the engine makes it for every paced frame, and
+//! [`perfect_departures`] applies it to a whole schedule: the departures of an ideal sender
+//! on the path, which `strobe analyze` compares captures with. Deadlines stay absolute, so
+//! a coalesced schedule keeps its long-run rate.
+
+/// What a transmit path allows: the cost of one hand-over and the spacing of the frames
+/// handed over together. Measured per port (see the engine's floor probe).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathFloor {
+    /// The closest two frames handed over in separate calls can leave: one call of one
+    /// frame, from its start to the start of the next call.
+    pub handover_ns: u64,
+    /// The closest frames leave at all: the spacing of frames handed over in one call.
+    pub spacing_ns: u64,
+}
+
+impl PathFloor {
+    /// Time a call of `frames` frames keeps the sender busy.
+    pub fn call_ns(&self, frames: usize) -> u64 {
+        let extra = frames.saturating_sub(1) as u64;
+        self.handover_ns
+            .saturating_add(extra.saturating_mul(self.spacing_ns))
+    }
+
+    /// The highest rate a paced sender reaches on this path with calls of at most
+    /// `max_batch` frames (frames per second).
+    pub fn ceiling_pps(&self, max_batch: usize) -> f64 {
+        let n = max_batch.max(1);
+        let ns = self.call_ns(n).max(1);
+        n as f64 * 1e9 / ns as f64
+    }
+
+    /// Whether the frame due at `deadline_ns` joins the call that starts at `start_ns` and
+    /// holds `held` frames so far (`held` ≥ 1). Joined, it leaves at
+    /// `start_ns + held × spacing_ns`; alone, at its deadline but not before the call ends
+    /// (`start_ns + call_ns(held)`). It joins when that leaves it closer to its deadline;
+    /// a tie goes to the separate call, which never sends a frame early.
+    pub fn joins(&self, start_ns: u64, held: usize, deadline_ns: u64) -> bool {
+        let start = i128::from(start_ns);
+        let held = held as i128;
+        let (h, s) = (i128::from(self.handover_ns), i128::from(self.spacing_ns));
+        let joined = start + held * s;
+        let alone_earliest = start + h + (held - 1) * s;
+        let d = i128::from(deadline_ns);
+        if d <= joined {
+            // Late even in the call; alone it would be later still unless calls are cheaper
+            // than the spacing.
+            return h > s;
+        }
+        // Joined it leaves early by d - joined; alone late by alone_earliest - d (if > 0).
+        d - joined < alone_earliest - d
+    }
+}
+
+/// Departures (ns) of an ideal sender on `floor` for `deadlines` (ascending): each call
+/// starts at its first frame's deadline or when the previous call ends, whichever is later,
+/// takes the following frames while [`PathFloor::joins`] says so (at most `max_batch`), and
+/// its frames leave `spacing_ns` apart. The constant delay from call to wire is left out.
+pub fn perfect_departures(deadlines: &[u64], floor: PathFloor, max_batch: usize) -> Vec<u64> {
+    let max_batch = max_batch.max(1);
+    let mut out = Vec::with_capacity(deadlines.len());
+    let mut free_ns = 0u64;
+    let mut i = 0;
+    while i < deadlines.len() {
+        let start = deadlines[i].max(free_ns);
+        let mut held = 1;
+        while i + held < deadlines.len()
+            && held < max_batch
+            && floor.joins(start, held, deadlines[i + held])
+        {
+            held += 1;
+        }
+        out.extend((0..held as u64).map(|k| start + k * floor.spacing_ns));
+        free_ns = start.saturating_add(floor.call_ns(held));
+        i += held;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PATH: PathFloor = PathFloor {
+        handover_ns: 2_300,
+        spacing_ns: 900,
+    };
+
+    #[test]
+    fn frames_far_apart_leave_at_their_deadlines() {
+        let deadlines: Vec<u64> = (0..100).map(|k| k * 10_000).collect();
+        assert_eq!(perfect_departures(&deadlines, PATH, 256), deadlines);
+    }
+
+    #[test]
+    fn a_close_frame_joins_when_that_is_nearer_its_deadline() {
+        // 1.0 µs after the head: joined it leaves at 0.9 (0.1 early), alone at 2.3 (1.3 late).
+        assert!(PATH.joins(0, 1, 1_000));
+        // 2.0 µs: joined 1.1 early, alone 0.3 late.
+        assert!(!PATH.joins(0, 1, 2_000));
+        // The midpoint is 1.6 µs: 0.7 either way, a tie that stays alone.
+        assert!(!PATH.joins(0, 1, 1_600));
+        assert!(PATH.joins(0, 1, 1_599));
+    }
+
+    #[test]
+    fn gaps_between_spacing_and_handover_do_not_exist() {
+        let deadlines: Vec<u64> = (0..1000).map(|k| k * 1_500).collect();
+        let out = perfect_departures(&deadlines, PATH, 256);
+        for w in out.windows(2) {
+            let gap = w[1] - w[0];
+            assert!(gap == 900 || gap >= 2_300, "gap {gap}");
+        }
+    }
+
+    #[test]
+    fn long_run_rate_is_kept_above_the_handover_rate() {
+        // 1 Mpps asks for 1 µs gaps: calls grow until the path keeps up.
+        let deadlines: Vec<u64> = (0..100_000).map(|k| k * 1_000).collect();
+        let out = perfect_departures(&deadlines, PATH, 256);
+        let last = *out.last().unwrap();
+        let lag = last as i64 - *deadlines.last().unwrap() as i64;
+        assert!(lag.abs() < 30_000, "last frame {lag} ns off its deadline");
+        assert!(PATH.ceiling_pps(256) > 1.05e6);
+    }
+
+    #[test]
+    fn a_rate_above_the_ceiling_falls_behind() {
+        let deadlines: Vec<u64> = (0..10_000).map(|k| k * 800).collect();
+        let out = perfect_departures(&deadlines, PATH, 256);
+        let span = out.last().unwrap() - out[0];
+        assert!(span > 9_999 * 880, "span {span}");
+    }
+
+    #[test]
+    fn a_batch_cap_of_one_sends_every_frame_alone() {
+        let deadlines: Vec<u64> = (0..10).map(|k| k * 1_000).collect();
+        let out = perfect_departures(&deadlines, PATH, 1);
+        for w in out.windows(2) {
+            assert_eq!(w[1] - w[0], 2_300);
+        }
+    }
+
+    #[test]
+    fn spacing_above_handover_only_joins_late_frames() {
+        let slow_wire = PathFloor {
+            handover_ns: 1_000,
+            spacing_ns: 5_000,
+        };
+        assert!(!slow_wire.joins(0, 1, 2_000));
+        assert_eq!(
+            perfect_departures(&[0, 6_000, 12_000], slow_wire, 256),
+            vec![0, 6_000, 12_000]
+        );
+    }
+}
