@@ -33,11 +33,20 @@ pub fn run(args: AnalyzeArgs) -> Result<(), Failure> {
         .transpose()?;
     let mut timestamps_ns = Vec::new();
     let mut frame_lens = Vec::new();
+    // Floor probe frames (sent before a paced run to measure the path) are not the run's.
+    let mut probes = 0u64;
     let info = strobe_io::read_capture(&args.capture, false, |f| {
+        if strobe_wire::trailer::is_probe(&f.data) {
+            probes += 1;
+            return;
+        }
         timestamps_ns.push(f.ts_ns);
         frame_lens.push(f.orig_len);
     })
     .map_err(|e| Failure::BadInput(e.to_string()))?;
+    if probes > 0 && !args.json {
+        eprintln!("note: left out {probes} floor probe frames (strobe's path measurement before a paced run)");
+    }
     let capture = Capture {
         timestamps_ns,
         frame_lens,

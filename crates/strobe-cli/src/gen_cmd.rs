@@ -69,10 +69,18 @@ pub struct GenArgs {
     #[arg(long, help_heading = "One-flow options")]
     no_trailer: bool,
 
-    /// Frames handed to the backend at once (default 1 when paced; unpaced, 32 when latency
-    /// is measured, else the backend's fastest batch: 256 on AF_PACKET and AF_XDP copy mode).
+    /// Paced: most frames one hand-over may carry (default 256; frames join a hand-over only
+    /// when their deadlines are closer than the port's floor allows; 1 = every frame alone).
+    /// Unpaced: frames per hand-over (32 when latency is measured, else the backend's
+    /// fastest batch: 256 on AF_PACKET and AF_XDP copy mode).
     #[arg(long)]
     batch: Option<usize>,
+    /// The transmit path's floor for paced ports, HANDOVER/SPACING (e.g. 2.3us/0.9us): what
+    /// one hand-over costs and how closely frames handed over together leave. Default: each
+    /// paced port measures it before the run with a few hundred probe frames (their
+    /// trailer marker cleared, so no strobe receiver counts them; a device under test does).
+    #[arg(long, value_name = "HANDOVER/SPACING")]
+    floor: Option<String>,
     /// When falling behind: smooth (shift at the stall, then shorten later gaps by at most
     /// 1/50 until on time again: keeps the asked rate and gaps), shift (keep gaps, the rate
     /// dips) or catch-up (burst until on time).
@@ -593,8 +601,19 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
     if args.batch == Some(0) {
         return Err(Failure::BadInput("--batch must be at least 1".into()));
     }
+    let floor = args
+        .floor
+        .as_deref()
+        .map(|text| {
+            text.parse::<strobe_timing::PathFloor>()
+                .map_err(|e| Failure::BadInput(format!("--floor {text}: {e}")))
+        })
+        .transpose()?;
     let opts = RunOptions {
         batch: args.batch,
+        floors: floor
+            .map(|f| scenario.ports.iter().map(|p| (p.name.clone(), f)).collect())
+            .unwrap_or_default(),
         late_policy: match args.late.as_str() {
             "catch-up" => LatePolicy::CatchUp,
             "smooth" => LatePolicy::Smooth,

@@ -106,6 +106,17 @@ impl Status {
     }
 
     pub fn tick(&mut self, t: &Tick<'_>) {
+        if let Some(pacings) = t.ready {
+            for p in pacings {
+                if !self.quiet {
+                    eprintln!("{}", crate::results::pacing_line(p));
+                }
+                if let Some(w) = p.warning() {
+                    eprintln!("warning: {w}");
+                }
+            }
+            return;
+        }
         if self.quiet {
             return;
         }
@@ -277,16 +288,30 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
                 );
             }
             if let Some(h) = &p.handover {
+                println!("  hand-over after deadline: {}", error_text(h));
+            }
+            if let Some(pacing) = &p.pacing {
+                println!("  {}", pacing_line(pacing));
+                if let Some(f) = pacing.observed {
+                    println!(
+                        "  floor as the run's hand-overs refined it: {} per hand-over, {} back \
+                         to back",
+                        duration_text(f.handover_ns),
+                        duration_text(f.spacing_ns)
+                    );
+                }
                 println!(
-                    "  hand-over after deadline: p50 {}, p99 {}, p99.9 {}, p99.99 {}, max {}; \
-                     {:.2} % within 100 ns, {:.2} % within 1 µs",
-                    duration_text(h.p50_ns),
-                    duration_text(h.p99_ns),
-                    duration_text(h.p99_9_ns),
-                    duration_text(h.p99_99_ns),
-                    duration_text(h.max_ns),
-                    h.within_100ns * 100.0,
-                    h.within_1us * 100.0
+                    "  hand-overs: {}; {} frames ({:.2} %) left coalesced with others",
+                    p.handovers,
+                    p.coalesced_frames,
+                    pct(p.coalesced_frames, p.frames)
+                );
+            }
+            if let Some(d) = &p.departure {
+                println!(
+                    "  estimated departure vs deadline (frame k of a hand-over k spacings after \
+                     it; early or late): {}",
+                    error_text(d)
                 );
             }
         }
@@ -428,17 +453,21 @@ pub fn to_json(
             "late_frames": p.late_frames,
             "max_late_ns": p.max_late_ns,
             "shifted_ns": p.shifted_ns,
-            "handover_error": p.handover.as_ref().map(|h| json!({
-                "samples": h.samples,
-                "p50_ns": h.p50_ns,
-                "p90_ns": h.p90_ns,
-                "p99_ns": h.p99_ns,
-                "p99_9_ns": h.p99_9_ns,
-                "p99_99_ns": h.p99_99_ns,
-                "max_ns": h.max_ns,
-                "within_100ns": h.within_100ns,
-                "within_1us": h.within_1us,
+            "handover_error": p.handover.as_ref().map(error_json),
+            "pacing": p.pacing.as_ref().map(|c| json!({
+                "handover_ns": c.floor.handover_ns,
+                "spacing_ns": c.floor.spacing_ns,
+                "floor_source": c.source.name(),
+                "probe_frames": c.probe_frames,
+                "max_batch": c.max_batch,
+                "ceiling_pps": c.ceiling_pps,
+                "asked_pps": c.asked_pps,
+                "observed_handover_ns": c.observed.map(|f| f.handover_ns),
+                "observed_spacing_ns": c.observed.map(|f| f.spacing_ns),
             })),
+            "handovers": p.handovers,
+            "coalesced_frames": p.coalesced_frames,
+            "departure_error": p.departure.as_ref().map(error_json),
             "elapsed_ns": p.elapsed_ns,
             "planned_ns": p.planned_ns,
             "t0_unix_ns": p.t0_unix_ns,
@@ -808,6 +837,56 @@ pub fn shortfall(p: &PortReport) -> Option<String> {
         pps_text(rate(p.planned_ns)),
         duration_text(p.planned_ns),
     ))
+}
+
+fn error_text(h: &strobe_engine::HandoverError) -> String {
+    format!(
+        "p50 {}, p99 {}, p99.9 {}, p99.99 {}, max {}; {:.2} % within 100 ns, {:.2} % within 1 µs",
+        duration_text(h.p50_ns),
+        duration_text(h.p99_ns),
+        duration_text(h.p99_9_ns),
+        duration_text(h.p99_99_ns),
+        duration_text(h.max_ns),
+        h.within_100ns * 100.0,
+        h.within_1us * 100.0
+    )
+}
+
+fn error_json(h: &strobe_engine::HandoverError) -> serde_json::Value {
+    json!({
+        "samples": h.samples,
+        "p50_ns": h.p50_ns,
+        "p90_ns": h.p90_ns,
+        "p99_ns": h.p99_ns,
+        "p99_9_ns": h.p99_9_ns,
+        "p99_99_ns": h.p99_99_ns,
+        "max_ns": h.max_ns,
+        "within_100ns": h.within_100ns,
+        "within_1us": h.within_1us,
+    })
+}
+
+/// One line on a paced port's floor: what one hand-over costs, how closely frames handed
+/// over together leave, and the highest rate that paces.
+pub fn pacing_line(p: &strobe_engine::PortPacing) -> String {
+    format!(
+        "tx port {}: floor {} per hand-over, {} back to back ({}{}); paces up to {} with up to \
+         {} frames per hand-over{}",
+        p.port,
+        duration_text(p.floor.handover_ns),
+        duration_text(p.floor.spacing_ns),
+        p.source.name(),
+        match p.probe_frames {
+            0 => String::new(),
+            n => format!(" with {n} probe frames"),
+        },
+        pps_text(p.ceiling_pps),
+        p.max_batch,
+        match p.asked_pps {
+            Some(asked) => format!("; asked {}", pps_text(asked)),
+            None => String::new(),
+        }
+    )
 }
 
 /// A packet rate with a unit that keeps it readable.

@@ -5,6 +5,7 @@
 //! - [`worker`]: one transmit worker per port walking an absolute-deadline schedule on the
 //!   TSC ([`clock`]), flows merged by deadline.
 pub mod clock;
+pub mod floor;
 pub mod generator;
 pub mod intervals;
 pub mod latency;
@@ -29,6 +30,7 @@ use strobe_model::Scenario;
 use strobe_timing::{Duration, Pattern, ScheduleSpec};
 
 pub use clock::{Clock, ClockSource};
+pub use floor::{FloorSource, PortPacing};
 pub use generator::FlowGenerator;
 pub use worker::{run_port, FlowReport, HandoverError, LatePolicy, PortReport, RunOptions};
 
@@ -148,6 +150,43 @@ pub fn oversubscription(scenario: &Scenario, tx_workers: usize) -> Option<String
     })
 }
 
+/// A paced worker's floor: given for its port in `opts.floors`, else probed on `backend`
+/// with the first flow's frame (before any receiver opens, so none of ours sees the probe).
+fn port_pacing(
+    worker: &str,
+    port: &str,
+    backend: &mut AnyBackend,
+    flows: &[strobe_model::FlowSpec],
+    clock: &Clock,
+    opts: &RunOptions,
+) -> Result<PortPacing, EngineError> {
+    let max_batch = opts
+        .batch
+        .unwrap_or(strobe_io::MAX_BATCH)
+        .clamp(1, backend.slot_count().clamp(1, strobe_io::MAX_BATCH));
+    if let Some((_, floor)) = opts.floors.iter().find(|(name, _)| name == port) {
+        return Ok(PortPacing::new(
+            worker,
+            *floor,
+            FloorSource::Given,
+            max_batch,
+            flows,
+        ));
+    }
+    let frame = match flows.first() {
+        Some(f) => FlowGenerator::compile(f, DEFAULT_RUN_TAG, 0)?.probe_frame(),
+        None => vec![0; 60],
+    };
+    let (floor, sent) =
+        floor::probe(backend, clock, &frame).map_err(|source| EngineError::Port {
+            port: port.to_string(),
+            source,
+        })?;
+    let mut pacing = PortPacing::new(worker, floor, FloorSource::Probed, max_batch, flows);
+    pacing.probe_frames = sent;
+    Ok(pacing)
+}
+
 /// Whether a flow's schedule comes to an end by itself.
 fn schedule_ends(spec: &ScheduleSpec) -> bool {
     match spec.duration {
@@ -245,6 +284,9 @@ impl RunReport {
 
 /// What a watcher of a running run is shown, about once per `tick` interval.
 pub struct Tick<'a> {
+    /// Once, before the first frame: every paced port's floor and ceiling (the flows and
+    /// counters are then empty). None on every other tick.
+    pub ready: Option<&'a [PortPacing]>,
     /// Time since the transmitters started.
     pub elapsed_ns: u64,
     pub flows: &'a [live::FlowSnapshot],
@@ -315,7 +357,7 @@ pub fn run_scenario(
                     reason: "splitting Poisson flows needs more than 65536 flow ids".into(),
                 }
             })?;
-        let batch = opts.batch.unwrap_or(32);
+        let batch = opts.batch.unwrap_or(strobe_io::MAX_BATCH);
         for (k, worker_flows) in per_worker.into_iter().enumerate() {
             if worker_flows.is_empty() {
                 continue;
@@ -342,8 +384,30 @@ pub fn run_scenario(
             } else {
                 port.name.clone()
             };
-            tx_jobs.push((name, backend, worker_flows));
+            let mut backend = backend;
+            let pacing = if scheduled || opts.unpaced {
+                None
+            } else {
+                Some(port_pacing(
+                    &name,
+                    &port.name,
+                    &mut backend,
+                    &worker_flows,
+                    &clock,
+                    opts,
+                )?)
+            };
+            tx_jobs.push((name, backend, worker_flows, pacing));
         }
+    }
+    let pacings: Vec<PortPacing> = tx_jobs.iter().filter_map(|j| j.3.clone()).collect();
+    if !pacings.is_empty() {
+        on_tick(&Tick {
+            ready: Some(&pacings),
+            elapsed_ns: 0,
+            flows: &[],
+            rx_other: 0,
+        });
     }
     let ids = next_id;
     let live = Arc::new(LiveCounters::new(ids));
@@ -463,7 +527,7 @@ pub fn run_scenario(
         let tx_handles = tx_jobs
             .into_iter()
             .enumerate()
-            .map(|(i, (name, mut backend, flows))| {
+            .map(|(i, (name, mut backend, flows, pacing))| {
                 let stop = stop.clone();
                 let clock = &clock;
                 let thread_name = name.clone();
@@ -472,12 +536,19 @@ pub fn run_scenario(
                     .name(format!("tx-{name}"))
                     .spawn_scoped(scope, move || {
                         let pinned = core.filter(|&c| pin::pin_current_thread(c));
-                        run_port(&thread_name, &mut backend, &flows, clock, opts, &stop).map(
-                            |mut report| {
-                                report.core = pinned;
-                                report
-                            },
+                        run_port(
+                            &thread_name,
+                            &mut backend,
+                            &flows,
+                            clock,
+                            opts,
+                            pacing,
+                            &stop,
                         )
+                        .map(|mut report| {
+                            report.core = pinned;
+                            report
+                        })
                     })
                     .map_err(|source| EngineError::Spawn {
                         thread: format!("the transmit worker for port `{name}`"),
@@ -517,6 +588,7 @@ pub fn run_scenario(
                     f.rx_unique += snap.rx_unique;
                 }
                 on_tick(&Tick {
+                    ready: None,
                     elapsed_ns,
                     flows: &flows,
                     rx_other: live.rx_other.load(Ordering::Relaxed),

@@ -77,6 +77,7 @@ fn unpaced_run(measured: bool) -> (usize, usize) {
         &scenario.flows,
         &Clock::monotonic(),
         &opts,
+        None,
         &AtomicBool::new(false),
     )
     .unwrap();

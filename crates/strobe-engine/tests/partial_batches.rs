@@ -75,6 +75,7 @@ fn short_batches_are_completed_in_order() {
         &scenario.flows,
         &Clock::monotonic(),
         &opts,
+        None,
         &AtomicBool::new(false),
     )
     .unwrap();

@@ -25,6 +25,29 @@ pub struct PathFloor {
     pub spacing_ns: u64,
 }
 
+impl std::str::FromStr for PathFloor {
+    type Err = crate::TimingError;
+
+    /// `HANDOVER/SPACING` (e.g. `2.3us/0.9us`), or one duration for both.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (handover, spacing) = text.split_once('/').unwrap_or((text, text));
+        let handover_ns = crate::parse_duration_ns(handover.trim())?;
+        let spacing_ns = crate::parse_duration_ns(spacing.trim())?;
+        if handover_ns == 0 || spacing_ns == 0 {
+            return Err(crate::error::invalid(
+                "floor",
+                text,
+                "both the hand-over cost and the spacing must be above zero \
+                 (HANDOVER/SPACING, e.g. 2.3us/0.9us)",
+            ));
+        }
+        Ok(PathFloor {
+            handover_ns,
+            spacing_ns,
+        })
+    }
+}
+
 impl PathFloor {
     /// Time a call of `frames` frames keeps the sender busy.
     pub fn call_ns(&self, frames: usize) -> u64 {
@@ -63,6 +86,53 @@ impl PathFloor {
     }
 }
 
+/// A floor kept up to date from the hand-overs a run makes: each call's duration refines
+/// the hand-over cost (calls of one frame) or the spacing (calls of more). Exponentially
+/// weighted (1/[`FloorEstimate::WEIGHT`] per call); a call more than 4× the estimate was
+/// interrupted (preemption, an interrupt) and says nothing about the path, so it is skipped.
+#[derive(Clone, Copy, Debug)]
+pub struct FloorEstimate {
+    handover_ns: f64,
+    spacing_ns: f64,
+}
+
+impl FloorEstimate {
+    pub const WEIGHT: f64 = 64.0;
+
+    pub fn new(start: PathFloor) -> Self {
+        FloorEstimate {
+            handover_ns: start.handover_ns.max(1) as f64,
+            spacing_ns: start.spacing_ns.max(1) as f64,
+        }
+    }
+
+    /// A call of `frames` frames took `call_ns`.
+    pub fn observe(&mut self, frames: usize, call_ns: u64) {
+        let call = call_ns as f64;
+        match frames {
+            0 => {}
+            1 => {
+                if call <= 4.0 * self.handover_ns {
+                    self.handover_ns += (call - self.handover_ns) / Self::WEIGHT;
+                }
+            }
+            n => {
+                let per_frame = (call - self.handover_ns) / (n - 1) as f64;
+                if per_frame > 0.0 && per_frame <= 4.0 * self.spacing_ns {
+                    self.spacing_ns += (per_frame - self.spacing_ns) / Self::WEIGHT;
+                }
+            }
+        }
+    }
+
+    pub fn floor(&self) -> PathFloor {
+        PathFloor {
+            handover_ns: self.handover_ns.round().max(1.0) as u64,
+            spacing_ns: self.spacing_ns.round().max(1.0) as u64,
+        }
+    }
+}
+
 /// Departures (ns) of an ideal sender on `floor` for `deadlines` (ascending): each call
 /// starts at its first frame's deadline or when the previous call ends, whichever is later,
 /// takes the following frames while [`PathFloor::joins`] says so (at most `max_batch`), and
@@ -96,6 +166,28 @@ mod tests {
         handover_ns: 2_300,
         spacing_ns: 900,
     };
+
+    #[test]
+    fn floors_are_read_as_handover_and_spacing() {
+        assert_eq!("2.3us/0.9us".parse::<PathFloor>().unwrap(), PATH);
+        let both: PathFloor = "500ns".parse().unwrap();
+        assert_eq!((both.handover_ns, both.spacing_ns), (500, 500));
+        assert!("0/1us".parse::<PathFloor>().is_err());
+        assert!("fast".parse::<PathFloor>().is_err());
+    }
+
+    #[test]
+    fn the_estimate_follows_the_calls_and_skips_interrupted_ones() {
+        let mut e = FloorEstimate::new(PATH);
+        for _ in 0..1_000 {
+            e.observe(1, 2_000);
+            e.observe(11, 2_000 + 10 * 1_200);
+            e.observe(1, 1_000_000);
+        }
+        let f = e.floor();
+        assert!((1_990..=2_010).contains(&f.handover_ns), "{f:?}");
+        assert!((1_190..=1_210).contains(&f.spacing_ns), "{f:?}");
+    }
 
     #[test]
     fn frames_far_apart_leave_at_their_deadlines() {

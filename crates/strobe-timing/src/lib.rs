@@ -31,7 +31,7 @@ mod schedule;
 
 pub use dist::{Dist, EmpiricalTable};
 pub use error::TimingError;
-pub use floor::{perfect_departures, PathFloor};
+pub use floor::{perfect_departures, FloorEstimate, PathFloor};
 pub use parse::{parse_duration_ns, parse_rate};
 pub use rate::{l1_bits, Rate, L1_OVERHEAD_BYTES, MAX_RATE, MIN_RATE};
 pub use schedule::{

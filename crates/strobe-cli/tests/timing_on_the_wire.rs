@@ -1,0 +1,227 @@
+//! Timing on the wire: paced frames coalesce to the port's floor, so random and bursty
+//! models keep their short gaps and their rate on a live port, and a rate above what the
+//! path paces is warned about before the first frame. Captured with tcpdump at the
+//! receiving end of a lab cable and read back by tshark (not by strobe's own reader).
+//! Needs root, as every live test here. Bounds are generous: the figures live in BENCHMARKS.md (`bench/run precision`).
+
+mod common;
+use common::lab::{Capture, TestLab};
+use common::*;
+
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+
+/// One timing run at a time: two at once on a 2-core machine measure each other.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static RUNS: Mutex<()> = Mutex::new(());
+    RUNS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Capture timestamps (ns) of the run's frames (UDP to port 2000), floor probe frames left
+/// out, by tshark.
+fn run_times_ns(pcap: &str) -> Vec<u64> {
+    let out = Command::new("tshark")
+        .args(["-r", pcap, "-T", "fields", "-e", "frame.time_epoch"])
+        .args(["-Y", "udp.dstport == 2000 and not frame contains \"P-strobe-floor-P\""])
+        .output()
+        .expect("tshark (apt-get install tshark)");
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| {
+            let (s, frac) = line.trim().split_once('.').unwrap_or((line.trim(), "0"));
+            let frac = format!("{frac:0<9}");
+            s.parse::<u64>().unwrap() * 1_000_000_000 + frac[..9].parse::<u64>().unwrap()
+        })
+        .collect()
+}
+
+fn gaps(times: &[u64]) -> Vec<u64> {
+    times
+        .windows(2)
+        .map(|w| w[1].saturating_sub(w[0]))
+        .collect()
+}
+
+fn share_below(gaps: &[u64], ns: u64) -> f64 {
+    gaps.iter().filter(|&&g| g < ns).count() as f64 / gaps.len() as f64
+}
+
+/// One paced run on a cable lab, captured at the receiving end: (gen's JSON, gaps).
+fn captured_run(
+    lab: &TestLab,
+    dir: &Scratch,
+    name: &str,
+    extra: &[&str],
+) -> (serde_json::Value, Vec<u64>) {
+    let pcap = dir.path(&format!("{name}.pcap"));
+    let json = dir.path(&format!("{name}.json"));
+    {
+        let _capture = Capture::start(&lab.ns("rx"), "rx0", &pcap);
+        ok(lab
+            .gen_command("lab:tx", "lab:rx")
+            .args(["--json", &json])
+            .args(extra)
+            .output()
+            .unwrap());
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let times = run_times_ns(&pcap);
+    let sent = report["ports"][0]["frames_tx"].as_u64().unwrap() as usize;
+    assert!(
+        times.len() >= sent * 99 / 100,
+        "{name}: captured {} of {sent} frames",
+        times.len()
+    );
+    (report, gaps(&times))
+}
+
+#[test]
+fn poisson_keeps_its_short_gaps_and_its_rate_on_a_live_port() {
+    let _one = one_at_a_time();
+    let lab = TestLab::up("poi", "cable");
+    let dir = Scratch::new("timing-poisson");
+    let poisson = [
+        "--pattern",
+        "poisson",
+        "--rate",
+        "100kpps",
+        "--count",
+        "150000",
+    ];
+    let (report, coalesced) = captured_run(&lab, &dir, "coalesced", &poisson);
+    let port = &report["ports"][0];
+    let pacing = &port["pacing"];
+    let handover = pacing["handover_ns"]
+        .as_u64()
+        .expect("a paced port reports its floor");
+    let spacing = pacing["spacing_ns"].as_u64().unwrap();
+    assert!(spacing > 0 && handover > 0, "{pacing}");
+    assert_eq!(pacing["floor_source"], "probed");
+    assert!(port["coalesced_frames"].as_u64().unwrap() > 0, "{port}");
+
+    // One frame per hand-over cannot send a gap below the hand-over's cost (about the 1st
+    // percentile of its gaps); Exp(10 µs) puts 1 - e^-0.1 ≈ 9.5 % of gaps below 1 µs, and
+    // coalescing sends those at the path's spacing.
+    let mut alone = captured_run(
+        &lab,
+        &dir,
+        "alone",
+        &[&poisson[..], &["--batch", "1"]].concat(),
+    )
+    .1;
+    alone.sort_unstable();
+    let short = alone[alone.len() / 100] * 4 / 5;
+    assert!(
+        share_below(&coalesced, short) > 0.04,
+        "coalesced: only {:.2} % of gaps below {short} ns (one frame per hand-over: {:.2} %)",
+        share_below(&coalesced, short) * 100.0,
+        share_below(&alone, short) * 100.0
+    );
+
+    // The rate on the wire is the schedule's own: the captured span of the run's frames
+    // against the span its deadlines planned.
+    let wire: u64 = coalesced.iter().sum();
+    let planned = port["planned_ns"].as_u64().unwrap();
+    let error = wire as f64 / planned as f64 - 1.0;
+    assert!(
+        error.abs() < 0.005,
+        "wire span {wire} ns vs planned {planned} ns"
+    );
+}
+
+#[test]
+fn bursts_leave_as_back_to_back_trains() {
+    let _one = one_at_a_time();
+    let lab = TestLab::up("bur", "cable");
+    let dir = Scratch::new("timing-burst");
+    let (report, gaps) = captured_run(
+        &lab,
+        &dir,
+        "burst",
+        &[
+            "--pattern",
+            "burst:32/200us",
+            "--rate",
+            "1mpps",
+            "--count",
+            "32000",
+        ],
+    );
+    let handover = report["ports"][0]["pacing"]["handover_ns"]
+        .as_u64()
+        .unwrap();
+    // Trains end at the 200 µs pauses.
+    let mut trains = vec![1usize];
+    let mut inside = Vec::new();
+    for &g in &gaps {
+        if g >= 50_000 {
+            trains.push(1);
+        } else {
+            *trains.last_mut().unwrap() += 1;
+            inside.push(g);
+        }
+    }
+    let whole = trains.iter().filter(|&&n| n == 32).count();
+    assert!(
+        whole * 10 >= trains.len() * 9,
+        "{whole} of {} trains have 32 frames",
+        trains.len()
+    );
+    inside.sort_unstable();
+    let median = inside[inside.len() / 2];
+    assert!(
+        median < handover,
+        "frames of a train are {median} ns apart, not back to back (hand-over {handover} ns)"
+    );
+}
+
+#[test]
+fn a_rate_above_the_paced_ceiling_is_warned_about_before_the_run() {
+    let _one = one_at_a_time();
+    let lab = TestLab::up("cei", "cable");
+    let dir = Scratch::new("timing-ceiling");
+    let json = dir.path("ceiling.json");
+    let out = lab
+        .gen_command("lab:tx", "lab:rx")
+        .args([
+            "--floor",
+            "20us/10us",
+            "--rate",
+            "500kpps",
+            "--count",
+            "2000",
+        ])
+        .args(["--json", &json])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("paces at most 99.6 kpps"), "{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let pacing = &report["ports"][0]["pacing"];
+    assert_eq!(pacing["floor_source"], "given");
+    assert_eq!(pacing["probe_frames"], 0);
+    assert_eq!(report["ports"][0]["frames_tx"], 2000);
+}
+
+#[test]
+fn a_floor_that_cannot_be_read_is_refused_with_the_form_it_takes() {
+    let out = gen_udp_command("null")
+        .args(["--floor", "fast", "--count", "10"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--floor fast"), "{stderr}");
+    assert!(
+        stderr.contains("HANDOVER/SPACING") || stderr.contains("duration"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,240 @@
+//! The floor probe: what one hand-over costs on a port and how closely frames handed over
+//! together leave, measured by sending a few hundred probe frames before a paced run.
+//!
+//! The probe frame is the port's first flow's smallest frame ending in the probe trailer
+//! (`strobe_wire::trailer::PROBE`), so no strobe receiver or reflector takes it for the
+//! run's traffic and `strobe analyze` leaves it out of a capture (a device under test still
+//! sees and counts it; give the floor with `--floor` to send nothing). Probe frames are left
+//! out of the port's transmit counts.
+
+use strobe_io::{Backend, IoError, MAX_BATCH};
+use strobe_model::FlowSpec;
+use strobe_timing::{PathFloor, Schedule};
+
+use crate::clock::Clock;
+
+/// Single-frame hand-overs timed (after as many warm-up calls).
+const SINGLES: usize = 32;
+/// Hand-overs of [`BATCH`] frames timed.
+const BATCHES: usize = 4;
+const BATCH: usize = 64;
+
+/// Where a port's floor came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FloorSource {
+    /// Measured by the probe just before the run.
+    Probed,
+    /// Given by the user (`--floor`, or the run options).
+    Given,
+}
+
+impl FloorSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            FloorSource::Probed => "probed",
+            FloorSource::Given => "given",
+        }
+    }
+}
+
+/// A paced port's floor and what it allows, as reported before and after the run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PortPacing {
+    /// The transmit worker (`port` or `port#k` when a port has several).
+    pub port: String,
+    pub floor: PathFloor,
+    pub source: FloorSource,
+    /// Most frames one hand-over may carry (`--batch`; 1 turns coalescing off).
+    pub max_batch: usize,
+    /// The highest paced rate this floor allows with that many frames per hand-over.
+    pub ceiling_pps: f64,
+    /// The long-run rate the worker's flows ask for together, when it is known.
+    pub asked_pps: Option<f64>,
+    /// Probe frames sent on the port (left out of its counts).
+    pub probe_frames: u64,
+    /// After the run: the floor as the run's own hand-overs refined it.
+    pub observed: Option<PathFloor>,
+}
+
+impl PortPacing {
+    pub fn new(
+        port: &str,
+        floor: PathFloor,
+        source: FloorSource,
+        max_batch: usize,
+        flows: &[FlowSpec],
+    ) -> PortPacing {
+        PortPacing {
+            port: port.to_string(),
+            floor,
+            source,
+            max_batch,
+            ceiling_pps: floor.ceiling_pps(max_batch),
+            asked_pps: asked_pps(flows),
+            probe_frames: 0,
+            observed: None,
+        }
+    }
+
+    /// A warning when the flows ask for more than the path can pace, with what to do.
+    pub fn warning(&self) -> Option<String> {
+        let asked = self.asked_pps?;
+        // Within 2 %: the probe's own noise.
+        if asked <= self.ceiling_pps * 1.02 {
+            return None;
+        }
+        let batch_hint = if self.max_batch < MAX_BATCH {
+            format!(
+                "raise --batch (now {}, up to {MAX_BATCH}), ",
+                self.max_batch
+            )
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "port `{}`: {} asked, but this path paces at most {} (one hand-over {}, frames \
+             handed over together {} apart, up to {} per hand-over): the run will fall \
+             behind and take longer than asked. {batch_hint}spread the flows over more cores \
+             (--cores), use another backend (afxdp: is usually faster than af_packet:), or \
+             ask for --rate max to send unpaced",
+            self.port,
+            pps_text(asked),
+            pps_text(self.ceiling_pps),
+            ns_text(self.floor.handover_ns),
+            ns_text(self.floor.spacing_ns),
+            self.max_batch
+        ))
+    }
+}
+
+/// The long-run rate `flows` ask for together (None when a flow's is unknown, as for a
+/// replay).
+fn asked_pps(flows: &[FlowSpec]) -> Option<f64> {
+    flows.iter().try_fold(0.0, |sum, f| {
+        let schedule = Schedule::new(f.schedule.clone()).ok()?;
+        Some(sum + schedule.nominal_pps(f.size.mean())?)
+    })
+}
+
+pub(crate) fn pps_text(pps: f64) -> String {
+    if pps >= 1e6 {
+        format!("{:.3} Mpps", pps / 1e6)
+    } else if pps >= 1e3 {
+        format!("{:.1} kpps", pps / 1e3)
+    } else {
+        format!("{pps:.1} pps")
+    }
+}
+
+pub(crate) fn ns_text(ns: u64) -> String {
+    if ns >= 1_000 {
+        format!("{:.2} µs", ns as f64 / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+/// Measures `backend`'s floor with `frame`: the median time of a one-frame hand-over, and
+/// the median per-frame time of the further frames of [`BATCH`]-frame hand-overs. Returns
+/// the floor and the frames sent.
+pub fn probe<B: Backend>(
+    backend: &mut B,
+    clock: &Clock,
+    frame: &[u8],
+) -> Result<(PathFloor, u64), IoError> {
+    let batch = BATCH.min(backend.slot_count()).max(2);
+    let mut sent = 0u64;
+    let (mut singles, mut per_frame) = ([0u64; SINGLES], [0u64; BATCHES]);
+    let (mut handover_ns, mut spacing_ns) = (1, 1);
+    // The first round warms caches, ring pages and the path up; the second is kept.
+    for _ in 0..2 {
+        for t in singles.iter_mut() {
+            let start = clock.now_ticks();
+            sent += hand_over(backend, frame, 1)?;
+            *t = clock.ticks_to_ns(clock.now_ticks() - start);
+        }
+        handover_ns = median(&mut singles).max(1);
+        for t in per_frame.iter_mut() {
+            let start = clock.now_ticks();
+            sent += hand_over(backend, frame, batch)?;
+            let total = clock.ticks_to_ns(clock.now_ticks() - start);
+            *t = total.saturating_sub(handover_ns) / (batch as u64 - 1);
+        }
+        spacing_ns = median(&mut per_frame).max(1);
+    }
+    Ok((
+        PathFloor {
+            handover_ns,
+            spacing_ns,
+        },
+        sent,
+    ))
+}
+
+/// Hands `count` copies of `frame` over, in as many calls as the backend needs.
+fn hand_over<B: Backend>(backend: &mut B, frame: &[u8], count: usize) -> Result<u64, IoError> {
+    let mut done = 0;
+    let mut stalls = 0u32;
+    while done < count {
+        let sent = backend.transmit(count - done, |slots| {
+            for slot in slots.iter_mut() {
+                slot.buf[..frame.len()].copy_from_slice(frame);
+                slot.len = frame.len();
+                slot.scheduled_ns = 0;
+            }
+        })?;
+        done += sent;
+        if sent == 0 {
+            stalls += 1;
+            if stalls > 1_000_000 {
+                return Err(IoError::Other(format!(
+                    "{} accepts no frames while measuring its floor",
+                    backend.describe()
+                )));
+            }
+            std::hint::spin_loop();
+        }
+    }
+    Ok(done as u64)
+}
+
+fn median(values: &mut [u64]) -> u64 {
+    values.sort_unstable();
+    values[values.len() / 2]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strobe_io::NullBackend;
+
+    #[test]
+    fn the_probe_sends_what_it_says_and_measures_something() {
+        let clock = Clock::calibrate(std::time::Duration::from_millis(10));
+        let mut backend = NullBackend::new(MAX_BATCH);
+        let (floor, sent) = probe(&mut backend, &clock, &[0u8; 60]).unwrap();
+        assert_eq!(sent, 2 * (SINGLES + BATCHES * BATCH) as u64);
+        assert_eq!(backend.finish().unwrap().frames, sent);
+        assert!(floor.handover_ns >= 1 && floor.spacing_ns >= 1);
+    }
+
+    #[test]
+    fn a_rate_above_the_ceiling_is_warned_about_with_what_to_do() {
+        let floor = PathFloor {
+            handover_ns: 2_300,
+            spacing_ns: 900,
+        };
+        let mut pacing = PortPacing::new("p1", floor, FloorSource::Given, 8, &[]);
+        pacing.asked_pps = Some(1e6);
+        let warning = pacing
+            .warning()
+            .expect("8 frames per hand-over cannot reach 1 Mpps");
+        assert!(warning.contains("1.000 Mpps asked"), "{warning}");
+        assert!(warning.contains("raise --batch"), "{warning}");
+        pacing.max_batch = MAX_BATCH;
+        pacing.ceiling_pps = floor.ceiling_pps(MAX_BATCH);
+        assert_eq!(pacing.warning(), None);
+        pacing.asked_pps = Some(2e6);
+        assert!(!pacing.warning().unwrap().contains("raise --batch"));
+    }
+}
