@@ -23,9 +23,51 @@ pub struct PortsArgs {
         default_missing_value = "strobe"
     )]
     lab: Option<String>,
+    /// Measure the transmit floor of this port instead: what one hand-over costs and how
+    /// closely frames handed over together leave (sends a few hundred 60-byte probe frames
+    /// from and to one locally administered MAC), e.g. lab:tx, afpacket:NS/IFACE, afxdp:IFACE.
+    #[arg(long, value_name = "PORT")]
+    floor: Option<String>,
+    /// With --floor: most frames per hand-over, for the paced ceiling.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..=256))]
+    batch: u16,
     /// Print machine-readable JSON instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// `strobe ports --floor PORT`: the port's floor and the paced ceiling it gives.
+fn floor(args: &PortsArgs, port: &str) -> Result<(), Failure> {
+    let prefix = args.lab.as_deref().unwrap_or("strobe");
+    let location = crate::lab_cmd::resolve_lab_location(port, prefix)?;
+    let (floor, sent) = strobe_engine::floor::probe_location(&location)
+        .map_err(|e| Failure::Runtime(format!("--floor {port}: {e}")))?;
+    let batch = usize::from(args.batch);
+    let ceiling = floor.ceiling_pps(batch);
+    if args.json {
+        let doc = json!({
+            "port": port,
+            "location": location,
+            "handover_ns": floor.handover_ns,
+            "spacing_ns": floor.spacing_ns,
+            "max_batch": batch,
+            "ceiling_pps": ceiling,
+            "probe_frames": sent,
+        });
+        println!("{doc:#}");
+    } else {
+        println!(
+            "{port} ({location}): one hand-over {}, frames handed over together {} apart; \
+             paced ceiling {:.0} pps with up to {batch} frames per hand-over ({sent} probe \
+             frames; give it to gen as --floor {}ns/{}ns)",
+            crate::results::duration_text(floor.handover_ns),
+            crate::results::duration_text(floor.spacing_ns),
+            ceiling,
+            floor.handover_ns,
+            floor.spacing_ns
+        );
+    }
+    Ok(())
 }
 
 /// The interfaces of one namespace (None = strobe's own).
@@ -60,6 +102,9 @@ fn scan(netns: Option<&str>) -> Result<Namespace, Failure> {
 }
 
 pub fn run(args: PortsArgs) -> Result<(), Failure> {
+    if let Some(port) = &args.floor {
+        return floor(&args, port);
+    }
     let namespaces = match (&args.netns, &args.lab) {
         (_, Some(prefix)) => {
             let names = ["tx", "rx"].map(|side| format!("{prefix}-{side}"));

@@ -22,7 +22,10 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
 fn run_times_ns(pcap: &str) -> Vec<u64> {
     let out = Command::new("tshark")
         .args(["-r", pcap, "-T", "fields", "-e", "frame.time_epoch"])
-        .args(["-Y", "udp.dstport == 2000 and not frame contains \"P-strobe-floor-P\""])
+        .args([
+            "-Y",
+            "udp.dstport == 2000 and not frame contains \"P-strobe-floor-P\"",
+        ])
         .output()
         .expect("tshark (apt-get install tshark)");
     assert!(
@@ -209,6 +212,34 @@ fn a_rate_above_the_paced_ceiling_is_warned_about_before_the_run() {
     assert_eq!(pacing["floor_source"], "given");
     assert_eq!(pacing["probe_frames"], 0);
     assert_eq!(report["ports"][0]["frames_tx"], 2000);
+}
+
+#[test]
+fn ports_measures_a_floor_on_request_and_nowhere_else() {
+    let _one = one_at_a_time();
+    let lab = TestLab::up("pfl", "cable");
+    let out = ok(strobe()
+        .args(["ports", "--lab", &lab.prefix, "--floor", "lab:tx", "--json"])
+        .output()
+        .unwrap());
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (handover, spacing) = (
+        doc["handover_ns"].as_u64().unwrap(),
+        doc["spacing_ns"].as_u64().unwrap(),
+    );
+    assert!(handover > 0 && spacing > 0, "{doc}");
+    // The ceiling is what the floor gives with 256 frames per hand-over.
+    let ceiling = 256.0 * 1e9 / (handover + 255 * spacing) as f64;
+    assert!((doc["ceiling_pps"].as_f64().unwrap() / ceiling - 1.0).abs() < 1e-9);
+    let dir = Scratch::new("timing-ports-floor");
+    let pcap = dir.path("no.pcap");
+    let out = strobe()
+        .args(["ports", "--floor", &format!("pcap:{pcap}")])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no floor to measure"));
+    assert!(!std::path::Path::new(&pcap).exists());
 }
 
 #[test]

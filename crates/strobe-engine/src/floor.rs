@@ -1,11 +1,15 @@
 //! The floor probe: what one hand-over costs on a port and how closely frames handed over
 //! together leave, measured by sending a few hundred probe frames before a paced run.
 //!
-//! The probe frame is the port's first flow's smallest frame ending in the probe trailer
-//! (`strobe_wire::trailer::PROBE`), so no strobe receiver or reflector takes it for the
-//! run's traffic and `strobe analyze` leaves it out of a capture (a device under test still
-//! sees and counts it; give the floor with `--floor` to send nothing). Probe frames are left
-//! out of the port's transmit counts.
+//! The probe frame goes nowhere beyond the first hop: 60 bytes from and to the port's first
+//! flow's source MAC (a switch or bridge does not send a frame back out of the port it came
+//! in on, a router takes no frame for another MAC), with the IEEE local experimental
+//! EtherType 0x88B5 (no IP, so no IP counter, filter or capture of the run's traffic sees
+//! it), ending in the probe trailer (`strobe_wire::trailer::PROBE`), which `strobe analyze`
+//! leaves out. Give the floor with `--floor` to send nothing. Probe frames are left out of
+//! the port's transmit counts. A probe frame costs the path less than the run's frames
+//! where the path includes the receiver's stack (veth): the run refines the floor from its
+//! own hand-overs ([`strobe_timing::FloorEstimate`]).
 
 use strobe_io::{Backend, IoError, MAX_BATCH};
 use strobe_model::FlowSpec;
@@ -169,6 +173,36 @@ pub fn probe<B: Backend>(
         },
         sent,
     ))
+}
+
+/// A probe frame: 60 bytes from and to `mac`, the IEEE local experimental EtherType 0x88B5,
+/// ending in the probe trailer.
+pub fn probe_frame(mac: [u8; 6]) -> Vec<u8> {
+    let mut frame = vec![0u8; 60];
+    frame[0..6].copy_from_slice(&mac);
+    frame[6..12].copy_from_slice(&mac);
+    frame[12..14].copy_from_slice(&0x88B5u16.to_be_bytes());
+    let at = frame.len() - strobe_wire::trailer::LEN;
+    frame[at..].copy_from_slice(&strobe_wire::trailer::PROBE);
+    frame
+}
+
+/// A locally administered MAC for probes on a port with no flow (`strobe ports --floor`).
+pub const PROBE_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0];
+
+/// Opens the transmit side of `location` and measures its floor with probe frames from and
+/// to [`PROBE_MAC`]; returns it with the frames sent.
+pub fn probe_location(location: &str) -> Result<(PathFloor, u64), IoError> {
+    if strobe_io::AnyBackend::time_base_of(location) == Some(strobe_io::TimeBase::Scheduled) {
+        return Err(IoError::Other(format!(
+            "{location} writes a trace in scheduled time: it has no floor to measure"
+        )));
+    }
+    let mut backend = strobe_io::AnyBackend::open(location, MAX_BATCH)?;
+    let clock = Clock::calibrate(std::time::Duration::from_millis(20));
+    let result = probe(&mut backend, &clock, &probe_frame(PROBE_MAC))?;
+    backend.finish()?;
+    Ok(result)
 }
 
 /// Hands `count` copies of `frame` over, in as many calls as the backend needs.

@@ -413,20 +413,10 @@ impl FlowGenerator {
         self.instrumented
     }
 
-    /// A frame of this flow that no strobe receiver or reflector takes for the run's and
-    /// `strobe analyze` leaves out: the smallest template with [`trailer::PROBE`] as its
-    /// last bytes (the floor probe sends it).
-    pub fn probe_frame(&self) -> Vec<u8> {
-        let Some(t) = self.templates.iter().min_by_key(|t| t.bytes.len()) else {
-            return vec![0; 60];
-        };
-        let mut frame = t.bytes.to_vec();
-        if frame.len() < 60 {
-            frame.resize(60, 0);
-        }
-        let at = frame.len() - trailer::LEN;
-        frame[at..].copy_from_slice(&trailer::PROBE);
-        frame
+    /// The source MAC of this flow's frames (None when they do not start with Ethernet).
+    pub fn source_mac(&self) -> Option<[u8; 6]> {
+        let t = self.templates.first()?;
+        t.bytes.get(6..12)?.try_into().ok()
     }
 
     /// Template index for a frame size produced by the flow's size sequence.
@@ -490,10 +480,6 @@ impl FlowGenerator {
                 let tr = self.templates[tid as usize].trailer_at.unwrap_or(0);
                 let tx_ns = match tx_time {
                     TxTime::Same(ns) => ns,
-                    TxTime::Spaced {
-                        first_ns,
-                        spacing_ns,
-                    } => first_ns + u64::from(w) * spacing_ns,
                     TxTime::Scheduled => slot.scheduled_ns,
                 };
                 let seq = self.seq.wrapping_add(j as u32);
@@ -624,10 +610,6 @@ fn put<const N: usize>(
 pub enum TxTime {
     /// One clock reading for the whole batch (handed over at once).
     Same(u64),
-    /// A coalesced hand-over: one clock reading for its first frame; the frame in slot k
-    /// leaves about k back-to-back spacings later (the port's measured floor) and is stamped
-    /// so, rather than charged that wait as latency.
-    Spaced { first_ns: u64, spacing_ns: u64 },
     /// Each frame's own scheduled departure (traces in scheduled time).
     Scheduled,
 }

@@ -173,10 +173,11 @@ fn port_pacing(
             flows,
         ));
     }
-    let frame = match flows.first() {
-        Some(f) => FlowGenerator::compile(f, DEFAULT_RUN_TAG, 0)?.probe_frame(),
-        None => vec![0; 60],
+    let mac = match flows.first() {
+        Some(f) => FlowGenerator::compile(f, DEFAULT_RUN_TAG, 0)?.source_mac(),
+        None => None,
     };
+    let frame = floor::probe_frame(mac.unwrap_or(floor::PROBE_MAC));
     let (floor, sent) =
         floor::probe(backend, clock, &frame).map_err(|source| EngineError::Port {
             port: port.to_string(),

@@ -649,13 +649,13 @@ pub fn run_port<B: Backend>(
                 }
                 // Frames of one batch are handed over together: one reading, taken last
                 // before the frames are written and handed to the backend.
-                let tx_time = match (scheduled_time, &coalesce) {
-                    (true, _) => TxTime::Scheduled,
-                    (false, Some((floor, _))) => TxTime::Spaced {
-                        first_ns: wall.now_ns(clock),
-                        spacing_ns: floor.spacing_ns,
-                    },
-                    (false, None) => TxTime::Same(wall.now_ns(clock)),
+                // A coalesced hand-over shares one stamp too: taken before any of its frames
+                // leaves, so it never claims a frame left later than it did; the wait of
+                // frame k (about k spacings) counts in its latency.
+                let tx_time = if scheduled_time {
+                    TxTime::Scheduled
+                } else {
+                    TxTime::Same(wall.now_ns(clock))
                 };
                 plan.write(done, slots, states, tx_time, holds, scratch);
             });
