@@ -16,12 +16,20 @@ fn paced_run_follows_its_schedule_and_reports_its_precision() {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let port = &r["ports"][0];
     assert_eq!(port["frames_tx"], 10_000);
-    assert_eq!(port["batch"], 1, "paced runs hand frames over one by one");
+    // Frames 50 µs apart are far above any floor: each leaves in its own hand-over (up to
+    // 256 could coalesce), but for frames that a stall of the machine made late.
+    assert_eq!(port["batch"], 256, "{port}");
+    let handovers = port["handovers"].as_u64().unwrap();
+    assert!(handovers >= 9_900, "{port}");
+    assert!(
+        handovers + port["coalesced_frames"].as_u64().unwrap() >= 10_000,
+        "{port}"
+    );
     // 10 000 frames at 20 kpps take 0.5 s of real time; an unpaced run would take ~1 ms.
     let secs = port["elapsed_ns"].as_f64().unwrap() / 1e9;
     assert!((0.45..2.0).contains(&secs), "elapsed {secs} s");
     let h = &port["handover_error"];
-    assert_eq!(h["samples"], 10_000, "every hand-over measured");
+    assert_eq!(h["samples"], handovers, "every hand-over measured");
     assert!(
         h["p50_ns"].as_u64().unwrap() < 100_000,
         "median hand-over error {}",
