@@ -825,6 +825,17 @@ pub fn shortfall(p: &PortReport) -> Option<String> {
     } else {
         "the backend could not take the frames as fast as asked".to_string()
     };
+    // The floor as the run's own hand-overs measured it says what the path paces.
+    let why = match p.pacing.as_ref().and_then(|c| c.observed.map(|f| (f, c.max_batch))) {
+        Some((floor, batch)) => format!(
+            "{why}; the path's floor as the run measured it ({} per hand-over, {} back to \
+             back) paces at most {}",
+            duration_text(floor.handover_ns),
+            duration_text(floor.spacing_ns),
+            pps_text(floor.ceiling_pps(batch))
+        ),
+        None => why,
+    };
     Some(format!(
         "tx port {}: sent {} frames at {} in {}, {:.1} % of the asked {} over {}; {why} — lower \
          the rate, give strobe more cores (--cores N, 2 or more CPUs), use afxdp:, or run on a \

@@ -47,10 +47,6 @@ pub enum LatePolicy {
 /// `LatePolicy::Smooth` shortens a gap by at most 1/SMOOTH_REPAY of its length.
 const SMOOTH_REPAY: u64 = 50;
 
-/// In coalesced runs, lateness up to this many hand-overs is repaid by coalescing (late
-/// frames join the next hand-over, as a perfect sender on the path would send them); only
-/// a longer stall (preemption, an interrupt storm) is handled by the late policy.
-const STALL_HANDOVERS: u64 = 8;
 
 /// Options of a transmit run.
 #[derive(Clone, Debug)]
@@ -542,6 +538,11 @@ pub fn run_port<B: Backend>(
         .time_limit_ns
         .map(|ns| t0_ticks + clock.ns_to_ticks(ns));
     let mut shift_ns = 0u64;
+    // Coalesced runs: when a perfect sender on the path would end its last hand-over, on the
+    // deadlines' timeline (before any shift).
+    let mut ideal_free_ns = 0u64;
+    // Coalesced runs: time the sender lost to stalls since its last hand-over.
+    let mut stalled_ns = 0u64;
     let mut previous_deadline = 0u64;
     let mut first_deadline = None;
     // 1 ns to 100 s at 3 significant digits; allocated once, recording never allocates.
@@ -610,23 +611,45 @@ pub fn run_port<B: Backend>(
                     departure.saturating_record(leaves.abs_diff(d + shift_ns));
                 }
             }
-            if now > due {
-                let late = error_ns;
-                report.max_late_ns = report.max_late_ns.max(late);
-                let stall_ns = coalesce.as_ref().map_or(opts.late_tolerance_ns, |(f, _)| {
-                    opts.late_tolerance_ns.max(STALL_HANDOVERS * f.handover_ns)
-                });
-                // Coalesced, a frame may wait for the hand-over before it: that is the
-                // path's floor, not the sender falling behind.
-                let late_ns =
-                    opts.late_tolerance_ns + coalesce.as_ref().map_or(0, |(f, _)| f.handover_ns);
-                if late > late_ns {
-                    report.late_frames += n as u64;
+            // Coalesced, the hand-over is owed when a perfect sender on the path would make
+            // it: at its first deadline, or when that sender's previous hand-over ends. Waiting
+            // for the hand-over before is the path's floor; only lateness beyond it is the
+            // sender falling behind (a stall, or a floor the path no longer keeps), which
+            // the late policy handles.
+            let owed = match &coalesce {
+                Some((floor, _)) => {
+                    let start_ns = plan.deadlines[0].max(ideal_free_ns);
+                    ideal_free_ns = start_ns + floor.call_ns(n);
+                    // Away between hand-overs for longer than waiting for this one's deadline
+                    // explains: a stall.
+                    let ready = due.max(last_tx_ticks);
+                    if now > ready {
+                        let away = clock.ticks_to_ns(now - ready);
+                        if away > stall_min_ns(floor, opts) {
+                            stalled_ns += away;
+                        }
+                    }
+                    t0_ticks + clock.ns_to_ticks(start_ns + shift_ns)
                 }
-                if late > stall_ns && opts.late_policy != LatePolicy::CatchUp {
-                    shift_ns += late;
+                None => due,
+            };
+            if now > owed {
+                let late = clock.ticks_to_ns(now - owed);
+                report.max_late_ns = report.max_late_ns.max(late);
+                if late > opts.late_tolerance_ns {
+                    report.late_frames += n as u64;
+                    // Coalesced, only the part a stall caused is shifted: a backlog within
+                    // the path's floor is repaid by coalescing, as a perfect sender would.
+                    let shift = match coalesce {
+                        Some(_) => late.min(stalled_ns),
+                        None => late,
+                    };
+                    if opts.late_policy != LatePolicy::CatchUp {
+                        shift_ns += shift;
+                    }
                 }
             }
+            stalled_ns = 0;
         }
         if let Some(limit) = limit_ticks {
             if now >= limit {
@@ -683,8 +706,15 @@ pub fn run_port<B: Backend>(
         // Elapsed time runs to the end of the last hand-over.
         last_tx_ticks = clock.now_ticks();
         if let Some((floor, estimate)) = &mut coalesce {
+            let call_ns = clock.ticks_to_ns(last_tx_ticks - now);
+            // A call far longer than the floor says (twice, and by more than the stall
+            // minimum) was interrupted: a stall.
+            let expected = floor.call_ns(n);
+            if call_ns > 2 * expected + stall_min_ns(floor, opts) {
+                stalled_ns += call_ns - expected;
+            }
             // The call just made refines the floor the next ones are coalesced to.
-            estimate.observe(n, clock.ticks_to_ns(last_tx_ticks - now));
+            estimate.observe(n, call_ns);
             *floor = estimate.floor();
         }
     }
@@ -716,6 +746,15 @@ pub fn run_port<B: Backend>(
     report.planned_ns = first_deadline.map_or(0, |first| previous_deadline.saturating_sub(first));
     report.flows = states.into_iter().map(|s| s.report).collect();
     Ok(report)
+}
+
+/// In coalesced runs, the sender counts as stalled when it was away (or a call took longer
+/// than the floor says) by more than this many hand-overs, or the late tolerance if longer.
+const STALL_HANDOVERS: u64 = 8;
+
+fn stall_min_ns(floor: &PathFloor, opts: &RunOptions) -> u64 {
+    opts.late_tolerance_ns
+        .max(STALL_HANDOVERS * floor.handover_ns)
 }
 
 /// Slack before a deadline that is enough to renew the transmit stamp's anchor first.
