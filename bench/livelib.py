@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measurements and summaries of bench/run's live sections (afxdp, afpacket, precision).
+"""Measurements and summaries of bench/run's live sections (afxdp, afpacket, precision, wire).
 
 The throughput sections count frames where every tool's frames end up: the receive
 counters of the lab's sink interface, read over netlink (`ip -n NS -s -j link show`).
@@ -9,10 +9,13 @@ benchlib.py, whose helpers this module shares. Standard library only.
 """
 
 import argparse
+import bisect
 import json
+import math
 import re
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -392,6 +395,414 @@ def markdown_precision(args):
 
 
 # ---------------------------------------------------------------------------------------
+# Wire (issue #15: timing on the wire)
+
+# Gaps within this much of the path's floor (the 0.1 % gap quantile) count as "at the floor".
+FLOOR_BAND_NS = 250
+
+PCAP_MAGICS = {
+    b"\xd4\xc3\xb2\xa1": ("<", 1000),  # µs timestamps, little endian
+    b"\xa1\xb2\xc3\xd4": (">", 1000),
+    b"\x4d\x3c\xb2\xa1": ("<", 1),  # ns timestamps
+    b"\xa1\xb2\x3c\x4d": (">", 1),
+}
+
+
+def pcap_gaps(path):
+    """Gaps (ns) between consecutive frames of a classic pcap file, in capture order."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        fail(f"cannot read {path}: {e}")
+    if len(data) < 24 or data[:4] not in PCAP_MAGICS:
+        fail(f"{path}: not a classic pcap file (tcpdump -w writes one)")
+    endian, scale = PCAP_MAGICS[data[:4]]
+    record = struct.Struct(endian + "IIII")
+    stamps, offset = [], 24
+    while offset + 16 <= len(data):
+        sec, frac, caplen, _ = record.unpack_from(data, offset)
+        stamps.append(sec * 1_000_000_000 + frac * scale)
+        offset += 16 + caplen
+    return [b - a for a, b in zip(stamps, stamps[1:])]
+
+
+def quantile(sorted_values, q):
+    """The q-quantile (nearest rank) of already sorted values, or None when empty."""
+    if not sorted_values:
+        return None
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def find_floor(obj, depth=0):
+    """A path floor (a dict naming a hand-over cost and a spacing) anywhere in a report.
+
+    Neither strobe gen nor strobe analyze promise its place or key names yet, so any dict
+    holding a key that mentions "handover" (not the hand-over error distribution) and one
+    that mentions "spacing" is taken, the shallowest first.
+    """
+    if depth > 4:
+        return None
+    if isinstance(obj, dict):
+        keys = [k for k in obj if isinstance(k, str)]
+        if any("spacing" in k for k in keys) and any("handover" in k and "error" not in k for k in keys):
+            return {k: v for k, v in obj.items() if not isinstance(v, (dict, list))}
+        for k, v in obj.items():
+            if isinstance(v, dict) and k != "handover_error":
+                found = find_floor(v, depth + 1)
+                if found:
+                    return found
+    return None
+
+
+def fit_verdicts(analysis):
+    """The Poisson fits of an analysis beyond the plain one: every KS p-value, statistic and
+    verdict under the poisson report's sub-objects or a top-level key that mentions floor,
+    as {"path.to.key": value}. Empty before analyze has floor-aware fits."""
+    out = {}
+
+    def walk(obj, path):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(v, f"{path}.{k}" if path else str(k))
+        elif isinstance(obj, (bool, int, float, str)) or obj is None:
+            leaf = path.rsplit(".", 1)[-1]
+            if leaf.startswith(("ks_", "consistent", "verdict", "model", "d_", "p_")):
+                out[path] = obj
+
+    poisson = analysis.get("poisson") or {}
+    for k, v in poisson.items():
+        if isinstance(v, dict):
+            walk(v, f"poisson.{k}")
+    for k, v in analysis.items():
+        if "floor" in k and k != "poisson":
+            walk(v, k)
+    return out
+
+
+def strobe_run_fields(path):
+    """What strobe's own report says about a run, read defensively (the floor is new)."""
+    report = read_json(path)
+    try:
+        port = report["ports"][0]
+        row = {
+            "frames_sent": int(port["frames_tx"]),
+            "batch": port.get("batch"),
+            "late_frames": port.get("late_frames"),
+            "elapsed_ns": port.get("elapsed_ns"),
+            "planned_ns": port.get("planned_ns"),
+            "backend_text": port.get("backend"),
+        }
+    except (LookupError, TypeError, ValueError) as e:
+        fail(f"{path}: expected ports[0] with frames_tx ({e!r})")
+    he = port.get("handover_error") or {}
+    row["handover_p50_ns"] = he.get("p50_ns")
+    row["handover_p99_ns"] = he.get("p99_ns")
+    floor = find_floor(port) or find_floor(report)
+    if floor:
+        row["strobe_floor"] = floor
+    if row["elapsed_ns"] and row["planned_ns"]:
+        row["elapsed_over_planned"] = row["elapsed_ns"] / row["planned_ns"]
+    return row
+
+
+def floor_number(floor, word):
+    """The first number in FLOOR whose key mentions WORD (e.g. handover, spacing)."""
+    for k, v in (floor or {}).items():
+        if word in k and "error" not in k and isinstance(v, (int, float)) and not isinstance(v, bool):
+            return v
+    return None
+
+
+def rate_value(text):
+    """The asked rate as pps when it is a plain number, else strobe's text (e.g. 10mpps)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def rate_label(rate):
+    if rate is None:
+        return "max"
+    return f"{rate / 1e3:.0f}k" if isinstance(rate, (int, float)) else str(rate)
+
+
+def wire_row(args):
+    args.rate = rate_value(args.rate)
+    a = read_json(args.analysis)
+    try:
+        gaps = a["gaps"]
+        row = {
+            "kind": args.kind,
+            "case": args.case,
+            "backend": args.backend,
+            "round": args.round,
+            "target_pps": args.rate,
+            "frames": int(a["packets"]),
+            "frame_bytes": a["bytes"] / a["packets"],
+            "achieved_pps": float(a["achieved_pps"]),
+            "min_gap_ns": gaps.get("min_gap_ns"),
+            "p1_gap_ns": gaps["percentiles"].get("p1_ns"),
+            "p50_gap_ns": gaps["percentiles"].get("p50_ns"),
+            "max_gap_ns": gaps.get("max_gap_ns"),
+        }
+        target = a.get("target")
+        row["rate_error_pct"] = float(target["rate_error_pct"]) if target else None
+    except (LookupError, TypeError, ValueError, ZeroDivisionError) as e:
+        fail(f"{args.analysis}: not a `strobe analyze --json` report ({e!r})")
+    try:
+        with open(args.tcpdump_log, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError as e:
+        fail(f"cannot read {args.tcpdump_log}: {e}")
+    for key, pattern in TCPDUMP_COUNTS.items():
+        m = pattern.search(text)
+        row[f"tcpdump_{key}"] = int(m.group(1)) if m else None
+    if args.strobe_report:
+        row.update(strobe_run_fields(args.strobe_report))
+    if args.sent is not None:
+        row["frames_sent"] = args.sent
+    if args.wall_ns is not None:
+        row["wall_ns"] = args.wall_ns
+
+    if args.kind == "poisson":
+        p = a.get("poisson") or {}
+        row["ks_d"] = p.get("ks_d_vs_target")
+        row["ks_p"] = p.get("ks_p_vs_target")
+        row["poisson_ok"] = p.get("consistent_with_poisson")
+        row["cv"] = p.get("coefficient_of_variation")
+        row["floor_fits"] = fit_verdicts(a)
+        analyze_floor = find_floor(a)
+        if analyze_floor:
+            row["analyze_floor"] = analyze_floor
+        g = sorted(pcap_gaps(args.pcap))
+        if g:
+            rate = args.rate / 1e9  # per ns
+            floor = quantile(g, 0.001)
+            edge = floor + FLOOR_BAND_NS
+            row["floor_ns"] = floor
+            row["at_floor"] = bisect.bisect_right(g, edge) / len(g)
+            # What exponential gaps at the asked rate put in [floor, floor + band] and below
+            # the floor: a pile-up shows as at_floor well above the first, a path that cannot
+            # go below its floor as the second.
+            row["exp_at_floor"] = math.exp(-rate * floor) - math.exp(-rate * edge)
+            row["exp_below_floor"] = 1 - math.exp(-rate * floor)
+            handover = floor_number(row.get("strobe_floor") or row.get("analyze_floor"), "handover")
+            if handover:
+                row["below_handover"] = bisect.bisect_left(g, handover) / len(g)
+                row["exp_below_handover"] = 1 - math.exp(-rate * handover)
+    elif args.kind == "cbr":
+        prec = a.get("precision") or {}
+        row["within_1us"] = prec.get("share_within_1us")
+        row["within_100ns"] = prec.get("share_within_100ns")
+    elif args.kind == "burst":
+        b = a.get("bursts") or {}
+        row["bursts"] = b.get("burst_count")
+        row["mean_train"] = b.get("mean_burst_len_packets")
+        row["max_train"] = b.get("max_burst_len_packets")
+        row["in_trains"] = b.get("share_packets_in_bursts")
+        gaps_ns = pcap_gaps(args.pcap)
+        trains, inter, run = [], [], 1
+        for gap in gaps_ns:
+            if gap <= args.burst_gap_ns:
+                run += 1
+            else:
+                trains.append(run)
+                inter.append(gap)
+                run = 1
+        trains.append(run)
+        inter.sort()
+        row["trains"] = len(trains)
+        row["train_median"] = statistics.median(trains)
+        counts = {}
+        for t in trains:
+            counts[t] = counts.get(t, 0) + 1
+        top = sorted(counts.items(), key=lambda kv: -kv[1])[:8]
+        row["train_lengths"] = {str(k): v for k, v in top}
+        row["inter_train_p1_ns"] = quantile(inter, 0.01)
+        row["inter_train_p50_ns"] = quantile(inter, 0.5)
+        row["inter_train_p99_ns"] = quantile(inter, 0.99)
+    print(json.dumps(row))
+
+
+def wire_unpaced_row(args):
+    run = strobe_run_fields(args.strobe_report)
+    elapsed = run.get("elapsed_ns")
+    if not elapsed:
+        fail(f"{args.strobe_report}: no elapsed_ns; cannot tell the unpaced rate")
+    row = {
+        "kind": "unpaced",
+        "case": f"strobe-{args.backend}",
+        "backend": args.backend,
+        "round": args.round,
+        "target_pps": None,
+        "rx_frames": args.rx_frames,
+        "achieved_pps": args.rx_frames / elapsed * 1e9,
+        "own_pps": run["frames_sent"] / elapsed * 1e9,
+        **run,
+    }
+    if args.tcpdump_log:
+        try:
+            with open(args.tcpdump_log, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError as e:
+            fail(f"cannot read {args.tcpdump_log}: {e}")
+        for key, pattern in TCPDUMP_COUNTS.items():
+            m = pattern.search(text)
+            row[f"tcpdump_{key}"] = int(m.group(1)) if m else None
+    print(json.dumps(row))
+
+
+def fmt(value, spec, none="–"):
+    return none if value is None else format(value, spec)
+
+
+def wire_log(_args):
+    r = json.loads(sys.stdin.read().strip().splitlines()[-1])
+    head = f"{r['kind']:<8} {r['case']:<24} {rate_label(r['target_pps']):>7} r{r['round']}"
+    line = f"{head}  {r['achieved_pps'] / 1e3:10.3f} kpps"
+    if r.get("rate_error_pct") is not None:
+        line += f"  error {r['rate_error_pct']:+8.4f} %"
+    if r["kind"] == "poisson":
+        line += (f"  min/p1 gap {fmt(r['min_gap_ns'], 'd')}/{fmt(r['p1_gap_ns'], 'd')} ns"
+                 f"  at floor {fmt(r.get('at_floor'), '.2%')} (exp {fmt(r.get('exp_at_floor'), '.2%')})"
+                 f"  KS p {fmt(r['ks_p'], '.3g')} {'ok' if r['poisson_ok'] else 'REJECT'}")
+    elif r["kind"] == "cbr":
+        line += (f"  ±1µs {fmt(r['within_1us'], '.2%')}"
+                 f"  run {fmt(r.get('elapsed_over_planned'), '.2f')}× asked  batch {r.get('batch')}")
+    elif r["kind"] == "burst":
+        line += (f"  trains {r['trains']} median {r['train_median']} (analyze mean {fmt(r['mean_train'], '.1f')})"
+                 f"  inter-train p50 {fmt(r['inter_train_p50_ns'], 'd')} ns")
+    elif r["kind"] == "unpaced":
+        line += f" at rx0 ({r['own_pps'] / 1e3:.3f} kpps handed over, batch {r.get('batch')})"
+    if r.get("tcpdump_dropped_by_kernel"):
+        line += f"  tcpdump dropped {r['tcpdump_dropped_by_kernel']}"
+    print(line)
+
+
+WIRE_NUMBERS = (
+    "frames", "frame_bytes", "achieved_pps", "rate_error_pct", "min_gap_ns", "p1_gap_ns",
+    "p50_gap_ns", "ks_d", "ks_p", "cv", "floor_ns", "at_floor", "exp_at_floor",
+    "exp_below_floor", "below_handover", "exp_below_handover", "within_1us", "within_100ns",
+    "elapsed_over_planned", "wall_ns", "planned_ns", "elapsed_ns", "late_frames",
+    "handover_p50_ns", "handover_p99_ns", "trains", "train_median", "mean_train", "max_train",
+    "in_trains", "inter_train_p1_ns", "inter_train_p50_ns", "inter_train_p99_ns", "own_pps",
+    "tcpdump_dropped_by_kernel", "frames_sent",
+)
+# Kept from the first round as they are (verdicts, floors, settings).
+WIRE_AS_IS = ("backend", "batch", "poisson_ok", "floor_fits", "strobe_floor", "analyze_floor",
+              "train_lengths")
+
+
+def summarize_wire(args):
+    rows = load_raw(args.raw)
+    if not rows:
+        fail(f"{args.raw} holds no measurement")
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["kind"], r["target_pps"], r["case"]), []).append(r)
+    medians = []
+    for (kind, rate, case), rs in groups.items():
+        m = {"kind": kind, "target_pps": rate, "case": case, "rounds": len(rs)}
+        for key in WIRE_NUMBERS:
+            values = [r[key] for r in rs if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)]
+            m[key] = statistics.median(values) if values else None
+        for key in WIRE_AS_IS:
+            m[key] = rs[0].get(key)
+        # Every round's plain verdict, not only the first.
+        if kind == "poisson":
+            m["poisson_ok_rounds"] = sum(1 for r in rs if r.get("poisson_ok"))
+        medians.append(m)
+    unpaced = {m["backend"]: m["achieved_pps"] for m in medians if m["kind"] == "unpaced"}
+    ditg = {m["target_pps"]: m for m in medians if m["kind"] == "poisson" and m["case"] == "d-itg"}
+    for m in medians:
+        if m["kind"] == "cbr" and unpaced.get(m["backend"]):
+            m["paced_over_unpaced"] = m["achieved_pps"] / unpaced[m["backend"]]
+        if m["kind"] == "poisson" and m["case"] != "d-itg" and m["target_pps"] in ditg:
+            peer = ditg[m["target_pps"]]
+            m["vs_ditg"] = {
+                "achieved_ratio": m["achieved_pps"] / peer["achieved_pps"],
+                "ks_d_ratio": (m["ks_d"] / peer["ks_d"]) if m["ks_d"] is not None and peer["ks_d"] else None,
+            }
+    summary = {
+        "meta": json.loads(args.meta),
+        "burst": {"pattern": args.burst_pattern, "rate": args.burst_rate},
+        "floor_band_ns": FLOOR_BAND_NS,
+        "medians": medians,
+        "raw": rows,
+    }
+    print()
+    print("== timing on the wire (tcpdump at rx0, ns timestamps; medians of rounds) ==")
+    for m in medians:
+        print(json.dumps({k: v for k, v in m.items() if v is not None and k not in ("raw",)}))
+    write_json(args.out, summary)
+
+
+def markdown_wire(args):
+    d = read_json(args.summary)
+    meds = d["medians"]
+    out = []
+    un = [m for m in meds if m["kind"] == "unpaced"]
+    if un:
+        out += ["Unpaced (`--rate max`, capture running as in the paced runs), frames counted at rx0 "
+                "over strobe's transmit time:", "",
+                "| path | kpps at rx0 | kpps handed over | batch | tcpdump drops |", "|---|---:|---:|---:|---:|"]
+        for m in un:
+            out.append(f"| {m['backend']} | {m['achieved_pps'] / 1e3:.1f} | {fmt(m['own_pps'] and m['own_pps'] / 1e3, '.1f')} | "
+                       f"{m['batch']} | {fmt(m['tcpdump_dropped_by_kernel'], '.0f', '0')} |")
+        out.append("")
+    po = [m for m in meds if m["kind"] == "poisson"]
+    if po:
+        out += [f"Poisson, {fmt(po[0]['frames'], '.0f')} frames per run (medians of {max(m['rounds'] for m in po)} rounds); "
+                f"\"at floor\": gaps within {d['floor_band_ns']} ns of the 0.1 % gap quantile, beside what "
+                "exponential gaps at the asked rate put there:", "",
+                "| target | tool | kpps | rate error % | min gap | p1 gap | floor (p0.1) | at floor (exp.) | exp. below floor | KS D / p (plain) | floor-aware fits | strobe floor (H/S) | vs D-ITG: rate, KS D |",
+                "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
+        for m in sorted(po, key=lambda m: (m["target_pps"], m["case"])):
+            fits = m.get("floor_fits") or {}
+            fit_text = "; ".join(f"{k.split('.', 1)[-1]}={v:.3g}" if isinstance(v, float) else f"{k.split('.', 1)[-1]}={v}"
+                                 for k, v in fits.items() if "consistent" in k or "ks_p" in k) or "–"
+            fl = m.get("strobe_floor")
+            fl_text = (f"{fmt(floor_number(fl, 'handover'), '.0f')} / {fmt(floor_number(fl, 'spacing'), '.0f')} ns"
+                       if fl else "–")
+            vs = m.get("vs_ditg")
+            vs_text = (f"{vs['achieved_ratio']:.2f}×, {fmt(vs['ks_d_ratio'], '.2f')}×" if vs else "–")
+            verdict = "ok" if m["poisson_ok_rounds"] == m["rounds"] else f"rejected in {m['rounds'] - m['poisson_ok_rounds']}/{m['rounds']}"
+            out.append(
+                f"| {rate_label(m['target_pps'])} | {m['case']} | {m['achieved_pps'] / 1e3:.3f} | {fmt(m['rate_error_pct'], '+.3f')} | "
+                f"{fmt(m['min_gap_ns'], '.0f')} ns | {fmt(m['p1_gap_ns'], '.0f')} ns | {fmt(m['floor_ns'], '.0f')} ns | "
+                f"{fmt(m['at_floor'], '.2%')} ({fmt(m['exp_at_floor'], '.2%')}) | {fmt(m['exp_below_floor'], '.2%')} | "
+                f"{fmt(m['ks_d'], '.4f')} / {fmt(m['ks_p'], '.2g')} {verdict} | {fit_text} | {fl_text} | {vs_text} |")
+        out.append("")
+    cb = [m for m in meds if m["kind"] == "cbr"]
+    if cb:
+        out += ["CBR, default batch against `--batch 1` (one frame per call):", "",
+                "| target | case | batch | kpps at rx0 | rate error % | within ±1 µs | paced / unpaced | run time / asked | late frames | tcpdump drops |",
+                "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for m in sorted(cb, key=lambda m: (m["target_pps"], m["case"])):
+            out.append(
+                f"| {rate_label(m['target_pps'])} | {m['case']} | {m['batch']} | {m['achieved_pps'] / 1e3:.1f} | "
+                f"{fmt(m['rate_error_pct'], '+.3f')} | {fmt(m['within_1us'], '.2%')} | {fmt(m.get('paced_over_unpaced'), '.2f')} | "
+                f"{fmt(m['elapsed_over_planned'], '.2f')}× | {fmt(m['late_frames'], '.0f')} | {fmt(m['tcpdump_dropped_by_kernel'], '.0f', '0')} |")
+        out.append("")
+    bu = [m for m in meds if m["kind"] == "burst"]
+    if bu:
+        out += [f"Trains: `--pattern {d['burst']['pattern']} --rate {d['burst']['rate']}`; at rx0 a train is a run of "
+                f"gaps at or below {d['meta'].get('settings', {}).get('burst_gap_ns', '?')} ns:", "",
+                "| case | kpps at rx0 | trains | median train | analyze mean / max train | commonest lengths (count) | inter-train gap p1 / p50 / p99 |",
+                "|---|---:|---:|---:|---:|---|---:|"]
+        for m in bu:
+            lengths = ", ".join(f"{k} ({v})" for k, v in list((m.get("train_lengths") or {}).items())[:4])
+            out.append(
+                f"| {m['case']} | {m['achieved_pps'] / 1e3:.1f} | {fmt(m['trains'], '.0f')} | {fmt(m['train_median'], 'g')} | "
+                f"{fmt(m['mean_train'], '.1f')} / {fmt(m['max_train'], '.0f')} | {lengths} | "
+                f"{fmt(m['inter_train_p1_ns'], '.0f')} / {fmt(m['inter_train_p50_ns'], '.0f')} / {fmt(m['inter_train_p99_ns'], '.0f')} ns |")
+        out.append("")
+    print("\n".join(out))
+
+
+# ---------------------------------------------------------------------------------------
 
 
 def read_json(path):
@@ -466,9 +877,47 @@ def main():
     pm = sub.add_parser("markdown-precision", help="the precision summary as Markdown")
     pm.add_argument("summary")
 
+    wr = sub.add_parser("wire-row", help="one wire measurement as a JSON line")
+    wr.add_argument("analysis", help="strobe analyze --json output")
+    wr.add_argument("--kind", required=True, choices=("poisson", "cbr", "burst"))
+    wr.add_argument("--case", required=True)
+    wr.add_argument("--backend", required=True)
+    wr.add_argument("--round", type=int, required=True)
+    wr.add_argument("--rate", required=True, help="asked rate (pps, or strobe's rate text for trains)")
+    wr.add_argument("--pcap", required=True, help="the capture the analysis read")
+    wr.add_argument("--tcpdump-log", required=True, help="tcpdump's stderr")
+    wr.add_argument("--burst-gap-ns", type=int, default=5000)
+    wr.add_argument("--strobe-report", help="strobe gen --json output of the run")
+    wr.add_argument("--sent", type=int, help="frames the tool says it sent")
+    wr.add_argument("--wall-ns", type=int, help="wall time of the tool's run")
+
+    wu = sub.add_parser("wire-unpaced-row", help="a path's unpaced rate as a JSON line")
+    wu.add_argument("strobe_report")
+    wu.add_argument("--backend", required=True)
+    wu.add_argument("--round", type=int, required=True)
+    wu.add_argument("--rx-frames", type=int, required=True, help="frames rx0 counted during the run")
+    wu.add_argument("--tcpdump-log", help="stderr of the capture that ran alongside")
+
+    sub.add_parser("wire-log", help="one line for the log from the JSON row on stdin")
+
+    ws = sub.add_parser("summarize-wire", help="summary JSON of the wire section")
+    ws.add_argument("raw")
+    ws.add_argument("out")
+    ws.add_argument("--burst-pattern", required=True)
+    ws.add_argument("--burst-rate", required=True)
+    ws.add_argument("--meta", default="{}")
+
+    wm = sub.add_parser("markdown-wire", help="the wire summary as Markdown")
+    wm.add_argument("summary")
+
     run_command(
         ap,
         {
+            "wire-row": wire_row,
+            "wire-unpaced-row": wire_unpaced_row,
+            "wire-log": wire_log,
+            "summarize-wire": summarize_wire,
+            "markdown-wire": markdown_wire,
             "rx-window": rx_window,
             "annotate-strobe": annotate,
             "summarize-rate": summarize_rate,
