@@ -826,7 +826,11 @@ pub fn shortfall(p: &PortReport) -> Option<String> {
         "the backend could not take the frames as fast as asked".to_string()
     };
     // The floor as the run's own hand-overs measured it says what the path paces.
-    let why = match p.pacing.as_ref().and_then(|c| c.observed.map(|f| (f, c.max_batch))) {
+    let why = match p
+        .pacing
+        .as_ref()
+        .and_then(|c| c.observed.map(|f| (f, c.max_batch)))
+    {
         Some((floor, batch)) => format!(
             "{why}; the path's floor as the run measured it ({} per hand-over, {} back to \
              back) paces at most {}",

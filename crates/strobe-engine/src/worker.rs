@@ -47,7 +47,6 @@ pub enum LatePolicy {
 /// `LatePolicy::Smooth` shortens a gap by at most 1/SMOOTH_REPAY of its length.
 const SMOOTH_REPAY: u64 = 50;
 
-
 /// Options of a transmit run.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
