@@ -7,6 +7,7 @@
 
 mod bursts;
 mod expectation;
+mod floorfit;
 mod gaps;
 mod ks;
 pub mod latency;
@@ -16,6 +17,7 @@ mod report;
 
 pub use bursts::BurstStats;
 pub use expectation::{l1_bits, Expectation, ParseExpectationError, FCS_BYTES, L1_OVERHEAD_BYTES};
+pub use floorfit::{estimate_floor, FloorChoice, FloorFit, ModelFit};
 pub use gaps::{GapStats, Histogram, HistogramBin, Percentiles};
 pub use report::{PoissonFit, Precision, RateBasis, Report, TargetRate, TargetSource};
 
@@ -37,9 +39,12 @@ pub struct Capture {
 }
 
 /// What to compare the capture against.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Options {
     pub expect: Option<Expectation>,
+    /// Judge the gaps against a timing model as a perfect sender on a path with a floor
+    /// sends it (see the `floorfit` module).
+    pub floor_model: Option<FloorModel>,
     /// Gap at or below which two packets are back to back. Default: 1/10 of the
     /// (mean) target gap, or without an expectation 1/10 of the mean gap; never
     /// below the timestamp resolution.
@@ -52,15 +57,33 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             expect: None,
+            floor_model: None,
             burst_gap_ns: None,
             histogram_bins: DEFAULT_HISTOGRAM_BINS,
         }
     }
 }
 
+/// A timing model to judge a capture against, through a path's floor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FloorModel {
+    /// Rate and pattern (duration and seed are the fit's own).
+    pub spec: strobe_timing::ScheduleSpec,
+    /// How the report names it, e.g. `poisson at 100 kpps`.
+    pub name: String,
+    pub floor: FloorChoice,
+    /// Most frames per hand-over the sender coalesced (strobe's `--batch`, default 256).
+    pub max_batch: usize,
+    /// Time tolerance of the comparison (timestamp and path jitter); None: 10 % of the
+    /// spacing, at least 100 ns and the timestamp resolution.
+    pub tolerance_ns: Option<u64>,
+}
+
 /// Why a capture could not be analysed.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum AnalyzeError {
+    #[error("the timing model to fit cannot be drawn: {0}")]
+    InvalidModel(String),
     #[error("the capture has {packets} packet(s); at least 2 are needed to measure a gap")]
     TooFewPackets { packets: usize },
     #[error(
@@ -179,6 +202,21 @@ pub fn analyze(capture: &Capture, options: &Options) -> Result<Report, AnalyzeEr
         _ => None,
     };
 
+    let floor_fit = match &options.floor_model {
+        Some(m) => floorfit::fit(
+            &sorted,
+            &m.spec,
+            m.name.clone(),
+            m.floor,
+            m.max_batch,
+            m.tolerance_ns,
+            resolution_ns,
+            POISSON_ALPHA,
+        )
+        .map_err(AnalyzeError::InvalidModel)?,
+        None => None,
+    };
+
     let histogram = Histogram::build(
         &gaps,
         gap_stats.percentiles.p0_1_ns,
@@ -202,6 +240,7 @@ pub fn analyze(capture: &Capture, options: &Options) -> Result<Report, AnalyzeEr
         precision,
         bursts,
         poisson,
+        floor_fit,
     })
 }
 

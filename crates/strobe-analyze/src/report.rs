@@ -37,6 +37,8 @@ pub struct Report {
     pub bursts: BurstStats,
     /// Present for a Poisson expectation.
     pub poisson: Option<PoissonFit>,
+    /// Present when a model was fitted through a path's floor.
+    pub floor_fit: Option<crate::FloorFit>,
 }
 
 impl Report {
@@ -163,7 +165,8 @@ impl fmt::Display for Report {
         self.fmt_histogram(f)?;
         self.fmt_precision(f)?;
         self.fmt_bursts(f)?;
-        self.fmt_poisson(f)
+        self.fmt_poisson(f)?;
+        self.fmt_floor_fit(f)
     }
 }
 
@@ -328,6 +331,58 @@ impl Report {
                 percent(b.share_packets_in_bursts)
             ),
         )
+    }
+
+    fn fmt_floor_fit(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(fit) = &self.floor_fit else {
+            return Ok(());
+        };
+        writeln!(
+            f,
+            "Through the path's floor (two-sample KS against {} model gaps, each gap allowed ±{})",
+            fit.model_gaps,
+            time(fit.band_ns as f64)
+        )?;
+        line(f, "model", &fit.model)?;
+        line(
+            f,
+            "floor",
+            format!(
+                "{} per hand-over, {} back to back, up to {} frames per hand-over{}",
+                time(fit.handover_ns as f64),
+                time(fit.spacing_ns as f64),
+                fit.max_batch,
+                if fit.floor_estimated {
+                    " (estimated from the capture)"
+                } else {
+                    ""
+                }
+            ),
+        )?;
+        line(f, "gaps at the floor", percent(fit.share_at_floor))?;
+        for m in &fit.fits {
+            let name = match m.model {
+                "plain" => "vs plain model",
+                "naive_clamp" => "vs naive clamp",
+                _ => "vs perfect sender",
+            };
+            line(
+                f,
+                name,
+                format!(
+                    "D = {:.5}, p = {:.4e}, {} at the floor: {}",
+                    m.ks_d,
+                    m.ks_p,
+                    percent(m.share_at_floor),
+                    if m.consistent {
+                        "consistent"
+                    } else {
+                        "NOT consistent"
+                    }
+                ),
+            )?;
+        }
+        line(f, "verdict", &fit.verdict)
     }
 
     fn fmt_poisson(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

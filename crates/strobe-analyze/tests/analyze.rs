@@ -4,8 +4,10 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use strobe_analyze::{
-    analyze, AnalyzeError, Capture, Expectation, Options, RateBasis, Report, TargetSource,
+    analyze, AnalyzeError, Capture, Expectation, FloorChoice, FloorModel, Options, RateBasis,
+    Report, TargetSource,
 };
+use strobe_timing::{PathFloor, Pattern, Rate, ScheduleSpec};
 
 const START_NS: u64 = 1_700_000_000_000_000_000;
 
@@ -437,6 +439,7 @@ fn json_has_the_documented_schema() {
         "bursts",
         "bytes",
         "duration_ns",
+        "floor_fit",
         "gaps",
         "histogram",
         "l1_bits_per_sec",
@@ -452,6 +455,7 @@ fn json_has_the_documented_schema() {
     assert_eq!(keys(&with_poisson), top);
     assert_eq!(keys(&plain), top);
     assert!(plain["target"].is_null() && plain["poisson"].is_null());
+    assert!(plain["floor_fit"].is_null() && with_poisson["floor_fit"].is_null());
     assert_eq!(plain["precision"]["target_source"], "mean_gap");
     assert_eq!(with_poisson["precision"]["target_source"], "expected");
 
@@ -579,4 +583,110 @@ fn text_report_has_the_key_lines() {
     }
     assert!(!text.contains("Poisson fit"));
     assert!(!text.contains("limited by the capture resolution"));
+}
+
+/// Poisson at `pps` as a perfect sender on `floor` sends it: deadlines drawn independently
+/// of strobe's own generator, hand-overs coalesced by the floor's rule, 256 frames at most.
+fn poisson_through(floor: PathFloor, pps: f64, count: usize) -> Vec<u64> {
+    let mut deadline = 0u64;
+    let deadlines: Vec<u64> = poisson_gaps(7, pps, count)
+        .into_iter()
+        .map(|gap| {
+            deadline += gap;
+            deadline
+        })
+        .collect();
+    let departures = strobe_timing::perfect_departures(&deadlines, floor, 256);
+    departures.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+fn through_floor(spec: &str, floor: FloorChoice, tolerance_ns: Option<u64>) -> Options {
+    let expect: Expectation = spec.parse().expect("test expectation parses");
+    let Expectation::Poisson { pps } = expect else {
+        panic!("poisson expectations only");
+    };
+    Options {
+        expect: Some(expect),
+        floor_model: Some(FloorModel {
+            spec: ScheduleSpec {
+                rate: Rate::Pps(pps),
+                pattern: Pattern::Poisson,
+                ..ScheduleSpec::default()
+            },
+            name: spec.into(),
+            floor,
+            max_batch: 256,
+            tolerance_ns,
+        }),
+        ..Options::default()
+    }
+}
+
+#[test]
+fn poisson_through_a_floor_is_judged_against_the_perfect_sender() {
+    let floor = PathFloor {
+        handover_ns: 2_300,
+        spacing_ns: 900,
+    };
+    let capture = from_gaps(poisson_through(floor, 100_000.0, 200_000));
+    let report = run(
+        &capture,
+        &through_floor("poisson:100kpps", FloorChoice::Auto, None),
+    );
+    let fit = report
+        .floor_fit
+        .as_ref()
+        .expect("a floor fit was asked for");
+    // The floor is read back from the capture's own gaps.
+    assert!(fit.floor_estimated);
+    assert_eq!(fit.spacing_ns, 900);
+    assert!(fit.handover_ns.abs_diff(2_300) < 150, "{fit:?}");
+    let by = |name: &str| fit.fits.iter().find(|m| m.model == name).expect(name);
+    assert!(by("perfect_sender").consistent, "{fit:?}");
+    assert!(!by("plain").consistent, "{fit:?}");
+    // Frames a perfect sender coalesces arrive at the spacing: about the exponential's mass
+    // below the midpoint of spacing and hand-over (1 - e^-0.16 = 14.8 %), well above the
+    // plain model's mass below the spacing band (1 - e^-0.1 = 9.5 %).
+    assert!((0.13..0.17).contains(&fit.share_at_floor), "{fit:?}");
+    assert!((fit.share_at_floor - by("perfect_sender").share_at_floor).abs() < 0.01);
+    assert!(fit
+        .verdict
+        .starts_with("consistent with poisson:100kpps as a perfect sender"));
+    let text = report.to_string();
+    assert!(text.contains("Through the path's floor"), "{text}");
+
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).expect("valid JSON");
+    assert_eq!(
+        keys(&json["floor_fit"]),
+        [
+            "alpha",
+            "band_ns",
+            "fits",
+            "floor_estimated",
+            "handover_ns",
+            "max_batch",
+            "model",
+            "model_gaps",
+            "share_at_floor",
+            "spacing_ns",
+            "verdict"
+        ]
+    );
+    assert_eq!(
+        keys(&json["floor_fit"]["fits"][0]),
+        ["consistent", "ks_d", "ks_p", "model", "share_at_floor"]
+    );
+
+    // Plain Poisson (no floor) is not what that sender sends.
+    let plain = from_gaps(poisson_gaps(3, 100_000.0, 200_000));
+    let report = run(
+        &plain,
+        &through_floor("poisson:100kpps", FloorChoice::Given(floor), None),
+    );
+    let fit = report.floor_fit.expect("a floor fit was asked for");
+    let by = |name: &str| fit.fits.iter().find(|m| m.model == name).expect(name);
+    assert!(
+        by("plain").consistent && !by("perfect_sender").consistent,
+        "{fit:?}"
+    );
 }

@@ -204,6 +204,28 @@ fn command_line_errors() {
         analyze(&["junk.pcap", "--expect", "cbr:fast"]),
         &["--expect", "cbr:100kpps"],
     );
+    bad_input(
+        analyze(&["junk.pcap", "--floor", "2us/1us"]),
+        &["--floor", "--expect"],
+    );
+    bad_input(
+        analyze(&["junk.pcap", "--expect", "poisson:1kpps", "--floor", "fast"]),
+        &["--floor fast", "auto"],
+    );
+    bad_input(
+        analyze(&[
+            "junk.pcap",
+            "--expect",
+            "poisson:1kpps",
+            "--tolerance",
+            "soon",
+        ]),
+        &["--tolerance soon"],
+    );
+    bad_input(
+        analyze(&["junk.pcap", "--expect", "sometimes@1kpps"]),
+        &["--expect sometimes@1kpps"],
+    );
 }
 
 /// Starts `cmd`, sends it `signal` 1.5 s later, and waits for it.

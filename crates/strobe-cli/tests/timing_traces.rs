@@ -90,6 +90,16 @@ fn poisson_million_frames_fit_and_keep_the_rate() {
         .as_f64()
         .unwrap();
     assert!((cv - 1.0).abs() < 0.01, "coefficient of variation {cv}");
+    // A file has no floor: judged through the floor read from its own gaps (next to none),
+    // the plain exponential holds.
+    let plain = report["floor_fit"]["fits"]
+        .as_array()
+        .expect("poisson is judged through a floor by default")
+        .iter()
+        .find(|m| m["model"] == "plain")
+        .unwrap()
+        .clone();
+    assert_eq!(plain["consistent"], true, "{}", report["floor_fit"]);
 }
 
 #[test]

@@ -490,7 +490,9 @@ fn parse_size(text: &str) -> Result<SizeSpec, ModelError> {
     Ok(SizeSpec::Fixed(number(text)?))
 }
 
-fn parse_pattern(text: &str, res: &dyn Resources) -> Result<Departures, ModelError> {
+/// Reads a `--pattern` (`cbr`, `poisson`, `burst:32/10us`, `on_off:1ms/9ms`,
+/// `empirical:FILE`, `replay:FILE`) into a timing pattern; files are read through `res`.
+pub fn parse_pattern(text: &str, res: &dyn Resources) -> Result<Departures, ModelError> {
     const HINT: &str = "accepted: cbr, poisson, burst:PACKETS/INTER_BURST_GAP (e.g. burst:32/10us), on_off:ON/OFF (e.g. on_off:1ms/9ms), empirical:GAPS.CSV, replay:CAPTURE.PCAP";
     let bad = |detail: String| flag_error("--pattern", format!("{detail} — {HINT}"));
     let time = |s: &str| time_from_text(s.trim()).map_err(&bad);
