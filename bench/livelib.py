@@ -263,14 +263,7 @@ def precision_row(args):
         }
     except (LookupError, TypeError, ValueError) as e:
         fail(f"{args.analysis}: not a `strobe analyze --json` report with a target ({e!r})")
-    try:
-        with open(args.tcpdump_log, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError as e:
-        fail(f"cannot read {args.tcpdump_log}: {e}")
-    for key, pattern in TCPDUMP_COUNTS.items():
-        m = pattern.search(text)
-        row[f"tcpdump_{key}"] = int(m.group(1)) if m else None
+    row.update(tcpdump_counts(args.tcpdump_log))
     if args.strobe_report:
         report = read_json(args.strobe_report)
         try:
@@ -427,6 +420,20 @@ def pcap_gaps(path):
     return [b - a for a, b in zip(stamps, stamps[1:])]
 
 
+def tcpdump_counts(log_path):
+    """tcpdump's closing counts (received, dropped by the kernel, …) from its log."""
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError as e:
+        fail(f"cannot read {log_path}: {e}")
+    counts = {}
+    for key, pattern in TCPDUMP_COUNTS.items():
+        m = pattern.search(text)
+        counts[f"tcpdump_{key}"] = int(m.group(1)) if m else None
+    return counts
+
+
 def quantile(sorted_values, q):
     """The q-quantile (nearest rank) of already sorted values, or None when empty."""
     if not sorted_values:
@@ -565,14 +572,7 @@ def wire_row(args):
         row["rate_error_pct"] = float(target["rate_error_pct"]) if target else None
     except (LookupError, TypeError, ValueError, ZeroDivisionError) as e:
         fail(f"{args.analysis}: not a `strobe analyze --json` report ({e!r})")
-    try:
-        with open(args.tcpdump_log, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError as e:
-        fail(f"cannot read {args.tcpdump_log}: {e}")
-    for key, pattern in TCPDUMP_COUNTS.items():
-        m = pattern.search(text)
-        row[f"tcpdump_{key}"] = int(m.group(1)) if m else None
+    row.update(tcpdump_counts(args.tcpdump_log))
     if args.strobe_report:
         row.update(strobe_run_fields(args.strobe_report))
     if args.sent is not None:
@@ -660,14 +660,7 @@ def wire_unpaced_row(args):
         **run,
     }
     if args.tcpdump_log:
-        try:
-            with open(args.tcpdump_log, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-        except OSError as e:
-            fail(f"cannot read {args.tcpdump_log}: {e}")
-        for key, pattern in TCPDUMP_COUNTS.items():
-            m = pattern.search(text)
-            row[f"tcpdump_{key}"] = int(m.group(1)) if m else None
+        row.update(tcpdump_counts(args.tcpdump_log))
     print(json.dumps(row))
 
 
