@@ -87,7 +87,7 @@ pub fn estimate_floor(sorted: &[u64]) -> Option<PathFloor> {
     // Densest window [sorted[i], sorted[i] + width] over the candidates.
     let (mut best_start, mut best_len, mut j) = (first, 0, first);
     for i in first..end {
-        while j < end && sorted[j] <= sorted[i] + width {
+        while j < end && sorted[j] <= sorted[i].saturating_add(width) {
             j += 1;
         }
         if j - i > best_len {
@@ -95,10 +95,10 @@ pub fn estimate_floor(sorted: &[u64]) -> Option<PathFloor> {
         }
     }
     let spacing_ns = sorted[best_start + best_len / 2].max(1);
-    let top = spacing_ns + band_ns(spacing_ns, 1);
+    let top = spacing_ns.saturating_add(band_ns(spacing_ns, 1));
     let above = &sorted[sorted.partition_point(|&g| g <= top)..];
     let handover_ns = match above.get(above.len() / 200) {
-        Some(&g) if g > top + band_ns(spacing_ns, 1) => g,
+        Some(&g) if g > top.saturating_add(band_ns(spacing_ns, 1)) => g,
         _ => spacing_ns,
     };
     Some(PathFloor {
@@ -166,8 +166,9 @@ pub fn fit(
     let perfect = diffs(&perfect_departures(&deadlines, floor, max_batch));
 
     let band = tolerance_ns.unwrap_or_else(|| band_ns(floor.spacing_ns, resolution_ns));
-    let at_floor =
-        |g: &[u64]| g.partition_point(|&x| x <= floor.spacing_ns + band) as f64 / g.len() as f64;
+    let at_floor = |g: &[u64]| {
+        g.partition_point(|&x| x <= floor.spacing_ns.saturating_add(band)) as f64 / g.len() as f64
+    };
     let fits: Vec<ModelFit> = [
         ("plain", &plain),
         ("naive_clamp", &clamped),
@@ -231,8 +232,10 @@ fn fit_handover(
 ) -> PathFloor {
     let spacing = guess.spacing_ns;
     let band = tolerance_ns.unwrap_or_else(|| band_ns(spacing, resolution_ns));
-    let mean_gap = sorted.iter().sum::<u64>() / sorted.len().max(1) as u64;
-    let top = mean_gap.max(spacing + 1);
+    // Gaps are untrusted (any capture): summed wide, so no sum overflows.
+    let mean_gap =
+        (sorted.iter().map(|&g| u128::from(g)).sum::<u128>() / sorted.len().max(1) as u128) as u64;
+    let top = mean_gap.max(spacing.saturating_add(1));
     let search = &deadlines[..deadlines.len().min(HANDOVER_SEARCH_GAPS)];
     let distance = |handover_ns: u64| {
         let floor = PathFloor {
@@ -459,6 +462,40 @@ mod tests {
         let f = fit_of(&gaps, &spec, FloorChoice::Given(PATH));
         assert!(by(&f, "perfect_sender").consistent, "{f:#?}");
         assert!(!by(&f, "plain").consistent, "{f:#?}");
+    }
+
+    #[test]
+    fn extreme_gaps_are_judged_without_overflow() {
+        // Gaps from an untrusted capture: zeros, the largest values, and a mix.
+        let spec = poisson(1_000.0);
+        let mut gaps: Vec<u64> = (0..40)
+            .map(|i| if i % 2 == 0 { 0 } else { u64::MAX - i })
+            .collect();
+        gaps.sort_unstable();
+        for floor in [
+            FloorChoice::Auto,
+            FloorChoice::Given(PathFloor {
+                handover_ns: u64::MAX / 2,
+                spacing_ns: u64::MAX / 4,
+            }),
+        ] {
+            let f = fit(
+                &gaps,
+                &spec,
+                "model".into(),
+                floor,
+                256,
+                Some(u64::MAX),
+                1,
+                0.01,
+            )
+            .expect("the model draws");
+            assert!(f.is_some());
+        }
+        assert_eq!(
+            estimate_floor(&[u64::MAX; 30]).map(|f| f.spacing_ns),
+            Some(u64::MAX)
+        );
     }
 
     #[test]

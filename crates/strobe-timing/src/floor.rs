@@ -151,7 +151,10 @@ pub fn perfect_departures(deadlines: &[u64], floor: PathFloor, max_batch: usize)
         {
             held += 1;
         }
-        out.extend((0..held as u64).map(|k| start + k * floor.spacing_ns));
+        // Saturating: floors and deadlines may come from untrusted input (analyze's --floor).
+        out.extend(
+            (0..held as u64).map(|k| start.saturating_add(k.saturating_mul(floor.spacing_ns))),
+        );
         free_ns = start.saturating_add(floor.call_ns(held));
         i += held;
     }
