@@ -17,7 +17,7 @@ mod report;
 
 pub use bursts::BurstStats;
 pub use expectation::{l1_bits, Expectation, ParseExpectationError, FCS_BYTES, L1_OVERHEAD_BYTES};
-pub use floorfit::{estimate_floor, FloorChoice, FloorFit, ModelFit};
+pub use floorfit::{estimate_floor, fit as fit_through_floor, FloorChoice, FloorFit, ModelFit};
 pub use gaps::{GapStats, Histogram, HistogramBin, Percentiles};
 pub use report::{PoissonFit, Precision, RateBasis, Report, TargetRate, TargetSource};
 

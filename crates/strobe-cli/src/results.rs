@@ -314,6 +314,9 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
                     error_text(d)
                 );
             }
+            if let Some(fit) = &p.departure_fit {
+                println!("  {}", departure_fit_text(fit));
+            }
         }
         if p.stopped_early {
             println!("  stopped before the end of the schedule");
@@ -468,6 +471,7 @@ pub fn to_json(
             "handovers": p.handovers,
             "coalesced_frames": p.coalesced_frames,
             "departure_error": p.departure.as_ref().map(error_json),
+            "departure_fit": p.departure_fit.as_ref().and_then(|f| serde_json::to_value(f).ok()),
             "elapsed_ns": p.elapsed_ns,
             "planned_ns": p.planned_ns,
             "t0_unix_ns": p.t0_unix_ns,
@@ -852,6 +856,25 @@ pub fn shortfall(p: &PortReport) -> Option<String> {
         pps_text(rate(p.planned_ns)),
         duration_text(p.planned_ns),
     ))
+}
+
+/// One line: the estimated departure gaps judged through the floor, then the verdict.
+fn departure_fit_text(fit: &strobe_analyze::FloorFit) -> String {
+    let d = |name: &str| {
+        fit.fits.iter().find(|m| m.model == name).map_or_else(
+            || "-".to_string(),
+            |m| format!("D = {:.4} (p {:.2})", m.ks_d, m.ks_p),
+        )
+    };
+    format!(
+        "estimated departure gaps (KS against {} model gaps, each allowed ±{}): perfect sender \
+         on the refined floor {}, plain model {} — {}",
+        fit.model_gaps,
+        duration_text(fit.band_ns),
+        d("perfect_sender"),
+        d("plain"),
+        fit.verdict
+    )
 }
 
 fn error_text(h: &strobe_engine::HandoverError) -> String {

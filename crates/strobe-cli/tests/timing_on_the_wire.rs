@@ -140,6 +140,23 @@ fn poisson_keeps_its_short_gaps_and_its_rate_on_a_live_port() {
     assert!(spacing > 0 && handover > 0, "{pacing}");
     assert_eq!(pacing["floor_source"], "probed");
     assert!(port["coalesced_frames"].as_u64().unwrap() > 0, "{port}");
+    // gen judges its own estimated departures the same way, on the floor it refined.
+    let own = &port["departure_fit"];
+    let own_d = |model: &str| {
+        own["fits"]
+            .as_array()
+            .expect("a coalesced Poisson run reports its departure fit")
+            .iter()
+            .find(|m| m["model"] == model)
+            .and_then(|m| m["ks_d"].as_f64())
+            .unwrap()
+    };
+    assert!(
+        own_d("perfect_sender") * 2.0 < own_d("plain"),
+        "{}",
+        own["verdict"]
+    );
+    assert_eq!(own["floor_estimated"], false);
 
     // One frame per hand-over cannot send a gap below the hand-over's cost (about the 1st
     // percentile of its gaps); Exp(10 µs) puts 1 - e^-0.1 ≈ 9.5 % of gaps below 1 µs, and

@@ -205,7 +205,64 @@ pub struct PortReport {
     /// Coalesced runs: how far each frame's estimated departure (its hand-over's start plus
     /// its position times the floor's spacing) was from its deadline, early or late.
     pub departure: Option<HandoverError>,
+    /// Coalesced runs of one flow with a random or bursty pattern: the gaps between the
+    /// estimated departures judged against the flow's model as a perfect sender on the
+    /// refined floor sends it, and against the plain model (as `strobe analyze` judges a
+    /// capture). Computed after the last frame, never on the hot path.
+    pub departure_fit: Option<strobe_analyze::FloorFit>,
     pub flows: Vec<FlowReport>,
+}
+
+/// Most estimated departure gaps a fit reads (a histogram holding more is scaled down).
+const DEPARTURE_FIT_GAPS: usize = 2_000_000;
+
+/// The estimated departure gaps of a port's one flow judged through `floor` (see
+/// [`PortReport::departure_fit`]); None for several flows (their merged model is not drawn
+/// yet), constant rate, or fewer than 20 gaps.
+fn departure_fit(
+    flows: &[FlowSpec],
+    gaps: &Histogram<u64>,
+    floor: PathFloor,
+    max_batch: usize,
+) -> Option<strobe_analyze::FloorFit> {
+    let [flow] = flows else {
+        return None;
+    };
+    if flow.schedule.pattern == strobe_timing::Pattern::Cbr || gaps.len() < 20 {
+        return None;
+    }
+    let scale = (DEPARTURE_FIT_GAPS as f64 / gaps.len() as f64).min(1.0);
+    let mut sorted = Vec::with_capacity(DEPARTURE_FIT_GAPS.min(gaps.len() as usize));
+    for v in gaps.iter_recorded() {
+        let count = (v.count_at_value() as f64 * scale).round() as usize;
+        sorted.extend(std::iter::repeat_n(v.value_iterated_to(), count));
+    }
+    let name = format!("flow {}'s {}", flow.name, pattern_label(&flow.schedule));
+    strobe_analyze::fit_through_floor(
+        &sorted,
+        &flow.schedule,
+        name,
+        strobe_analyze::FloorChoice::Given(floor),
+        max_batch,
+        None,
+        1,
+        0.01,
+    )
+    .ok()
+    .flatten()
+}
+
+fn pattern_label(spec: &strobe_timing::ScheduleSpec) -> String {
+    use strobe_timing::Pattern;
+    let pattern = match &spec.pattern {
+        Pattern::Cbr => "constant rate",
+        Pattern::Poisson => "poisson",
+        Pattern::Burst { .. } => "bursts",
+        Pattern::OnOff { .. } => "on/off",
+        Pattern::Distribution(_) => "gap distribution",
+        Pattern::Replay { .. } => "replayed trace",
+    };
+    format!("{pattern} at {}", spec.rate)
 }
 
 struct FlowState {
@@ -548,6 +605,9 @@ pub fn run_port<B: Backend>(
     let mut handover = Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 3)
         .expect("static histogram bounds are valid");
     let mut departure = handover.clone();
+    // Coalesced runs: gaps between consecutive estimated departures.
+    let mut departure_gaps = handover.clone();
+    let mut last_leaves: Option<u64> = None;
     let mut first_tx_ticks = None;
     let mut last_tx_ticks = t0_ticks;
     let mut wall = WallClock::new(clock);
@@ -608,6 +668,10 @@ pub fn run_port<B: Backend>(
                 for (k, &d) in plan.deadlines[..n].iter().enumerate() {
                     let leaves = start_ns + k as u64 * floor.spacing_ns;
                     departure.saturating_record(leaves.abs_diff(d + shift_ns));
+                    if let Some(previous) = last_leaves {
+                        departure_gaps.saturating_record(leaves.saturating_sub(previous));
+                    }
+                    last_leaves = Some(leaves);
                 }
             }
             // Coalesced, the hand-over is owed when a perfect sender on the path would make
@@ -738,6 +802,9 @@ pub fn run_port<B: Backend>(
     }
     report.handover = HandoverError::from_histogram(&handover);
     report.departure = HandoverError::from_histogram(&departure);
+    if let Some((floor, _)) = &coalesce {
+        report.departure_fit = departure_fit(flows, &departure_gaps, *floor, batch);
+    }
     report.elapsed_ns = match (scheduled_time, first_tx_ticks) {
         (false, Some(first)) => clock.ticks_to_ns(last_tx_ticks.saturating_sub(first)),
         _ => 0,
