@@ -113,13 +113,14 @@ fn band_ns(spacing_ns: u64, resolution_ns: u64) -> u64 {
     (spacing_ns / 10).max(100).max(resolution_ns)
 }
 
-/// Judges `sorted` (the capture's gaps, ascending) against `spec` (rate and pattern; its
-/// duration and seed are replaced) sent through `floor`, with time tolerance
-/// `tolerance_ns` (default: 10 % of the spacing, at least 100 ns and the resolution).
+/// Judges `sorted` (the capture's gaps, ascending) against the flows `specs` (rate and
+/// pattern; their departures merged, as on one port; duration and seed are the fit's own)
+/// sent through `floor`, with time tolerance `tolerance_ns` (default: 10 % of the spacing,
+/// at least 100 ns and the resolution).
 #[allow(clippy::too_many_arguments)]
 pub fn fit(
     sorted: &[u64],
-    spec: &ScheduleSpec,
+    specs: &[ScheduleSpec],
     model_name: String,
     floor: FloorChoice,
     max_batch: usize,
@@ -128,18 +129,7 @@ pub fn fit(
     alpha: f64,
 ) -> Result<Option<FloorFit>, String> {
     let n_model = (sorted.len() * 10).clamp(MIN_MODEL_GAPS, MAX_MODEL_GAPS);
-    let mut schedule = Schedule::new(ScheduleSpec {
-        duration: Duration::Packets(n_model as u64 + 1),
-        start_delay_ns: 0,
-        seed: 0x5eed_f100,
-        ..spec.clone()
-    })
-    .map_err(|e| e.to_string())?;
-    let mut deadlines = Vec::with_capacity(n_model + 1);
-    // Frame sizes matter only for bit rates; the model is drawn at 64-byte frames.
-    while let Some(d) = schedule.next(64) {
-        deadlines.push(d);
-    }
+    let deadlines = model_deadlines(specs, n_model + 1)?;
     if deadlines.len() < 2 {
         return Err("the model gives fewer than two departures".into());
     }
@@ -203,6 +193,52 @@ pub fn fit(
         fits,
         verdict,
     }))
+}
+
+/// The first `count` departures of `specs` merged by deadline, as a port sends its flows.
+/// Each flow runs on (its duration is the fit's), with a seed of its own so two random
+/// flows do not draw the same gaps; an OTG burst duration keeps its shape, repeated.
+/// Frame sizes matter only for bit rates; the model is drawn at 64-byte frames.
+fn model_deadlines(specs: &[ScheduleSpec], count: usize) -> Result<Vec<u64>, String> {
+    let mut schedules = specs
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            let duration = match spec.duration {
+                Duration::Bursts {
+                    packets,
+                    inter_burst_gap_ns,
+                    ..
+                } => Duration::Bursts {
+                    bursts: 0,
+                    packets,
+                    inter_burst_gap_ns,
+                },
+                _ => Duration::Continuous,
+            };
+            Schedule::new(ScheduleSpec {
+                duration,
+                seed: 0x5eed_f100 ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                ..spec.clone()
+            })
+            .map_err(|e| e.to_string())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut next: Vec<Option<u64>> = schedules.iter_mut().map(|s| s.next(64)).collect();
+    let mut deadlines = Vec::with_capacity(count);
+    while deadlines.len() < count {
+        let Some((i, d)) = next
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| d.map(|d| (i, d)))
+            .min_by_key(|&(_, d)| d)
+        else {
+            break;
+        };
+        deadlines.push(d);
+        next[i] = schedules[i].next(64);
+    }
+    Ok(deadlines)
 }
 
 /// Sorted gaps of departure times.
@@ -383,9 +419,18 @@ mod tests {
     }
 
     fn fit_of(gaps: &[u64], spec: &ScheduleSpec, floor: FloorChoice) -> FloorFit {
-        fit(gaps, spec, "model".into(), floor, 256, None, 1, 0.01)
-            .unwrap()
-            .unwrap()
+        fit(
+            gaps,
+            std::slice::from_ref(spec),
+            "model".into(),
+            floor,
+            256,
+            None,
+            1,
+            0.01,
+        )
+        .unwrap()
+        .unwrap()
     }
 
     fn by<'a>(f: &'a FloorFit, name: &str) -> &'a ModelFit {
@@ -465,6 +510,35 @@ mod tests {
     }
 
     #[test]
+    fn flows_on_one_port_are_merged_with_seeds_of_their_own() {
+        // Two Poisson flows at 50 kpps merge into one at 100 kpps: mean gap 10 µs, and
+        // exponential (a shared seed would stack every departure on its twin's, gap 0).
+        let flows = [poisson(50_000.0), poisson(50_000.0)];
+        let d = model_deadlines(&flows, 200_001).unwrap();
+        let gaps = diffs(&d);
+        let mean = gaps.iter().sum::<u64>() as f64 / gaps.len() as f64;
+        assert!((mean - 10_000.0).abs() < 100.0, "mean gap {mean}");
+        let zero = gaps.partition_point(|&g| g == 0) as f64 / gaps.len() as f64;
+        assert!(zero < 0.001, "{zero}");
+        let plain = capture(&poisson(100_000.0), 200_001, None, 0, 9);
+        assert!(two_sample_statistic(&plain, &gaps, 0) < 0.01);
+        // An OTG burst duration keeps its shape and repeats.
+        let otg = ScheduleSpec {
+            rate: Rate::Pps(1_000_000.0),
+            duration: Duration::Bursts {
+                bursts: 2,
+                packets: 8,
+                inter_burst_gap_ns: 50_000,
+            },
+            ..ScheduleSpec::default()
+        };
+        let d = model_deadlines(&[otg], 80).unwrap();
+        assert_eq!(d.len(), 80);
+        let long = diffs(&d).iter().filter(|&&g| g > 40_000).count();
+        assert_eq!(long, 9);
+    }
+
+    #[test]
     fn extreme_gaps_are_judged_without_overflow() {
         // Gaps from an untrusted capture: zeros, the largest values, and a mix.
         let spec = poisson(1_000.0);
@@ -481,7 +555,7 @@ mod tests {
         ] {
             let f = fit(
                 &gaps,
-                &spec,
+                std::slice::from_ref(&spec),
                 "model".into(),
                 floor,
                 256,

@@ -205,7 +205,7 @@ pub fn analyze(capture: &Capture, options: &Options) -> Result<Report, AnalyzeEr
     let floor_fit = match &options.floor_model {
         Some(m) => floorfit::fit(
             &sorted,
-            &m.spec,
+            std::slice::from_ref(&m.spec),
             m.name.clone(),
             m.floor,
             m.max_batch,

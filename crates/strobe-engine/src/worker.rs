@@ -205,8 +205,8 @@ pub struct PortReport {
     /// Coalesced runs: how far each frame's estimated departure (its hand-over's start plus
     /// its position times the floor's spacing) was from its deadline, early or late.
     pub departure: Option<HandoverError>,
-    /// Coalesced runs of one flow with a random or bursty pattern: the gaps between the
-    /// estimated departures judged against the flow's model as a perfect sender on the
+    /// Coalesced runs with a random or bursty flow: the gaps between the estimated
+    /// departures judged against the port's flows' merged model as a perfect sender on the
     /// refined floor sends it, and against the plain model (as `strobe analyze` judges a
     /// capture). Computed after the last frame, never on the hot path.
     pub departure_fit: Option<strobe_analyze::FloorFit>,
@@ -216,19 +216,20 @@ pub struct PortReport {
 /// Most estimated departure gaps a fit reads (a histogram holding more is scaled down).
 const DEPARTURE_FIT_GAPS: usize = 2_000_000;
 
-/// The estimated departure gaps of a port's one flow judged through `floor` (see
-/// [`PortReport::departure_fit`]); None for several flows (their merged model is not drawn
-/// yet), constant rate, or fewer than 20 gaps.
+/// The estimated departure gaps of a port's flows judged through `floor` (see
+/// [`PortReport::departure_fit`]); None when every flow is at a constant rate (judged by
+/// the hand-over figures) or for fewer than 20 gaps.
 fn departure_fit(
     flows: &[FlowSpec],
     gaps: &Histogram<u64>,
     floor: PathFloor,
     max_batch: usize,
 ) -> Option<strobe_analyze::FloorFit> {
-    let [flow] = flows else {
-        return None;
+    let varies = |f: &FlowSpec| {
+        f.schedule.pattern != strobe_timing::Pattern::Cbr
+            || matches!(f.schedule.duration, strobe_timing::Duration::Bursts { .. })
     };
-    if flow.schedule.pattern == strobe_timing::Pattern::Cbr || gaps.len() < 20 {
+    if !flows.iter().any(varies) || gaps.len() < 20 {
         return None;
     }
     let scale = (DEPARTURE_FIT_GAPS as f64 / gaps.len() as f64).min(1.0);
@@ -237,10 +238,22 @@ fn departure_fit(
         let count = (v.count_at_value() as f64 * scale).round() as usize;
         sorted.extend(std::iter::repeat_n(v.value_iterated_to(), count));
     }
-    let name = format!("flow {}'s {}", flow.name, pattern_label(&flow.schedule));
+    let name = match flows {
+        [flow] => format!("flow {}'s {}", flow.name, pattern_label(&flow.schedule)),
+        _ => format!(
+            "the port's {} flows merged ({})",
+            flows.len(),
+            flows
+                .iter()
+                .map(|f| format!("{}: {}", f.name, pattern_label(&f.schedule)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let specs: Vec<_> = flows.iter().map(|f| f.schedule.clone()).collect();
     strobe_analyze::fit_through_floor(
         &sorted,
-        &flow.schedule,
+        &specs,
         name,
         strobe_analyze::FloorChoice::Given(floor),
         max_batch,
@@ -254,6 +267,9 @@ fn departure_fit(
 
 fn pattern_label(spec: &strobe_timing::ScheduleSpec) -> String {
     use strobe_timing::Pattern;
+    if let strobe_timing::Duration::Bursts { packets, .. } = spec.duration {
+        return format!("bursts of {packets} at {}", spec.rate);
+    }
     let pattern = match &spec.pattern {
         Pattern::Cbr => "constant rate",
         Pattern::Poisson => "poisson",
