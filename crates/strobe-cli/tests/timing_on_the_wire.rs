@@ -54,6 +54,18 @@ fn share_below(gaps: &[u64], ns: u64) -> f64 {
     gaps.iter().filter(|&&g| g < ns).count() as f64 / gaps.len() as f64
 }
 
+/// The KS statistic of `model` in a floor fit (`floor_fit` of analyze, `departure_fit` of
+/// gen).
+fn ks_d(fit: &serde_json::Value, model: &str) -> f64 {
+    fit["fits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no floor fit: {fit}"))
+        .iter()
+        .find(|m| m["model"] == model)
+        .and_then(|m| m["ks_d"].as_f64())
+        .unwrap_or_else(|| panic!("no {model} fit: {fit}"))
+}
+
 /// One paced run on a cable lab, captured at the receiving end: (gen's JSON, gaps).
 fn captured_run(
     lab: &TestLab,
@@ -116,17 +128,8 @@ fn poisson_keeps_its_short_gaps_and_its_rate_on_a_live_port() {
         .unwrap()))
     .unwrap();
     let fit = &judged["floor_fit"];
-    let ks_d = |model: &str| {
-        fit["fits"]
-            .as_array()
-            .expect("analyze reports a floor fit for poisson by default")
-            .iter()
-            .find(|m| m["model"] == model)
-            .and_then(|m| m["ks_d"].as_f64())
-            .unwrap()
-    };
     assert!(
-        ks_d("perfect_sender") < ks_d("plain") * 0.75,
+        ks_d(fit, "perfect_sender") < ks_d(fit, "plain") * 0.75,
         "{}",
         fit["verdict"]
     );
@@ -142,17 +145,8 @@ fn poisson_keeps_its_short_gaps_and_its_rate_on_a_live_port() {
     assert!(port["coalesced_frames"].as_u64().unwrap() > 0, "{port}");
     // gen judges its own estimated departures the same way, on the floor it refined.
     let own = &port["departure_fit"];
-    let own_d = |model: &str| {
-        own["fits"]
-            .as_array()
-            .expect("a coalesced Poisson run reports its departure fit")
-            .iter()
-            .find(|m| m["model"] == model)
-            .and_then(|m| m["ks_d"].as_f64())
-            .unwrap()
-    };
     assert!(
-        own_d("perfect_sender") * 2.0 < own_d("plain"),
+        ks_d(own, "perfect_sender") * 2.0 < ks_d(own, "plain"),
         "{}",
         own["verdict"]
     );
