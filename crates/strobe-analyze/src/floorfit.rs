@@ -113,27 +113,45 @@ fn band_ns(spacing_ns: u64, resolution_ns: u64) -> u64 {
     (spacing_ns / 10).max(100).max(resolution_ns)
 }
 
-/// Judges `sorted` (the capture's gaps, ascending) against the flows `specs` (rate and
-/// pattern; their departures merged, as on one port; duration and seed are the fit's own)
-/// sent through `floor`, with time tolerance `tolerance_ns` (default: 10 % of the spacing,
-/// at least 100 ns and the resolution).
-#[allow(clippy::too_many_arguments)]
+/// A timing model to judge gaps against, through a path's floor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FloorModel {
+    /// The flows' rates and patterns, their departures merged as on one port (duration
+    /// and seed are the fit's own).
+    pub specs: Vec<ScheduleSpec>,
+    /// How the report names it, e.g. `poisson:100kpps`.
+    pub name: String,
+    pub floor: FloorChoice,
+    /// Most frames per hand-over the sender coalesced (strobe's `--batch`, default 256).
+    pub max_batch: usize,
+    /// Time tolerance of the comparison (timestamp and path jitter); None: 10 % of the
+    /// spacing, at least 100 ns and the timestamp resolution.
+    pub tolerance_ns: Option<u64>,
+}
+
+/// Judges `sorted` (the gaps, ascending) against `model`, for timestamps of
+/// `resolution_ns`, at significance `alpha`; None when the floor is to be estimated and
+/// too few gaps are there to read it.
 pub fn fit(
     sorted: &[u64],
-    specs: &[ScheduleSpec],
-    model_name: String,
-    floor: FloorChoice,
-    max_batch: usize,
-    tolerance_ns: Option<u64>,
+    model: &FloorModel,
     resolution_ns: u64,
     alpha: f64,
 ) -> Result<Option<FloorFit>, String> {
+    let FloorModel {
+        specs,
+        name,
+        floor,
+        max_batch,
+        tolerance_ns,
+    } = model;
+    let (max_batch, tolerance_ns) = (*max_batch, *tolerance_ns);
     let n_model = (sorted.len() * 10).clamp(MIN_MODEL_GAPS, MAX_MODEL_GAPS);
     let deadlines = model_deadlines(specs, n_model + 1)?;
     if deadlines.len() < 2 {
         return Err("the model gives fewer than two departures".into());
     }
-    let (floor, estimated) = match floor {
+    let (floor, estimated) = match *floor {
         FloorChoice::Given(f) => (f, false),
         FloorChoice::Auto => match estimate_floor(sorted) {
             Some(f) => (
@@ -179,9 +197,9 @@ pub fn fit(
     })
     .collect();
     let share_at_floor = at_floor(sorted);
-    let verdict = verdict(&model_name, &floor, share_at_floor, &fits);
+    let verdict = verdict(name, &floor, share_at_floor, &fits);
     Ok(Some(FloorFit {
-        model: model_name,
+        model: name.clone(),
         handover_ns: floor.handover_ns,
         spacing_ns: floor.spacing_ns,
         floor_estimated: estimated,
@@ -418,14 +436,20 @@ mod tests {
         g
     }
 
+    fn model(specs: &[ScheduleSpec], floor: FloorChoice, tolerance_ns: Option<u64>) -> FloorModel {
+        FloorModel {
+            specs: specs.to_vec(),
+            name: "model".into(),
+            floor,
+            max_batch: 256,
+            tolerance_ns,
+        }
+    }
+
     fn fit_of(gaps: &[u64], spec: &ScheduleSpec, floor: FloorChoice) -> FloorFit {
         fit(
             gaps,
-            std::slice::from_ref(spec),
-            "model".into(),
-            floor,
-            256,
-            None,
+            &model(std::slice::from_ref(spec), floor, None),
             1,
             0.01,
         )
@@ -555,11 +579,7 @@ mod tests {
         ] {
             let f = fit(
                 &gaps,
-                std::slice::from_ref(&spec),
-                "model".into(),
-                floor,
-                256,
-                Some(u64::MAX),
+                &model(std::slice::from_ref(&spec), floor, Some(u64::MAX)),
                 1,
                 0.01,
             )

@@ -17,7 +17,9 @@ mod report;
 
 pub use bursts::BurstStats;
 pub use expectation::{l1_bits, Expectation, ParseExpectationError, FCS_BYTES, L1_OVERHEAD_BYTES};
-pub use floorfit::{estimate_floor, fit as fit_through_floor, FloorChoice, FloorFit, ModelFit};
+pub use floorfit::{
+    estimate_floor, fit as fit_through_floor, FloorChoice, FloorFit, FloorModel, ModelFit,
+};
 pub use gaps::{GapStats, Histogram, HistogramBin, Percentiles};
 pub use report::{PoissonFit, Precision, RateBasis, Report, TargetRate, TargetSource};
 
@@ -62,21 +64,6 @@ impl Default for Options {
             histogram_bins: DEFAULT_HISTOGRAM_BINS,
         }
     }
-}
-
-/// A timing model to judge a capture against, through a path's floor.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FloorModel {
-    /// Rate and pattern (duration and seed are the fit's own).
-    pub spec: strobe_timing::ScheduleSpec,
-    /// How the report names it, e.g. `poisson at 100 kpps`.
-    pub name: String,
-    pub floor: FloorChoice,
-    /// Most frames per hand-over the sender coalesced (strobe's `--batch`, default 256).
-    pub max_batch: usize,
-    /// Time tolerance of the comparison (timestamp and path jitter); None: 10 % of the
-    /// spacing, at least 100 ns and the timestamp resolution.
-    pub tolerance_ns: Option<u64>,
 }
 
 /// Why a capture could not be analysed.
@@ -203,17 +190,8 @@ pub fn analyze(capture: &Capture, options: &Options) -> Result<Report, AnalyzeEr
     };
 
     let floor_fit = match &options.floor_model {
-        Some(m) => floorfit::fit(
-            &sorted,
-            std::slice::from_ref(&m.spec),
-            m.name.clone(),
-            m.floor,
-            m.max_batch,
-            m.tolerance_ns,
-            resolution_ns,
-            POISSON_ALPHA,
-        )
-        .map_err(AnalyzeError::InvalidModel)?,
+        Some(m) => floorfit::fit(&sorted, m, resolution_ns, POISSON_ALPHA)
+            .map_err(AnalyzeError::InvalidModel)?,
         None => None,
     };
 

@@ -608,11 +608,11 @@ fn through_floor(spec: &str, floor: FloorChoice, tolerance_ns: Option<u64>) -> O
     Options {
         expect: Some(expect),
         floor_model: Some(FloorModel {
-            spec: ScheduleSpec {
+            specs: vec![ScheduleSpec {
                 rate: Rate::Pps(pps),
                 pattern: Pattern::Poisson,
                 ..ScheduleSpec::default()
-            },
+            }],
             name: spec.into(),
             floor,
             max_batch: 256,

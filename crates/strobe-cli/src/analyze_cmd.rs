@@ -44,7 +44,8 @@ fn read_expectation(text: &str) -> Result<(Option<Expectation>, ScheduleSpec, St
             strobe_model::quick::parse_pattern(pattern, &crate::gen_cmd::FileResources::cwd())
                 .map_err(|e| bad(e.to_string()))?;
         let rate = strobe_timing::parse_rate(rate).map_err(|e| bad(e.to_string()))?;
-        let name = format!("{} at {rate}", pattern_name(&pattern));
+        // Named as the user wrote it (burst:32/10us@500kpps says all there is to say).
+        let name = text.to_string();
         let expect = match (&pattern, rate) {
             (Pattern::Poisson, Rate::Pps(pps)) => Some(Expectation::Poisson { pps }),
             (Pattern::Cbr, Rate::Pps(pps)) => Some(Expectation::Cbr { pps }),
@@ -87,21 +88,6 @@ enum FloorArg {
     Judge(FloorChoice),
 }
 
-fn pattern_name(p: &Pattern) -> String {
-    match p {
-        Pattern::Cbr => "cbr".into(),
-        Pattern::Poisson => "poisson".into(),
-        Pattern::Burst {
-            packets,
-            inter_burst_gap_ns,
-            ..
-        } => format!("bursts of {packets} every {inter_burst_gap_ns} ns pause"),
-        Pattern::OnOff { on_ns, off_ns } => format!("on {on_ns} ns / off {off_ns} ns"),
-        Pattern::Distribution(_) => "gaps from a distribution".into(),
-        Pattern::Replay { .. } => "a replayed trace".into(),
-    }
-}
-
 pub fn run(args: AnalyzeArgs) -> Result<(), Failure> {
     let model = args.expect.as_deref().map(read_expectation).transpose()?;
     let tolerance_ns = args
@@ -134,7 +120,7 @@ pub fn run(args: AnalyzeArgs) -> Result<(), Failure> {
                 FloorArg::Default => (spec.pattern != Pattern::Cbr).then_some(FloorChoice::Auto),
             };
             let floor_model = floor.map(|floor| FloorModel {
-                spec,
+                specs: vec![spec],
                 name,
                 floor,
                 max_batch: usize::from(args.max_batch.unwrap_or(256)),

@@ -226,15 +226,8 @@ fn rate_text(rate: &strobe_timing::Rate) -> String {
 /// What a flow was asked to send: rate, timing, sizes and length.
 fn offered(f: &strobe_model::FlowSpec) -> String {
     use strobe_model::SizeSpec;
-    use strobe_timing::{Duration, Pattern};
-    let pattern = match &f.schedule.pattern {
-        Pattern::Cbr => "constant rate",
-        Pattern::Poisson => "Poisson",
-        Pattern::Burst { .. } => "bursts",
-        Pattern::OnOff { .. } => "on/off",
-        Pattern::Distribution(_) => "i.i.d. gaps",
-        Pattern::Replay { .. } => "capture replay",
-    };
+    use strobe_timing::Duration;
+    let pattern = f.schedule.pattern.describe();
     let size = match &f.size {
         SizeSpec::Fixed(n) => format!("{n} B"),
         SizeSpec::Increment { start, end, step } => format!("{start}–{end} B in steps of {step}"),

@@ -250,35 +250,26 @@ fn departure_fit(
                 .join(", ")
         ),
     };
-    let specs: Vec<_> = flows.iter().map(|f| f.schedule.clone()).collect();
-    strobe_analyze::fit_through_floor(
-        &sorted,
-        &specs,
+    let model = strobe_analyze::FloorModel {
+        specs: flows.iter().map(|f| f.schedule.clone()).collect(),
         name,
-        strobe_analyze::FloorChoice::Given(floor),
+        floor: strobe_analyze::FloorChoice::Given(floor),
         max_batch,
-        None,
-        1,
-        0.01,
-    )
-    .ok()
-    .flatten()
+        tolerance_ns: None,
+    };
+    // Estimated departures are on a 1 ns grid; judged at the usual significance.
+    strobe_analyze::fit_through_floor(&sorted, &model, 1, 0.01)
+        .ok()
+        .flatten()
 }
 
 fn pattern_label(spec: &strobe_timing::ScheduleSpec) -> String {
-    use strobe_timing::Pattern;
-    if let strobe_timing::Duration::Bursts { packets, .. } = spec.duration {
-        return format!("bursts of {packets} at {}", spec.rate);
+    match spec.duration {
+        strobe_timing::Duration::Bursts { packets, .. } => {
+            format!("bursts of {packets} at {}", spec.rate)
+        }
+        _ => format!("{} at {}", spec.pattern.describe(), spec.rate),
     }
-    let pattern = match &spec.pattern {
-        Pattern::Cbr => "constant rate",
-        Pattern::Poisson => "poisson",
-        Pattern::Burst { .. } => "bursts",
-        Pattern::OnOff { .. } => "on/off",
-        Pattern::Distribution(_) => "gap distribution",
-        Pattern::Replay { .. } => "replayed trace",
-    };
-    format!("{pattern} at {}", spec.rate)
 }
 
 struct FlowState {

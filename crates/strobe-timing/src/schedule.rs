@@ -40,6 +40,18 @@ pub enum Pattern {
 }
 
 impl Pattern {
+    /// In words, for reports: `constant rate`, `Poisson`, `bursts`, …
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Pattern::Cbr => "constant rate",
+            Pattern::Poisson => "Poisson",
+            Pattern::Burst { .. } => "bursts",
+            Pattern::OnOff { .. } => "on/off",
+            Pattern::Distribution(_) => "i.i.d. gaps",
+            Pattern::Replay { .. } => "capture replay",
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Pattern::Cbr => "cbr",
