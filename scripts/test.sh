@@ -15,3 +15,4 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # long campaign is `bash fuzz/run campaign`.
 bash fuzz/run smoke "${FUZZ_SECONDS:-12}"
 cargo test --workspace --quiet 2>&1 | tee /tmp/strobe-test.log
+bash scripts/otg-tests.sh

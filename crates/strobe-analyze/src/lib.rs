@@ -5,6 +5,8 @@
 //!
 //! Pure: the caller reads the capture and passes timestamps and frame lengths.
 
+#![forbid(unsafe_code)]
+
 mod bursts;
 mod expectation;
 mod floorfit;

@@ -2,11 +2,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use clap::{Args, Parser};
-use strobe_engine::{run_scenario, ClockSource, LatePolicy, RunOptions};
+use strobe_control::{Pacing, PlanOptions};
+use strobe_engine::{ClockSource, LatePolicy};
 use strobe_model::{quick, Resources, Scenario};
 
 use crate::calibrate_cmd::load_calibration;
-use crate::lab_cmd::{lab_failure, lab_up_command, resolve_lab_ports, rx_port_forms, TX_PORT_HELP};
+use crate::lab_cmd::{lab_failure, lab_up_command, rx_port_forms, TX_PORT_HELP};
 use crate::latency_out::{self, LatencyOutputs};
 use crate::outputs::{self, write_file, WriteFailures};
 use crate::results::{
@@ -562,81 +563,20 @@ fn check_excess(scenario: &Scenario, report: &strobe_engine::RunReport) -> Resul
 pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), Failure> {
     let mut unpaced = args.unpaced;
     let mut time_limit_ns = None;
-    let mut scenario = load(args, &mut unpaced, &mut time_limit_ns)?;
-    resolve_lab_ports(&mut scenario, &args.lab)?;
-    let mac_warnings = strobe_model::check_macs(&scenario).map_err(Failure::BadInput)?;
-    scenario.warnings.extend(mac_warnings);
-    if time_limit_ns.is_some()
-        && scenario
-            .ports
-            .iter()
-            .any(|p| p.location.starts_with("pcap:"))
-    {
-        // A trace is written in scheduled time, as fast as the disk takes it: a real-time
-        // limit says nothing about its size.
-        return Err(Failure::BadInput(
-            "--rate max with --duration on a pcap: port: a trace is written as fast as the disk \
-             takes it, so a time limit does not bound its size; give --count N instead"
-                .into(),
-        ));
-    }
-    crate::pcap_space::check(&scenario)?;
-    if args.no_latency {
-        for f in &mut scenario.flows {
-            f.metrics.latency = None;
-        }
-    }
-    if args.max_loss.is_some() && scenario.flows.iter().all(|f| f.rx_ports.is_empty()) {
-        return Err(Failure::BadInput(
-            "--max-loss needs a port that receives to measure loss: add --rx PORT (or rx ports \
-             to the scenario's flows)"
-                .into(),
-        ));
-    }
-    for w in &scenario.warnings {
-        eprintln!("warning: {w}");
-    }
-    let late_tolerance_ns = strobe_timing::parse_duration_ns(&args.late_tolerance)
-        .map_err(|e| Failure::BadInput(format!("--late-tolerance {}: {e}", args.late_tolerance)))?;
-    if args.batch == Some(0) {
-        return Err(Failure::BadInput("--batch must be at least 1".into()));
-    }
+    let scenario = load(args, &mut unpaced, &mut time_limit_ns)?;
+    let bad_flag =
+        |flag: &str, text: &str, e: String| Failure::BadInput(format!("{flag} {text}: {e}"));
+    let parse_ns = |flag: &str, text: &str| {
+        strobe_timing::parse_duration_ns(text).map_err(|e| bad_flag(flag, text, e.to_string()))
+    };
     let floor = args
         .floor
         .as_deref()
         .map(|text| {
             text.parse::<strobe_timing::PathFloor>()
-                .map_err(|e| Failure::BadInput(format!("--floor {text}: {e}")))
+                .map_err(|e| bad_flag("--floor", text, e.to_string()))
         })
         .transpose()?;
-    let opts = RunOptions {
-        batch: args.batch,
-        floors: floor
-            .map(|f| scenario.ports.iter().map(|p| (p.name.clone(), f)).collect())
-            .unwrap_or_default(),
-        late_policy: match args.late.as_str() {
-            "catch-up" => LatePolicy::CatchUp,
-            "smooth" => LatePolicy::Smooth,
-            _ => LatePolicy::Shift,
-        },
-        late_tolerance_ns,
-        unpaced,
-        time_limit_ns,
-        ..RunOptions::default()
-    };
-    let drain_ns = strobe_timing::parse_duration_ns(&args.drain)
-        .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", args.drain)))?;
-    let tx_workers = args.cores as usize;
-    if let Some(warning) = strobe_engine::oversubscription(&scenario, tx_workers) {
-        eprintln!("warning: {warning}");
-    }
-    if args.run_tag == Some(strobe_wire::trailer::LEGACY_TAG) {
-        return Err(Failure::BadInput(format!(
-            "--run-tag {}: that is the tag of strobe versions before run tags, whose frames must \
-             read as another run's; choose any other value from 0 to 255",
-            strobe_wire::trailer::LEGACY_TAG
-        )));
-    }
     // The HTML report draws latency over time from the same intervals as the log. Each
     // interval copies every active flow's histogram (about 229 KB) inside the receive loop,
     // so for the report alone that is done only for a few flows.
@@ -649,49 +589,73 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
              {HTML_OVER_TIME_MAX_FLOWS} flows (add --hdr-log FILE to collect it anyway)"
         );
     }
-    let opts = RunOptions {
-        drain_ns,
-        tx_workers,
+    let latency_interval_ns = match wants_intervals {
+        true => Some(
+            strobe_timing::parse_duration_ns(&args.outputs.hdr_interval)
+                .ok()
+                .filter(|&ns| ns >= 100_000_000)
+                .ok_or_else(|| {
+                    Failure::BadInput(format!(
+                        "--hdr-interval {}: give a duration of at least 100ms, e.g. 1s or 100ms \
+                         (each interval copies every flow's histogram, and AF_PACKET hands \
+                         frames over in blocks of up to 2 ms)",
+                        args.outputs.hdr_interval
+                    ))
+                })?,
+        ),
+        false => None,
+    };
+    if args.batch == Some(0) {
+        return Err(Failure::BadInput("--batch must be at least 1".into()));
+    }
+    let options = PlanOptions {
+        lab_prefix: args.lab.clone(),
+        pacing: if unpaced {
+            Pacing::Unpaced { time_limit_ns }
+        } else {
+            Pacing::Scheduled
+        },
+        batch: args.batch,
+        floor,
+        late_policy: match args.late.as_str() {
+            "catch-up" => LatePolicy::CatchUp,
+            "smooth" => LatePolicy::Smooth,
+            _ => LatePolicy::Shift,
+        },
+        late_tolerance_ns: parse_ns("--late-tolerance", &args.late_tolerance)?,
+        drain_ns: parse_ns("--drain", &args.drain)?,
+        tx_workers: args.cores as usize,
         hardware_timestamps: args.hw_timestamps,
         rx_busy_poll: args.rx_busy_poll,
         run_tag: args.run_tag,
         seq_start: args.seq_start,
-        latency_interval_ns: match wants_intervals {
-            true => Some(
-                strobe_timing::parse_duration_ns(&args.outputs.hdr_interval)
-                    .ok()
-                    .filter(|&ns| ns >= 100_000_000)
-                    .ok_or_else(|| {
-                        Failure::BadInput(format!(
-                            "--hdr-interval {}: give a duration of at least 100ms, e.g. 1s or 100ms \
-                             (each interval copies every flow's histogram, and AF_PACKET hands \
-                             frames over in blocks of up to 2 ms)",
-                            args.outputs.hdr_interval
-                        ))
-                    })?,
-            ),
-            false => None,
-        },
-        ..opts
+        measure_latency: !args.no_latency,
+        latency_interval_ns,
     };
+    let plan = strobe_control::prepare(scenario, &options)?;
+    if args.max_loss.is_some() && plan.scenario.flows.iter().all(|f| f.rx_ports.is_empty()) {
+        return Err(Failure::BadInput(
+            "--max-loss needs a port that receives to measure loss: add --rx PORT (or rx ports \
+             to the scenario's flows)"
+                .into(),
+        ));
+    }
+    for w in &plan.warnings {
+        eprintln!("warning: {w}");
+    }
     let signals = signals::install()?;
     if let Some(signal) = signals.signal() {
         return Err(Failure::Interrupted(signal));
     }
-    let opts = RunOptions {
-        drain_abort: Some(signals.abort_drain.clone()),
-        ..opts
-    };
-    let mut status = Status::new(&scenario, args.verbose, args.quiet, time_limit_ns);
-    let report = run_scenario(
-        &scenario,
-        &opts,
-        signals.stop.clone(),
-        1_000_000_000,
-        &mut |t| status.tick(t),
-    );
+    let mut plan = plan;
+    plan.options.drain_abort = Some(signals.abort_drain.clone());
+    let mut status = Status::new(&plan.scenario, args.verbose, args.quiet, time_limit_ns);
+    let report =
+        strobe_control::run::run_blocking(&plan, signals.stop.clone(), 1_000_000_000, &mut |t| {
+            status.tick(t)
+        });
     status.finish();
-    let report = report.map_err(Failure::from)?;
+    let report = report?;
     if signals.drain_cut_short() && !report.rx_ports.is_empty() {
         eprintln!(
             "note: the drain ended after {} ms (second signal): frames still in flight then count as lost",
@@ -704,5 +668,5 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
              flags), so pacing used CLOCK_MONOTONIC: expect coarser gaps than on an invariant TSC"
         );
     }
-    Ok((scenario, report))
+    Ok((plan.scenario, report))
 }

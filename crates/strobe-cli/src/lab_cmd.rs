@@ -3,12 +3,13 @@
 
 use clap::{Args, Subcommand};
 use strobe_lab::{Dut, Endpoint, Lab, LabConfig};
-use strobe_model::Scenario;
 
 use crate::Failure;
 
 /// The lab `strobe lab` and `--lab` use when no prefix is given.
-pub const DEFAULT_PREFIX: &str = "strobe";
+pub use strobe_control::ports::{
+    lab_up_command, resolve_lab_location, DEFAULT_LAB_PREFIX as DEFAULT_PREFIX,
+};
 
 /// `--help` text of a transmit port (`gen --port`): every location form strobe opens.
 pub const TX_PORT_HELP: &str = "Port to send on, one of:
@@ -156,94 +157,4 @@ pub fn lab_option(prefix: &str) -> String {
     } else {
         format!(" --lab {prefix}")
     }
-}
-
-/// How to bring up the lab `prefix`, for messages about a lab that is not up.
-pub fn lab_up_command(prefix: &str) -> String {
-    if prefix == DEFAULT_PREFIX {
-        "strobe lab up".to_string()
-    } else {
-        format!("strobe lab up --prefix {prefix}")
-    }
-}
-
-/// Resolves `lab:tx`, `lab:rx` (AF_PACKET) and `lab:tx@afxdp`, `lab:rx@afxdp` port
-/// locations to the lab's interfaces. Returns the lab when any port used it.
-pub fn resolve_lab_ports(scenario: &mut Scenario, prefix: &str) -> Result<Option<Lab>, Failure> {
-    if !scenario
-        .ports
-        .iter()
-        .any(|p| p.location.starts_with("lab:"))
-    {
-        return Ok(None);
-    }
-    let lab = strobe_lab::status(prefix)
-        .map_err(lab_failure)?
-        .ok_or_else(|| {
-            Failure::BadInput(format!(
-                "a port uses the lab, but no lab with prefix `{prefix}` is up: run `{}` first",
-                lab_up_command(prefix)
-            ))
-        })?;
-    for port in &mut scenario.ports {
-        if port.location.starts_with("lab:") {
-            let endpoint = lab_endpoint(&lab, &port.location);
-            port.location = lab_location(&lab, &format!("port `{}`", port.name), &port.location)?;
-            // As in one-flow runs: frames leave from the endpoint's MAC to its next hop
-            // unless the scenario says otherwise (all-zero MACs would be dropped).
-            for flow in scenario.flows.iter_mut().filter(|f| f.tx_port == port.name) {
-                strobe_model::fill_unset_macs(flow, endpoint.mac, endpoint.next_hop_mac);
-            }
-        }
-    }
-    Ok(Some(lab))
-}
-
-/// The lab end a `lab:SIDE[@BACKEND]` location names (`lab_location` checks the side).
-fn lab_endpoint<'a>(lab: &'a Lab, location: &str) -> &'a Endpoint {
-    let rest = location.strip_prefix("lab:").unwrap_or(location);
-    if rest.starts_with("rx") {
-        &lab.rx
-    } else {
-        &lab.tx
-    }
-}
-
-/// The interface a `lab:SIDE[@BACKEND]` location names on `lab`; `what` names the location
-/// in errors.
-fn lab_location(lab: &Lab, what: &str, location: &str) -> Result<String, Failure> {
-    let rest = location.strip_prefix("lab:").unwrap_or(location);
-    let (side, backend) = rest.split_once('@').unwrap_or((rest, "afpacket"));
-    let endpoint = match side {
-        "tx" => &lab.tx,
-        "rx" => &lab.rx,
-        other => {
-            return Err(Failure::BadInput(format!(
-                "{what}: unknown lab side `{other}` — accepted: lab:tx, lab:rx, lab:tx@afxdp, lab:rx@afxdp, lab:tx@afpacket-gso"
-            )))
-        }
-    };
-    if !matches!(backend, "afpacket" | "afxdp" | "afpacket-gso") {
-        return Err(Failure::BadInput(format!(
-            "{what}: unknown backend `{backend}` — accepted: afpacket, afxdp, afpacket-gso"
-        )));
-    }
-    Ok(lab.port(endpoint, backend))
-}
-
-/// Resolves one port location: `lab:…` names become the lab's interfaces (the lab must be
-/// up), anything else is returned as it is.
-pub fn resolve_lab_location(location: &str, prefix: &str) -> Result<String, Failure> {
-    if !location.starts_with("lab:") {
-        return Ok(location.to_string());
-    }
-    let lab = strobe_lab::status(prefix)
-        .map_err(lab_failure)?
-        .ok_or_else(|| {
-            Failure::BadInput(format!(
-            "`{location}` uses the lab, but no lab with prefix `{prefix}` is up: run `{}` first",
-            lab_up_command(prefix)
-        ))
-        })?;
-    lab_location(&lab, &format!("`{location}`"), location)
 }

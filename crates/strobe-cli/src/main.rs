@@ -9,10 +9,10 @@ mod gen_cmd;
 mod lab_cmd;
 mod latency_out;
 mod outputs;
-mod pcap_space;
 mod ports_cmd;
 mod reflect_cmd;
 mod results;
+mod serve_cmd;
 mod signals;
 mod values;
 
@@ -50,6 +50,8 @@ enum Command {
     Reflect(reflect_cmd::ReflectArgs),
     /// Measure strobe's own latency over a direct cable and store it for --calibration.
     Calibrate(calibrate_cmd::CalibrateArgs),
+    /// An Open Traffic Generator REST server: drive strobe with snappi scripts.
+    Serve(serve_cmd::ServeArgs),
 }
 
 /// Exit codes: 0 success, 1 the run failed, 2 bad input (also clap's usage errors), 128 + the
@@ -58,6 +60,15 @@ pub enum Failure {
     BadInput(String),
     Runtime(String),
     Interrupted(i32),
+}
+
+impl From<strobe_control::ControlError> for Failure {
+    fn from(e: strobe_control::ControlError) -> Self {
+        match e {
+            strobe_control::ControlError::BadInput(m) => Failure::BadInput(m),
+            strobe_control::ControlError::Runtime(m) => Failure::Runtime(m),
+        }
+    }
 }
 
 impl From<strobe_engine::EngineError> for Failure {
@@ -90,7 +101,11 @@ fn main() -> ExitCode {
     // comes while they load and check their input still ends them the documented way.
     let long_running = matches!(
         cli.command,
-        Command::Gen(_) | Command::Demo(_) | Command::Reflect(_) | Command::Calibrate(_)
+        Command::Gen(_)
+            | Command::Demo(_)
+            | Command::Reflect(_)
+            | Command::Calibrate(_)
+            | Command::Serve(_)
     );
     let installed = if long_running {
         signals::install().map(|_| ())
@@ -107,6 +122,7 @@ fn main() -> ExitCode {
         Command::Clocks(args) => clocks_cmd::run(args),
         Command::Reflect(args) => reflect_cmd::run(args),
         Command::Calibrate(args) => calibrate_cmd::run(args),
+        Command::Serve(args) => serve_cmd::run(args),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

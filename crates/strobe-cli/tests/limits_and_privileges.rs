@@ -272,8 +272,8 @@ impl ReflectorAt1500 {
 
 impl Drop for ReflectorAt1500 {
     fn drop(&mut self) {
-        // SAFETY: as above; a no-op when it has already been waited for.
         if self.child.try_wait().ok().flatten().is_none() {
+            // SAFETY: as above; the child has not been waited for, so its pid is its own.
             unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGKILL) };
             let _ = self.child.wait();
         }

@@ -72,6 +72,8 @@ impl<'a> Locator<'a> {
         path: impl Into<String>,
         message: impl Into<String>,
     ) -> ModelError {
+        // A document without text (a JSON config read as a tree) has paths, not lines.
+        let span = span.filter(|_| !self.text.is_empty());
         let (line, column) = match span.map(|s| self.line_column(s)) {
             Some((line, column)) => (Some(line), Some(column)),
             None => (None, None),

@@ -12,6 +12,8 @@
 //! Every error is a [`ModelError`] naming the file, line, column and model path, and what
 //! would have been accepted.
 
+#![forbid(unsafe_code)]
+
 mod error;
 mod line_rate;
 mod mac;
@@ -31,6 +33,7 @@ pub use model::{
 };
 pub use pattern::{random_in, random_word, width_mask, Pattern};
 pub use scenario::{
-    default_size_seed, default_timing_seed, load_scenario, SIZE_SEED_BASE, TIMING_SEED_BASE,
+    default_size_seed, default_timing_seed, load_scenario, load_scenario_json, SIZE_SEED_BASE,
+    TIMING_SEED_BASE,
 };
 pub use size::{SizeSequence, SizeSpec};

@@ -80,6 +80,37 @@ pub fn load_scenario(
     loader.scenario(&root, source)
 }
 
+/// Parses and validates a scenario given as a JSON document with the same keys (an OTG
+/// config after the control layer's mapping). Errors name the path; `source` names the
+/// document.
+pub fn load_scenario_json(
+    value: &serde_json::Value,
+    source: &str,
+    res: &dyn Resources,
+) -> Result<Scenario, ModelError> {
+    let loc = Locator::new(source, "");
+    let flows = value
+        .get("flows")
+        .and_then(serde_json::Value::as_array)
+        .map_or(0, Vec::len);
+    if flows > MAX_FLOWS {
+        return Err(loc.error(
+            None,
+            "flows",
+            format!(
+                "{flows} flows — at most {MAX_FLOWS} flows are accepted (flow ids are 16 bits)"
+            ),
+        ));
+    }
+    let root = crate::node::from_json(value)
+        .ok_or_else(|| loc.error(None, "", "the scenario is null — give ports and flows"))?;
+    let loader = Loader {
+        r: Reader { loc },
+        res,
+    };
+    loader.scenario(&root, source)
+}
+
 /// Refuses a file with more `[[flows]]` tables than there are flow ids before the TOML
 /// tree is built: the tree costs kilobytes per flow (70 000 flows took half a gigabyte).
 /// Flows written as an inline array are counted after parsing, in `Loader::scenario`.

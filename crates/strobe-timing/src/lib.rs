@@ -21,6 +21,8 @@
 //! # Ok::<(), strobe_timing::TimingError>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod clock;
 mod dist;
 mod error;

@@ -40,6 +40,8 @@
 //! `checksum(constant + Σ sum_words(bytes[r]) for r in covers)` computed with the field itself
 //! taken as zero; each range is summed from its own start, only the last may be odd;
 //! `zero_as_ffff` = a computed 0 is sent as 0xFFFF (UDP).
+
+#![forbid(unsafe_code)]
 pub mod bits;
 pub mod build;
 pub mod checksum;

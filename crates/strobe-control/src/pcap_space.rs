@@ -8,7 +8,7 @@ use indicatif::HumanBytes;
 use strobe_model::{FlowSpec, Scenario};
 use strobe_timing::{Duration, Pattern, Rate, RateProfile};
 
-use crate::Failure;
+use crate::ControlError;
 
 /// pcap file header and per-record header, in bytes.
 const FILE_HEADER: u128 = 24;
@@ -76,7 +76,7 @@ fn human(bytes: u128) -> String {
 }
 
 /// Refuses a run whose pcap traces would not fit on their filesystems.
-pub fn check(scenario: &Scenario) -> Result<(), Failure> {
+pub fn check(scenario: &Scenario) -> Result<(), ControlError> {
     'ports: for port in &scenario.ports {
         let Some(file) = port.location.strip_prefix("pcap:") else {
             continue;
@@ -100,7 +100,7 @@ pub fn check(scenario: &Scenario) -> Result<(), Failure> {
             continue;
         };
         if bytes > room {
-            return Err(Failure::BadInput(format!(
+            return Err(ControlError::BadInput(format!(
                 "port `{}` (pcap:{file}): the trace would take {} ({frames} frames, each a \
                  16-byte record header and up to {} bytes of frame), but its filesystem has {} \
                  free: lower the frame count or the duration (fixed_packets / fixed_seconds; on \

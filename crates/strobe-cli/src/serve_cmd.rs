@@ -1,0 +1,100 @@
+//! `strobe serve`: the Open Traffic Generator REST server (strobe-serve) on an address.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use clap::Args;
+use strobe_control::PlanOptions;
+use strobe_serve::ServeOptions;
+
+use crate::lab_cmd::DEFAULT_PREFIX;
+use crate::{signals, Failure};
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Loopback by default; any other address must be given here.
+    #[arg(long, default_value_t = strobe_serve::default_listen(), value_name = "ADDR:PORT")]
+    listen: SocketAddr,
+    /// A file of port names for configs to use as locations, one `NAME = "LOCATION"` per
+    /// line (TOML), e.g. `p1 = "afxdp:eth1@0"`.
+    #[arg(long, value_name = "FILE")]
+    location_map: Option<PathBuf>,
+    /// Prefix of the lab that `lab:tx` / `lab:rx` locations refer to.
+    #[arg(long, default_value = DEFAULT_PREFIX, value_name = "PREFIX")]
+    lab: String,
+    /// How long receivers keep counting after the last frame was sent, e.g. 200ms.
+    #[arg(long, default_value = "500ms", value_parser = crate::values::positive_text)]
+    drain: String,
+}
+
+/// Reads `--location-map`: a TOML table of name → location.
+fn location_map(path: &PathBuf) -> Result<Vec<(String, String)>, Failure> {
+    let bad = |m: String| Failure::BadInput(format!("--location-map {}: {m}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| bad(e.to_string()))?;
+    table
+        .into_iter()
+        .map(|(name, value)| match value {
+            toml::Value::String(location) => Ok((name, location)),
+            other => Err(bad(format!(
+                "`{name}` is {} — give each name a location string, e.g. {name} = \"afxdp:eth1@0\"",
+                other.type_str()
+            ))),
+        })
+        .collect()
+}
+
+pub fn run(args: ServeArgs) -> Result<(), Failure> {
+    let locations = args
+        .location_map
+        .as_ref()
+        .map(location_map)
+        .transpose()?
+        .unwrap_or_default();
+    let drain_ns = strobe_timing::parse_duration_ns(&args.drain)
+        .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", args.drain)))?;
+    let options = ServeOptions {
+        plan: PlanOptions {
+            lab_prefix: args.lab,
+            drain_ns,
+            ..PlanOptions::default()
+        },
+        locations,
+    };
+    let signals = signals::install()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Runtime(format!("cannot start the server's runtime: {e}")))?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .map_err(|e| {
+                Failure::BadInput(format!(
+                    "--listen {}: cannot listen there: {e} (is another server on that port? give \
+                     another with --listen 127.0.0.1:PORT)",
+                    args.listen
+                ))
+            })?;
+        let address = listener.local_addr().unwrap_or(args.listen);
+        eprintln!(
+            "strobe serve: Open Traffic Generator API on http://{address} (snappi: \
+             snappi.api(location=\"http://{address}\")); Ctrl-C stops"
+        );
+        let stop = signals.stop.clone();
+        let shutdown = async move {
+            while !stop.load(Ordering::Relaxed) {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        };
+        strobe_serve::serve(listener, options, shutdown)
+            .await
+            .map_err(|e| Failure::Runtime(format!("the server failed: {e}")))
+    })?;
+    eprintln!("strobe serve: stopped");
+    Ok(())
+}

@@ -1,0 +1,49 @@
+//! strobe-control: run control, the layer between the engine and every front end (the
+//! command line, `strobe serve`).
+//!
+//! - [`plan`]: a typed test plan from a scenario and run options: lab ports resolved, MACs
+//!   checked, traces sized, pacing a typed choice, warnings collected (never printed here).
+//! - [`run`]: [`start`] a plan and get a [`RunHandle`]: `stop()`, live [`Metrics`] while the
+//!   traffic runs, `wait()` for the engine's report.
+//! - [`otg`]: an Open Traffic Generator JSON config read into a scenario, with OTG's defaults.
+//! - [`ports`]: port locations, including the lab's `lab:tx` / `lab:rx`.
+#![forbid(unsafe_code)]
+
+pub mod otg;
+pub mod pcap_space;
+pub mod plan;
+pub mod ports;
+pub mod run;
+
+pub use plan::{prepare, Pacing, Plan, PlanOptions};
+pub use run::{start, FlowMetrics, Metrics, PortMetrics, RunHandle, RunState, Transmit};
+
+/// Why a plan cannot run or a run failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ControlError {
+    /// What was asked cannot be run (scenario, option, port, privilege): the message says
+    /// what to change. Front ends answer with their "bad input" (exit 2, an OTG validation
+    /// error).
+    #[error("{0}")]
+    BadInput(String),
+    /// The run failed while running.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl From<strobe_engine::EngineError> for ControlError {
+    fn from(e: strobe_engine::EngineError) -> Self {
+        if e.is_bad_input() {
+            ControlError::BadInput(e.to_string())
+        } else {
+            ControlError::Runtime(e.to_string())
+        }
+    }
+}
+
+impl From<strobe_lab::LabError> for ControlError {
+    /// Lab errors from missing privileges or bad names are the user's to fix.
+    fn from(e: strobe_lab::LabError) -> Self {
+        ControlError::BadInput(e.to_string())
+    }
+}

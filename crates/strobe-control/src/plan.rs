@@ -1,0 +1,244 @@
+//! A test plan: a scenario made ready to run, with every run option typed and checked.
+//!
+//! Every front end builds its scenario its own way (a scenario file, the one-flow options,
+//! an OTG config) and then calls [`prepare`], which does what any run needs: `lab:` ports
+//! resolved (their MACs filled in), MACs checked, pcap traces sized against their disk, the
+//! options checked, and every warning collected into [`Plan::warnings`] for the front end
+//! to show.
+
+use strobe_engine::{LatePolicy, RunOptions};
+use strobe_lab::Lab;
+use strobe_model::Scenario;
+use strobe_timing::PathFloor;
+
+use crate::ports::{resolve_lab_ports, DEFAULT_LAB_PREFIX};
+use crate::{pcap_space, ControlError};
+
+/// How a run's frames are timed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pacing {
+    /// Each frame at its scheduled departure (the scenario's rates and patterns).
+    #[default]
+    Scheduled,
+    /// As fast as the engine goes, deadlines ignored (engine cost, `--rate max`); a real
+    /// time limit may end it.
+    Unpaced { time_limit_ns: Option<u64> },
+}
+
+/// How to run a scenario (the command line's options, a server's settings).
+#[derive(Clone, Debug)]
+pub struct PlanOptions {
+    /// Prefix of the lab that `lab:tx` / `lab:rx` ports refer to.
+    pub lab_prefix: String,
+    pub pacing: Pacing,
+    /// Paced: most frames per hand-over; unpaced: frames per hand-over. None: the engine's.
+    pub batch: Option<usize>,
+    /// The transmit path's floor for every paced port; None: each port is probed.
+    pub floor: Option<PathFloor>,
+    pub late_policy: LatePolicy,
+    pub late_tolerance_ns: u64,
+    /// How long receivers keep counting after the last frame was sent.
+    pub drain_ns: u64,
+    /// Transmit workers per port (a port's own `cores` overrides it).
+    pub tx_workers: usize,
+    pub hardware_timestamps: bool,
+    pub rx_busy_poll: bool,
+    pub run_tag: Option<u8>,
+    pub seq_start: u32,
+    /// False: no flow's latency is measured (frames keep their trailer for loss counting).
+    pub measure_latency: bool,
+    /// Keep each flow's latency per interval of this length too (interval logs).
+    pub latency_interval_ns: Option<u64>,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        let engine = RunOptions::default();
+        PlanOptions {
+            lab_prefix: DEFAULT_LAB_PREFIX.to_string(),
+            pacing: Pacing::Scheduled,
+            batch: None,
+            floor: None,
+            late_policy: engine.late_policy,
+            late_tolerance_ns: engine.late_tolerance_ns,
+            drain_ns: engine.drain_ns,
+            tx_workers: engine.tx_workers,
+            hardware_timestamps: false,
+            rx_busy_poll: false,
+            run_tag: None,
+            seq_start: 0,
+            measure_latency: true,
+            latency_interval_ns: None,
+        }
+    }
+}
+
+/// A scenario ready to run, and how.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub scenario: Scenario,
+    pub options: RunOptions,
+    pub pacing: Pacing,
+    /// The scenario's warnings and the plan's own, for the front end to show.
+    pub warnings: Vec<String>,
+    /// The lab the scenario's `lab:` ports were resolved on, if any.
+    pub lab: Option<Lab>,
+}
+
+/// Makes `scenario` ready to run as `options` say, or says what is wrong with it.
+pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, ControlError> {
+    let bad = |m: String| Err(ControlError::BadInput(m));
+    if options.batch == Some(0) {
+        return bad("the batch must be at least 1 frame (--batch)".into());
+    }
+    if options.run_tag == Some(strobe_wire::trailer::LEGACY_TAG) {
+        return bad(format!(
+            "run tag {} (--run-tag): that is the tag of strobe versions before run tags, whose frames must \
+             read as another run's; choose any other value from 0 to 255",
+            strobe_wire::trailer::LEGACY_TAG
+        ));
+    }
+    let lab = resolve_lab_ports(&mut scenario, &options.lab_prefix)?;
+    let mac_warnings = strobe_model::check_macs(&scenario).map_err(ControlError::BadInput)?;
+    scenario.warnings.extend(mac_warnings);
+    let time_limit_ns = match options.pacing {
+        Pacing::Unpaced { time_limit_ns } => time_limit_ns,
+        Pacing::Scheduled => None,
+    };
+    if time_limit_ns.is_some()
+        && scenario
+            .ports
+            .iter()
+            .any(|p| p.location.starts_with("pcap:"))
+    {
+        // A trace is written in scheduled time, as fast as the disk takes it: a real-time
+        // limit says nothing about its size.
+        return bad(
+            "an unpaced run with a time limit on a pcap: port (--rate max with --duration): a \
+             trace is written as fast as the disk takes it, so a time limit does not bound its \
+             size; give a frame count instead (--count N)"
+                .into(),
+        );
+    }
+    pcap_space::check(&scenario)?;
+    if !options.measure_latency {
+        for f in &mut scenario.flows {
+            f.metrics.latency = None;
+        }
+    }
+    let mut warnings = scenario.warnings.clone();
+    if let Some(warning) = strobe_engine::oversubscription(&scenario, options.tx_workers) {
+        warnings.push(warning);
+    }
+    let run_options = RunOptions {
+        batch: options.batch,
+        floors: options
+            .floor
+            .map(|f| scenario.ports.iter().map(|p| (p.name.clone(), f)).collect())
+            .unwrap_or_default(),
+        late_policy: options.late_policy,
+        late_tolerance_ns: options.late_tolerance_ns,
+        unpaced: matches!(options.pacing, Pacing::Unpaced { .. }),
+        time_limit_ns,
+        drain_ns: options.drain_ns,
+        tx_workers: options.tx_workers.max(1),
+        hardware_timestamps: options.hardware_timestamps,
+        rx_busy_poll: options.rx_busy_poll,
+        run_tag: options.run_tag,
+        seq_start: options.seq_start,
+        latency_interval_ns: options.latency_interval_ns,
+        ..RunOptions::default()
+    };
+    Ok(Plan {
+        scenario,
+        options: run_options,
+        pacing: options.pacing,
+        warnings,
+        lab,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strobe_model::{load_scenario, NoFiles};
+
+    fn scenario(location: &str) -> Scenario {
+        let text = format!(
+            "[[ports]]\nname = \"p\"\nlocation = \"{location}\"\n[[flows]]\nname = \"f\"\ntx = \"p\"\n\
+             duration = 10\n[[flows.packet]]\nethernet = {{ src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }}\n\
+             [[flows.packet]]\nipv4 = {{ src = \"198.18.0.1\", dst = \"198.18.1.1\" }}\n"
+        );
+        load_scenario(&text, "t.toml", &NoFiles).unwrap()
+    }
+
+    #[test]
+    fn options_become_the_engines() {
+        let plan = prepare(
+            scenario("null"),
+            &PlanOptions {
+                pacing: Pacing::Unpaced {
+                    time_limit_ns: Some(5),
+                },
+                batch: Some(7),
+                measure_latency: false,
+                ..PlanOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(plan.options.unpaced);
+        assert_eq!(plan.options.time_limit_ns, Some(5));
+        assert_eq!(plan.options.batch, Some(7));
+        assert!(plan
+            .scenario
+            .flows
+            .iter()
+            .all(|f| f.metrics.latency.is_none()));
+        assert!(plan.lab.is_none());
+    }
+
+    #[test]
+    fn bad_options_are_refused_with_what_to_change() {
+        let refused = |options: PlanOptions, location: &str, needle: &str| match prepare(
+            scenario(location),
+            &options,
+        ) {
+            Err(ControlError::BadInput(m)) => assert!(m.contains(needle), "{m}"),
+            other => panic!("{other:?}"),
+        };
+        refused(
+            PlanOptions {
+                batch: Some(0),
+                ..PlanOptions::default()
+            },
+            "null",
+            "at least 1",
+        );
+        refused(
+            PlanOptions {
+                run_tag: Some(strobe_wire::trailer::LEGACY_TAG),
+                ..PlanOptions::default()
+            },
+            "null",
+            "any other value",
+        );
+        refused(
+            PlanOptions {
+                pacing: Pacing::Unpaced {
+                    time_limit_ns: Some(1),
+                },
+                ..PlanOptions::default()
+            },
+            "pcap:/tmp/never-written.pcap",
+            "--count",
+        );
+        refused(
+            PlanOptions {
+                lab_prefix: "nolabhere".into(),
+                ..PlanOptions::default()
+            },
+            "lab:tx",
+            "strobe lab up --prefix nolabhere",
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! Port locations at the run-control boundary: the lab's `lab:tx` / `lab:rx` names resolved
+//! to its interfaces (and its MACs filled in where a flow leaves them unset).
+
+use strobe_lab::{Endpoint, Lab};
+use strobe_model::Scenario;
+
+use crate::ControlError;
+
+/// The lab `strobe lab` and `--lab` use when no prefix is given.
+pub const DEFAULT_LAB_PREFIX: &str = "strobe";
+
+/// How to bring up the lab `prefix`, for messages about a lab that is not up.
+pub fn lab_up_command(prefix: &str) -> String {
+    if prefix == DEFAULT_LAB_PREFIX {
+        "strobe lab up".to_string()
+    } else {
+        format!("strobe lab up --prefix {prefix}")
+    }
+}
+
+/// Resolves `lab:tx`, `lab:rx` (AF_PACKET) and `lab:tx@afxdp`, `lab:rx@afxdp` port
+/// locations to the lab's interfaces. Returns the lab when any port used it.
+pub fn resolve_lab_ports(
+    scenario: &mut Scenario,
+    prefix: &str,
+) -> Result<Option<Lab>, ControlError> {
+    if !scenario
+        .ports
+        .iter()
+        .any(|p| p.location.starts_with("lab:"))
+    {
+        return Ok(None);
+    }
+    let lab = strobe_lab::status(prefix)?.ok_or_else(|| {
+        ControlError::BadInput(format!(
+            "a port uses the lab, but no lab with prefix `{prefix}` is up: run `{}` first",
+            lab_up_command(prefix)
+        ))
+    })?;
+    for port in &mut scenario.ports {
+        if port.location.starts_with("lab:") {
+            let endpoint = lab_endpoint(&lab, &port.location);
+            port.location = lab_location(&lab, &format!("port `{}`", port.name), &port.location)?;
+            // As in one-flow runs: frames leave from the endpoint's MAC to its next hop
+            // unless the scenario says otherwise (all-zero MACs would be dropped).
+            for flow in scenario.flows.iter_mut().filter(|f| f.tx_port == port.name) {
+                strobe_model::fill_unset_macs(flow, endpoint.mac, endpoint.next_hop_mac);
+            }
+        }
+    }
+    Ok(Some(lab))
+}
+
+/// The lab end a `lab:SIDE[@BACKEND]` location names (`lab_location` checks the side).
+fn lab_endpoint<'a>(lab: &'a Lab, location: &str) -> &'a Endpoint {
+    let rest = location.strip_prefix("lab:").unwrap_or(location);
+    if rest.starts_with("rx") {
+        &lab.rx
+    } else {
+        &lab.tx
+    }
+}
+
+/// The interface a `lab:SIDE[@BACKEND]` location names on `lab`; `what` names the location
+/// in errors.
+fn lab_location(lab: &Lab, what: &str, location: &str) -> Result<String, ControlError> {
+    let rest = location.strip_prefix("lab:").unwrap_or(location);
+    let (side, backend) = rest.split_once('@').unwrap_or((rest, "afpacket"));
+    let endpoint = match side {
+        "tx" => &lab.tx,
+        "rx" => &lab.rx,
+        other => {
+            return Err(ControlError::BadInput(format!(
+                "{what}: unknown lab side `{other}` — accepted: lab:tx, lab:rx, lab:tx@afxdp, lab:rx@afxdp, lab:tx@afpacket-gso"
+            )))
+        }
+    };
+    if !matches!(backend, "afpacket" | "afxdp" | "afpacket-gso") {
+        return Err(ControlError::BadInput(format!(
+            "{what}: unknown backend `{backend}` — accepted: afpacket, afxdp, afpacket-gso"
+        )));
+    }
+    Ok(lab.port(endpoint, backend))
+}
+
+/// Resolves one port location: `lab:…` names become the lab's interfaces (the lab must be
+/// up), anything else is returned as it is.
+pub fn resolve_lab_location(location: &str, prefix: &str) -> Result<String, ControlError> {
+    if !location.starts_with("lab:") {
+        return Ok(location.to_string());
+    }
+    let lab = strobe_lab::status(prefix)?.ok_or_else(|| {
+        ControlError::BadInput(format!(
+            "`{location}` uses the lab, but no lab with prefix `{prefix}` is up: run `{}` first",
+            lab_up_command(prefix)
+        ))
+    })?;
+    lab_location(&lab, &format!("`{location}`"), location)
+}
+
+/// Location forms strobe opens as they are written.
+const LOCATION_KINDS: [&str; 6] = [
+    "afpacket:",
+    "afpacket-gso:",
+    "afxdp:",
+    "auto:",
+    "pcap:",
+    "lab:",
+];
+
+/// A port location as an OTG config gives it: a name from `map` (the user's own names),
+/// one of strobe's location forms (`afxdp:eth1@0`, `lab:tx`, `null`, …), or a bare
+/// interface `IFACE` / `NETNS/IFACE`, opened with AF_PACKET (it works on every interface
+/// and gives kernel receive timestamps).
+pub fn otg_location(location: &str, map: &[(String, String)]) -> Result<String, String> {
+    if let Some((_, mapped)) = map.iter().find(|(name, _)| name == location) {
+        return Ok(mapped.clone());
+    }
+    if location == "null" || LOCATION_KINDS.iter().any(|k| location.starts_with(k)) {
+        return Ok(location.to_string());
+    }
+    let (netns, iface) = location.split_once('/').unwrap_or(("", location));
+    let name_ok = |s: &str| {
+        !s.is_empty()
+            && s.len() < 16
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'))
+    };
+    if name_ok(iface) && (netns.is_empty() || name_ok(netns)) && !location.starts_with('/') {
+        return Ok(format!("afpacket:{location}"));
+    }
+    Err(format!(
+        "`{location}` is not a port location strobe knows — give an interface (eth1, \
+         NETNS/IFACE), afpacket:IFACE, afxdp:IFACE@QUEUE, the lab's lab:tx / lab:rx, null, or a \
+         name from the location map"
+    ))
+}
+
+/// Checks that every port of `scenario` (its `lab:` ports resolved) names a location strobe
+/// opens and, for interfaces, one that exists: a server refuses such a config when it is
+/// set, not when traffic starts. Ports are not opened here.
+pub fn check_locations(scenario: &Scenario) -> Result<(), ControlError> {
+    use strobe_io::Location;
+    for port in &scenario.ports {
+        let location = Location::parse(&port.location)
+            .map_err(|e| ControlError::BadInput(format!("port `{}`: {e}", port.name)))?;
+        let (netns, iface) = match &location {
+            Location::AfPacket { netns, iface, .. }
+            | Location::AfXdp { netns, iface, .. }
+            | Location::Auto { netns, iface, .. } => (netns.as_deref(), iface.as_str()),
+            Location::Pcap(_) | Location::Null => continue,
+        };
+        if let Err(e) = strobe_io::ifaddr::interface_mac(netns, iface) {
+            let place = netns.map_or(String::new(), |ns| format!(" in network namespace `{ns}`"));
+            return Err(ControlError::BadInput(format!(
+                "port `{}` ({}): no usable interface `{iface}`{place} ({e}) — check the name \
+                 with `ip link`{}",
+                port.name,
+                port.location,
+                netns.map_or(String::new(), |ns| format!(" (ip -n {ns} link)"))
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn otg_locations_are_mapped_named_or_opened_with_af_packet() {
+        let map = [("p1".to_string(), "afxdp:eth1@2".to_string())];
+        assert_eq!(otg_location("p1", &map).unwrap(), "afxdp:eth1@2");
+        assert_eq!(otg_location("lab:tx", &map).unwrap(), "lab:tx");
+        assert_eq!(otg_location("veth-a", &map).unwrap(), "afpacket:veth-a");
+        assert_eq!(
+            otg_location("ns1/veth-a", &map).unwrap(),
+            "afpacket:ns1/veth-a"
+        );
+        for bad in ["", "/x", "a b", "toolonginterfacename0", "x/y/z"] {
+            assert!(otg_location(bad, &map).is_err(), "{bad}");
+        }
+    }
+}

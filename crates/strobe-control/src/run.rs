@@ -1,0 +1,452 @@
+//! Running a plan: [`start`] returns a [`RunHandle`] at once; the engine runs on its own
+//! threads (the workers pinned to cores as always) and a watcher thread copies the live
+//! counters into a [`Metrics`] view about every [`TICK_NS`]. Whoever reads [`RunHandle::metrics`]
+//! takes a lock that only that watcher contends for, never a worker: a front end polling
+//! metrics cannot slow the data path.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use serde::Serialize;
+use strobe_engine::live::FlowSnapshot;
+use strobe_engine::{run_scenario, PortPacing, RunReport, Tick};
+use strobe_model::Scenario;
+use strobe_timing::Duration;
+
+use crate::plan::Plan;
+use crate::ControlError;
+
+/// How often the watcher refreshes the live view while traffic runs.
+pub const TICK_NS: u64 = 100_000_000;
+
+/// Where a run is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Opening ports and probing their floors: no frame sent yet.
+    Starting,
+    /// Sending.
+    Running,
+    /// Every transmitter is done; receivers still count frames in flight.
+    Draining,
+    /// Done: the metrics are final.
+    Finished,
+    /// The run failed (see [`RunHandle::wait`]).
+    Failed,
+}
+
+/// A flow's or port's transmit state, in OTG's words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transmit {
+    Started,
+    Stopped,
+    Paused,
+}
+
+/// Latency of a flow so far, in ns.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct LatencySummary {
+    pub minimum_ns: f64,
+    pub maximum_ns: f64,
+    pub average_ns: f64,
+    /// Frames measured.
+    pub frames: u64,
+}
+
+/// One flow's counters.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FlowMetrics {
+    pub name: String,
+    pub tx_port: String,
+    pub rx_ports: Vec<String>,
+    pub transmit: Transmit,
+    pub frames_tx: u64,
+    pub frames_rx: u64,
+    /// Bytes as OTG counts them: frame sizes including the 4-byte FCS.
+    pub bytes_tx: u64,
+    pub bytes_rx: u64,
+    /// Frames per second over the last watcher interval (0 once the run is finished).
+    pub frames_tx_rate: f64,
+    pub frames_rx_rate: f64,
+    /// Percent of the frames sent that did not arrive (unique frames); None when no port
+    /// receives the flow.
+    pub loss_pct: Option<f64>,
+    /// Present once measured: the run's final figures (live latency is not published).
+    pub latency: Option<LatencySummary>,
+}
+
+/// One port's counters: its flows' frames sent, and frames received on it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PortMetrics {
+    pub name: String,
+    pub location: String,
+    pub transmit: Transmit,
+    pub frames_tx: u64,
+    pub frames_rx: u64,
+    pub bytes_tx: u64,
+    pub bytes_rx: u64,
+    pub frames_tx_rate: f64,
+    pub frames_rx_rate: f64,
+}
+
+/// What a run has done so far.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Metrics {
+    pub state: RunState,
+    /// Time since the transmitters started.
+    pub elapsed_ns: u64,
+    pub flows: Vec<FlowMetrics>,
+    pub ports: Vec<PortMetrics>,
+}
+
+/// The watcher's copy of the counters.
+struct LiveView {
+    state: RunState,
+    pacing: Vec<PortPacing>,
+    /// The latest tick and the one before (rates are their difference).
+    last: Option<Sample>,
+    previous: Option<Sample>,
+    /// Set when the run ended well.
+    report: Option<Arc<RunReport>>,
+}
+
+#[derive(Clone)]
+struct Sample {
+    elapsed_ns: u64,
+    flows: Vec<FlowSnapshot>,
+}
+
+/// A running (or finished) plan.
+pub struct RunHandle {
+    scenario: Arc<Scenario>,
+    stop: Arc<AtomicBool>,
+    view: Arc<Mutex<LiveView>>,
+    thread: Option<JoinHandle<Result<Arc<RunReport>, ControlError>>>,
+}
+
+/// Starts `plan` and returns at once; `stop` ends it early (results are kept).
+pub fn start(plan: Plan) -> Result<RunHandle, ControlError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let view = Arc::new(Mutex::new(LiveView {
+        state: RunState::Starting,
+        pacing: Vec::new(),
+        last: None,
+        previous: None,
+        report: None,
+    }));
+    let scenario = Arc::new(plan.scenario.clone());
+    let thread = {
+        let (stop, view) = (stop.clone(), view.clone());
+        std::thread::Builder::new()
+            .name("run-control".into())
+            .spawn(move || {
+                let result = run_blocking(&plan, stop, TICK_NS, &mut |tick| {
+                    let mut v = lock(&view);
+                    if let Some(pacing) = tick.ready {
+                        v.pacing = pacing.to_vec();
+                        return;
+                    }
+                    v.state = RunState::Running;
+                    v.previous = v.last.take();
+                    v.last = Some(Sample {
+                        elapsed_ns: tick.elapsed_ns,
+                        flows: tick.flows.to_vec(),
+                    });
+                })
+                .map(Arc::new);
+                let mut v = lock(&view);
+                match &result {
+                    Ok(report) => {
+                        v.state = RunState::Finished;
+                        v.report = Some(report.clone());
+                    }
+                    Err(_) => v.state = RunState::Failed,
+                }
+                result
+            })
+            .map_err(|e| {
+                ControlError::Runtime(format!("cannot start the run's watcher thread: {e}"))
+            })?
+    };
+    Ok(RunHandle {
+        scenario,
+        stop,
+        view,
+        thread: Some(thread),
+    })
+}
+
+/// Runs `plan` on this thread until it ends or `stop` is set; `on_tick` sees the live
+/// counters about every `tick_ns` (and once, before the first frame, every paced port's
+/// floor).
+pub fn run_blocking(
+    plan: &Plan,
+    stop: Arc<AtomicBool>,
+    tick_ns: u64,
+    on_tick: &mut dyn FnMut(&Tick<'_>),
+) -> Result<RunReport, ControlError> {
+    run_scenario(&plan.scenario, &plan.options, stop, tick_ns, on_tick).map_err(Into::into)
+}
+
+/// The view's lock; a watcher that panicked while holding it left plain counters behind,
+/// which are still worth reading.
+fn lock(view: &Mutex<LiveView>) -> MutexGuard<'_, LiveView> {
+    view.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl RunHandle {
+    /// Asks the run to stop: transmitters end after their current batch, receivers drain.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    pub fn scenario(&self) -> &Scenario {
+        &self.scenario
+    }
+
+    /// Every paced port's floor and ceiling, once measured (before the first frame).
+    pub fn pacing(&self) -> Vec<PortPacing> {
+        lock(&self.view).pacing.clone()
+    }
+
+    /// The counters now: live while the run goes on, final once it has finished.
+    pub fn metrics(&self) -> Metrics {
+        let v = lock(&self.view);
+        if let Some(report) = &v.report {
+            return final_metrics(&self.scenario, report);
+        }
+        let draining = v.state == RunState::Running && self.stop.load(Ordering::Relaxed);
+        live_metrics(
+            &self.scenario,
+            if draining {
+                RunState::Draining
+            } else {
+                v.state
+            },
+            v.last.as_ref(),
+            v.previous.as_ref(),
+        )
+    }
+
+    /// The engine's full report once the run has finished well (None before).
+    pub fn report(&self) -> Option<Arc<RunReport>> {
+        lock(&self.view).report.clone()
+    }
+
+    /// Waits for the run to end and returns its report.
+    pub fn wait(mut self) -> Result<Arc<RunReport>, ControlError> {
+        self.wait_finished()
+    }
+
+    /// Waits for the run to end, keeping the handle (its metrics are then final).
+    pub fn wait_finished(&mut self) -> Result<Arc<RunReport>, ControlError> {
+        match self.thread.take() {
+            Some(thread) => thread.join().unwrap_or_else(|_| {
+                Err(ControlError::Runtime(
+                    "the run's watcher thread panicked".into(),
+                ))
+            }),
+            None => self
+                .report()
+                .ok_or_else(|| ControlError::Runtime("the run failed".into())),
+        }
+    }
+}
+
+impl Drop for RunHandle {
+    /// A handle dropped while its run goes on stops the run and waits for it: no worker
+    /// outlives the handle that owns its ports.
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.stop();
+            let _ = self.wait_finished();
+        }
+    }
+}
+
+/// Frames a flow sends in all, when its duration says (None: until stopped, or set by time).
+fn planned_frames(duration: &Duration) -> Option<u64> {
+    match *duration {
+        Duration::Packets(n) => Some(n),
+        Duration::Bursts {
+            bursts, packets, ..
+        } if bursts > 0 => Some(bursts.saturating_mul(packets)),
+        _ => None,
+    }
+}
+
+/// Received bytes as OTG counts them, with each frame's 4-byte FCS (which a receiver is not
+/// handed), as sent bytes are.
+fn with_fcs(bytes: u64, frames: u64) -> u64 {
+    bytes.saturating_add(frames.saturating_mul(u64::from(strobe_model::FCS_LEN)))
+}
+
+fn per_second(delta: u64, ns: u64) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        delta as f64 * 1e9 / ns as f64
+    }
+}
+
+fn live_metrics(
+    scenario: &Scenario,
+    state: RunState,
+    last: Option<&Sample>,
+    previous: Option<&Sample>,
+) -> Metrics {
+    let zero = FlowSnapshot::default();
+    let flows: Vec<FlowMetrics> = scenario
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let now = last.and_then(|s| s.flows.get(i)).unwrap_or(&zero);
+            let (rate_tx, rate_rx) = match (last, previous) {
+                (Some(a), Some(b)) => {
+                    let before = b.flows.get(i).unwrap_or(&zero);
+                    let ns = a.elapsed_ns.saturating_sub(b.elapsed_ns);
+                    (
+                        per_second(now.tx_frames.saturating_sub(before.tx_frames), ns),
+                        per_second(now.rx_frames.saturating_sub(before.rx_frames), ns),
+                    )
+                }
+                _ => (0.0, 0.0),
+            };
+            let done = planned_frames(&f.schedule.duration).is_some_and(|n| now.tx_frames >= n);
+            FlowMetrics {
+                name: f.name.clone(),
+                tx_port: f.tx_port.clone(),
+                rx_ports: f.rx_ports.clone(),
+                transmit: if done || state != RunState::Running {
+                    if state == RunState::Starting {
+                        Transmit::Started
+                    } else {
+                        Transmit::Stopped
+                    }
+                } else {
+                    Transmit::Started
+                },
+                frames_tx: now.tx_frames,
+                frames_rx: now.rx_frames,
+                bytes_tx: now.tx_bytes,
+                bytes_rx: with_fcs(now.rx_bytes, now.rx_frames),
+                frames_tx_rate: rate_tx,
+                frames_rx_rate: rate_rx,
+                // Frames in flight are not lost yet: loss is final only after the drain.
+                loss_pct: None,
+                latency: None,
+            }
+        })
+        .collect();
+    Metrics {
+        state,
+        elapsed_ns: last.map_or(0, |s| s.elapsed_ns),
+        ports: port_metrics(scenario, &flows),
+        flows,
+    }
+}
+
+fn final_metrics(scenario: &Scenario, report: &RunReport) -> Metrics {
+    let flows: Vec<FlowMetrics> = scenario
+        .flows
+        .iter()
+        .map(|f| {
+            let sent = report
+                .ports
+                .iter()
+                .flat_map(|p| &p.flows)
+                .filter(|r| r.id == f.id);
+            let (frames_tx, bytes_tx) = sent.fold((0, 0), |(n, b), r| (n + r.frames, b + r.bytes));
+            let rx = report
+                .rx_flows
+                .get(usize::from(f.id))
+                .and_then(Option::as_ref);
+            let latency = rx.and_then(|r| r.latency.as_ref()).and_then(|l| {
+                let h = l.histogram();
+                (!h.is_empty()).then(|| LatencySummary {
+                    minimum_ns: h.min() as f64,
+                    maximum_ns: h.max() as f64,
+                    average_ns: h.mean(),
+                    frames: h.len(),
+                })
+            });
+            FlowMetrics {
+                name: f.name.clone(),
+                tx_port: f.tx_port.clone(),
+                rx_ports: f.rx_ports.clone(),
+                transmit: Transmit::Stopped,
+                frames_tx,
+                frames_rx: rx.map_or(0, |r| r.counters.frames),
+                bytes_tx,
+                bytes_rx: rx.map_or(0, |r| with_fcs(r.counters.bytes, r.counters.frames)),
+                frames_tx_rate: 0.0,
+                frames_rx_rate: 0.0,
+                loss_pct: rx.and_then(|r| r.lost).map(|lost| {
+                    if frames_tx == 0 {
+                        0.0
+                    } else {
+                        lost as f64 * 100.0 / frames_tx as f64
+                    }
+                }),
+                latency,
+            }
+        })
+        .collect();
+    let mut ports = port_metrics(scenario, &flows);
+    // A receive port counts every frame it saw, the flows' and any other.
+    for rx in &report.rx_ports {
+        if let Some(p) = ports.iter_mut().find(|p| p.name == rx.name) {
+            p.frames_rx = rx.frames;
+        }
+    }
+    Metrics {
+        state: RunState::Finished,
+        elapsed_ns: report.ports.iter().map(|p| p.elapsed_ns).max().unwrap_or(0),
+        flows,
+        ports,
+    }
+}
+
+/// Ports' counters from their flows': sent on the flow's tx port, received on its rx ports.
+fn port_metrics(scenario: &Scenario, flows: &[FlowMetrics]) -> Vec<PortMetrics> {
+    scenario
+        .ports
+        .iter()
+        .map(|p| {
+            let mut m = PortMetrics {
+                name: p.name.clone(),
+                location: p.location.clone(),
+                transmit: Transmit::Stopped,
+                frames_tx: 0,
+                frames_rx: 0,
+                bytes_tx: 0,
+                bytes_rx: 0,
+                frames_tx_rate: 0.0,
+                frames_rx_rate: 0.0,
+            };
+            for f in flows {
+                if f.tx_port == p.name {
+                    m.frames_tx += f.frames_tx;
+                    m.bytes_tx += f.bytes_tx;
+                    m.frames_tx_rate += f.frames_tx_rate;
+                    if f.transmit == Transmit::Started {
+                        m.transmit = Transmit::Started;
+                    }
+                }
+                if f.rx_ports.contains(&p.name) {
+                    m.frames_rx += f.frames_rx;
+                    m.bytes_rx += f.bytes_rx;
+                    m.frames_rx_rate += f.frames_rx_rate;
+                }
+            }
+            m
+        })
+        .collect()
+}

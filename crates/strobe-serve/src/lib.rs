@@ -1,0 +1,360 @@
+//! `strobe serve`: an Open Traffic Generator REST server that unmodified `snappi` scripts
+//! drive. A thin front end: every run goes through strobe-control (the same plan and run
+//! handle as the command line); this crate maps OTG requests onto it and its results back
+//! into OTG replies.
+//!
+//! The data path never waits for the server: runs are on the engine's own threads, and a
+//! metrics request reads the run-control watcher's copy of the counters.
+#![forbid(unsafe_code)]
+
+mod reply;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::{json, Value};
+use strobe_control::otg::scenario_from_otg;
+use strobe_control::{ControlError, PlanOptions, RunHandle, RunState};
+use strobe_model::Scenario;
+use tokio::sync::Mutex;
+
+use reply::{error, internal, ok_json, validation, OtgError};
+
+/// What a handler answers: a JSON reply or an OTG error.
+type Reply = Result<Response, OtgError>;
+
+/// The OTG versions this server speaks: every 1.x client from 1.58 on (snappi reads the
+/// value as a version range that its own version must fall in).
+pub const API_SPEC_VERSION: &str = "^1.58.0";
+
+/// Largest request body taken (a config of 65 536 flows is about 50 MB of JSON).
+const MAX_BODY: usize = 128 << 20;
+
+/// How the server runs what it is sent.
+#[derive(Clone, Debug, Default)]
+pub struct ServeOptions {
+    /// Options of every run (lab prefix, drain, cores, …).
+    pub plan: PlanOptions,
+    /// Port names the user prefers → port locations (`--location-map`).
+    pub locations: Vec<(String, String)>,
+}
+
+/// The server's state: the config last set and the run last started.
+struct Server {
+    options: ServeOptions,
+    state: Mutex<Session>,
+}
+
+#[derive(Default)]
+struct Session {
+    /// The config as the client sent it (`GET /config` returns it).
+    config: Option<Value>,
+    scenario: Option<Scenario>,
+    run: Option<RunHandle>,
+}
+
+/// The server's routes.
+pub fn router(options: ServeOptions) -> Router {
+    let server = Arc::new(Server {
+        options,
+        state: Mutex::new(Session::default()),
+    });
+    Router::new()
+        .route("/config", post(set_config).get(get_config))
+        .route("/control/state", post(set_control_state))
+        .route("/monitor/metrics", post(get_metrics))
+        .route("/capabilities/version", get(get_version))
+        // The fallbacks read the body too: one left unread makes the connection close, and a
+        // client's next request on it (keep-alive) fail.
+        .fallback(|_: Bytes| async {
+            error(404, "validation", vec!["no such OTG endpoint".into()])
+        })
+        .method_not_allowed_fallback(|_: Bytes| async {
+            error(
+                405,
+                "validation",
+                vec!["this endpoint does not take that method".into()],
+            )
+        })
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(server)
+}
+
+/// Serves on `listener` until `shutdown` completes; a run still going is stopped first.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    options: ServeOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(options))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// The address to listen on by default: loopback only (another must be given explicitly).
+pub fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8443))
+}
+
+fn parse_body(body: &Bytes) -> Result<Value, OtgError> {
+    serde_json::from_slice(body).map_err(|e| {
+        validation(vec![format!(
+            "the request body is not JSON: {e} (send the OTG object as JSON, Content-Type: application/json)"
+        )])
+    })
+}
+
+fn control_error(e: ControlError) -> OtgError {
+    match e {
+        ControlError::BadInput(m) => validation(vec![m]),
+        ControlError::Runtime(m) => internal(vec![m]),
+    }
+}
+
+/// Runs blocking run-control work (opening ports, joining threads) off the async workers.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, OtgError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| internal(vec![format!("a server task failed: {e}")]))
+}
+
+/// Stops a run that is still going and waits for its workers.
+async fn stop_run(run: &mut Option<RunHandle>) -> Result<(), OtgError> {
+    if let Some(mut handle) = run.take() {
+        let handle = blocking(move || {
+            handle.stop();
+            let _ = handle.wait_finished();
+            handle
+        })
+        .await?;
+        *run = Some(handle);
+    }
+    Ok(())
+}
+
+async fn set_config(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
+    let config = parse_body(&body)?;
+    let read = scenario_from_otg(&config, &server.options.locations)
+        .map_err(|errors| validation(errors.0))?;
+    // Checked as a run would be (lab ports, MACs, options), so that a config that cannot
+    // run is refused here, with the reason.
+    let options = server.options.plan.clone();
+    let scenario = read.scenario.clone();
+    let mut warnings = read.warnings;
+    let checked = blocking(move || {
+        let plan = strobe_control::prepare(scenario, &options)?;
+        strobe_control::ports::check_locations(&plan.scenario)?;
+        Ok(plan)
+    });
+    let plan = checked.await?.map_err(control_error)?;
+    for w in plan.warnings {
+        if !warnings.contains(&w) {
+            warnings.push(w);
+        }
+    }
+    let mut session = server.state.lock().await;
+    // A new config replaces the old one: a run still going is stopped first.
+    stop_run(&mut session.run).await?;
+    session.run = None;
+    session.config = Some(config);
+    session.scenario = Some(read.scenario);
+    Ok(ok_json(json!({ "warnings": warnings })))
+}
+
+async fn get_config(State(server): State<Arc<Server>>) -> Response {
+    let session = server.state.lock().await;
+    ok_json(session.config.clone().unwrap_or_else(|| json!({})))
+}
+
+async fn get_version() -> Response {
+    ok_json(json!({
+        "api_spec_version": API_SPEC_VERSION,
+        "sdk_version": "",
+        "app_version": concat!("strobe ", env!("CARGO_PKG_VERSION")),
+    }))
+}
+
+/// `choice` of an OTG object, or the one alternative it holds.
+fn choice<'a>(object: &'a Value, alternatives: &[&'a str]) -> Option<&'a str> {
+    object.get("choice").and_then(Value::as_str).or_else(|| {
+        alternatives
+            .iter()
+            .copied()
+            .find(|a| object.get(*a).is_some())
+    })
+}
+
+fn names(value: Option<&Value>) -> Result<Vec<String>, OtgError> {
+    match value {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| validation(vec![format!("expected a list of names, found {v}")]))
+            })
+            .collect(),
+        Some(other) => Err(validation(vec![format!(
+            "expected a list of names, found {other}"
+        )])),
+    }
+}
+
+async fn set_control_state(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
+    let request = parse_body(&body)?;
+    match choice(&request, &["traffic", "port", "protocol"]) {
+        Some("traffic") => {
+            let traffic = &request["traffic"];
+            match choice(traffic, &["flow_transmit"]) {
+                Some("flow_transmit") => flow_transmit(&server, &traffic["flow_transmit"]).await,
+                other => Err(validation(vec![format!(
+                    "traffic.choice: {} — strobe controls traffic with flow_transmit",
+                    other.map_or("missing".to_string(), |o| format!("`{o}` is not supported"))
+                )])),
+            }
+        }
+        Some("port") => Err(validation(vec![
+            "port: capture and link control are not supported yet — capture with tcpdump on the \
+             port, and set links with `ip link`"
+                .into(),
+        ])),
+        Some("protocol") => Err(validation(vec![
+            "protocol: not supported — strobe emulates no protocols".into(),
+        ])),
+        _ => Err(validation(vec![
+            "choice: missing or unknown — give traffic (flow_transmit start/stop)".into(),
+        ])),
+    }
+}
+
+async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
+    let flow_names = names(request.get("flow_names"))?;
+    let state = request.get("state").and_then(Value::as_str).unwrap_or("");
+    let mut session = server.state.lock().await;
+    let Some(scenario) = session.scenario.clone() else {
+        return Err(no_config());
+    };
+    if let Some(unknown) = flow_names
+        .iter()
+        .find(|n| !scenario.flows.iter().any(|f| &f.name == *n))
+    {
+        return Err(validation(vec![format!(
+            "flow_transmit.flow_names: no flow `{unknown}` in the config (flows: {})",
+            scenario
+                .flows
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )]));
+    }
+    let running: Vec<String> = match &session.run {
+        Some(run) if !run.is_finished() => run
+            .scenario()
+            .flows
+            .iter()
+            .map(|f| f.name.clone())
+            .collect(),
+        _ => Vec::new(),
+    };
+    match state {
+        "start" => {
+            if !running.is_empty() {
+                return Err(validation(vec![format!(
+                    "flow_transmit start: flows {} are still sending — stop them first (strobe \
+                     starts the flows of one start request together)",
+                    running.join(", ")
+                )]));
+            }
+            let subset = select_flows(scenario, &flow_names);
+            let options = server.options.plan.clone();
+            let started = blocking(move || {
+                let plan = strobe_control::prepare(subset, &options)?;
+                let handle = strobe_control::start(plan)?;
+                // Ports are opened and probed before the first frame: wait for that, so
+                // a port that cannot be opened is this request's error.
+                while handle.metrics().state == RunState::Starting && !handle.is_finished() {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                if handle.metrics().state == RunState::Failed {
+                    return Err(handle
+                        .wait()
+                        .err()
+                        .unwrap_or(ControlError::Runtime("the run failed".into())));
+                }
+                Ok(handle)
+            })
+            .await?
+            .map_err(control_error)?;
+            session.run = Some(started);
+            Ok(ok_json(json!({ "warnings": [] })))
+        }
+        "stop" => {
+            let partial = !flow_names.is_empty()
+                && running.iter().any(|r| !flow_names.contains(r))
+                && flow_names.iter().any(|n| running.contains(n));
+            if partial {
+                return Err(validation(vec![format!(
+                    "flow_transmit stop: stopping some flows of a run ({}) while others go on \
+                     is not supported yet — stop them all (no flow_names)",
+                    running.join(", ")
+                )]));
+            }
+            if flow_names.is_empty() || flow_names.iter().any(|n| running.contains(n)) {
+                stop_run(&mut session.run).await?;
+            }
+            Ok(ok_json(json!({ "warnings": [] })))
+        }
+        "pause" | "resume" => Err(validation(vec![format!(
+            "flow_transmit {state}: not supported yet — stop and start the flows instead"
+        )])),
+        other => Err(validation(vec![format!(
+            "flow_transmit.state: `{other}` — accepted: start, stop, pause, resume"
+        )])),
+    }
+}
+
+/// The flows named (all when none are), with flow ids renumbered in order.
+fn select_flows(mut scenario: Scenario, names: &[String]) -> Scenario {
+    if !names.is_empty() {
+        scenario.flows.retain(|f| names.contains(&f.name));
+        for (id, f) in scenario.flows.iter_mut().enumerate() {
+            f.id = u16::try_from(id).unwrap_or(u16::MAX);
+        }
+    }
+    scenario
+}
+
+async fn get_metrics(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
+    let request = parse_body(&body)?;
+    let session = server.state.lock().await;
+    let scenario = session.scenario.as_ref().ok_or_else(no_config)?;
+    let reply = match choice(&request, &["port", "flow"]).unwrap_or("port") {
+        "flow" => {
+            let wanted = names(request.get("flow").and_then(|f| f.get("flow_names")))?;
+            reply::flow_metrics(scenario, session.run.as_ref(), &wanted)
+        }
+        "port" => {
+            let wanted = names(request.get("port").and_then(|p| p.get("port_names")))?;
+            reply::port_metrics(scenario, session.run.as_ref(), &wanted)
+        }
+        other => Err(format!(
+            "choice: `{other}` metrics are not supported — strobe reports port and flow metrics"
+        )),
+    };
+    reply.map(ok_json).map_err(|e| validation(vec![e]))
+}
+
+fn no_config() -> OtgError {
+    validation(vec![
+        "no config: set one first (POST /config, snappi's set_config)".into(),
+    ])
+}

@@ -1,0 +1,298 @@
+//! OTG replies: JSON bodies with their Content-Type, the OTG `Error` object, and metrics in
+//! OTG's shapes (plus strobe's own detail under `x_strobe`, which OTG clients ignore).
+
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+use strobe_control::{FlowMetrics, Metrics, RunHandle, Transmit};
+use strobe_engine::RunReport;
+use strobe_model::Scenario;
+
+/// A JSON reply.
+pub fn ok_json(body: Value) -> Response {
+    json_reply(StatusCode::OK, &body)
+}
+
+fn json_reply(status: StatusCode, body: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// The OTG `Error` object: `kind` is `validation` (the request is wrong, 4xx) or
+/// `internal` (5xx); `errors` name the offending field and what is accepted.
+#[derive(Debug)]
+pub struct OtgError {
+    code: u16,
+    kind: &'static str,
+    errors: Vec<String>,
+}
+
+impl IntoResponse for OtgError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        json_reply(
+            status,
+            &json!({ "code": status.as_u16(), "kind": self.kind, "errors": self.errors }),
+        )
+    }
+}
+
+pub fn error(code: u16, kind: &'static str, errors: Vec<String>) -> OtgError {
+    OtgError { code, kind, errors }
+}
+
+pub fn validation(errors: Vec<String>) -> OtgError {
+    error(400, "validation", errors)
+}
+
+pub fn internal(errors: Vec<String>) -> OtgError {
+    error(500, "internal", errors)
+}
+
+/// A float as OTG clients read it: snappi parses replies with a YAML reader, which takes
+/// `1e-7` or `1e+16` for strings, so floats are rounded to thousandths and kept below
+/// 10^15, where JSON writers print them with a decimal point.
+fn num(x: f64) -> Value {
+    let x = if x.is_finite() { x } else { 0.0 };
+    let x = (x * 1000.0).round() / 1000.0;
+    Value::from(x.clamp(-1e15, 1e15))
+}
+
+/// OTG's 64-bit counters travel as strings.
+fn count(n: u64) -> Value {
+    Value::String(n.to_string())
+}
+
+fn transmit(t: Transmit) -> &'static str {
+    match t {
+        Transmit::Started => "started",
+        Transmit::Stopped => "stopped",
+        Transmit::Paused => "paused",
+    }
+}
+
+/// The metrics of the run, or zeros for a config not started yet (flows of the config that
+/// the run does not send show zeros too).
+fn current(scenario: &Scenario, run: Option<&RunHandle>) -> Metrics {
+    run.map(RunHandle::metrics)
+        .unwrap_or_else(|| Metrics {
+            state: strobe_control::RunState::Finished,
+            elapsed_ns: 0,
+            flows: Vec::new(),
+            ports: Vec::new(),
+        })
+        .or_zeros_for(scenario)
+}
+
+trait OrZeros {
+    fn or_zeros_for(self, scenario: &Scenario) -> Metrics;
+}
+
+impl OrZeros for Metrics {
+    fn or_zeros_for(mut self, scenario: &Scenario) -> Metrics {
+        let flows = scenario
+            .flows
+            .iter()
+            .map(|f| {
+                self.flows
+                    .iter()
+                    .find(|m| m.name == f.name)
+                    .cloned()
+                    .unwrap_or_else(|| FlowMetrics {
+                        name: f.name.clone(),
+                        tx_port: f.tx_port.clone(),
+                        rx_ports: f.rx_ports.clone(),
+                        transmit: Transmit::Stopped,
+                        frames_tx: 0,
+                        frames_rx: 0,
+                        bytes_tx: 0,
+                        bytes_rx: 0,
+                        frames_tx_rate: 0.0,
+                        frames_rx_rate: 0.0,
+                        loss_pct: None,
+                        latency: None,
+                    })
+            })
+            .collect();
+        self.flows = flows;
+        self
+    }
+}
+
+fn unknown(what: &str, name: &str, known: impl Iterator<Item = String>) -> String {
+    format!(
+        "{what}: no `{name}` in the config (known: {})",
+        known.collect::<Vec<_>>().join(", ")
+    )
+}
+
+/// `{"choice": "flow_metrics", ...}` for the flows named (all when none are).
+pub fn flow_metrics(
+    scenario: &Scenario,
+    run: Option<&RunHandle>,
+    wanted: &[String],
+) -> Result<Value, String> {
+    if let Some(n) = wanted
+        .iter()
+        .find(|n| !scenario.flows.iter().any(|f| &f.name == *n))
+    {
+        return Err(unknown(
+            "flow.flow_names",
+            n,
+            scenario.flows.iter().map(|f| f.name.clone()),
+        ));
+    }
+    let metrics = current(scenario, run);
+    let report = run.and_then(RunHandle::report);
+    let mut out = Vec::new();
+    for (spec, m) in scenario.flows.iter().zip(&metrics.flows) {
+        if !wanted.is_empty() && !wanted.contains(&m.name) {
+            continue;
+        }
+        let mut flow = Map::new();
+        flow.insert("name".into(), json!(m.name));
+        flow.insert("port_tx".into(), json!(m.tx_port));
+        if let Some(rx) = m.rx_ports.first() {
+            flow.insert("port_rx".into(), json!(rx));
+        }
+        flow.insert("transmit".into(), json!(transmit(m.transmit)));
+        flow.insert("frames_tx".into(), count(m.frames_tx));
+        flow.insert("frames_rx".into(), count(m.frames_rx));
+        flow.insert("bytes_tx".into(), count(m.bytes_tx));
+        flow.insert("bytes_rx".into(), count(m.bytes_rx));
+        flow.insert("frames_tx_rate".into(), num(m.frames_tx_rate));
+        flow.insert("frames_rx_rate".into(), num(m.frames_rx_rate));
+        if let Some(loss) = m.loss_pct {
+            flow.insert("loss".into(), num(loss));
+        }
+        // Latency only when the flow's metrics ask for it, as OTG has it.
+        if spec.metrics.latency.is_some() {
+            if let Some(l) = m.latency {
+                flow.insert(
+                    "latency".into(),
+                    json!({
+                        "minimum_ns": num(l.minimum_ns),
+                        "maximum_ns": num(l.maximum_ns),
+                        "average_ns": num(l.average_ns),
+                    }),
+                );
+            }
+        }
+        if let Some(detail) = report
+            .as_deref()
+            .and_then(|r| strobe_detail(r, run, &m.name))
+        {
+            flow.insert("x_strobe".into(), detail);
+        }
+        out.push(Value::Object(flow));
+    }
+    Ok(json!({ "choice": "flow_metrics", "flow_metrics": out }))
+}
+
+/// strobe's detail on a finished flow: receive counters OTG has no place for, latency
+/// percentiles down to p99.9999, and where the timestamps were taken.
+fn strobe_detail(report: &RunReport, run: Option<&RunHandle>, name: &str) -> Option<Value> {
+    let run = run?;
+    let flow = run.scenario().flows.iter().find(|f| f.name == name)?;
+    let rx = report.rx_flows.get(usize::from(flow.id))?.as_ref()?;
+    let mut detail = json!({
+        "frames_rx_unique": count(rx.counters.unique),
+        "duplicates": count(rx.counters.duplicates),
+        "reordered": count(rx.counters.reordered),
+        "late": count(rx.counters.late),
+        "timestamps": report
+            .rx_ports
+            .iter()
+            .filter(|p| flow.rx_ports.contains(&p.name))
+            .map(|p| p.timestamps)
+            .collect::<Vec<_>>(),
+    });
+    if let Some(latency) = rx.latency.as_ref().filter(|l| !l.histogram().is_empty()) {
+        let h = latency.histogram();
+        let mut percentiles = Map::new();
+        for (label, q) in [
+            ("p50", 0.5),
+            ("p90", 0.9),
+            ("p99", 0.99),
+            ("p99_9", 0.999),
+            ("p99_99", 0.9999),
+            ("p99_999", 0.99999),
+            ("p99_9999", 0.999999),
+        ] {
+            percentiles.insert(format!("{label}_ns"), num(h.value_at_quantile(q) as f64));
+        }
+        detail["latency"] = json!({
+            "frames": count(h.len()),
+            "percentiles": percentiles,
+            "jitter_ns": num(latency.jitter_ns()),
+            "mode": flow.metrics.latency.map(|m| m.name()),
+        });
+    }
+    Some(detail)
+}
+
+/// `{"choice": "port_metrics", ...}` for the ports named (all when none are).
+pub fn port_metrics(
+    scenario: &Scenario,
+    run: Option<&RunHandle>,
+    wanted: &[String],
+) -> Result<Value, String> {
+    if let Some(n) = wanted
+        .iter()
+        .find(|n| !scenario.ports.iter().any(|p| &p.name == *n))
+    {
+        return Err(unknown(
+            "port.port_names",
+            n,
+            scenario.ports.iter().map(|p| p.name.clone()),
+        ));
+    }
+    let metrics = run.map(RunHandle::metrics);
+    let mut out = Vec::new();
+    for port in &scenario.ports {
+        if !wanted.is_empty() && !wanted.contains(&port.name) {
+            continue;
+        }
+        let m = metrics
+            .as_ref()
+            .and_then(|m| m.ports.iter().find(|p| p.name == port.name));
+        let get = |f: fn(&strobe_control::PortMetrics) -> u64| m.map_or(0, f);
+        out.push(json!({
+            "name": port.name,
+            "location": port.location,
+            "link": "up",
+            "capture": "stopped",
+            // OTG's port transmit state has no "paused".
+            "transmit": if m.is_some_and(|m| m.transmit == Transmit::Started) { "started" } else { "stopped" },
+            "frames_tx": count(get(|m| m.frames_tx)),
+            "frames_rx": count(get(|m| m.frames_rx)),
+            "bytes_tx": count(get(|m| m.bytes_tx)),
+            "bytes_rx": count(get(|m| m.bytes_rx)),
+            "frames_tx_rate": num(m.map_or(0.0, |m| m.frames_tx_rate)),
+            "frames_rx_rate": num(m.map_or(0.0, |m| m.frames_rx_rate)),
+        }));
+    }
+    Ok(json!({ "choice": "port_metrics", "port_metrics": out }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_are_written_with_a_decimal_point() {
+        for (x, text) in [
+            (1e-7, "0.0"),
+            (1e16, "1000000000000000.0"),
+            (1234.56789, "1234.568"),
+            (f64::NAN, "0.0"),
+            (f64::INFINITY, "0.0"),
+        ] {
+            assert_eq!(num(x).to_string(), text, "{x}");
+        }
+    }
+}

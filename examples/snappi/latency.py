@@ -1,0 +1,49 @@
+"""Latency of a flow through the device under test, with snappi and `strobe serve`.
+
+OTG reports minimum, average and maximum; strobe measures every frame and adds its
+percentiles (to p99.9999) under the `x_strobe` key of each flow metric, which snappi's
+objects do not carry: read them from the raw reply (below, with requests).
+
+    sudo strobe lab up                       # a Linux router as the DUT
+    sudo strobe serve &
+    python3 latency.py [http://127.0.0.1:8443]
+"""
+import json
+import sys
+import time
+
+import requests
+import snappi
+
+url = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8443"
+api = snappi.api(location=url, verify=False)
+cfg = api.config()
+cfg.ports.port(name="p1", location="lab:tx").port(name="p2", location="lab:rx")
+flow = cfg.flows.flow(name="timed")[-1]
+flow.tx_rx.port.tx_name, flow.tx_rx.port.rx_names = "p1", ["p2"]
+eth, ip, udp = flow.packet.ethernet().ipv4().udp()
+ip.src.value, ip.dst.value = "198.18.0.1", "198.18.1.1"
+flow.rate.pps = 50_000
+flow.duration.fixed_packets.packets = 100_000
+flow.metrics.enable = True
+flow.metrics.latency.enable = True
+api.set_config(cfg)
+
+cs = api.control_state()
+cs.choice = cs.TRAFFIC
+cs.traffic.choice = cs.traffic.FLOW_TRANSMIT
+cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+api.set_control_state(cs)
+req = api.metrics_request()
+req.flow.flow_names = ["timed"]
+while api.get_metrics(req).flow_metrics[0].transmit != "stopped":
+    time.sleep(0.2)
+cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
+api.set_control_state(cs)           # waits for the drain: the figures are final
+
+m = api.get_metrics(req).flow_metrics[0]
+print(f"OTG: min {m.latency.minimum_ns:.0f} ns, avg {m.latency.average_ns:.0f} ns, "
+      f"max {m.latency.maximum_ns:.0f} ns over {m.frames_rx} frames")
+raw = requests.post(f"{url}/monitor/metrics", json={"choice": "flow", "flow": {"flow_names": ["timed"]}})
+detail = raw.json()["flow_metrics"][0].get("x_strobe", {})
+print("strobe:", json.dumps(detail.get("latency", {}), indent=2))

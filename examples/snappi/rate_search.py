@@ -1,0 +1,57 @@
+"""An RFC 2544-style throughput search written with snappi alone: the highest rate at
+which the device under test loses no frame, by binary search over trials.
+
+    sudo strobe lab up --dut tbf:50mbit      # a DUT with a known limit
+    sudo strobe serve &
+    python3 rate_search.py [http://127.0.0.1:8443 [LOW_PPS HIGH_PPS]]
+
+(strobe's own RFC 2544 methodology is planned; this shows the OTG API is enough to write
+one.)
+"""
+import sys
+import time
+
+import snappi
+
+url = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8443"
+api = snappi.api(location=url, verify=False)
+SIZE, TRIAL_SECONDS, RESOLUTION = 128, 2, 0.01
+LOW, HIGH = (int(x) for x in (sys.argv[2:4] if len(sys.argv) > 3 else (1_000, 200_000)))
+
+
+def trial(pps):
+    cfg = api.config()
+    cfg.ports.port(name="p1", location="lab:tx").port(name="p2", location="lab:rx")
+    flow = cfg.flows.flow(name="trial")[-1]
+    flow.tx_rx.port.tx_name, flow.tx_rx.port.rx_names = "p1", ["p2"]
+    eth, ip, udp = flow.packet.ethernet().ipv4().udp()
+    ip.src.value, ip.dst.value = "198.18.0.1", "198.18.1.1"
+    flow.size.fixed = SIZE
+    flow.rate.pps = int(pps)
+    flow.duration.fixed_packets.packets = int(pps * TRIAL_SECONDS)
+    flow.metrics.enable = True
+    api.set_config(cfg)
+    cs = api.control_state()
+    cs.choice = cs.TRAFFIC
+    cs.traffic.choice = cs.traffic.FLOW_TRANSMIT
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
+    api.set_control_state(cs)
+    req = api.metrics_request()
+    req.flow.flow_names = ["trial"]
+    while api.get_metrics(req).flow_metrics[0].transmit != "stopped":
+        time.sleep(0.1)
+    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
+    api.set_control_state(cs)
+    m = api.get_metrics(req).flow_metrics[0]
+    return m.frames_tx, m.frames_rx
+
+
+low, high = LOW, HIGH
+while (high - low) / high > RESOLUTION:
+    rate = (low + high) / 2
+    sent, received = trial(rate)
+    ok = sent == received
+    print(f"{rate:>10.0f} pps: sent {sent}, received {received} -> {'pass' if ok else 'loss'}")
+    low, high = (rate, high) if ok else (low, rate)
+print(f"throughput: {low:.0f} pps of {SIZE}-byte frames "
+      f"({low * (SIZE + 20) * 8 / 1e6:.1f} Mbit/s on the wire)")

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The OTG server's tests: `strobe serve` on a lab veth pair, driven by the unmodified snappi
+# client (pinned in tests/otg/requirements.txt, installed into a virtualenv under target/).
+# Needs root (the lab's namespaces). Called by scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+need_apt tcpdump iproute2 python3-venv
+venv=target/otg-venv
+stamp="$venv/.requirements"
+if ! cmp -s tests/otg/requirements.txt "$stamp" 2>/dev/null; then
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/otg/requirements.txt
+    cp tests/otg/requirements.txt "$stamp"
+fi
+cargo build --quiet -p strobe-cli
+STROBE_BIN="$PWD/target/debug/strobe" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/otg "$@"

@@ -1,0 +1,33 @@
+"""The snappi examples in examples/snappi run as a user copies them (only the server URL
+given), and print what they promise."""
+import os
+import re
+import subprocess
+import sys
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "snappi")
+
+
+def run(script, *args):
+    out = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *args],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_first_flow(server):
+    out = run("first_flow.py", server.url)
+    assert re.search(r"final: sent 200000, received 200000, loss 0\.0000 %", out), out
+
+
+def test_latency(server):
+    out = run("latency.py", server.url)
+    assert re.search(r"OTG: min \d+ ns, avg \d+ ns, max \d+ ns over 100000 frames", out), out
+    assert '"p99_9999_ns"' in out, out
+
+
+def test_rate_search_finds_a_lossless_rate(server):
+    # The test lab's DUT is a cable: every trial passes, so the search climbs to the top.
+    out = run("rate_search.py", server.url, "1000", "4000")
+    rate = float(re.search(r"throughput: (\d+) pps", out).group(1))
+    assert 3900 <= rate <= 4000, out

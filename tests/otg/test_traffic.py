@@ -1,0 +1,185 @@
+"""strobe serve driven by unmodified snappi on a lab veth pair: flows with every OTG field
+pattern, exact counts on both ports, frames decoded field by field with scapy, metrics while
+a flow runs, latency only when asked for."""
+import ipaddress
+import os
+import subprocess
+import tempfile
+import time
+
+from scapy.all import IP, IPv6, TCP, UDP, Ether, rdpcap
+from scapy.layers.vxlan import VXLAN
+
+from otg_helpers import (add_flow, as_dict, base_config, flow_metrics, port_metrics,
+                         run_to_end, transmit, wait_stopped)
+
+
+def captured(lab, run, kind):
+    """Frames of layer `kind` the rx end received while `run()` ran."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "rx.pcap")
+        proc = lab.capture(path)
+        try:
+            result = run()
+            time.sleep(0.3)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+        if os.environ.get("KEEP_CAPTURES"):
+            subprocess.run(["cp", path, f"/tmp/otg-{kind.__name__}.pcap"], check=False)
+        # The floor probe's frames (EtherType 0x88b5) cross the cable too: only the flow's.
+        return result, [p for p in rdpcap(path) if p.haslayer(kind)]
+
+
+def test_udp_flow_counts_exactly_and_every_pattern_is_on_the_wire(api, lab):
+    cfg = base_config(api, lab)
+    f = add_flow(cfg, "udp", packets=2000, pps=10000)
+    eth, ip, udp = f.packet.ethernet().ipv4().udp()
+    ip.src.values = ["198.18.0.1", "198.18.0.2", "198.18.0.3"]
+    ip.dst.decrement.start = "198.18.1.100"
+    ip.dst.decrement.step = "0.0.0.1"
+    ip.dst.decrement.count = 5
+    ip.time_to_live.value = 33
+    udp.src_port.random.min = 1024
+    udp.src_port.random.max = 2047
+    udp.src_port.random.seed = 7
+    udp.src_port.random.count = 0
+    udp.dst_port.increment.start = 2000
+    udp.dst_port.increment.step = 3
+    udp.dst_port.increment.count = 10
+    assert as_dict(api.set_config(cfg)).get("warnings", []) == []
+    assert api.get_config().flows[0].name == "udp"
+
+    m, frames = captured(lab, lambda: run_to_end(api, ["udp"]), UDP)
+    assert m["udp"].frames_tx == 2000 and m["udp"].frames_rx == 2000, m
+    assert m["udp"].bytes_tx == 2000 * 128 and m["udp"].bytes_rx == 2000 * 128, m
+    assert m["udp"].loss == 0
+    ports = port_metrics(api)
+    assert ports["tx"].frames_tx == 2000 and ports["rx"].frames_rx == 2000, ports
+    assert ports["tx"].transmit == "stopped"
+
+    assert len(frames) == 2000
+    sports = set()
+    for j, p in enumerate(frames):
+        # OTG sizes include the FCS, which a veth does not carry.
+        assert len(p) == 124
+        assert p[IP].src == ["198.18.0.1", "198.18.0.2", "198.18.0.3"][j % 3]
+        assert p[IP].dst == str(ipaddress.IPv4Address("198.18.1.100") - j % 5)
+        assert p[IP].ttl == 33
+        assert p[UDP].dport == 2000 + 3 * (j % 10)
+        assert 1024 <= p[UDP].sport <= 2047
+        sports.add(p[UDP].sport)
+        # Checksums as scapy computes them.
+        rebuilt = p[IP].copy()
+        del rebuilt.chksum
+        del rebuilt[UDP].chksum
+        rebuilt = IP(bytes(rebuilt))
+        assert (p[IP].chksum, p[UDP].chksum) == (rebuilt.chksum, rebuilt[UDP].chksum), j
+    assert len(sports) > 500, "random source ports repeat too much"
+
+
+def test_ipv6_tcp_flow(api, lab):
+    cfg = base_config(api, lab)
+    f = add_flow(cfg, "v6", packets=1000)
+    eth, ip6, tcp = f.packet.ethernet().ipv6().tcp()
+    ip6.src.increment.start = "2001:2::1"
+    ip6.src.increment.step = "::1"
+    ip6.src.increment.count = 4
+    ip6.dst.value = "2001:2:0:1::1"
+    ip6.flow_label.random.min = 1
+    ip6.flow_label.random.max = 1000
+    ip6.flow_label.random.count = 0
+    tcp.src_port.values = [40000, 40001]
+    tcp.dst_port.value = 80
+    tcp.ctl_syn.value = 1
+    api.set_config(cfg)
+    m, frames = captured(lab, lambda: run_to_end(api, ["v6"]), TCP)
+    assert (m["v6"].frames_tx, m["v6"].frames_rx) == (1000, 1000), m
+    assert len(frames) == 1000
+    for j, p in enumerate(frames):
+        assert p[IPv6].src == str(ipaddress.IPv6Address("2001:2::1") + j % 4)
+        assert p[IPv6].dst == "2001:2:0:1::1"
+        assert 1 <= p[IPv6].fl <= 1000
+        assert p[TCP].sport == [40000, 40001][j % 2] and p[TCP].dport == 80
+        assert p[TCP].flags == "S"
+
+
+def test_vxlan_flow(api, lab):
+    cfg = base_config(api, lab)
+    f = add_flow(cfg, "vx", packets=500, size=256)
+    eth, ip, udp, vx, ieth, iip, iudp = (
+        f.packet.ethernet().ipv4().udp().vxlan().ethernet().ipv4().udp())
+    ip.src.value, ip.dst.value = "198.18.0.1", "198.18.1.1"
+    udp.dst_port.value = 4789
+    vx.vni.increment.start = 100
+    vx.vni.increment.step = 1
+    vx.vni.increment.count = 3
+    ieth.src.value, ieth.dst.value = "02:00:00:00:10:01", "02:00:00:00:10:02"
+    iip.src.value, iip.dst.value = "198.19.0.1", "198.19.0.2"
+    iudp.dst_port.value = 5000
+    api.set_config(cfg)
+    m, frames = captured(lab, lambda: run_to_end(api, ["vx"]), VXLAN)
+    assert (m["vx"].frames_tx, m["vx"].frames_rx) == (500, 500), m
+    assert len(frames) == 500
+    for j, p in enumerate(frames):
+        assert len(p) == 252
+        assert p[VXLAN].vni == 100 + j % 3
+        inner = p[VXLAN].payload
+        assert inner[Ether].src == "02:00:00:00:10:01"
+        assert inner[IP].src == "198.19.0.1" and inner[UDP].dport == 5000
+
+
+def test_metrics_while_a_continuous_flow_runs(api, lab):
+    cfg = base_config(api, lab)
+    f = add_flow(cfg, "steady", pps=5000)
+    f.packet.ethernet().ipv4().udp()
+    api.set_config(cfg)
+    transmit(api, "start")
+    seen = []
+    for _ in range(4):
+        time.sleep(0.5)
+        m = flow_metrics(api)["steady"]
+        seen.append(m.frames_tx)
+        assert m.transmit == "started"
+    assert seen == sorted(seen) and seen[-1] > seen[0], seen
+    # Generous: the live rate is over the watcher's last 100 ms.
+    assert 0.6 * 5000 < flow_metrics(api)["steady"].frames_tx_rate < 1.4 * 5000
+    assert port_metrics(api)["tx"].transmit == "started"
+    transmit(api, "stop")
+    m = flow_metrics(api)["steady"]
+    assert m.transmit == "stopped"
+    assert m.frames_tx >= seen[-1] and m.frames_rx == m.frames_tx, m
+    assert m.loss == 0
+    # Start clears the counters.
+    transmit(api, "start")
+    time.sleep(0.3)
+    assert flow_metrics(api)["steady"].frames_tx < m.frames_tx
+    transmit(api, "stop")
+
+
+def test_latency_is_reported_only_when_asked_for(api, lab):
+    cfg = base_config(api, lab)
+    timed = add_flow(cfg, "timed", packets=1000)
+    timed.packet.ethernet().ipv4().udp()
+    timed.metrics.latency.enable = True
+    plain = add_flow(cfg, "plain", packets=1000)
+    plain.packet.ethernet().ipv4().udp()
+    api.set_config(cfg)
+    m = run_to_end(api, ["timed", "plain"])
+    latency = as_dict(m["timed"]).get("latency")
+    assert latency, as_dict(m["timed"])
+    assert 0 < latency["minimum_ns"] <= latency["average_ns"] <= latency["maximum_ns"], latency
+    # A veth pair and two AF_PACKET sockets: microseconds, not seconds.
+    assert latency["maximum_ns"] < 1e9
+    assert "latency" not in as_dict(m["plain"])
+    assert m["plain"].frames_rx == 1000
+
+
+def test_starting_some_flows_leaves_the_others_at_zero(api, lab):
+    cfg = base_config(api, lab)
+    for name in ("a", "b"):
+        add_flow(cfg, name, packets=300).packet.ethernet().ipv4().udp()
+    api.set_config(cfg)
+    m = run_to_end(api, ["b"])
+    assert m["b"].frames_rx == 300
+    assert flow_metrics(api)["a"].frames_tx == 0
