@@ -61,8 +61,17 @@ def test_control_requests_that_cannot_be_done_are_refused(api, lab):
     cs.choice = cs.PORT
     cs.port.choice = cs.port.CAPTURE
     cs.port.capture.state = cs.port.capture.START
+    cs.port.capture.port_names = ["rx"]
     err = otg_error(api, lambda: api.set_control_state(cs))
-    assert "capture" in " ".join(err.errors)
+    assert "no capture in the config" in " ".join(err.errors)
+    cs.port.choice = cs.port.LINK
+    cs.port.link.state = cs.port.link.DOWN
+    err = otg_error(api, lambda: api.set_control_state(cs))
+    assert "link" in " ".join(err.errors)
+    req = api.capture_request()
+    req.port_name = "rx"
+    err = otg_error(api, lambda: api.get_capture(req))
+    assert "no capture of port `rx`" in " ".join(err.errors)
     req = api.metrics_request()
     req.flow.flow_names = ["nosuchflow"]
     err = otg_error(api, lambda: api.get_metrics(req))

@@ -183,3 +183,75 @@ def test_starting_some_flows_leaves_the_others_at_zero(api, lab):
     m = run_to_end(api, ["b"])
     assert m["b"].frames_rx == 300
     assert flow_metrics(api)["a"].frames_tx == 0
+
+
+def test_pause_holds_the_flows_and_resume_goes_on(api, lab):
+    cfg = base_config(api, lab)
+    add_flow(cfg, "steady", pps=5000).packet.ethernet().ipv4().udp()
+    add_flow(cfg, "counted", packets=4000, pps=5000).packet.ethernet().ipv4().udp()
+    api.set_config(cfg)
+    transmit(api, "start")
+    time.sleep(0.4)
+    transmit(api, "pause")
+    time.sleep(0.3)  # the watcher's last copy of the counters is after the pause
+    held = flow_metrics(api)
+    assert all(m.transmit == "paused" for m in held.values()), held
+    assert port_metrics(api)["tx"].transmit == "stopped"
+    time.sleep(0.6)
+    still = flow_metrics(api)
+    for name in ("steady", "counted"):
+        assert still[name].frames_tx == held[name].frames_tx > 0, (name, still, held)
+    transmit(api, "resume")
+    time.sleep(0.4)
+    going = flow_metrics(api)
+    assert going["steady"].transmit == "started"
+    assert going["steady"].frames_tx > held["steady"].frames_tx
+    m = wait_stopped(api, ["counted"])
+    transmit(api, "stop")
+    m = flow_metrics(api)
+    # The counted flow sends all its frames: the pause delayed them, it dropped none.
+    assert (m["counted"].frames_tx, m["counted"].frames_rx) == (4000, 4000), m
+    assert m["steady"].frames_rx == m["steady"].frames_tx, m
+
+
+def test_port_captures_hold_every_frame_with_its_fcs(api, lab):
+    import io
+    import zlib
+
+    from scapy.all import PcapNgReader, PcapReader, Raw
+
+    for fmt in ("pcap", "pcapng"):
+        cfg = base_config(api, lab)
+        f = add_flow(cfg, "cap", packets=500)
+        eth, ip, udp = f.packet.ethernet().ipv4().udp()
+        ip.src.increment.start, ip.src.increment.count = "198.18.0.10", 7
+        ip.dst.value = "198.18.1.1"
+        udp.dst_port.values = [7, 9]
+        cap = cfg.captures.capture(name="c")[-1]
+        cap.port_names = ["rx"]
+        cap.format = fmt
+        api.set_config(cfg)
+        cs = api.control_state()
+        cs.choice = cs.PORT
+        cs.port.choice = cs.port.CAPTURE
+        cs.port.capture.port_names = ["rx"]
+        cs.port.capture.state = cs.port.capture.START
+        api.set_control_state(cs)
+        assert port_metrics(api)["rx"].capture == "started"
+        m = run_to_end(api, ["cap"])
+        assert m["cap"].frames_rx == 500
+        cs.port.capture.state = cs.port.capture.STOP
+        api.set_control_state(cs)
+        req = api.capture_request()
+        req.port_name = "rx"
+        data = api.get_capture(req).read()
+        reader = PcapNgReader if fmt == "pcapng" else PcapReader
+        frames = [p for p in reader(io.BytesIO(data)) if p.haslayer(UDP)]
+        assert len(frames) == 500, (fmt, len(frames))
+        for j, p in enumerate(frames):
+            raw = bytes(p)
+            # OTG: a 128-byte frame is 128 bytes in the capture, FCS included.
+            assert len(raw) == 128, (fmt, len(raw))
+            assert raw[-4:] == zlib.crc32(raw[:-4]).to_bytes(4, "little"), j
+            assert p[IP].src == str(ipaddress.IPv4Address("198.18.0.10") + j % 7)
+            assert p[UDP].dport == [7, 9][j % 2]

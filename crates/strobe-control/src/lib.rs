@@ -9,6 +9,7 @@
 //! - [`ports`]: port locations, including the lab's `lab:tx` / `lab:rx`.
 #![forbid(unsafe_code)]
 
+pub mod capture;
 pub mod otg;
 pub mod pcap_space;
 pub mod plan;

@@ -11,10 +11,11 @@
 use serde_json::{Map, Value};
 use strobe_model::{load_scenario_json, NoFiles, Scenario};
 
+use crate::capture::CaptureFormat;
 use crate::ports::otg_location;
 
 /// Top-level keys of an OTG config that strobe reads.
-const READ: [&str; 4] = ["ports", "flows", "layer1", "options"];
+const READ: [&str; 5] = ["ports", "flows", "layer1", "options", "captures"];
 
 /// A config strobe refuses, and why: one message per offending field.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +31,8 @@ impl std::fmt::Display for ConfigErrors {
 #[derive(Clone, Debug)]
 pub struct OtgScenario {
     pub scenario: Scenario,
+    /// Ports whose frames the config's `captures` ask to keep, and in which format.
+    pub captures: Vec<(String, CaptureFormat)>,
     /// Parts of the config accepted but not applied, for the reply's `warnings`.
     pub warnings: Vec<String>,
 }
@@ -57,13 +60,11 @@ pub fn scenario_from_otg(
                 "{key}: not supported — strobe sends raw flows between ports and emulates no \
                  devices or protocols; remove `{key}` (give each flow's headers instead)"
             ),
-            "captures" => "captures: not supported yet — capture on the port with tcpdump, or \
-                           leave `captures` out"
-                .to_string(),
             _ => format!("{key}: unknown top-level key — strobe reads ports, flows and layer1"),
         });
     }
     let speeds = layer1_speeds(top.get("layer1"), &mut errors, &mut warnings);
+    let captures = otg_captures(top.get("captures"), &mut errors, &mut warnings);
     let mut ports = Vec::new();
     for (i, port) in array(top.get("ports")).iter().enumerate() {
         let path = format!("ports[{i}]");
@@ -128,7 +129,19 @@ pub fn scenario_from_otg(
         }])
     })?;
     warnings.extend(scenario.warnings.iter().cloned());
-    Ok(OtgScenario { scenario, warnings })
+    if let Some((port, _)) = captures
+        .iter()
+        .find(|(port, _)| !scenario.ports.iter().any(|p| &p.name == port))
+    {
+        return Err(ConfigErrors(vec![format!(
+            "captures: port `{port}` is not among the config's ports"
+        )]));
+    }
+    Ok(OtgScenario {
+        scenario,
+        captures,
+        warnings,
+    })
 }
 
 /// A flow as the scenario loader reads it: OTG's defaults where strobe's differ, nulls and
@@ -239,6 +252,44 @@ fn clean(value: &Value) -> Value {
         }
         other => other.clone(),
     }
+}
+
+/// Ports to capture on, from OTG's `captures`: every frame, in pcap (the default) or pcapng.
+fn otg_captures(
+    captures: Option<&Value>,
+    errors: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) -> Vec<(String, CaptureFormat)> {
+    let mut out = Vec::new();
+    for (i, c) in array(captures).iter().enumerate() {
+        let path = format!("captures[{i}]");
+        let format = match c.get("format").and_then(Value::as_str) {
+            None | Some("pcap") => CaptureFormat::Pcap,
+            Some("pcapng") => CaptureFormat::PcapNg,
+            Some(other) => {
+                errors.push(format!("{path}.format: `{other}` — accepted: pcap, pcapng"));
+                continue;
+            }
+        };
+        for key in ["filters", "packet_size"] {
+            if c.get(key).is_some_and(|v| !is_empty(v)) {
+                warnings.push(format!(
+                    "{path}.{key} is not applied: strobe captures every frame whole"
+                ));
+            }
+        }
+        let ports = array(c.get("port_names"));
+        if ports.is_empty() {
+            errors.push(format!("{path}.port_names: give the ports to capture on"));
+        }
+        for p in ports {
+            match p.as_str() {
+                Some(name) => out.push((name.to_string(), format)),
+                None => errors.push(format!("{path}.port_names: expected names, found {p}")),
+            }
+        }
+    }
+    out
 }
 
 /// Port name → speed (as a scenario's `speed`) from OTG's layer1 settings.
@@ -400,6 +451,30 @@ mod tests {
         for body in [json!([]), json!("x"), json!({"ports": 1, "flows": [1]})] {
             assert!(scenario_from_otg(&body, &[]).is_err(), "{body}");
         }
+    }
+
+    #[test]
+    fn captures_name_their_ports_and_format() {
+        let mut c = config(udp_flow());
+        c["captures"] = json!([{"name": "c", "port_names": ["p2"], "format": "pcapng", "filters": [{"choice": "ethernet"}]}]);
+        let read = scenario_from_otg(&c, &[]).unwrap();
+        assert_eq!(
+            read.captures,
+            vec![("p2".to_string(), CaptureFormat::PcapNg)]
+        );
+        assert!(
+            read.warnings
+                .iter()
+                .any(|w| w.contains("captures[0].filters")),
+            "{:?}",
+            read.warnings
+        );
+        c["captures"][0]["port_names"] = json!(["p9"]);
+        let errors = scenario_from_otg(&c, &[]).unwrap_err().0;
+        assert!(errors[0].contains("`p9`"), "{errors:?}");
+        c["captures"][0]["format"] = json!("erf");
+        let errors = scenario_from_otg(&c, &[]).unwrap_err().0;
+        assert!(errors[0].contains("pcap, pcapng"), "{errors:?}");
     }
 
     #[test]

@@ -122,13 +122,16 @@ struct Sample {
 pub struct RunHandle {
     scenario: Arc<Scenario>,
     stop: Arc<AtomicBool>,
+    pause: Arc<AtomicBool>,
     view: Arc<Mutex<LiveView>>,
     thread: Option<JoinHandle<Result<Arc<RunReport>, ControlError>>>,
 }
 
 /// Starts `plan` and returns at once; `stop` ends it early (results are kept).
-pub fn start(plan: Plan) -> Result<RunHandle, ControlError> {
+pub fn start(mut plan: Plan) -> Result<RunHandle, ControlError> {
     let stop = Arc::new(AtomicBool::new(false));
+    let pause = Arc::new(AtomicBool::new(false));
+    plan.options.pause = Some(pause.clone());
     let view = Arc::new(Mutex::new(LiveView {
         state: RunState::Starting,
         pacing: Vec::new(),
@@ -173,6 +176,7 @@ pub fn start(plan: Plan) -> Result<RunHandle, ControlError> {
     Ok(RunHandle {
         scenario,
         stop,
+        pause,
         view,
         thread: Some(thread),
     })
@@ -202,6 +206,20 @@ impl RunHandle {
         self.stop.store(true, Ordering::Relaxed);
     }
 
+    /// Pauses every transmitter (after its current hand-over); [`RunHandle::resume`] goes
+    /// on with the schedule where it stopped.
+    pub fn pause(&self) {
+        self.pause.store(true, Ordering::Relaxed);
+    }
+
+    pub fn resume(&self) {
+        self.pause.store(false, Ordering::Relaxed);
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.pause.load(Ordering::Relaxed)
+    }
+
     pub fn is_finished(&self) -> bool {
         self.thread.as_ref().is_none_or(JoinHandle::is_finished)
     }
@@ -229,6 +247,7 @@ impl RunHandle {
             } else {
                 v.state
             },
+            self.is_paused(),
             v.last.as_ref(),
             v.previous.as_ref(),
         )
@@ -298,6 +317,7 @@ fn per_second(delta: u64, ns: u64) -> f64 {
 fn live_metrics(
     scenario: &Scenario,
     state: RunState,
+    paused: bool,
     last: Option<&Sample>,
     previous: Option<&Sample>,
 ) -> Metrics {
@@ -324,14 +344,12 @@ fn live_metrics(
                 name: f.name.clone(),
                 tx_port: f.tx_port.clone(),
                 rx_ports: f.rx_ports.clone(),
-                transmit: if done || state != RunState::Running {
-                    if state == RunState::Starting {
-                        Transmit::Started
-                    } else {
-                        Transmit::Stopped
-                    }
-                } else {
-                    Transmit::Started
+                transmit: match state {
+                    RunState::Starting => Transmit::Started,
+                    RunState::Running if done => Transmit::Stopped,
+                    RunState::Running if paused => Transmit::Paused,
+                    RunState::Running => Transmit::Started,
+                    _ => Transmit::Stopped,
                 },
                 frames_tx: now.tx_frames,
                 frames_rx: now.rx_frames,

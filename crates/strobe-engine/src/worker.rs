@@ -87,6 +87,9 @@ pub struct RunOptions {
     /// Floors given per port name (`--floor`); paced ports without one are probed before
     /// the run (see [`crate::floor`]).
     pub floors: Vec<(String, PathFloor)>,
+    /// While set, transmitters hand nothing over; when cleared, the schedule resumes where
+    /// it stopped, later by the pause (a pause is neither late nor a stall).
+    pub pause: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Default for RunOptions {
@@ -109,6 +112,7 @@ impl Default for RunOptions {
             run_tag: None,
             seq_start: 0,
             floors: Vec::new(),
+            pause: None,
         }
     }
 }
@@ -202,6 +206,8 @@ pub struct PortReport {
     /// Paced runs: hand-overs made, and frames that left in a hand-over with others.
     pub handovers: u64,
     pub coalesced_frames: u64,
+    /// Time the run was paused (the schedule resumed later by as much).
+    pub paused_ns: u64,
     /// Coalesced runs: how far each frame's estimated departure (its hand-over's start plus
     /// its position times the floor's spacing) was from its deadline, early or late.
     pub departure: Option<HandoverError>,
@@ -596,7 +602,7 @@ pub fn run_port<B: Backend>(
         }),
         ..PortReport::default()
     };
-    let t0_ticks = clock.now_ticks() + clock.ns_to_ticks(opts.start_lead_ns);
+    let mut t0_ticks = clock.now_ticks() + clock.ns_to_ticks(opts.start_lead_ns);
     let limit_ticks = opts
         .time_limit_ns
         .map(|ns| t0_ticks + clock.ns_to_ticks(ns));
@@ -631,6 +637,19 @@ pub fn run_port<B: Backend>(
         if stop.load(Ordering::Relaxed) {
             report.stopped_early = true;
             break;
+        }
+        if let Some(pause) = opts.pause.as_deref().filter(|p| p.load(Ordering::Relaxed)) {
+            let paused_at = clock.now_ticks();
+            while pause.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(StdDuration::from_millis(1));
+            }
+            // The whole timeline moves by the pause: deadlines, and the last hand-over
+            // (time away from the path that is not a stall).
+            let paused = clock.now_ticks().saturating_sub(paused_at);
+            t0_ticks += paused;
+            last_tx_ticks += paused;
+            report.paused_ns += clock.ticks_to_ns(paused);
+            continue;
         }
         let mut now = clock.now_ticks();
         let n = match &coalesce {

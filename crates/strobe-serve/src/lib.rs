@@ -9,6 +9,7 @@
 
 mod reply;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -18,6 +19,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
+use strobe_control::capture::{Capture, CaptureFormat};
 use strobe_control::otg::scenario_from_otg;
 use strobe_control::{ControlError, PlanOptions, RunHandle, RunState};
 use strobe_model::Scenario;
@@ -55,7 +57,12 @@ struct Session {
     /// The config as the client sent it (`GET /config` returns it).
     config: Option<Value>,
     scenario: Option<Scenario>,
+    /// Ports the config may capture on, and the format of their captures.
+    capture_ports: Vec<(String, CaptureFormat)>,
     run: Option<RunHandle>,
+    /// Captures running, and the last capture of each port once stopped.
+    capturing: HashMap<String, Capture>,
+    captured: HashMap<String, Vec<u8>>,
 }
 
 /// The server's routes.
@@ -68,6 +75,7 @@ pub fn router(options: ServeOptions) -> Router {
         .route("/config", post(set_config).get(get_config))
         .route("/control/state", post(set_control_state))
         .route("/monitor/metrics", post(get_metrics))
+        .route("/monitor/capture", post(get_capture))
         .route("/capabilities/version", get(get_version))
         // The fallbacks read the body too: one left unread makes the connection close, and a
         // client's next request on it (keep-alive) fail.
@@ -163,8 +171,11 @@ async fn set_config(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     // A new config replaces the old one: a run still going is stopped first.
     stop_run(&mut session.run).await?;
     session.run = None;
+    session.capturing.clear();
+    session.captured.clear();
     session.config = Some(config);
     session.scenario = Some(read.scenario);
+    session.capture_ports = read.captures;
     Ok(ok_json(json!({ "warnings": warnings })))
 }
 
@@ -221,11 +232,18 @@ async fn set_control_state(State(server): State<Arc<Server>>, body: Bytes) -> Re
                 )])),
             }
         }
-        Some("port") => Err(validation(vec![
-            "port: capture and link control are not supported yet — capture with tcpdump on the \
-             port, and set links with `ip link`"
-                .into(),
-        ])),
+        Some("port") => {
+            let port = &request["port"];
+            match choice(port, &["capture", "link"]) {
+                Some("capture") => port_capture(&server, &port["capture"]).await,
+                Some("link") => Err(validation(vec![
+                    "port.link: not supported yet — set links with `ip link`".into(),
+                ])),
+                _ => Err(validation(vec![
+                    "port.choice: missing or unknown — give capture".into(),
+                ])),
+            }
+        }
         Some("protocol") => Err(validation(vec![
             "protocol: not supported — strobe emulates no protocols".into(),
         ])),
@@ -313,11 +331,118 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
             }
             Ok(ok_json(json!({ "warnings": [] })))
         }
-        "pause" | "resume" => Err(validation(vec![format!(
-            "flow_transmit {state}: not supported yet — stop and start the flows instead"
-        )])),
+        "pause" | "resume" => {
+            let Some(run) = session.run.as_ref().filter(|r| !r.is_finished()) else {
+                return Err(validation(vec![format!(
+                    "flow_transmit {state}: no flow is sending — start them first"
+                )]));
+            };
+            if !flow_names.is_empty() && running.iter().any(|r| !flow_names.contains(r)) {
+                return Err(validation(vec![format!(
+                    "flow_transmit {state}: pausing some flows of a run ({}) while others go \
+                     on is not supported yet — {state} them all (no flow_names)",
+                    running.join(", ")
+                )]));
+            }
+            if state == "pause" {
+                run.pause();
+            } else {
+                run.resume();
+            }
+            Ok(ok_json(json!({ "warnings": [] })))
+        }
         other => Err(validation(vec![format!(
             "flow_transmit.state: `{other}` — accepted: start, stop, pause, resume"
+        )])),
+    }
+}
+
+async fn port_capture(server: &Arc<Server>, request: &Value) -> Reply {
+    let mut ports = names(request.get("port_names"))?;
+    let state = request.get("state").and_then(Value::as_str).unwrap_or("");
+    let mut session = server.state.lock().await;
+    let Some(scenario) = session.scenario.clone() else {
+        return Err(no_config());
+    };
+    if ports.is_empty() {
+        ports = session
+            .capture_ports
+            .iter()
+            .map(|(p, _)| p.clone())
+            .collect();
+    }
+    for name in &ports {
+        if !session.capture_ports.iter().any(|(p, _)| p == name) {
+            return Err(validation(vec![format!(
+                "port.capture.port_names: port `{name}` has no capture in the config — add it \
+                 to a capture's port_names (config.captures)"
+            )]));
+        }
+    }
+    match state {
+        "start" => {
+            for name in ports {
+                let Some(port) = scenario.ports.iter().find(|p| p.name == name) else {
+                    continue;
+                };
+                let location = strobe_control::ports::resolve_lab_location(
+                    &port.location,
+                    &server.options.plan.lab_prefix,
+                )
+                .map_err(control_error)?;
+                let capture = blocking(move || Capture::start(&location))
+                    .await?
+                    .map_err(control_error)?;
+                // A new capture replaces the port's last one.
+                session.captured.remove(&name);
+                session.capturing.insert(name, capture);
+            }
+            Ok(ok_json(json!({ "warnings": [] })))
+        }
+        "stop" => {
+            for name in ports {
+                finish_capture(&mut session, &name).await?;
+            }
+            Ok(ok_json(json!({ "warnings": [] })))
+        }
+        other => Err(validation(vec![format!(
+            "port.capture.state: `{other}` — accepted: start, stop"
+        )])),
+    }
+}
+
+/// Stops the port's capture, if one runs, and keeps its bytes for `/monitor/capture`.
+async fn finish_capture(session: &mut Session, name: &str) -> Result<(), OtgError> {
+    let Some(capture) = session.capturing.remove(name) else {
+        return Ok(());
+    };
+    let format = session
+        .capture_ports
+        .iter()
+        .find(|(p, _)| p == name)
+        .map_or(CaptureFormat::Pcap, |(_, f)| *f);
+    let (bytes, _missed) = blocking(move || capture.finish(format))
+        .await?
+        .map_err(control_error)?;
+    session.captured.insert(name.to_string(), bytes);
+    Ok(())
+}
+
+async fn get_capture(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
+    let request = parse_body(&body)?;
+    let Some(name) = request.get("port_name").and_then(Value::as_str) else {
+        return Err(validation(vec![
+            "port_name: give the port whose capture to read".into(),
+        ]));
+    };
+    let mut session = server.state.lock().await;
+    // Reading a capture that still runs stops it first.
+    finish_capture(&mut session, name).await?;
+    match session.captured.get(name) {
+        Some(bytes) => Ok(reply::octets(bytes.clone())),
+        None => Err(validation(vec![format!(
+            "port_name: no capture of port `{name}` — start one first (control state port \
+             capture start)"
         )])),
     }
 }
@@ -344,7 +469,8 @@ async fn get_metrics(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
         }
         "port" => {
             let wanted = names(request.get("port").and_then(|p| p.get("port_names")))?;
-            reply::port_metrics(scenario, session.run.as_ref(), &wanted)
+            let capturing: Vec<&str> = session.capturing.keys().map(String::as_str).collect();
+            reply::port_metrics(scenario, session.run.as_ref(), &wanted, &capturing)
         }
         other => Err(format!(
             "choice: `{other}` metrics are not supported — strobe reports port and flow metrics"

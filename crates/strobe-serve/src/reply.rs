@@ -8,6 +8,16 @@ use strobe_control::{FlowMetrics, Metrics, RunHandle, Transmit};
 use strobe_engine::RunReport;
 use strobe_model::Scenario;
 
+/// Capture bytes, as OTG clients read them.
+pub fn octets(bytes: Vec<u8>) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        bytes,
+    )
+        .into_response()
+}
+
 /// A JSON reply.
 pub fn ok_json(body: Value) -> Response {
     json_reply(StatusCode::OK, &body)
@@ -240,6 +250,7 @@ pub fn port_metrics(
     scenario: &Scenario,
     run: Option<&RunHandle>,
     wanted: &[String],
+    capturing: &[&str],
 ) -> Result<Value, String> {
     if let Some(n) = wanted
         .iter()
@@ -265,7 +276,7 @@ pub fn port_metrics(
             "name": port.name,
             "location": port.location,
             "link": "up",
-            "capture": "stopped",
+            "capture": if capturing.contains(&port.name.as_str()) { "started" } else { "stopped" },
             // OTG's port transmit state has no "paused".
             "transmit": if m.is_some_and(|m| m.transmit == Transmit::Started) { "started" } else { "stopped" },
             "frames_tx": count(get(|m| m.frames_tx)),

@@ -1,0 +1,240 @@
+//! Port captures, as OTG defines them: every frame a port receives, kept until the capture
+//! is read, written as pcap or pcapng with the FCS the wire carried (a 128-byte OTG frame
+//! is 128 bytes in the capture; receivers are not handed the FCS, so it is computed again).
+//!
+//! A capture has a socket of its own (AF_PACKET, whatever backend the port's traffic uses:
+//! an AF_XDP queue takes one socket only), so a run's receive worker on the same port keeps
+//! its own copy of every frame and is not slowed by the capture's.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+use pcap_file::pcapng::PcapNgWriter;
+use pcap_file::{DataLink, Endianness, TsResolution};
+use strobe_io::{AnyReceiver, Location, Receiver};
+
+use crate::ControlError;
+
+/// Most bytes of frames one capture keeps; later frames are counted, not kept.
+pub const MAX_CAPTURE_BYTES: usize = 1 << 30;
+
+/// pcap or pcapng, as OTG's `captures[].format` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaptureFormat {
+    Pcap,
+    PcapNg,
+}
+
+/// One captured frame: its bytes with FCS, and when it arrived (CLOCK_REALTIME ns).
+struct Frame {
+    ts_ns: u64,
+    bytes: Vec<u8>,
+}
+
+/// What a capture thread gathered.
+#[derive(Default)]
+struct Gathered {
+    frames: Vec<Frame>,
+    kept_bytes: usize,
+    /// Frames received but not kept (the byte limit was reached).
+    missed: u64,
+}
+
+/// A capture that is running.
+pub struct Capture {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<Gathered, ControlError>>>,
+}
+
+/// The receive location a capture opens for a port location: AF_PACKET on its interface.
+fn capture_location(location: &str) -> Result<String, ControlError> {
+    let bad = |why: &str| ControlError::BadInput(format!("`{location}` cannot be captured: {why}"));
+    match Location::parse(location).map_err(|e| ControlError::BadInput(e.to_string()))? {
+        Location::AfPacket { netns, iface, .. }
+        | Location::AfXdp { netns, iface, .. }
+        | Location::Auto { netns, iface, .. } => Ok(match netns {
+            Some(ns) => format!("afpacket:{ns}/{iface}"),
+            None => format!("afpacket:{iface}"),
+        }),
+        Location::Pcap(_) => Err(bad("a pcap: port only writes frames")),
+        Location::Null => Err(bad("a null port has no wire")),
+    }
+}
+
+impl Capture {
+    /// Starts capturing on the port at `location` (its `lab:` name resolved).
+    pub fn start(location: &str) -> Result<Capture, ControlError> {
+        let rx_location = capture_location(location)?;
+        let mut receiver = AnyReceiver::open(&rx_location)
+            .map_err(|e| ControlError::BadInput(format!("cannot capture on `{location}`: {e}")))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("capture".into())
+            .spawn(move || gather(&mut receiver, &flag))
+            .map_err(|e| ControlError::Runtime(format!("cannot start a capture thread: {e}")))?;
+        Ok(Capture {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the capture and returns its frames as `format` bytes, and how many frames
+    /// were received but not kept.
+    pub fn finish(mut self, format: CaptureFormat) -> Result<(Vec<u8>, u64), ControlError> {
+        self.stop.store(true, Ordering::Relaxed);
+        let gathered = match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| ControlError::Runtime("the capture thread panicked".into()))??,
+            None => Gathered::default(),
+        };
+        let missed = gathered.missed;
+        Ok((write(&gathered.frames, format)?, missed))
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn gather(receiver: &mut AnyReceiver, stop: &AtomicBool) -> Result<Gathered, ControlError> {
+    let mut g = Gathered::default();
+    let mut draining = false;
+    loop {
+        let got = receiver
+            .poll(256, |f| {
+                let mut bytes = Vec::with_capacity(f.data.len() + 8);
+                // Frames the kernel took the VLAN tag out of get it back, as on the wire.
+                match f.vlan {
+                    Some(tag) if f.data.len() >= 12 => {
+                        bytes.extend_from_slice(&f.data[..12]);
+                        bytes.extend_from_slice(&tag.bytes());
+                        bytes.extend_from_slice(&f.data[12..]);
+                    }
+                    _ => bytes.extend_from_slice(f.data),
+                }
+                let fcs = crc32fast::hash(&bytes);
+                bytes.extend_from_slice(&fcs.to_le_bytes());
+                if g.kept_bytes + bytes.len() > MAX_CAPTURE_BYTES {
+                    g.missed += 1;
+                    return;
+                }
+                g.kept_bytes += bytes.len();
+                g.frames.push(Frame {
+                    ts_ns: f.timestamp.map_or(0, |t| t.ns()),
+                    bytes,
+                });
+            })
+            .map_err(|e| ControlError::Runtime(format!("capture: {e}")))?;
+        if got == 0 {
+            // Frames already in the ring when the stop came are still taken (one last round).
+            if draining {
+                return Ok(g);
+            }
+            if stop.load(Ordering::Relaxed) {
+                draining = true;
+                continue;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+}
+
+fn write(frames: &[Frame], format: CaptureFormat) -> Result<Vec<u8>, ControlError> {
+    let failed = |e: pcap_file::PcapError| ControlError::Runtime(format!("capture: {e}"));
+    let snaplen = frames
+        .iter()
+        .map(|f| f.bytes.len())
+        .max()
+        .unwrap_or(0)
+        .max(65_535) as u32;
+    match format {
+        CaptureFormat::Pcap => {
+            let header = PcapHeader {
+                ts_resolution: TsResolution::NanoSecond,
+                endianness: Endianness::Little,
+                snaplen,
+                datalink: DataLink::ETHERNET,
+                ..PcapHeader::default()
+            };
+            let mut w = PcapWriter::with_header(Vec::new(), header).map_err(failed)?;
+            for f in frames {
+                let ts = std::time::Duration::from_nanos(f.ts_ns);
+                w.write_packet(&PcapPacket::new(ts, f.bytes.len() as u32, &f.bytes))
+                    .map_err(failed)?;
+            }
+            Ok(w.into_writer())
+        }
+        CaptureFormat::PcapNg => {
+            let mut w =
+                PcapNgWriter::with_endianness(Vec::new(), Endianness::Little).map_err(failed)?;
+            // Nanosecond timestamps: if_tsresol 9 (10^-9 s).
+            let interface = InterfaceDescriptionBlock {
+                linktype: DataLink::ETHERNET,
+                snaplen,
+                options: vec![pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption::IfTsResol(9)],
+            };
+            w.write_pcapng_block(interface).map_err(failed)?;
+            for f in frames {
+                let block = EnhancedPacketBlock {
+                    interface_id: 0,
+                    timestamp: std::time::Duration::from_nanos(f.ts_ns),
+                    original_len: f.bytes.len() as u32,
+                    data: std::borrow::Cow::Borrowed(&f.bytes),
+                    options: vec![],
+                };
+                w.write_pcapng_block(block).map_err(failed)?;
+            }
+            Ok(w.into_inner())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captures_open_af_packet_on_the_ports_interface() {
+        assert_eq!(
+            capture_location("afxdp:ns/eth1@3").unwrap(),
+            "afpacket:ns/eth1"
+        );
+        assert_eq!(capture_location("afpacket:eth1").unwrap(), "afpacket:eth1");
+        assert!(capture_location("null").is_err());
+        assert!(capture_location("pcap:x.pcap").is_err());
+    }
+
+    #[test]
+    fn frames_are_written_with_their_fcs_and_nanoseconds() {
+        let frames = vec![Frame {
+            ts_ns: 1_700_000_000_123_456_789,
+            bytes: vec![0xab; 128],
+        }];
+        for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
+            let bytes = write(&frames, format).unwrap();
+            let file = tempfile::NamedTempFile::new().unwrap();
+            std::fs::write(file.path(), bytes).unwrap();
+            let mut read = Vec::new();
+            strobe_io::read_capture(&file.path().to_string_lossy(), true, |f| {
+                read.push((f.ts_ns, f.orig_len as usize, f.data.len()))
+            })
+            .unwrap();
+            assert_eq!(
+                read,
+                vec![(1_700_000_000_123_456_789, 128, 128)],
+                "{format:?}"
+            );
+        }
+    }
+}
