@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The OTG server's tests: `strobe serve` on a lab veth pair, driven by the unmodified snappi
 # client (pinned in tests/otg/requirements.txt, installed into a virtualenv under target/).
-# Needs root (the lab's namespaces). Called by scripts/test.sh.
+# Needs root (the lab's namespaces). Called by scripts/test.sh; `--setup-only` only
+# prepares the virtualenv (bench/run serve uses it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -14,5 +15,6 @@ if ! cmp -s tests/otg/requirements.txt "$stamp" 2>/dev/null; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/otg/requirements.txt
     cp tests/otg/requirements.txt "$stamp"
 fi
+[ "${1:-}" = --setup-only ] && exit 0
 cargo build --quiet -p strobe-cli
 STROBE_BIN="$PWD/target/debug/strobe" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/otg "$@"

@@ -62,13 +62,13 @@ def lab():
 
 
 class Server:
-    def __init__(self, lab):
+    def __init__(self, lab, extra=(), scheme="http"):
         self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.log = open(f"/tmp/strobe-serve-{self.port}.log", "w+")
         self.proc = subprocess.Popen(
             [STROBE, "serve", "--listen", f"127.0.0.1:{self.port}", "--lab", lab.prefix,
-             "--drain", "300ms"],
+             "--drain", "300ms", *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 20
         while time.time() < deadline:

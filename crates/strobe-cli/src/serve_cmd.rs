@@ -23,6 +23,13 @@ pub struct ServeArgs {
     /// Prefix of the lab that `lab:tx` / `lab:rx` locations refer to.
     #[arg(long, default_value = DEFAULT_PREFIX, value_name = "PREFIX")]
     lab: String,
+    /// Serve HTTPS with this certificate (PEM; with --tls-key). snappi takes
+    /// `https://…` locations (verify=False for a self-signed certificate).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// How long receivers keep counting after the last frame was sent, e.g. 200ms.
     #[arg(long, default_value = "500ms", value_parser = crate::values::positive_text)]
     drain: String,
@@ -70,31 +77,51 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::Runtime(format!("cannot start the server's runtime: {e}")))?;
-    runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .map_err(|e| {
-                Failure::BadInput(format!(
-                    "--listen {}: cannot listen there: {e} (is another server on that port? give \
-                     another with --listen 127.0.0.1:PORT)",
-                    args.listen
-                ))
-            })?;
-        let address = listener.local_addr().unwrap_or(args.listen);
+    let stop = signals.stop.clone();
+    let shutdown = async move {
+        while !stop.load(Ordering::Relaxed) {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    let announce = |scheme: &str, address: SocketAddr| {
         eprintln!(
-            "strobe serve: Open Traffic Generator API on http://{address} (snappi: \
-             snappi.api(location=\"http://{address}\")); Ctrl-C stops"
+            "strobe serve: Open Traffic Generator API on {scheme}://{address} (snappi: \
+             snappi.api(location=\"{scheme}://{address}\")); Ctrl-C stops"
         );
-        let stop = signals.stop.clone();
-        let shutdown = async move {
-            while !stop.load(Ordering::Relaxed) {
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-        };
-        strobe_serve::serve(listener, options, shutdown)
-            .await
-            .map_err(|e| Failure::Runtime(format!("the server failed: {e}")))
-    })?;
+    };
+    let cannot_listen = |e: std::io::Error| {
+        if e.kind() == std::io::ErrorKind::InvalidInput {
+            Failure::BadInput(format!("--tls-cert/--tls-key: {e}"))
+        } else {
+            Failure::BadInput(format!(
+                "--listen {}: cannot listen there: {e} (is another server on that port? give \
+                 another with --listen 127.0.0.1:PORT)",
+                args.listen
+            ))
+        }
+    };
+    if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
+        let tls = strobe_serve::Tls { cert, key };
+        runtime
+            .block_on(strobe_serve::serve_tls(
+                args.listen,
+                &tls,
+                options,
+                shutdown,
+                move |address| announce("https", address),
+            ))
+            .map_err(cannot_listen)?;
+    } else {
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind(args.listen)
+                .await
+                .map_err(cannot_listen)?;
+            announce("http", listener.local_addr().unwrap_or(args.listen));
+            strobe_serve::serve(listener, options, shutdown)
+                .await
+                .map_err(|e| Failure::Runtime(format!("the server failed: {e}")))
+        })?;
+    }
     eprintln!("strobe serve: stopped");
     Ok(())
 }

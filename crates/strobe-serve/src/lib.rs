@@ -104,6 +104,52 @@ pub async fn serve(
         .await
 }
 
+/// Certificate and key files (PEM) for HTTPS.
+#[derive(Clone, Debug)]
+pub struct Tls {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+}
+
+/// Serves HTTPS on `address` with `tls` until `shutdown` completes; `on_listening` is told
+/// the address bound (a port of 0 picks a free one).
+pub async fn serve_tls(
+    address: SocketAddr,
+    tls: &Tls,
+    options: ServeOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    on_listening: impl FnOnce(SocketAddr) + Send + 'static,
+) -> std::io::Result<()> {
+    // ring: the provider that builds with a C compiler alone. Installing it twice (a
+    // second server in one process) is harmless.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
+        .await
+        .map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "cannot use certificate {} with key {}: {e} (give PEM files)",
+                    tls.cert.display(),
+                    tls.key.display()
+                ),
+            )
+        })?;
+    let handle = axum_server::Handle::new();
+    let watcher = handle.clone();
+    tokio::spawn(async move {
+        if let Some(bound) = watcher.listening().await {
+            on_listening(bound);
+        }
+        shutdown.await;
+        watcher.graceful_shutdown(Some(std::time::Duration::from_secs(5)));
+    });
+    axum_server::bind_rustls(address, config)
+        .handle(handle)
+        .serve(router(options).into_make_service())
+        .await
+}
+
 /// The address to listen on by default: loopback only (another must be given explicitly).
 pub fn default_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 8443))
