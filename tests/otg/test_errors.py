@@ -25,7 +25,7 @@ def one_flow(api, lab, **kw):
     return cfg
 
 
-@pytest.mark.parametrize("case", ["location", "rate", "header", "devices", "port_name"])
+@pytest.mark.parametrize("case", ["location", "rate", "header", "devices", "port_name", "pcap"])
 def test_configs_that_cannot_run_are_refused_at_set_config(api, lab, case):
     cfg = one_flow(api, lab)
     needle = {
@@ -34,6 +34,7 @@ def test_configs_that_cannot_run_are_refused_at_set_config(api, lab, case):
         "header": "gtpv1",
         "devices": "devices",
         "port_name": "nowhere",
+        "pcap": "pcap: ports are not offered",
     }[case]
     if case == "location":
         cfg = one_flow(api, lab, rx_location="nosuchif0")
@@ -45,6 +46,8 @@ def test_configs_that_cannot_run_are_refused_at_set_config(api, lab, case):
         d = cfg.devices.device(name="d1")[-1]
         e = d.ethernets.ethernet(name="e1", mac="02:00:00:00:00:09")[-1]
         e.connection.port_name = "tx"
+    elif case == "pcap":
+        cfg = one_flow(api, lab, rx_location="pcap:/tmp/strobe-should-not-exist.pcap")
     elif case == "port_name":
         cfg.flows[0].tx_rx.port.tx_name = "nowhere"
     err = otg_error(api, lambda: api.set_config(cfg))

@@ -255,3 +255,24 @@ def test_port_captures_hold_every_frame_with_its_fcs(api, lab):
             assert raw[-4:] == zlib.crc32(raw[:-4]).to_bytes(4, "little"), j
             assert p[IP].src == str(ipaddress.IPv4Address("198.18.0.10") + j % 7)
             assert p[UDP].dport == [7, 9][j % 2]
+
+
+def test_an_empty_config_clears_and_a_finished_flow_starts_again(api, lab):
+    api.set_config(api.config())
+    assert flow_metrics(api) == {}
+    cfg = base_config(api, lab)
+    f = add_flow(cfg, "again", packets=500)
+    f.packet.ethernet().ipv4().udp()
+    f.metrics.timestamps = True
+    api.set_config(cfg)
+    for _ in range(2):
+        # Start as soon as the flow reports stopped (its receivers may still be draining).
+        transmit(api, "start")
+        wait_stopped(api, ["again"])
+    transmit(api, "stop")
+    m = flow_metrics(api)["again"]
+    assert (m.frames_tx, m.frames_rx) == (500, 500), m
+    ts = as_dict(m).get("timestamps")
+    assert ts, as_dict(m)
+    assert 0 < ts["first_timestamp_ns"] < ts["last_timestamp_ns"], ts
+    assert abs(ts["first_timestamp_ns"] / 1e9 - time.time()) < 60, ts

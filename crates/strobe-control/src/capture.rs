@@ -2,9 +2,10 @@
 //! is read, written as pcap or pcapng with the FCS the wire carried (a 128-byte OTG frame
 //! is 128 bytes in the capture; receivers are not handed the FCS, so it is computed again).
 //!
-//! A capture has a socket of its own (AF_PACKET, whatever backend the port's traffic uses:
-//! an AF_XDP queue takes one socket only), so a run's receive worker on the same port keeps
-//! its own copy of every frame and is not slowed by the capture's.
+//! A capture has an AF_PACKET socket of its own, so a run's receive worker on the same port
+//! keeps its own copy of every frame and is not slowed by the capture's. An AF_XDP port's
+//! frames go to its XDP socket before AF_PACKET sees them, so such ports are not captured
+//! (the error says to use an AF_PACKET location for the port).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -54,9 +55,11 @@ pub struct Capture {
 fn capture_location(location: &str) -> Result<String, ControlError> {
     let bad = |why: &str| ControlError::BadInput(format!("`{location}` cannot be captured: {why}"));
     match Location::parse(location).map_err(|e| ControlError::BadInput(e.to_string()))? {
-        Location::AfPacket { netns, iface, .. }
-        | Location::AfXdp { netns, iface, .. }
-        | Location::Auto { netns, iface, .. } => Ok(match netns {
+        Location::AfXdp { .. } | Location::Auto { .. } => Err(bad(
+            "its frames go to an AF_XDP socket, which AF_PACKET captures do not see — give the \
+             port an AF_PACKET location (an interface name, afpacket:IFACE or lab:rx)",
+        )),
+        Location::AfPacket { netns, iface, .. } => Ok(match netns {
             Some(ns) => format!("afpacket:{ns}/{iface}"),
             None => format!("afpacket:{iface}"),
         }),
@@ -109,8 +112,18 @@ impl Drop for Capture {
 
 fn gather(receiver: &mut AnyReceiver, stop: &AtomicBool) -> Result<Gathered, ControlError> {
     let mut g = Gathered::default();
-    let mut draining = false;
+    // After the stop, what the ring holds is still taken, a bounded number of rounds: a
+    // port receiving faster than this thread keeps never has an empty ring.
+    let mut rounds_left: Option<u32> = None;
     loop {
+        if let Some(n) = rounds_left.as_mut() {
+            if *n == 0 {
+                return Ok(g);
+            }
+            *n -= 1;
+        } else if stop.load(Ordering::Relaxed) {
+            rounds_left = Some(64);
+        }
         let got = receiver
             .poll(256, |f| {
                 let mut bytes = Vec::with_capacity(f.data.len() + 8);
@@ -137,13 +150,8 @@ fn gather(receiver: &mut AnyReceiver, stop: &AtomicBool) -> Result<Gathered, Con
             })
             .map_err(|e| ControlError::Runtime(format!("capture: {e}")))?;
         if got == 0 {
-            // Frames already in the ring when the stop came are still taken (one last round).
-            if draining {
+            if rounds_left.is_some() {
                 return Ok(g);
-            }
-            if stop.load(Ordering::Relaxed) {
-                draining = true;
-                continue;
             }
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
@@ -206,11 +214,12 @@ mod tests {
 
     #[test]
     fn captures_open_af_packet_on_the_ports_interface() {
+        assert!(capture_location("afxdp:ns/eth1@3").is_err());
+        assert!(capture_location("auto:eth1").is_err());
         assert_eq!(
-            capture_location("afxdp:ns/eth1@3").unwrap(),
+            capture_location("afpacket:ns/eth1").unwrap(),
             "afpacket:ns/eth1"
         );
-        assert_eq!(capture_location("afpacket:eth1").unwrap(), "afpacket:eth1");
         assert!(capture_location("null").is_err());
         assert!(capture_location("pcap:x.pcap").is_err());
     }

@@ -17,6 +17,9 @@ use crate::ports::otg_location;
 /// Top-level keys of an OTG config that strobe reads.
 const READ: [&str; 5] = ["ports", "flows", "layer1", "options", "captures"];
 
+/// Most ports a config may have.
+pub const MAX_PORTS: usize = 1024;
+
 /// A config strobe refuses, and why: one message per offending field.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigErrors(pub Vec<String>);
@@ -62,6 +65,20 @@ pub fn scenario_from_otg(
             ),
             _ => format!("{key}: unknown top-level key — strobe reads ports, flows and layer1"),
         });
+    }
+    for key in ["ports", "flows", "layer1", "captures"] {
+        if let Some(v) = top.get(key).filter(|v| !v.is_null() && !v.is_array()) {
+            return Err(ConfigErrors(vec![format!(
+                "{key}: expected a list, found {}",
+                kind(v)
+            )]));
+        }
+    }
+    if array(top.get("ports")).len() > MAX_PORTS {
+        return Err(ConfigErrors(vec![format!(
+            "ports: {} ports — at most {MAX_PORTS} are accepted",
+            array(top.get("ports")).len()
+        )]));
     }
     let speeds = layer1_speeds(top.get("layer1"), &mut errors, &mut warnings);
     let captures = otg_captures(top.get("captures"), &mut errors, &mut warnings);
@@ -110,13 +127,18 @@ pub fn scenario_from_otg(
     }
     let mut flows = Vec::new();
     for (i, flow) in array(top.get("flows")).iter().enumerate() {
-        match otg_flow(flow, &format!("flows[{i}]")) {
+        match otg_flow(flow, &format!("flows[{i}]"), &mut warnings) {
             Ok(f) => flows.push(f),
             Err(e) => errors.push(e),
         }
     }
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));
+    }
+    if flows.is_empty() {
+        // A config without flows (snappi's empty `api.config()` clears the last one; ports
+        // and captures alone capture) has nothing for the scenario loader to check.
+        return ports_only(&ports, captures, warnings);
     }
     let mut root = Map::new();
     root.insert("ports".into(), Value::Array(ports));
@@ -144,9 +166,65 @@ pub fn scenario_from_otg(
     })
 }
 
+/// A scenario of ports and no flows.
+fn ports_only(
+    ports: &[Value],
+    captures: Vec<(String, CaptureFormat)>,
+    warnings: Vec<String>,
+) -> Result<OtgScenario, ConfigErrors> {
+    let mut scenario = Scenario {
+        source: "config".into(),
+        ports: Vec::new(),
+        flows: Vec::new(),
+        warnings: Vec::new(),
+    };
+    for (i, p) in ports.iter().enumerate() {
+        let text = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_string);
+        let (Some(name), Some(location)) = (text("name"), text("location")) else {
+            return Err(ConfigErrors(vec![format!(
+                "ports[{i}]: give a name and a location"
+            )]));
+        };
+        if scenario.ports.iter().any(|q| q.name == name) {
+            return Err(ConfigErrors(vec![format!(
+                "ports[{i}].name: `{name}` is used twice"
+            )]));
+        }
+        let speed_bps = match text("speed") {
+            Some(s) => strobe_timing::parse_rate(&s)
+                .ok()
+                .and_then(|r| match r {
+                    strobe_timing::Rate::L1BitsPerSec(b) => Some(b as u64),
+                    strobe_timing::Rate::Pps(_) => None,
+                })
+                .unwrap_or(strobe_model::DEFAULT_PORT_SPEED_BPS),
+            None => strobe_model::DEFAULT_PORT_SPEED_BPS,
+        };
+        scenario.ports.push(strobe_model::PortSpec {
+            name,
+            location,
+            speed_bps,
+            cores: None,
+        });
+    }
+    if let Some((port, _)) = captures
+        .iter()
+        .find(|(port, _)| !scenario.ports.iter().any(|p| &p.name == port))
+    {
+        return Err(ConfigErrors(vec![format!(
+            "captures: port `{port}` is not among the config's ports"
+        )]));
+    }
+    Ok(OtgScenario {
+        scenario,
+        captures,
+        warnings,
+    })
+}
+
 /// A flow as the scenario loader reads it: OTG's defaults where strobe's differ, nulls and
 /// empty lists left out, numbers sent as strings read as numbers.
-fn otg_flow(flow: &Value, path: &str) -> Result<Value, String> {
+fn otg_flow(flow: &Value, path: &str, warnings: &mut Vec<String>) -> Result<Value, String> {
     let Some(f) = flow.as_object() else {
         return Err(format!("{path}: expected an object, found {}", kind(flow)));
     };
@@ -200,6 +278,10 @@ fn otg_flow(flow: &Value, path: &str) -> Result<Value, String> {
             .and_then(Value::as_bool)
             == Some(true);
         if !on("enable") && (on("loss") || on("timestamps") || latency_on) {
+            warnings.push(format!(
+                "{path}.metrics: loss, timestamps or latency asked for while metrics.enable is \
+                 false — nothing is measured for this flow (set metrics.enable too)"
+            ));
             // OTG measures nothing for a flow whose metrics are off, whatever else it asks.
             m.insert("loss".into(), Value::Bool(false));
             m.insert("timestamps".into(), Value::Bool(false));
@@ -211,22 +293,10 @@ fn otg_flow(flow: &Value, path: &str) -> Result<Value, String> {
     Ok(Value::Object(out))
 }
 
-/// Keys whose values are integers that JSON clients may send as strings (OTG's 64-bit
-/// integers).
-const NUMERIC: [&str; 12] = [
-    "pps",
-    "bps",
-    "kbps",
-    "mbps",
-    "gbps",
-    "packets",
-    "bursts",
-    "gap",
-    "bytes",
-    "nanoseconds",
-    "microseconds",
-    "seconds",
-];
+/// Keys whose values are integers that JSON clients send as strings: OTG's 64-bit integers
+/// in a flow are its rates (snappi writes `"pps": "1000"`). Only these: `bytes` of a custom
+/// header is hex text that may be all digits.
+const NUMERIC: [&str; 5] = ["pps", "bps", "kbps", "mbps", "gbps"];
 
 /// `value` without nulls and empty `metric_tags`, 64-bit numbers in strings read back.
 fn clean(value: &Value) -> Value {
@@ -399,7 +469,7 @@ mod tests {
             ],
             "size": {"choice": "fixed", "fixed": 128},
             "rate": {"choice": "pps", "pps": "2000"},
-            "duration": {"choice": "fixed_packets", "fixed_packets": {"packets": "500", "gap": 12, "delay": {"choice": "bytes", "bytes": 0}}},
+            "duration": {"choice": "fixed_packets", "fixed_packets": {"packets": 500, "gap": 12, "delay": {"choice": "bytes", "bytes": 0}}},
         })
     }
 
@@ -451,6 +521,21 @@ mod tests {
         for body in [json!([]), json!("x"), json!({"ports": 1, "flows": [1]})] {
             assert!(scenario_from_otg(&body, &[]).is_err(), "{body}");
         }
+    }
+
+    #[test]
+    fn custom_bytes_stay_hex_text_and_empty_configs_clear() {
+        let mut flow = udp_flow();
+        flow["packet"][2] = json!({"choice": "custom", "custom": {"bytes": "0800"}});
+        let read = scenario_from_otg(&config(flow), &[]).unwrap();
+        assert_eq!(
+            read.scenario.flows[0].packet[2].custom_bytes,
+            vec![0x08, 0x00]
+        );
+        let empty = scenario_from_otg(&json!({}), &[]).unwrap();
+        assert!(empty.scenario.ports.is_empty() && empty.scenario.flows.is_empty());
+        let ports = scenario_from_otg(&json!({"ports": [{"name": "a", "location": "null"}]}), &[]);
+        assert_eq!(ports.unwrap().scenario.ports[0].location, "null");
     }
 
     #[test]

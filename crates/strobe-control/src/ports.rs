@@ -116,6 +116,13 @@ pub fn otg_location(location: &str, map: &[(String, String)]) -> Result<String, 
     if let Some((_, mapped)) = map.iter().find(|(name, _)| name == location) {
         return Ok(mapped.clone());
     }
+    if location.starts_with("pcap:") {
+        // A server must not write files wherever a request says.
+        return Err(format!(
+            "`{location}`: pcap: ports are not offered through the API (a request would choose \
+             a file to write) — use strobe gen for traces, or a real interface here"
+        ));
+    }
     if location == "null" || LOCATION_KINDS.iter().any(|k| location.starts_with(k)) {
         return Ok(location.to_string());
     }
@@ -173,6 +180,7 @@ mod tests {
         let map = [("p1".to_string(), "afxdp:eth1@2".to_string())];
         assert_eq!(otg_location("p1", &map).unwrap(), "afxdp:eth1@2");
         assert_eq!(otg_location("lab:tx", &map).unwrap(), "lab:tx");
+        assert!(otg_location("pcap:/etc/passwd", &map).is_err());
         assert_eq!(otg_location("veth-a", &map).unwrap(), "afpacket:veth-a");
         assert_eq!(
             otg_location("ns1/veth-a", &map).unwrap(),

@@ -75,6 +75,9 @@ pub struct FlowMetrics {
     pub loss_pct: Option<f64>,
     /// Present once measured: the run's final figures (live latency is not published).
     pub latency: Option<LatencySummary>,
+    /// When the flow's first and last frames arrived (CLOCK_REALTIME ns), once final.
+    pub first_rx_ns: Option<u64>,
+    pub last_rx_ns: Option<u64>,
 }
 
 /// One port's counters: its flows' frames sent, and frames received on it.
@@ -360,6 +363,8 @@ fn live_metrics(
                 // Frames in flight are not lost yet: loss is final only after the drain.
                 loss_pct: None,
                 latency: None,
+                first_rx_ns: None,
+                last_rx_ns: None,
             }
         })
         .collect();
@@ -414,6 +419,8 @@ fn final_metrics(scenario: &Scenario, report: &RunReport) -> Metrics {
                     }
                 }),
                 latency,
+                first_rx_ns: rx.and_then(|r| r.counters.first_rx_ns),
+                last_rx_ns: rx.and_then(|r| r.counters.last_rx_ns),
             }
         })
         .collect();

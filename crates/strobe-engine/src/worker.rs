@@ -603,7 +603,7 @@ pub fn run_port<B: Backend>(
         ..PortReport::default()
     };
     let mut t0_ticks = clock.now_ticks() + clock.ns_to_ticks(opts.start_lead_ns);
-    let limit_ticks = opts
+    let mut limit_ticks = opts
         .time_limit_ns
         .map(|ns| t0_ticks + clock.ns_to_ticks(ns));
     let mut shift_ns = 0u64;
@@ -622,6 +622,7 @@ pub fn run_port<B: Backend>(
     let mut departure_gaps = handover.clone();
     let mut last_leaves: Option<u64> = None;
     let mut first_tx_ticks = None;
+    let mut paused_while_sending_ns = 0u64;
     let mut last_tx_ticks = t0_ticks;
     let mut wall = WallClock::new(clock);
     if !scheduled_time {
@@ -638,17 +639,17 @@ pub fn run_port<B: Backend>(
             report.stopped_early = true;
             break;
         }
-        if let Some(pause) = opts.pause.as_deref().filter(|p| p.load(Ordering::Relaxed)) {
-            let paused_at = clock.now_ticks();
-            while pause.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(StdDuration::from_millis(1));
-            }
-            // The whole timeline moves by the pause: deadlines, and the last hand-over
-            // (time away from the path that is not a stall).
-            let paused = clock.now_ticks().saturating_sub(paused_at);
+        let paused = hold_while_paused(clock, opts.pause.as_deref(), stop);
+        if paused > 0 {
+            // The whole timeline moves by the pause: deadlines, the last hand-over (time
+            // away from the path that is not a stall) and a real-time limit.
             t0_ticks += paused;
             last_tx_ticks += paused;
+            limit_ticks = limit_ticks.map(|l| l + paused);
             report.paused_ns += clock.ticks_to_ns(paused);
+            if first_tx_ticks.is_some() {
+                paused_while_sending_ns += clock.ticks_to_ns(paused);
+            }
             continue;
         }
         let mut now = clock.now_ticks();
@@ -673,14 +674,27 @@ pub fn run_port<B: Backend>(
             }
             previous_deadline = plan.deadlines[0];
             first_deadline.get_or_insert(plan.deadlines[0]);
-            let due = t0_ticks + clock.ns_to_ticks(plan.deadlines[0] + shift_ns);
+            let mut due = t0_ticks + clock.ns_to_ticks(plan.deadlines[0] + shift_ns);
             if now < due {
                 // Renewing the transmit stamp's anchor takes a few clock reads (under 1 µs):
                 // do it in the slack before the deadline, not between it and the hand-over.
                 if due - now > clock.ns_to_ticks(RENEW_SLACK_NS) {
                     wall.renew_if_due(clock);
                 }
-                now = wait_until(clock, due, stop);
+                let paused;
+                (now, paused) = wait_until(clock, due, stop, opts.pause.as_deref());
+                if paused > 0 {
+                    // Paused while waiting for this hand-over: it and everything after it
+                    // leave later by the pause.
+                    t0_ticks += paused;
+                    last_tx_ticks += paused;
+                    limit_ticks = limit_ticks.map(|l| l + paused);
+                    report.paused_ns += clock.ticks_to_ns(paused);
+                    if first_tx_ticks.is_some() {
+                        paused_while_sending_ns += clock.ticks_to_ns(paused);
+                    }
+                    due += paused;
+                }
             }
             let error_ns = clock.ticks_to_ns(now.saturating_sub(due));
             handover.saturating_record(error_ns);
@@ -831,8 +845,11 @@ pub fn run_port<B: Backend>(
     if let Some((floor, _)) = &coalesce {
         report.departure_fit = departure_fit(flows, &departure_gaps, *floor, batch);
     }
+    // A pause after the first frame is not sending time.
     report.elapsed_ns = match (scheduled_time, first_tx_ticks) {
-        (false, Some(first)) => clock.ticks_to_ns(last_tx_ticks.saturating_sub(first)),
+        (false, Some(first)) => clock
+            .ticks_to_ns(last_tx_ticks.saturating_sub(first))
+            .saturating_sub(paused_while_sending_ns),
         _ => 0,
     };
     report.planned_ns = first_deadline.map_or(0, |first| previous_deadline.saturating_sub(first));
@@ -859,17 +876,43 @@ const RENEW_SLACK_NS: u64 = 4_000;
 /// exiting, and each exit takes the vCPU away for 2–10 µs (on our 2-vCPU guest a PAUSE spin
 /// saw ~200 more such stalls per second than a plain one). The thread owns its core while
 /// it spins, so the hint's usual benefits (a hyperthread sibling, power) do not apply.
-fn wait_until(clock: &Clock, due: u64, stop: &AtomicBool) -> u64 {
+/// While `pause` is set (and `stop` is not), sleeps; returns the ticks it held.
+fn hold_while_paused(clock: &Clock, pause: Option<&AtomicBool>, stop: &AtomicBool) -> u64 {
+    let Some(pause) = pause.filter(|p| p.load(Ordering::Relaxed)) else {
+        return 0;
+    };
+    let paused_at = clock.now_ticks();
+    while pause.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(StdDuration::from_millis(1));
+    }
+    clock.now_ticks().saturating_sub(paused_at)
+}
+
+/// Waits until `due` (or `stop`); a pause met while waiting holds the wait and moves `due`
+/// by its length. Returns the time it ended and the ticks paused.
+fn wait_until(
+    clock: &Clock,
+    mut due: u64,
+    stop: &AtomicBool,
+    pause: Option<&AtomicBool>,
+) -> (u64, u64) {
     const SPIN_NS: u64 = 150_000;
+    let mut paused = 0;
     loop {
         let now = clock.now_ticks();
         if now >= due {
-            return now;
+            return (now, paused);
         }
         let left = clock.ticks_to_ns(due - now);
         if left > SPIN_NS {
             if stop.load(Ordering::Relaxed) {
-                return now;
+                return (now, paused);
+            }
+            let held = hold_while_paused(clock, pause, stop);
+            if held > 0 {
+                paused += held;
+                due += held;
+                continue;
             }
             std::thread::sleep(StdDuration::from_nanos((left - SPIN_NS).min(10_000_000)));
         }

@@ -73,7 +73,7 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut entries = Vec::new();
-        while let Some(Key(key)) = map.next_key::<Key>()? {
+        while let Some(key) = map.next_key::<Spanned<String>>()? {
             let value = map.next_value()?;
             entries.push((key, value));
         }
@@ -81,58 +81,10 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
 }
 
-/// serde_spanned's protocol: a deserializer that knows spans offers a `Spanned<T>` as a
-/// struct of this name with these fields (the names are that crate's, hidden from its docs).
-const SPANNED: &str = "$__serde_spanned_private_Spanned";
-const SPANNED_FIELDS: [&str; 3] = [
-    "$__serde_spanned_private_start",
-    "$__serde_spanned_private_end",
-    "$__serde_spanned_private_value",
-];
-
-/// A table key, with its span when the TOML deserializer has one. Keys of tables that
-/// dotted headers create implicitly (`b` in `[a.b.c]`) come without one, as plain strings,
-/// which `Spanned<String>` refuses ("expected a borrowed string"): they get an empty span.
-struct Key(Spanned<String>);
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Key, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a table key")
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key, E> {
-                Ok(Key(Spanned::new(0..0, v.to_string())))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Key, A::Error> {
-                let (mut start, mut end, mut value) = (None, None, None);
-                while let Some(field) = map.next_key::<String>()? {
-                    match SPANNED_FIELDS.iter().position(|f| *f == field) {
-                        Some(0) => start = Some(map.next_value::<usize>()?),
-                        Some(1) => end = Some(map.next_value::<usize>()?),
-                        Some(_) => value = Some(map.next_value::<String>()?),
-                        None => {
-                            return Err(serde::de::Error::unknown_field(&field, &SPANNED_FIELDS))
-                        }
-                    }
-                }
-                let value = value.ok_or_else(|| serde::de::Error::missing_field("key"))?;
-                let span = match (start, end) {
-                    (Some(s), Some(e)) if s <= e => s..e,
-                    _ => 0..0,
-                };
-                Ok(Key(Spanned::new(span, value)))
-            }
-        }
-        deserializer.deserialize_struct(SPANNED, &SPANNED_FIELDS, KeyVisitor)
-    }
-}
-
 /// A JSON document (an OTG config) as a tree like a parsed TOML file's, every span empty
 /// (errors then name the path, not a line). Nulls are left out, as TOML has none; integers
-/// beyond i64 become decimal strings, which every integer field also accepts.
+/// beyond i64 become decimal strings (fields that take field values read them; others say
+/// what they accept).
 pub(crate) fn from_json(value: &serde_json::Value) -> Option<Node> {
     use serde_json::Value as J;
     let v = match value {
@@ -468,20 +420,6 @@ mod tests {
         let b = t.get("b").unwrap();
         assert_eq!(&text[b.span()], "\"x\"");
         assert_eq!(reader.loc.line_column(&b.span()), (3, 5));
-    }
-
-    #[test]
-    fn keys_of_implicit_tables_are_read() {
-        let text = "[a.b.c]\nd = 1\n";
-        let root = parse(text).unwrap();
-        let Value::Table(top) = root.get_ref() else {
-            panic!("{root:?}")
-        };
-        assert_eq!(top[0].0.get_ref(), "a");
-        let Value::Table(a) = top[0].1.get_ref() else {
-            panic!("{root:?}")
-        };
-        assert_eq!(a[0].0.get_ref(), "b");
     }
 
     #[test]

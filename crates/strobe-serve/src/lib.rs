@@ -195,8 +195,16 @@ async fn stop_run(run: &mut Option<RunHandle>) -> Result<(), OtgError> {
 
 async fn set_config(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     let config = parse_body(&body)?;
-    let read = scenario_from_otg(&config, &server.options.locations)
-        .map_err(|errors| validation(errors.0))?;
+    // Reading a config is work in proportion to its size: off the async workers.
+    let (read, config) = {
+        let locations = server.options.locations.clone();
+        blocking(move || {
+            let read = scenario_from_otg(&config, &locations);
+            (read, config)
+        })
+        .await?
+    };
+    let read = read.map_err(|errors| validation(errors.0))?;
     // Checked as a run would be (lab ports, MACs, options), so that a config that cannot
     // run is refused here, with the reason.
     let options = server.options.plan.clone();
@@ -217,7 +225,9 @@ async fn set_config(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     // A new config replaces the old one: a run still going is stopped first.
     stop_run(&mut session.run).await?;
     session.run = None;
-    session.capturing.clear();
+    let captures = std::mem::take(&mut session.capturing);
+    // Ending a capture joins its thread: off the async workers.
+    blocking(move || drop(captures)).await?;
     session.captured.clear();
     session.config = Some(config);
     session.scenario = Some(read.scenario);
@@ -331,7 +341,22 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
     };
     match state {
         "start" => {
-            if !running.is_empty() {
+            if scenario.flows.is_empty() {
+                return Err(validation(vec![
+                    "flow_transmit start: the config has no flows".into(),
+                ]));
+            }
+            // A run whose transmitters are all done is only draining (its receivers count
+            // frames still in flight): it ends first, then the new one starts.
+            let draining = session.run.as_ref().is_some_and(|run| {
+                run.metrics()
+                    .flows
+                    .iter()
+                    .all(|f| f.transmit == strobe_control::Transmit::Stopped)
+            });
+            if draining {
+                stop_run(&mut session.run).await?;
+            } else if !running.is_empty() {
                 return Err(validation(vec![format!(
                     "flow_transmit start: flows {} are still sending — stop them first (strobe \
                      starts the flows of one start request together)",
@@ -441,7 +466,9 @@ async fn port_capture(server: &Arc<Server>, request: &Value) -> Reply {
                     .map_err(control_error)?;
                 // A new capture replaces the port's last one.
                 session.captured.remove(&name);
-                session.capturing.insert(name, capture);
+                if let Some(old) = session.capturing.insert(name, capture) {
+                    blocking(move || drop(old)).await?;
+                }
             }
             Ok(ok_json(json!({ "warnings": [] })))
         }

@@ -125,6 +125,8 @@ impl OrZeros for Metrics {
                         frames_rx_rate: 0.0,
                         loss_pct: None,
                         latency: None,
+                        first_rx_ns: None,
+                        last_rx_ns: None,
                     })
             })
             .collect();
@@ -189,6 +191,16 @@ pub fn flow_metrics(
                         "maximum_ns": num(l.maximum_ns),
                         "average_ns": num(l.average_ns),
                     }),
+                );
+            }
+        }
+        // Timestamps as integers: epoch nanoseconds are beyond what a float writes without
+        // an exponent (which snappi's YAML reader takes for a string).
+        if spec.metrics.timestamps {
+            if let (Some(first), Some(last)) = (m.first_rx_ns, m.last_rx_ns) {
+                flow.insert(
+                    "timestamps".into(),
+                    json!({ "first_timestamp_ns": first, "last_timestamp_ns": last }),
                 );
             }
         }
