@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 
+import requests
 import snappi
 from scapy.all import UDP, PcapReader
 
@@ -82,9 +83,17 @@ def server_rate(args, api):
     control(api, "start")
     req = api.metrics_request()
     req.flow.flow_names = ["f0"]
-    replies_ms, window = [], []
+    replies_ms, raw_ms, window = [], [], []
+    body = json.dumps({"choice": "flow", "flow": {"flow_names": ["f0"]}})
+    session = requests.Session()
     started = time.perf_counter()
     while True:
+        # The server's own reply time (plain HTTP), then snappi's (which adds building and
+        # checking its objects in Python).
+        t = time.perf_counter()
+        session.post(args.url + "/monitor/metrics", data=body,
+                     headers={"Content-Type": "application/json"}).raise_for_status()
+        raw_ms.append((time.perf_counter() - t) * 1e3)
         t = time.perf_counter()
         m = api.get_metrics(req).flow_metrics[0]
         done = time.perf_counter()
@@ -97,7 +106,7 @@ def server_rate(args, api):
         time.sleep(0.05)
     control(api, "stop")
     (t0, f0), (t1, f1) = window[0], window[-1]
-    return (f1 - f0) / (t1 - t0), replies_ms
+    return (f1 - f0) / (t1 - t0), replies_ms, raw_ms
 
 
 def cmd_round(args):
@@ -105,12 +114,12 @@ def cmd_round(args):
     # Alternate which goes first, round by round.
     if args.round % 2:
         cli = cli_rate(args)
-        served, replies = server_rate(args, api)
+        served, replies, raw = server_rate(args, api)
     else:
-        served, replies = server_rate(args, api)
+        served, replies, raw = server_rate(args, api)
         cli = cli_rate(args)
     row = {"kind": "rate", "round": args.round, "cli_pps": cli, "serve_pps": served,
-           "metrics_reply_ms": replies}
+           "metrics_reply_ms": replies, "metrics_http_ms": raw}
     with open(args.out, "a") as f:
         f.write(json.dumps(row) + "\n")
     print(f"round {args.round}: cli {cli:,.0f} pps, serve {served:,.0f} pps "
@@ -161,6 +170,7 @@ def cmd_summarize(args):
     rates = [r for r in rows if r["kind"] == "rate"]
     starts = [r for r in rows if r["kind"] == "startup"]
     replies = sorted(ms for r in rates for ms in r["metrics_reply_ms"])
+    raw = sorted(ms for r in rates for ms in r.get("metrics_http_ms", []))
     ratios = [r["serve_pps"] / r["cli_pps"] for r in rates]
     cfg_first = [r["config_to_first_frame_ms"] for r in starts if r["config_to_first_frame_ms"]]
     start_first = [r["start_to_first_frame_ms"] for r in starts if r["start_to_first_frame_ms"]]
@@ -175,6 +185,12 @@ def cmd_summarize(args):
             "median": statistics.median(replies),
             "p99": replies[min(len(replies) - 1, int(0.99 * len(replies)))],
             "max": replies[-1],
+        },
+        "metrics_http_ms": {
+            "n": len(raw),
+            "median": statistics.median(raw) if raw else None,
+            "p99": raw[min(len(raw) - 1, int(0.99 * len(raw)))] if raw else None,
+            "max": raw[-1] if raw else None,
         },
         "config_to_first_frame_ms_median": statistics.median(cfg_first) if cfg_first else None,
         "start_to_first_frame_ms_median": statistics.median(start_first) if start_first else None,
@@ -192,7 +208,10 @@ def cmd_markdown(args):
     print(f"| the same through `strobe serve` | {s['serve_pps_median']:,.0f} pps |")
     print(f"| serve / CLI (median of per-round ratios) | {s['ratio_median']:.3f}× "
           f"({', '.join(f'{r:.3f}' for r in s['ratios'])}) |")
-    print(f"| metrics reply while that run sends (n={m['n']}) | median {m['median']:.2f} ms, "
+    h = s["metrics_http_ms"]
+    print(f"| metrics reply while that run sends, plain HTTP (n={h['n']}) | median "
+          f"{h['median']:.2f} ms, p99 {h['p99']:.2f} ms, max {h['max']:.2f} ms |")
+    print(f"| the same through snappi's get_metrics (n={m['n']}) | median {m['median']:.2f} ms, "
           f"p99 {m['p99']:.2f} ms, max {m['max']:.2f} ms |")
     print(f"| set_config (2 ports, 10 flows) to first frame (median of {s['startup_rounds']}) | "
           f"{s['config_to_first_frame_ms_median']:.1f} ms |")

@@ -117,7 +117,7 @@ impl Status {
             }
             return;
         }
-        if self.quiet {
+        if self.quiet || t.started {
             return;
         }
         let dt = (t.elapsed_ns - self.last_ns).max(1) as f64 / 1e9;

@@ -155,6 +155,9 @@ pub fn start(mut plan: Plan) -> Result<RunHandle, ControlError> {
                         return;
                     }
                     v.state = RunState::Running;
+                    if tick.started {
+                        return;
+                    }
                     v.previous = v.last.take();
                     v.last = Some(Sample {
                         elapsed_ns: tick.elapsed_ns,

@@ -288,6 +288,8 @@ pub struct Tick<'a> {
     /// Once, before the first frame: every paced port's floor and ceiling (the flows and
     /// counters are then empty). None on every other tick.
     pub ready: Option<&'a [PortPacing]>,
+    /// Once, as soon as every worker has started (counters all zero): the run is under way.
+    pub started: bool,
     /// Time since the transmitters started.
     pub elapsed_ns: u64,
     pub flows: &'a [live::FlowSnapshot],
@@ -306,7 +308,7 @@ pub fn run_scenario(
     tick_ns: u64,
     on_tick: &mut dyn FnMut(&Tick<'_>),
 ) -> Result<RunReport, EngineError> {
-    let clock = Clock::calibrate(std::time::Duration::from_millis(50));
+    let clock = Clock::calibrated();
     let n_flows = scenario.flows.len();
     if n_flows > strobe_model::MAX_FLOWS {
         return Err(EngineError::TooManyFlows(n_flows));
@@ -405,6 +407,7 @@ pub fn run_scenario(
     if !pacings.is_empty() {
         on_tick(&Tick {
             ready: Some(&pacings),
+            started: false,
             elapsed_ns: 0,
             flows: &[],
             rx_other: 0,
@@ -567,6 +570,13 @@ pub fn run_scenario(
             }
         };
 
+        on_tick(&Tick {
+            ready: None,
+            started: true,
+            elapsed_ns: 0,
+            flows: &vec![live::FlowSnapshot::default(); n_flows],
+            rx_other: 0,
+        });
         // Watch until every transmitter is done, from a core no transmitter spins on.
         let _off_tx_cores = pin::KeepOff::cores(&tx_cores);
         let started = clock.now_ticks();
@@ -590,6 +600,7 @@ pub fn run_scenario(
                 }
                 on_tick(&Tick {
                     ready: None,
+                    started: false,
                     elapsed_ns,
                     flows: &flows,
                     rx_other: live.rx_other.load(Ordering::Relaxed),
