@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the fuzz targets' seed corpus into fuzz/corpus/TARGET/ from the project's own
-material: examples/ and SCENARIO.md for scenarios, pcaps (examples/ and ones strobe writes)
+material: examples/ and SCENARIO.md for scenarios, fuzz/seeds/ for OTG configs, pcaps (examples/ and ones strobe writes)
 for captures and, cut into received frames, for the receive path; kernel ring layouts built
 here for the ring parsers.
 
@@ -42,6 +42,10 @@ for toml in sorted((root / "examples").glob("*.toml")):
 reference = (root / "crates" / "strobe-model" / "SCENARIO.md").read_text()
 for block in re.findall(r"```toml\n(.*?)```", reference, re.S):
     put("scenario", block.encode())
+
+# OTG configs (as snappi sends them): fuzz/seeds/*.json.
+for config in sorted((root / "fuzz" / "seeds").glob("otg-*.json")):
+    put("otg_config", config.read_bytes())
 
 # Captures as files, and their frames as received-frame sequences.
 pcaps = sorted((root / "examples").glob("*.pcap")) + strobe_pcaps

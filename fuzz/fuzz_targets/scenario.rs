@@ -5,14 +5,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use strobe_engine::generator::{BatchScratch, TxTime};
-use strobe_engine::FlowGenerator;
-use strobe_io::TxSlot;
 use strobe_model::{load_scenario, NoFiles};
 
-/// Frames written per flow: enough to run every field pattern and size a few steps.
-const FRAMES_PER_FLOW: usize = 24;
-const BATCH: usize = 8;
+#[path = "common.rs"]
+mod common;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -21,45 +17,5 @@ fuzz_target!(|data: &[u8]| {
     let Ok(scenario) = load_scenario(text, "fuzz.toml", &NoFiles) else {
         return;
     };
-    for flow in scenario.flows.iter().take(4) {
-        let Ok(mut gen) = FlowGenerator::compile(flow, 0x5a, u32::MAX - 10) else {
-            continue;
-        };
-        let mut sizes = flow.size.sequence(flow.size_seed);
-        let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| Vec::new()).collect();
-        let mut holds = vec![u32::MAX; BATCH];
-        let mut scratch = BatchScratch::new();
-        for round in 0..FRAMES_PER_FLOW / BATCH {
-            let templates: Vec<u16> = (0..BATCH)
-                .map(|_| gen.template_for(sizes.next_size()))
-                .collect();
-            // Each buffer as large as its frame, as a backend's slot must be.
-            for (buf, &t) in bufs.iter_mut().zip(&templates) {
-                buf.resize(gen.frame_len(t).max(buf.len()), 0);
-            }
-            let mut slots: Vec<TxSlot> = bufs
-                .iter_mut()
-                .enumerate()
-                .map(|(id, buf)| TxSlot {
-                    id: id as u32,
-                    buf,
-                    len: 0,
-                    scheduled_ns: 0,
-                })
-                .collect();
-            let which: Vec<u16> = (0..BATCH as u16).collect();
-            let tx_ns = 1_700_000_000_000_000_000 + round as u64 * 1000;
-            gen.write_batch(
-                &mut slots,
-                &which,
-                &templates,
-                TxTime::Same(tx_ns),
-                &mut holds,
-                &mut scratch,
-            );
-            for slot in &slots {
-                assert!(slot.len <= slot.buf.len());
-            }
-        }
-    }
+    common::write_frames(&scenario.flows);
 });
