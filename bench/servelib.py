@@ -18,21 +18,16 @@ import sys
 import tempfile
 import time
 
+import os
+
 import requests
 import snappi
 from scapy.all import UDP, PcapReader
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "otg"))
+from otg_helpers import transmit as control  # noqa: E402  (the OTG tests' own helper)
+
 SRC, DST = "198.18.0.1", "198.18.1.1"
-
-
-def control(api, state, names=None):
-    cs = api.control_state()
-    cs.choice = cs.TRAFFIC
-    cs.traffic.choice = cs.traffic.FLOW_TRANSMIT
-    cs.traffic.flow_transmit.state = state
-    if names:
-        cs.traffic.flow_transmit.flow_names = names
-    api.set_control_state(cs)
 
 
 def flows_config(api, flows, seconds=None, rate_pct=None, pps=None, capture=False):

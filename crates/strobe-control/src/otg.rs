@@ -151,6 +151,15 @@ pub fn scenario_from_otg(
         }])
     })?;
     warnings.extend(scenario.warnings.iter().cloned());
+    with_captures(scenario, captures, warnings)
+}
+
+/// The read config, its captures' ports checked against its own.
+fn with_captures(
+    scenario: Scenario,
+    captures: Vec<(String, CaptureFormat)>,
+    warnings: Vec<String>,
+) -> Result<OtgScenario, ConfigErrors> {
     if let Some((port, _)) = captures
         .iter()
         .find(|(port, _)| !scenario.ports.iter().any(|p| &p.name == port))
@@ -207,19 +216,7 @@ fn ports_only(
             cores: None,
         });
     }
-    if let Some((port, _)) = captures
-        .iter()
-        .find(|(port, _)| !scenario.ports.iter().any(|p| &p.name == port))
-    {
-        return Err(ConfigErrors(vec![format!(
-            "captures: port `{port}` is not among the config's ports"
-        )]));
-    }
-    Ok(OtgScenario {
-        scenario,
-        captures,
-        warnings,
-    })
+    with_captures(scenario, captures, warnings)
 }
 
 /// A flow as the scenario loader reads it: OTG's defaults where strobe's differ, nulls and

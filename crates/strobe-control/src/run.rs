@@ -80,6 +80,28 @@ pub struct FlowMetrics {
     pub last_rx_ns: Option<u64>,
 }
 
+impl FlowMetrics {
+    /// A flow of `spec` that has sent nothing (not started, or not in the run).
+    pub fn idle(spec: &strobe_model::FlowSpec) -> FlowMetrics {
+        FlowMetrics {
+            name: spec.name.clone(),
+            tx_port: spec.tx_port.clone(),
+            rx_ports: spec.rx_ports.clone(),
+            transmit: Transmit::Stopped,
+            frames_tx: 0,
+            frames_rx: 0,
+            bytes_tx: 0,
+            bytes_rx: 0,
+            frames_tx_rate: 0.0,
+            frames_rx_rate: 0.0,
+            loss_pct: None,
+            latency: None,
+            first_rx_ns: None,
+            last_rx_ns: None,
+        }
+    }
+}
+
 /// One port's counters: its flows' frames sent, and frames received on it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PortMetrics {

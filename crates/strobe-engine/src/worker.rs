@@ -634,15 +634,12 @@ pub fn run_port<B: Backend>(
         });
     }
 
-    'batches: loop {
-        if stop.load(Ordering::Relaxed) {
-            report.stopped_early = true;
-            break;
-        }
-        let paused = hold_while_paused(clock, opts.pause.as_deref(), stop);
-        if paused > 0 {
-            // The whole timeline moves by the pause: deadlines, the last hand-over (time
-            // away from the path that is not a stall) and a real-time limit.
+    // After a pause of `paused` ticks the whole timeline moves by it: deadlines, the last
+    // hand-over (time away from the path that is not a stall) and a real-time limit; a
+    // pause after the first frame is not sending time.
+    macro_rules! after_pause {
+        ($paused:expr) => {{
+            let paused: u64 = $paused;
             t0_ticks += paused;
             last_tx_ticks += paused;
             limit_ticks = limit_ticks.map(|l| l + paused);
@@ -650,6 +647,17 @@ pub fn run_port<B: Backend>(
             if first_tx_ticks.is_some() {
                 paused_while_sending_ns += clock.ticks_to_ns(paused);
             }
+        }};
+    }
+
+    'batches: loop {
+        if stop.load(Ordering::Relaxed) {
+            report.stopped_early = true;
+            break;
+        }
+        let paused = hold_while_paused(clock, opts.pause.as_deref(), stop);
+        if paused > 0 {
+            after_pause!(paused);
             continue;
         }
         let mut now = clock.now_ticks();
@@ -686,13 +694,7 @@ pub fn run_port<B: Backend>(
                 if paused > 0 {
                     // Paused while waiting for this hand-over: it and everything after it
                     // leave later by the pause.
-                    t0_ticks += paused;
-                    last_tx_ticks += paused;
-                    limit_ticks = limit_ticks.map(|l| l + paused);
-                    report.paused_ns += clock.ticks_to_ns(paused);
-                    if first_tx_ticks.is_some() {
-                        paused_while_sending_ns += clock.ticks_to_ns(paused);
-                    }
+                    after_pause!(paused);
                     due += paused;
                 }
             }

@@ -112,22 +112,7 @@ impl OrZeros for Metrics {
                     .iter()
                     .find(|m| m.name == f.name)
                     .cloned()
-                    .unwrap_or_else(|| FlowMetrics {
-                        name: f.name.clone(),
-                        tx_port: f.tx_port.clone(),
-                        rx_ports: f.rx_ports.clone(),
-                        transmit: Transmit::Stopped,
-                        frames_tx: 0,
-                        frames_rx: 0,
-                        bytes_tx: 0,
-                        bytes_rx: 0,
-                        frames_tx_rate: 0.0,
-                        frames_rx_rate: 0.0,
-                        loss_pct: None,
-                        latency: None,
-                        first_rx_ns: None,
-                        last_rx_ns: None,
-                    })
+                    .unwrap_or_else(|| FlowMetrics::idle(f))
             })
             .collect();
         self.flows = flows;
