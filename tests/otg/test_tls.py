@@ -1,4 +1,5 @@
-"""strobe serve over HTTPS (a self-signed certificate, as snappi's verify=False takes it)."""
+"""strobe serve started with options: over HTTPS (a self-signed certificate, as snappi's
+verify=False takes it), and without strobe's extension in the metrics."""
 import subprocess
 
 import pytest
@@ -39,3 +40,21 @@ def test_a_bad_certificate_is_a_clear_error(lab, tmp_path):
         capture_output=True, text=True, timeout=30)
     assert out.returncode == 2, out
     assert "--tls-cert" in out.stderr and "panicked" not in out.stderr, out.stderr
+
+
+def test_no_extensions_leaves_strobes_detail_out(lab):
+    import requests
+
+    s = Server(lab, ["--no-extensions"])
+    try:
+        api = snappi.api(location=s.url, verify=False)
+        cfg = base_config(api, lab)
+        add_flow(cfg, "f", packets=100).packet.ethernet().ipv4().udp()
+        api.set_config(cfg)
+        run_to_end(api, ["f"])
+        raw = requests.post(s.url + "/monitor/metrics",
+                            json={"choice": "flow", "flow": {"flow_names": []}}).json()
+        flow = raw["flow_metrics"][0]
+        assert flow["frames_rx"] == "100" and "x_strobe" not in flow, flow
+    finally:
+        s.stop()

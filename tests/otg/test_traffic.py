@@ -7,6 +7,8 @@ import subprocess
 import tempfile
 import time
 
+import pytest
+
 from scapy.all import IP, IPv6, TCP, UDP, Ether, rdpcap
 from scapy.layers.vxlan import VXLAN
 
@@ -276,3 +278,35 @@ def test_an_empty_config_clears_and_a_finished_flow_starts_again(api, lab):
     assert ts, as_dict(m)
     assert 0 < ts["first_timestamp_ns"] < ts["last_timestamp_ns"], ts
     assert abs(ts["first_timestamp_ns"] / 1e9 - time.time()) < 60, ts
+
+
+def test_link_down_and_up_on_the_labs_own_port(api, lab):
+    cfg = base_config(api, lab)
+    add_flow(cfg, "f", packets=10).packet.ethernet().ipv4().udp()
+    api.set_config(cfg)
+    cs = api.control_state()
+    cs.choice = cs.PORT
+    cs.port.choice = cs.port.LINK
+    cs.port.link.port_names = ["tx"]
+
+    def admin_up():
+        out = subprocess.run(["ip", "-n", lab.tx_netns, "-o", "link", "show", lab.tx_iface],
+                             capture_output=True, text=True, check=True).stdout
+        flags = out.split("<", 1)[1].split(">", 1)[0].split(",")
+        return "UP" in flags
+
+    try:
+        cs.port.link.state = cs.port.link.DOWN
+        api.set_control_state(cs)
+        assert not admin_up()
+        assert port_metrics(api)["tx"].link == "down"
+    finally:
+        cs.port.link.state = cs.port.link.UP
+        api.set_control_state(cs)
+    assert admin_up()
+    assert port_metrics(api)["tx"].link == "up"
+    # Links of interfaces that are not the lab's are left to `ip link`.
+    cs.port.link.port_names = ["rx"]
+    with pytest.raises(Exception) as info:
+        api.set_control_state(cs)
+    assert "lab's ends" in " ".join(api.from_exception(info.value).errors)

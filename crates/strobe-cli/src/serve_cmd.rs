@@ -30,6 +30,11 @@ pub struct ServeArgs {
     /// The certificate's private key (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Leave strobe's detail (`x_strobe`: percentiles, reorder, duplicates, timestamp
+    /// sources) out of flow metrics, for OTG clients that refuse fields the model does not
+    /// name (snappi ignores them).
+    #[arg(long)]
+    no_extensions: bool,
     /// How long receivers keep counting after the last frame was sent, e.g. 200ms.
     #[arg(long, default_value = "500ms", value_parser = crate::values::positive_text)]
     drain: String,
@@ -70,6 +75,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
             ..PlanOptions::default()
         },
         locations,
+        no_extensions: args.no_extensions,
     };
     let signals = signals::install()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -143,6 +143,28 @@ pub fn otg_location(location: &str, map: &[(String, String)]) -> Result<String, 
     ))
 }
 
+/// Sets a port's link administratively up or down: the lab's own ends (`lab:tx`,
+/// `lab:rx`) only; strobe does not take other interfaces down.
+pub fn set_port_link(location: &str, prefix: &str, up: bool) -> Result<(), ControlError> {
+    let rx = lab_link_side(location)?;
+    Ok(strobe_lab::set_endpoint_link(prefix, rx, up)?)
+}
+
+/// Which lab end a location's link is (false: tx, true: rx), or why strobe does not set it.
+pub fn lab_link_side(location: &str) -> Result<bool, ControlError> {
+    let side = location
+        .strip_prefix("lab:")
+        .map(|rest| rest.split_once('@').map_or(rest, |(side, _)| side));
+    match side {
+        Some("tx") => Ok(false),
+        Some("rx") => Ok(true),
+        _ => Err(ControlError::BadInput(format!(
+            "`{location}`: strobe sets links only on its lab's ends (lab:tx, lab:rx); set \
+             another interface's link with `ip link set IFACE up|down`"
+        ))),
+    }
+}
+
 /// Checks that every port of `scenario` (its `lab:` ports resolved) names a location strobe
 /// opens and, for interfaces, one that exists: a server refuses such a config when it is
 /// set, not when traffic starts. Ports are not opened here.

@@ -273,6 +273,23 @@ fn read(runtime: &tokio::runtime::Runtime, prefix: &str) -> Result<Option<Lab>, 
         .map(Some)
 }
 
+/// Sets the link of the lab's generator end (tx0, `rx` false) or sink end (rx0)
+/// administratively up or down, as an OTG port link state does.
+pub fn set_endpoint_link(prefix: &str, rx: bool, up: bool) -> Result<(), LabError> {
+    check_prefix(prefix)?;
+    let role = if rx { Role::Rx } else { Role::Tx };
+    on_worker(|runtime| {
+        let ns = Netns::open(&role.netns(prefix))?.ok_or_else(|| LabError::Broken {
+            prefix: prefix.to_string(),
+            detail: format!("namespace {} is missing", role.netns(prefix)),
+        })?;
+        runtime.block_on(async {
+            let conns = Conns::new(vec![(role, ns)])?;
+            rtnl::set_endpoint_link(&conns, rx, up).await
+        })
+    })
+}
+
 /// The queues and receive steering of a lab that is up (read from the sink's veth end).
 pub fn steering(lab: &Lab) -> Result<Steering, LabError> {
     queues::read(&lab.rx.netns, &lab.rx.iface)

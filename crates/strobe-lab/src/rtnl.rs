@@ -20,7 +20,7 @@ use rtnetlink::{
 
 use crate::dut::tbf_params;
 use crate::netns::{Netns, Sysctl};
-use crate::topology::{Iface, Plan, Role, TX0};
+use crate::topology::{Iface, Plan, Role, RX0, TX0};
 use crate::{Dut, Lab, LabError};
 
 /// Marks tx0 as a lab link and records the DUT kind, so `status` can read it back.
@@ -336,6 +336,41 @@ pub(crate) async fn build(conns: &Conns, plan: &Plan) -> Result<(), LabError> {
 
 /// Records the DUT kind in tx0's alias: the mark `status` looks for. `up` sets it last, so
 /// only a complete lab carries it.
+/// Sets the link of the lab's tx0 (`rx` false) or rx0 administratively up or down.
+pub(crate) async fn set_endpoint_link(conns: &Conns, rx: bool, up: bool) -> Result<(), LabError> {
+    let iface = if rx { RX0 } else { TX0 };
+    let index = conns.index(iface).await?;
+    let change = LinkUnspec::new_with_index(index);
+    let message = if up { change.up() } else { change.down() }.build();
+    conns
+        .set_link(iface, if up { "set up" } else { "set down" }, message)
+        .await?;
+    // Up means frames cross again: wait until the link is operationally up (its peer has
+    // carrier and the kernel has activated its queues), as `up` does for a new lab.
+    if !up {
+        return Ok(());
+    }
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let link = conns.link(iface).await?;
+        if link.is_some_and(|l| l.attributes.contains(&LinkAttribute::OperState(State::Up))) {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(LabError::os(
+                "wait for link to come up",
+                conns.name(iface),
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("not up after {READY_TIMEOUT:?}"),
+                ),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(())
+}
+
 pub(crate) async fn mark_complete(conns: &Conns, plan: &Plan) -> Result<(), LabError> {
     let tx = TX0;
     let index = conns.index(tx).await?;

@@ -66,7 +66,7 @@ pub(crate) const TX0: Iface = Iface {
     mac: MAC_TX,
     index: 10,
 };
-const RX0: Iface = Iface {
+pub(crate) const RX0: Iface = Iface {
     role: Role::Rx,
     name: RX_IFACE,
     mac: MAC_RX,

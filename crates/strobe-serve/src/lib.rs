@@ -44,6 +44,9 @@ pub struct ServeOptions {
     pub plan: PlanOptions,
     /// Port names the user prefers → port locations (`--location-map`).
     pub locations: Vec<(String, String)>,
+    /// Leave strobe's `x_strobe` detail out of flow metrics (for clients that refuse
+    /// fields the OTG model does not name).
+    pub no_extensions: bool,
 }
 
 /// The server's state: the config last set and the run last started.
@@ -63,6 +66,9 @@ struct Session {
     /// Captures running, and the last capture of each port once stopped.
     capturing: HashMap<String, Capture>,
     captured: HashMap<String, Vec<u8>>,
+    /// Port locations whose link a request set down (kept across configs: the interface
+    /// stays down until a request sets it up).
+    links_down: std::collections::HashSet<String>,
 }
 
 /// The server's routes.
@@ -292,9 +298,7 @@ async fn set_control_state(State(server): State<Arc<Server>>, body: Bytes) -> Re
             let port = &request["port"];
             match choice(port, &["capture", "link"]) {
                 Some("capture") => port_capture(&server, &port["capture"]).await,
-                Some("link") => Err(validation(vec![
-                    "port.link: not supported yet — set links with `ip link`".into(),
-                ])),
+                Some("link") => port_link(&server, &port["link"]).await,
                 _ => Err(validation(vec![
                     "port.choice: missing or unknown — give capture".into(),
                 ])),
@@ -484,6 +488,56 @@ async fn port_capture(server: &Arc<Server>, request: &Value) -> Reply {
     }
 }
 
+async fn port_link(server: &Arc<Server>, request: &Value) -> Reply {
+    let names = names(request.get("port_names"))?;
+    let up = match request.get("state").and_then(Value::as_str) {
+        Some("up") => true,
+        Some("down") => false,
+        other => {
+            return Err(validation(vec![format!(
+                "port.link.state: {} — accepted: up, down",
+                other.map_or("missing".to_string(), |o| format!("`{o}`"))
+            )]))
+        }
+    };
+    let mut session = server.state.lock().await;
+    let scenario = session.scenario.clone().ok_or_else(no_config)?;
+    let mut locations = Vec::new();
+    for port in &scenario.ports {
+        if names.is_empty() || names.contains(&port.name) {
+            locations.push(port.location.clone());
+        }
+    }
+    if let Some(n) = names
+        .iter()
+        .find(|n| !scenario.ports.iter().any(|p| &p.name == *n))
+    {
+        return Err(validation(vec![format!(
+            "port.link.port_names: no port `{n}` in the config"
+        )]));
+    }
+    // All or nothing: every port must be one whose link strobe sets before any is changed.
+    for l in &locations {
+        strobe_control::ports::lab_link_side(l).map_err(control_error)?;
+    }
+    let prefix = server.options.plan.lab_prefix.clone();
+    let set = locations.clone();
+    blocking(move || {
+        set.iter()
+            .try_for_each(|l| strobe_control::ports::set_port_link(l, &prefix, up))
+    })
+    .await?
+    .map_err(control_error)?;
+    for l in locations {
+        if up {
+            session.links_down.remove(&l);
+        } else {
+            session.links_down.insert(l);
+        }
+    }
+    Ok(ok_json(json!({ "warnings": [] })))
+}
+
 /// Stops the port's capture, if one runs, and keeps its bytes for `/monitor/capture`.
 async fn finish_capture(session: &mut Session, name: &str) -> Result<(), OtgError> {
     let Some(capture) = session.capturing.remove(name) else {
@@ -538,12 +592,18 @@ async fn get_metrics(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     let reply = match choice(&request, &["port", "flow"]).unwrap_or("port") {
         "flow" => {
             let wanted = names(request.get("flow").and_then(|f| f.get("flow_names")))?;
-            reply::flow_metrics(scenario, session.run.as_ref(), &wanted)
+            reply::flow_metrics(
+                scenario,
+                session.run.as_ref(),
+                &wanted,
+                !server.options.no_extensions,
+            )
         }
         "port" => {
             let wanted = names(request.get("port").and_then(|p| p.get("port_names")))?;
             let capturing: Vec<&str> = session.capturing.keys().map(String::as_str).collect();
-            reply::port_metrics(scenario, session.run.as_ref(), &wanted, &capturing)
+            let down: Vec<&str> = session.links_down.iter().map(String::as_str).collect();
+            reply::port_metrics(scenario, session.run.as_ref(), &wanted, &capturing, &down)
         }
         other => Err(format!(
             "choice: `{other}` metrics are not supported — strobe reports port and flow metrics"

@@ -127,11 +127,13 @@ fn unknown(what: &str, name: &str, known: impl Iterator<Item = String>) -> Strin
     )
 }
 
-/// `{"choice": "flow_metrics", ...}` for the flows named (all when none are).
+/// `{"choice": "flow_metrics", ...}` for the flows named (all when none are), with
+/// strobe's detail when `extensions` says so.
 pub fn flow_metrics(
     scenario: &Scenario,
     run: Option<&RunHandle>,
     wanted: &[String],
+    extensions: bool,
 ) -> Result<Value, String> {
     if let Some(n) = wanted
         .iter()
@@ -191,6 +193,7 @@ pub fn flow_metrics(
         }
         if let Some(detail) = report
             .as_deref()
+            .filter(|_| extensions)
             .and_then(|r| strobe_detail(r, run, &m.name))
         {
             flow.insert("x_strobe".into(), detail);
@@ -248,6 +251,7 @@ pub fn port_metrics(
     run: Option<&RunHandle>,
     wanted: &[String],
     capturing: &[&str],
+    links_down: &[&str],
 ) -> Result<Value, String> {
     if let Some(n) = wanted
         .iter()
@@ -272,7 +276,7 @@ pub fn port_metrics(
         out.push(json!({
             "name": port.name,
             "location": port.location,
-            "link": "up",
+            "link": if links_down.contains(&port.location.as_str()) { "down" } else { "up" },
             "capture": if capturing.contains(&port.name.as_str()) { "started" } else { "stopped" },
             // OTG's port transmit state has no "paused".
             "transmit": if m.is_some_and(|m| m.transmit == Transmit::Started) { "started" } else { "stopped" },
