@@ -347,26 +347,9 @@ pub(crate) async fn set_endpoint_link(conns: &Conns, rx: bool, up: bool) -> Resu
         .await?;
     // Up means frames cross again: wait until the link is operationally up (its peer has
     // carrier and the kernel has activated its queues), as `up` does for a new lab.
-    if !up {
-        return Ok(());
-    }
-    let deadline = Instant::now() + READY_TIMEOUT;
-    loop {
-        let link = conns.link(iface).await?;
-        if link.is_some_and(|l| l.attributes.contains(&LinkAttribute::OperState(State::Up))) {
-            break;
-        }
-        if Instant::now() >= deadline {
-            return Err(LabError::os(
-                "wait for link to come up",
-                conns.name(iface),
-                io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("not up after {READY_TIMEOUT:?}"),
-                ),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    if up {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        wait_until_ready(conns, iface, false, deadline).await?;
     }
     Ok(())
 }
@@ -390,35 +373,45 @@ const READY_TIMEOUT: Duration = Duration::from_secs(5);
 /// ticks later, 8 ms at HZ=250); waiting well beyond that hands over a lab gone quiet.
 const SETTLE: Duration = Duration::from_millis(100);
 
+/// Waits until `iface` is operationally up (and forwards, as a bridge port), or `deadline`.
+async fn wait_until_ready(
+    conns: &Conns,
+    iface: Iface,
+    bridge_port: bool,
+    deadline: Instant,
+) -> Result<(), LabError> {
+    loop {
+        let link = conns.link(iface).await?;
+        let ready = link.is_some_and(|link| {
+            let up = link
+                .attributes
+                .contains(&LinkAttribute::OperState(State::Up));
+            up && (!bridge_port || port_state(&link) == Some(BridgePortState::Forwarding))
+        });
+        if ready {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(LabError::os(
+                "wait for link to come up",
+                conns.name(iface),
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("not forwarding after {READY_TIMEOUT:?}"),
+                ),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Waits until every link is operationally up and every bridge port forwards: only then do
 /// frames cross, and only then has IPv6 configured the links (and announced itself).
 async fn wait_until_forwarding(conns: &Conns, plan: &Plan) -> Result<(), LabError> {
     let deadline = Instant::now() + READY_TIMEOUT;
     for iface in plan.interfaces() {
         let bridge_port = plan.bridge.is_some_and(|(_, ports)| ports.contains(&iface));
-        loop {
-            let link = conns.link(iface).await?;
-            let ready = link.is_some_and(|link| {
-                let up = link
-                    .attributes
-                    .contains(&LinkAttribute::OperState(State::Up));
-                up && (!bridge_port || port_state(&link) == Some(BridgePortState::Forwarding))
-            });
-            if ready {
-                break;
-            }
-            if Instant::now() >= deadline {
-                return Err(LabError::os(
-                    "wait for link to come up",
-                    conns.name(iface),
-                    io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        format!("not forwarding after {READY_TIMEOUT:?}"),
-                    ),
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        wait_until_ready(conns, iface, bridge_port, deadline).await?;
     }
     tokio::time::sleep(SETTLE).await;
     Ok(())
