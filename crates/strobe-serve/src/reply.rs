@@ -4,7 +4,7 @@
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
-use strobe_control::{FlowMetrics, Metrics, RunHandle, Transmit};
+use strobe_control::{FlowMetrics, RunHandle, Transmit};
 use strobe_engine::RunReport;
 use strobe_model::Scenario;
 
@@ -85,39 +85,22 @@ fn transmit(t: Transmit) -> &'static str {
     }
 }
 
-/// The metrics of the run, or zeros for a config not started yet (flows of the config that
-/// the run does not send show zeros too).
-fn current(scenario: &Scenario, run: Option<&RunHandle>) -> Metrics {
-    run.map(RunHandle::metrics)
-        .unwrap_or_else(|| Metrics {
-            state: strobe_control::RunState::Finished,
-            elapsed_ns: 0,
-            flows: Vec::new(),
-            ports: Vec::new(),
+/// Every flow of the config in its order: the run's metrics, zeros for a flow the run does
+/// not send (or before any run).
+fn flows_of(scenario: &Scenario, run: Option<&RunHandle>) -> Vec<FlowMetrics> {
+    let ran = run
+        .map(RunHandle::metrics)
+        .map_or_else(Vec::new, |m| m.flows);
+    scenario
+        .flows
+        .iter()
+        .map(|f| {
+            ran.iter()
+                .find(|m| m.name == f.name)
+                .cloned()
+                .unwrap_or_else(|| FlowMetrics::idle(f))
         })
-        .or_zeros_for(scenario)
-}
-
-trait OrZeros {
-    fn or_zeros_for(self, scenario: &Scenario) -> Metrics;
-}
-
-impl OrZeros for Metrics {
-    fn or_zeros_for(mut self, scenario: &Scenario) -> Metrics {
-        let flows = scenario
-            .flows
-            .iter()
-            .map(|f| {
-                self.flows
-                    .iter()
-                    .find(|m| m.name == f.name)
-                    .cloned()
-                    .unwrap_or_else(|| FlowMetrics::idle(f))
-            })
-            .collect();
-        self.flows = flows;
-        self
-    }
+        .collect()
 }
 
 fn unknown(what: &str, name: &str, known: impl Iterator<Item = String>) -> String {
@@ -145,10 +128,10 @@ pub fn flow_metrics(
             scenario.flows.iter().map(|f| f.name.clone()),
         ));
     }
-    let metrics = current(scenario, run);
+    let flows = flows_of(scenario, run);
     let report = run.and_then(RunHandle::report);
     let mut out = Vec::new();
-    for (spec, m) in scenario.flows.iter().zip(&metrics.flows) {
+    for (spec, m) in scenario.flows.iter().zip(&flows) {
         if !wanted.is_empty() && !wanted.contains(&m.name) {
             continue;
         }
