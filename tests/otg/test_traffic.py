@@ -135,15 +135,23 @@ def test_metrics_while_a_continuous_flow_runs(api, lab):
     cfg = base_config(api, lab)
     f = add_flow(cfg, "steady", pps=5000)
     f.packet.ethernet().ipv4().udp()
+    f.metrics.latency.enable = True
     api.set_config(cfg)
     transmit(api, "start")
-    seen = []
+    seen, latencies = [], []
     for _ in range(4):
         time.sleep(0.5)
         m = flow_metrics(api)["steady"]
         seen.append(m.frames_tx)
         assert m.transmit == "started"
+        latencies.append(as_dict(m).get("latency"))
     assert seen == sorted(seen) and seen[-1] > seen[0], seen
+    # Latency so far, while the flow runs: present from the second poll on (the receiver
+    # publishes every few hundred frames or few ms), ordered, microseconds on a veth pair.
+    for latency in latencies[1:]:
+        assert latency, latencies
+        assert 0 < latency["minimum_ns"] <= latency["average_ns"] <= latency["maximum_ns"], latency
+        assert latency["maximum_ns"] < 1e9, latency
     # Generous: the live rate is over the watcher's last 100 ms.
     assert 0.6 * 5000 < flow_metrics(api)["steady"].frames_tx_rate < 1.4 * 5000
     assert port_metrics(api)["tx"].transmit == "started"

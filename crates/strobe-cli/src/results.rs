@@ -122,12 +122,9 @@ impl Status {
         }
         let dt = (t.elapsed_ns - self.last_ns).max(1) as f64 / 1e9;
         let sum = |v: &[FlowSnapshot]| {
-            v.iter().fold(FlowSnapshot::default(), |a, f| FlowSnapshot {
-                tx_frames: a.tx_frames + f.tx_frames,
-                tx_bytes: a.tx_bytes + f.tx_bytes,
-                rx_frames: a.rx_frames + f.rx_frames,
-                rx_bytes: a.rx_bytes + f.rx_bytes,
-                rx_unique: a.rx_unique + f.rx_unique,
+            v.iter().fold(FlowSnapshot::default(), |mut a, f| {
+                a.add(f);
+                a
             })
         };
         let (now, before) = (sum(t.flows), sum(&self.last));

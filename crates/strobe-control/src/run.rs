@@ -73,7 +73,8 @@ pub struct FlowMetrics {
     /// Percent of the frames sent that did not arrive (unique frames); None when no port
     /// receives the flow.
     pub loss_pct: Option<f64>,
-    /// Present once measured: the run's final figures (live latency is not published).
+    /// Present once a frame of the flow was measured: latency so far while the run goes on
+    /// (min and max as the histograms bucket them, an exact average), then the final figures.
     pub latency: Option<LatencySummary>,
     /// When the flow's first and last frames arrived (CLOCK_REALTIME ns), once final.
     pub first_rx_ns: Option<u64>,
@@ -387,7 +388,12 @@ fn live_metrics(
                 frames_rx_rate: rate_rx,
                 // Frames in flight are not lost yet: loss is final only after the drain.
                 loss_pct: None,
-                latency: None,
+                latency: now.latency.map(|l| LatencySummary {
+                    minimum_ns: l.min_ns as f64,
+                    maximum_ns: l.max_ns as f64,
+                    average_ns: l.mean_ns(),
+                    frames: l.frames,
+                }),
                 first_rx_ns: None,
                 last_rx_ns: None,
             }
@@ -421,7 +427,7 @@ fn final_metrics(scenario: &Scenario, report: &RunReport) -> Metrics {
                 (!h.is_empty()).then(|| LatencySummary {
                     minimum_ns: h.min() as f64,
                     maximum_ns: h.max() as f64,
-                    average_ns: h.mean(),
+                    average_ns: l.sum_ns() as f64 / h.len() as f64,
                     frames: h.len(),
                 })
             });

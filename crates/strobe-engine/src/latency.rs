@@ -38,6 +38,9 @@ pub struct FlowLatency {
     /// Transit time (rx − tx) of the previous frame, for the jitter's difference. i128: a
     /// received trailer may carry any 64-bit stamp, and the difference must not overflow.
     last_transit_ns: Option<i128>,
+    /// Sum of the recorded latencies: an exact average (the histogram's is bucketed) that a
+    /// live view can publish without walking the histogram.
+    sum_ns: u128,
 }
 
 impl Default for FlowLatency {
@@ -49,6 +52,7 @@ impl Default for FlowLatency {
             jitter_ns: 0.0,
             jitter_frames: 0,
             last_transit_ns: None,
+            sum_ns: 0,
         }
     }
 }
@@ -70,14 +74,23 @@ impl FlowLatency {
             return;
         }
         let v = u64::try_from(transit).unwrap_or(u64::MAX).max(LOWEST_NS);
-        if v > HIGHEST_NS {
+        let v = if v > HIGHEST_NS {
             self.clamped += 1;
-        }
+            HIGHEST_NS
+        } else {
+            v
+        };
+        self.sum_ns += u128::from(v);
         self.hist.saturating_record(v);
     }
 
     pub fn histogram(&self) -> &Histogram<u64> {
         &self.hist
+    }
+
+    /// Sum of every recorded latency (clamped ones at [`HIGHEST_NS`]).
+    pub fn sum_ns(&self) -> u128 {
+        self.sum_ns
     }
 
     pub fn negative(&self) -> u64 {
@@ -100,6 +113,7 @@ impl FlowLatency {
         let _ = self.hist.add(&other.hist);
         self.negative += other.negative;
         self.clamped += other.clamped;
+        self.sum_ns += other.sum_ns;
         let frames = self.jitter_frames + other.jitter_frames;
         if frames > 0 {
             self.jitter_ns = (self.jitter_ns * self.jitter_frames as f64
@@ -126,6 +140,12 @@ mod tests {
         assert_eq!(h.min(), 5_000);
         assert!(h.equivalent(h.max(), 5_006));
         assert_eq!(l.negative(), 0);
+        // The exact sum: 10 000 × 5 000 plus (0..10 000) mod 7.
+        let extra: u128 = (0..10_000u128).map(|i| i % 7).sum();
+        assert_eq!(l.sum_ns(), 10_000 * 5_000 + extra);
+        let mut twice = l.clone();
+        twice.add(&l);
+        assert_eq!(twice.sum_ns(), 2 * l.sum_ns());
     }
 
     #[test]

@@ -591,12 +591,7 @@ pub fn run_scenario(
                 next_tick = elapsed_ns + tick_ns;
                 let mut flows = vec![live::FlowSnapshot::default(); n_flows];
                 for (id, snap) in live.snapshot().iter().enumerate() {
-                    let f = &mut flows[parent[id] as usize];
-                    f.tx_frames += snap.tx_frames;
-                    f.tx_bytes += snap.tx_bytes;
-                    f.rx_frames += snap.rx_frames;
-                    f.rx_bytes += snap.rx_bytes;
-                    f.rx_unique += snap.rx_unique;
+                    flows[parent[id] as usize].add(snap);
                 }
                 on_tick(&Tick {
                     ready: None,

@@ -7,13 +7,36 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Published counters of one flow.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct FlowLive {
     pub tx_frames: AtomicU64,
     pub tx_bytes: AtomicU64,
     pub rx_frames: AtomicU64,
     pub rx_bytes: AtomicU64,
     pub rx_unique: AtomicU64,
+    /// Latency so far over every receive port: frames measured, their sum (saturating),
+    /// the lowest and highest (bucketed as the histograms hold them).
+    pub latency_frames: AtomicU64,
+    pub latency_sum_ns: AtomicU64,
+    pub latency_min_ns: AtomicU64,
+    pub latency_max_ns: AtomicU64,
+}
+
+impl Default for FlowLive {
+    fn default() -> Self {
+        FlowLive {
+            tx_frames: AtomicU64::new(0),
+            tx_bytes: AtomicU64::new(0),
+            rx_frames: AtomicU64::new(0),
+            rx_bytes: AtomicU64::new(0),
+            rx_unique: AtomicU64::new(0),
+            latency_frames: AtomicU64::new(0),
+            latency_sum_ns: AtomicU64::new(0),
+            // So that the first fetch_min takes the first value.
+            latency_min_ns: AtomicU64::new(u64::MAX),
+            latency_max_ns: AtomicU64::new(0),
+        }
+    }
 }
 
 /// A copy of one flow's counters at one instant.
@@ -24,6 +47,47 @@ pub struct FlowSnapshot {
     pub rx_frames: u64,
     pub rx_bytes: u64,
     pub rx_unique: u64,
+    /// Latency so far; None until a frame of the flow was measured.
+    pub latency: Option<LatencySoFar>,
+}
+
+/// A flow's latency so far, as the receive workers published it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LatencySoFar {
+    pub frames: u64,
+    pub sum_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+}
+
+impl LatencySoFar {
+    pub fn mean_ns(&self) -> f64 {
+        self.sum_ns as f64 / self.frames.max(1) as f64
+    }
+
+    fn merged(a: Option<Self>, b: Option<Self>) -> Option<Self> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(LatencySoFar {
+                frames: a.frames + b.frames,
+                sum_ns: a.sum_ns.saturating_add(b.sum_ns),
+                min_ns: a.min_ns.min(b.min_ns),
+                max_ns: a.max_ns.max(b.max_ns),
+            }),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+impl FlowSnapshot {
+    /// Adds another part of the same flow (a sub-flow), or another flow for a total.
+    pub fn add(&mut self, other: &FlowSnapshot) {
+        self.tx_frames += other.tx_frames;
+        self.tx_bytes += other.tx_bytes;
+        self.rx_frames += other.rx_frames;
+        self.rx_bytes += other.rx_bytes;
+        self.rx_unique += other.rx_unique;
+        self.latency = LatencySoFar::merged(self.latency, other.latency);
+    }
 }
 
 /// The live counters of every flow of a run, indexed by flow id.
@@ -62,7 +126,49 @@ impl LiveCounters {
                 rx_frames: f.rx_frames.load(Ordering::Relaxed),
                 rx_bytes: f.rx_bytes.load(Ordering::Relaxed),
                 rx_unique: f.rx_unique.load(Ordering::Relaxed),
+                latency: match f.latency_frames.load(Ordering::Acquire) {
+                    0 => None,
+                    frames => Some(LatencySoFar {
+                        frames,
+                        sum_ns: f.latency_sum_ns.load(Ordering::Relaxed),
+                        min_ns: f.latency_min_ns.load(Ordering::Relaxed),
+                        max_ns: f.latency_max_ns.load(Ordering::Relaxed),
+                    }),
+                },
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sub_flows_add_up_with_their_latency_so_far() {
+        let live = LiveCounters::new(2);
+        assert_eq!(live.snapshot()[0].latency, None);
+        for (id, (frames, sum, min, max)) in [
+            (0u16, (10u64, 1_000u64, 50u64, 300u64)),
+            (1, (30, 6_000, 20, 200)),
+        ] {
+            let f = live.flow(id).unwrap();
+            f.latency_sum_ns.fetch_add(sum, Ordering::Relaxed);
+            f.latency_min_ns.fetch_min(min, Ordering::Relaxed);
+            f.latency_max_ns.fetch_max(max, Ordering::Relaxed);
+            f.latency_frames.fetch_add(frames, Ordering::Release);
+            f.rx_frames.fetch_add(frames, Ordering::Relaxed);
+        }
+        let snap = live.snapshot();
+        let mut total = FlowSnapshot::default();
+        total.add(&snap[0]);
+        total.add(&snap[1]);
+        assert_eq!(total.rx_frames, 40);
+        let l = total.latency.unwrap();
+        assert_eq!(
+            (l.frames, l.sum_ns, l.min_ns, l.max_ns),
+            (40, 7_000, 20, 300)
+        );
+        assert_eq!(l.mean_ns(), 175.0);
     }
 }

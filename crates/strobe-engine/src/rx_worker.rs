@@ -279,6 +279,8 @@ impl IdlePolicy {
 /// flow's live counters.
 struct Publisher {
     sent: Vec<(u64, u64, u64)>,
+    /// Latency frames and sum published so far, per flow.
+    latency_sent: Vec<(u64, u128)>,
     other: u64,
 }
 
@@ -286,6 +288,7 @@ impl Publisher {
     fn new(tracker: &RxTracker) -> Self {
         Publisher {
             sent: vec![(0, 0, 0); tracker.flow_count()],
+            latency_sent: vec![(0, 0); tracker.flow_count()],
             other: 0,
         }
     }
@@ -301,6 +304,24 @@ impl Publisher {
                 l.rx_bytes.fetch_add(now.1 - sent.1, Ordering::Relaxed);
                 l.rx_unique.fetch_add(now.2 - sent.2, Ordering::Relaxed);
                 *sent = now;
+            }
+            if let (Some(lat), Some(published)) =
+                (tracker.latency(id as u16), self.latency_sent.get_mut(id))
+            {
+                let h = lat.histogram();
+                let now = (h.len(), lat.sum_ns());
+                if now.0 > published.0 {
+                    // The live sum wraps only past 584 years of summed latency.
+                    let added = u64::try_from(now.1 - published.1).unwrap_or(u64::MAX);
+                    l.latency_sum_ns.fetch_add(added, Ordering::Relaxed);
+                    l.latency_min_ns.fetch_min(h.min(), Ordering::Relaxed);
+                    l.latency_max_ns.fetch_max(h.max(), Ordering::Relaxed);
+                    // Frames last, released: a reader that acquires them sees the sum and
+                    // bounds of at least those frames.
+                    l.latency_frames
+                        .fetch_add(now.0 - published.0, Ordering::Release);
+                    *published = now;
+                }
             }
         }
         let other = tracker.other.total();
