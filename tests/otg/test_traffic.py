@@ -8,6 +8,7 @@ import tempfile
 import time
 
 import pytest
+import requests
 
 from scapy.all import IP, IPv6, TCP, UDP, Ether, rdpcap
 from scapy.layers.vxlan import VXLAN
@@ -167,7 +168,7 @@ def test_metrics_while_a_continuous_flow_runs(api, lab):
     transmit(api, "stop")
 
 
-def test_latency_is_reported_only_when_asked_for(api, lab):
+def test_latency_is_reported_only_when_asked_for(api, lab, server):
     cfg = base_config(api, lab)
     timed = add_flow(cfg, "timed", packets=1000)
     timed.packet.ethernet().ipv4().udp()
@@ -183,6 +184,21 @@ def test_latency_is_reported_only_when_asked_for(api, lab):
     assert latency["maximum_ns"] < 1e9
     assert "latency" not in as_dict(m["plain"])
     assert m["plain"].frames_rx == 1000
+    # strobe's extension, read from the raw reply (snappi drops keys it does not know): the
+    # same run's percentiles to p99.9999, every frame measured, where the stamps were taken.
+    raw = requests.post(f"{server.url}/monitor/metrics",
+                        json={"choice": "flow", "flow": {"flow_names": ["timed", "plain"]}},
+                        timeout=10).json()
+    detail = {f["name"]: f.get("x_strobe") for f in raw["flow_metrics"]}
+    timed_detail = detail["timed"]
+    assert timed_detail["frames_rx_unique"] == "1000" and timed_detail["duplicates"] == "0"
+    p = timed_detail["latency"]["percentiles"]
+    assert latency["minimum_ns"] <= p["p50_ns"] <= p["p99_ns"] <= p["p99_9999_ns"], p
+    assert p["p99_9999_ns"] <= latency["maximum_ns"] * 1.001, (p, latency)
+    assert timed_detail["latency"]["frames"] == "1000"
+    assert "kernel" in timed_detail["latency"]["sources"]["rx"] or \
+        "user space" in timed_detail["latency"]["sources"]["rx"], timed_detail
+    assert "latency" not in detail["plain"], detail["plain"]
 
 
 def test_starting_some_flows_leaves_the_others_at_zero(api, lab):

@@ -19,7 +19,7 @@
 //! δ = 0 it is the plain two-sample KS statistic. The p-value is the KS one for that
 //! statistic, so with δ > 0 the test leans towards "consistent" and the report says δ.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use strobe_timing::{perfect_departures, Duration, PathFloor, Schedule, ScheduleSpec};
 
 use crate::ks;
@@ -37,10 +37,10 @@ const MAX_MODEL_GAPS: usize = 5_000_000;
 const MIN_MODEL_GAPS: usize = 1_000_000;
 
 /// One model's two-sample KS test against the capture.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelFit {
     /// `plain`, `naive_clamp` or `perfect_sender`.
-    pub model: &'static str,
+    pub model: String,
     pub ks_d: f64,
     pub ks_p: f64,
     pub consistent: bool,
@@ -49,7 +49,7 @@ pub struct ModelFit {
 }
 
 /// A capture judged against a model sent through a path's floor.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FloorFit {
     /// The timing model, e.g. `poisson at 100000 pps`.
     pub model: String,
@@ -188,7 +188,7 @@ pub fn fit(
         let n_eff = (sorted.len() * gaps.len()) / (sorted.len() + gaps.len());
         let p = ks::p_value(d, n_eff.max(1));
         ModelFit {
-            model,
+            model: model.to_string(),
             ks_d: d,
             ks_p: p,
             consistent: p >= alpha,

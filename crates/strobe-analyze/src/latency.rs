@@ -13,7 +13,7 @@ use hdrhistogram::serialization::interval_log::{
 };
 use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The percentiles every report shows, as (label, quantile), in increasing order.
 pub const PERCENTILES: [(&str, f64); 7] = [
@@ -32,7 +32,7 @@ pub const PERCENTILES: [(&str, f64); 7] = [
 /// recorded bucket, percentiles and `max_ns` the highest value of their bucket (the
 /// HdrHistogram convention), so each is within the histogram's precision (3 significant
 /// digits: 0.1 %) of the exact sample.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LatencyStats {
     pub count: u64,
     pub min_ns: f64,

@@ -361,7 +361,7 @@ impl Report {
         )?;
         line(f, "gaps at the floor", percent(fit.share_at_floor))?;
         for m in &fit.fits {
-            let name = match m.model {
+            let name = match m.model.as_str() {
                 "plain" => "vs plain model",
                 "naive_clamp" => "vs naive clamp",
                 _ => "vs perfect sender",

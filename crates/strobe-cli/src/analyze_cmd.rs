@@ -40,9 +40,11 @@ pub struct AnalyzeArgs {
 fn read_expectation(text: &str) -> Result<(Option<Expectation>, ScheduleSpec, String), Failure> {
     let bad = |e: String| Failure::BadInput(format!("--expect {text}: {e}"));
     if let Some((pattern, rate)) = text.split_once('@') {
-        let pattern =
-            strobe_model::quick::parse_pattern(pattern, &crate::gen_cmd::FileResources::cwd())
-                .map_err(|e| bad(e.to_string()))?;
+        let pattern = strobe_model::quick::parse_pattern(
+            pattern,
+            &strobe_control::source::FileResources::cwd(),
+        )
+        .map_err(|e| bad(e.to_string()))?;
         let rate = strobe_timing::parse_rate(rate).map_err(|e| bad(e.to_string()))?;
         // Named as the user wrote it (burst:32/10us@500kpps says all there is to say).
         let name = text.to_string();

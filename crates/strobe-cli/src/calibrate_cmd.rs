@@ -1,28 +1,24 @@
 //! `strobe calibrate`: measures strobe's own latency — transmit stamp, backend, wire, receive
 //! stamp — over a direct cable (the lab's `cable` DUT, or a real loopback cable), and stores it
 //! so that later runs can report a DUT's latency with the measurement path subtracted
-//! (`strobe gen --calibration FILE`).
-//!
-//! The stored offset is the median: robust against the tail a shared machine adds, and the
-//! value a corrected p50 should come out at zero for a zero-latency DUT. The whole
-//! distribution is stored too, so the spread the correction cannot remove is on record.
+//! (`strobe gen --calibration FILE`). The file and its offset are the run-control layer's
+//! ([`strobe_control::calibration`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
-use serde_json::json;
-use strobe_analyze::latency::LatencyStats;
+use strobe_control::calibration::CalibrationFile;
+use strobe_control::source::OneFlow;
+use strobe_control::{PlanOptions, Results};
 use strobe_lab::{Dut, LabConfig};
+use strobe_model::quick::QuickArgs;
 
-use crate::gen_cmd::{execute, parse_gen_args};
+use crate::gen_cmd::{run_on_terminal, StatusView};
 use crate::lab_cmd::lab_failure;
 use crate::outputs::{self, write_file};
-use crate::results::{port_failures, print_latency, print_summary, timestamp_sources, Correction};
+use crate::results::{print_latency, print_summary, print_verdicts};
 use crate::{signals, Failure};
 
-/// Format marker and version of calibration files.
-const KIND: &str = "strobe-calibration";
-const VERSION: u64 = 1;
 /// The lab calibrate builds when none is named, so a lab the user has up is never touched.
 const OWN_PREFIX: &str = "strobe-cal";
 
@@ -106,34 +102,36 @@ pub fn run(args: CalibrateArgs) -> Result<(), Failure> {
             (side("tx"), side("rx"), prefix)
         }
     };
-    let argv: Vec<String> = [
-        "--port",
-        &tx,
-        "--rx",
-        &rx,
-        "--lab",
-        &prefix,
-        "--udp",
-        "198.18.0.1:1000-198.18.1.1:2000",
-        "--rate",
-        &args.rate,
-        "--count",
-        &args.count.to_string(),
-        "--size",
-        &args.size,
-        "--quiet",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let gen = parse_gen_args(&argv)?;
+    let flow = OneFlow {
+        flow: QuickArgs {
+            port: tx.clone(),
+            udp: Some("198.18.0.1:1000-198.18.1.1:2000".into()),
+            rate: args.rate.clone(),
+            count: Some(args.count),
+            size: args.size.clone(),
+            ..QuickArgs::default()
+        },
+        rx: Some(rx.clone()),
+    };
+    let options = PlanOptions {
+        lab_prefix: prefix.clone(),
+        ..PlanOptions::default()
+    };
+    let (scenario, pacing) = flow.scenario(&prefix, false)?;
     println!(
         "calibrating: {} frames at {} from {tx} to {rx}",
         args.count, args.rate
     );
-    let (scenario, report) = execute(&gen)?;
-    print_summary(&scenario, &report);
-    print_latency(&scenario, &report, None);
+    let view = StatusView {
+        verbose: false,
+        quiet: true,
+    };
+    let (scenario, report) =
+        run_on_terminal(scenario, &PlanOptions { pacing, ..options }, view, true)?;
+    let results = Results::new(&scenario, &report, None);
+    print_summary(&results);
+    print_latency(&results);
+    print_verdicts(&results);
     if let Some(signal) = signals.signal() {
         // A calibration from a cut-short run is not stored: it would pass for a whole one.
         eprintln!(
@@ -142,40 +140,8 @@ pub fn run(args: CalibrateArgs) -> Result<(), Failure> {
         );
         return Err(Failure::Interrupted(signal));
     }
-    if let Some(failure) = port_failures(&report).into_iter().next() {
-        return Err(Failure::Runtime(format!(
-            "{failure}; the calibration was not stored"
-        )));
-    }
-    let flow = &scenario.flows[0];
-    let stats = report
-        .rx_flows
-        .first()
-        .and_then(Option::as_ref)
-        .and_then(|r| r.latency.as_ref())
-        .and_then(|l| LatencyStats::from_histogram(l.histogram()))
-        .ok_or_else(|| {
-            Failure::Runtime(format!(
-                "no frame came back from {tx} to {rx}: check that the two ports are cabled to each other"
-            ))
-        })?;
-    let (tx_ts, rx_ts) = timestamp_sources(&report, flow);
-    let created = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let file = json!({
-        "kind": KIND,
-        "version": VERSION,
-        "created_unix_s": created,
-        "tx_port": tx,
-        "rx_port": rx,
-        "rate": args.rate,
-        "size": args.size,
-        "timestamps": {"tx": tx_ts, "rx": rx_ts},
-        "latency": stats,
-        "offset_ns": stats.p50_ns,
-    });
+    let file = CalibrationFile::from_results(&results, &tx, &rx, &args.rate, &args.size)?;
+    let stats = file.latency;
     let text = serde_json::to_string_pretty(&file).unwrap_or_default();
     write_file(&args.out, text.as_bytes())?;
     println!(
@@ -186,35 +152,4 @@ pub fn run(args: CalibrateArgs) -> Result<(), Failure> {
         args.out.display()
     );
     Ok(())
-}
-
-/// Reads a calibration file written by `strobe calibrate`.
-pub fn load_calibration(path: &Path) -> Result<Correction, Failure> {
-    let bad = |why: String| {
-        Failure::BadInput(format!(
-            "--calibration {}: {why} (write one with `strobe calibrate --out {}`)",
-            path.display(),
-            path.display()
-        ))
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
-    if v["kind"] != KIND {
-        return Err(bad("not a strobe calibration file".into()));
-    }
-    if v["version"].as_u64() != Some(VERSION) {
-        return Err(bad(format!(
-            "version {} is not the supported {VERSION}",
-            v["version"]
-        )));
-    }
-    let offset_ns = v["offset_ns"]
-        .as_f64()
-        .filter(|o| o.is_finite() && *o >= 0.0)
-        .ok_or_else(|| bad("`offset_ns` is missing or not a non-negative number".into()))?;
-    Ok(Correction {
-        source: path.display().to_string(),
-        offset_ns,
-    })
 }

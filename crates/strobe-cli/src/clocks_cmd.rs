@@ -11,8 +11,8 @@ use strobe_io::clocksync::{
     SAMPLES_PER_ROUND,
 };
 
-use crate::results::{duration_text, duration_text_f64};
 use crate::Failure;
+use strobe_control::text::{duration_text, duration_text_f64};
 
 #[derive(Args)]
 pub struct ClocksArgs {

@@ -4,12 +4,13 @@
 
 use clap::Args;
 use strobe_analyze::latency::LatencyStats;
-use strobe_engine::{run_scenario, RunOptions, RunReport};
+use strobe_control::source::OneFlow;
+use strobe_control::{Pacing, PlanOptions, Results};
+use strobe_engine::RunReport;
 use strobe_lab::{Dut, Lab, LabConfig};
-use strobe_model::quick::{self, QuickArgs};
-use strobe_model::{PortSpec, Scenario};
+use strobe_model::quick::QuickArgs;
+use strobe_model::Scenario;
 
-use crate::gen_cmd::FileResources;
 use crate::lab_cmd::lab_failure;
 use crate::results::{print_latency, print_summary};
 use crate::{signals, Failure};
@@ -69,48 +70,57 @@ fn lab_flow(lab: &Lab, src_port: u16, rate: &str, pattern: &str, seconds: f64) -
     }
 }
 
-/// A scenario of several one-flow descriptions on the same tx port, received at lab rx.
-fn scenario(lab: &Lab, flows: &[(&str, QuickArgs)]) -> Result<Scenario, Failure> {
-    let mut out: Option<Scenario> = None;
+/// A scenario of several one-flow descriptions on the same tx port, received at lab rx,
+/// and its pacing (the first flow's: a `max` rate is an unpaced part).
+fn scenario(lab: &Lab, flows: &[(&str, QuickArgs)]) -> Result<(Scenario, Pacing), Failure> {
+    let mut out: Option<(Scenario, Pacing)> = None;
     for (i, (name, q)) in flows.iter().enumerate() {
-        let mut s =
-            quick::build(q, &FileResources::cwd()).map_err(|e| Failure::BadInput(e.to_string()))?;
+        let one = OneFlow {
+            flow: q.clone(),
+            rx: Some(lab.port(&lab.rx, "afpacket")),
+        };
+        let (mut s, pacing) = one.scenario(DEMO_PREFIX, false)?;
         let mut f = s.flows.remove(0);
         f.name = (*name).to_string();
         f.id = i as u16;
-        f.rx_ports = vec!["rx".into()];
         match &mut out {
-            Some(acc) => {
+            Some((acc, _)) => {
                 f.tx_port = acc.ports[0].name.clone();
                 acc.flows.push(f);
             }
             None => {
                 s.flows = vec![f];
-                let speed_bps = s.ports[0].speed_bps;
-                s.ports.push(PortSpec {
-                    name: "rx".into(),
-                    location: lab.port(&lab.rx, "afpacket"),
-                    speed_bps,
-                    cores: None,
-                });
-                out = Some(s);
+                out = Some((s, pacing));
             }
         }
     }
     out.ok_or_else(|| Failure::Runtime("no flows".into()))
 }
 
-/// Runs one part of the demo; a signal stops it like a `strobe gen` run.
-fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, Failure> {
+/// Runs one part of the demo through the run-control layer; a signal stops it like a
+/// `strobe gen` run.
+fn run(s: &Scenario, pacing: Pacing) -> Result<(Scenario, RunReport), Failure> {
     let signals = signals::install()?;
     if let Some(signal) = signals.signal() {
         return Err(Failure::Interrupted(signal));
     }
-    let opts = RunOptions {
-        drain_abort: Some(signals.abort_drain.clone()),
-        ..opts.clone()
+    let options = PlanOptions {
+        lab_prefix: DEMO_PREFIX.into(),
+        pacing,
+        ..PlanOptions::default()
     };
-    run_scenario(s, &opts, signals.stop.clone(), u64::MAX, &mut |_| {}).map_err(Failure::from)
+    let mut plan = strobe_control::prepare(s.clone(), &options)?;
+    plan.options.drain_abort = Some(signals.abort_drain.clone());
+    let report =
+        strobe_control::run::run_blocking(&plan, signals.stop.clone(), u64::MAX, &mut |_| {})?;
+    Ok((plan.scenario, report))
+}
+
+/// The full report of one part (`--verbose`).
+fn print_details(s: &Scenario, report: &RunReport) {
+    let results = Results::new(s, report, None);
+    print_summary(&results);
+    print_latency(&results);
 }
 
 pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
@@ -163,21 +173,13 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
         &format!("64-byte UDP frames, sent as fast as strobe can for {secs} s (no pacing), counted at the sink."),
         "Offered more than it can forward, the DUT queues frames and then drops what does not fit.",
     ]);
-    let mut q = lab_flow(&lab, 1000, "1000000000000", "cbr", secs);
-    q.duration = None;
-    q.unbounded = true;
-    let s = scenario(&lab, &[("throughput", q)])?;
-    let report = run(
-        &s,
-        &RunOptions {
-            unpaced: true,
-            time_limit_ns: Some((secs * 1e9) as u64),
-            ..RunOptions::default()
-        },
+    let (s, pacing) = scenario(
+        &lab,
+        &[("throughput", lab_flow(&lab, 1000, "max", "cbr", secs))],
     )?;
+    let (s, report) = run(&s, pacing)?;
     if args.verbose {
-        print_summary(&s, &report);
-        print_latency(&s, &report, None);
+        print_details(&s, &report);
     }
     let part = Part::of(&s, &report);
     part.print_table();
@@ -213,7 +215,7 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
         "kernel, the DUT, the veths) plus the timestamps. Constant rate sends evenly spaced frames;",
         "Poisson sends random gaps, as independent users do, whose short bursts briefly build a queue.",
     ]);
-    let s = scenario(
+    let (s, pacing) = scenario(
         &lab,
         &[
             ("cbr-20k", lab_flow(&lab, 1001, "20kpps", "cbr", secs)),
@@ -223,10 +225,9 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
             ),
         ],
     )?;
-    let report = run(&s, &RunOptions::default())?;
+    let (s, report) = run(&s, pacing)?;
     if args.verbose {
-        print_summary(&s, &report);
-        print_latency(&s, &report, None);
+        print_details(&s, &report);
     }
     let part = Part::of(&s, &report);
     part.print_table();

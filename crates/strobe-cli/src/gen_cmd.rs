@@ -1,20 +1,18 @@
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
-use clap::{Args, Parser};
-use strobe_control::{Pacing, PlanOptions};
+use clap::Args;
+use strobe_control::source::OneFlow;
+use strobe_control::{Pacing, PlanOptions, Results};
 use strobe_engine::{ClockSource, LatePolicy};
-use strobe_model::{quick, Resources, Scenario};
+use strobe_model::{quick, Scenario};
 
-use crate::calibrate_cmd::load_calibration;
-use crate::lab_cmd::{lab_failure, lab_up_command, rx_port_forms, TX_PORT_HELP};
+use crate::lab_cmd::{rx_port_forms, TX_PORT_HELP};
 use crate::latency_out::{self, LatencyOutputs};
 use crate::outputs::{self, write_file, WriteFailures};
-use crate::results::{
-    port_failures, print_latency, print_summary, print_verdicts, to_csv, to_json, worst_loss,
-    Correction, Status,
-};
+use crate::results::{print_latency, print_summary, print_verdicts, Status};
 use crate::{signals, Failure};
+use strobe_control::calibration::Correction;
 
 /// Flows up to which `--latency-html` alone collects latency over time (see `execute`).
 const HTML_OVER_TIME_MAX_FLOWS: usize = 64;
@@ -179,73 +177,23 @@ pub struct GenArgs {
     sweep_svg: Option<PathBuf>,
 }
 
-/// `GenArgs` on their own, for commands that run a generator with arguments they build.
-#[derive(Parser)]
-#[command(no_binary_name = true)]
-struct GenCommandLine {
-    #[command(flatten)]
-    args: GenArgs,
-}
-
-/// Parses `strobe gen` arguments (without the `gen`).
-pub fn parse_gen_args(argv: &[String]) -> Result<GenArgs, Failure> {
-    GenCommandLine::try_parse_from(argv)
-        .map(|c| c.args)
-        .map_err(|e| Failure::BadInput(e.to_string()))
-}
-
-/// Reads files a scenario refers to, relative to the scenario's folder.
-pub struct FileResources {
-    base: PathBuf,
-}
-
-impl FileResources {
-    /// Resolves paths against the current directory (command-line flows).
-    pub fn cwd() -> Self {
-        FileResources {
-            base: PathBuf::from("."),
-        }
-    }
-
-    fn resolve(&self, path: &str) -> PathBuf {
-        let p = Path::new(path);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            self.base.join(p)
-        }
-    }
-}
-
-impl Resources for FileResources {
-    fn read_text(&self, path: &str) -> Result<String, String> {
-        let full = self.resolve(path);
-        std::fs::read_to_string(&full).map_err(|e| format!("cannot read {}: {e}", full.display()))
-    }
-    fn read_capture_timestamps(&self, path: &str) -> Result<Vec<u64>, String> {
-        let full = self.resolve(path);
-        let mut ts = Vec::new();
-        strobe_io::read_capture(&full.to_string_lossy(), false, |f| ts.push(f.ts_ns))
-            .map_err(|e| e.to_string())?;
-        Ok(ts)
-    }
-}
-
-fn load(
-    args: &GenArgs,
-    unpaced: &mut bool,
-    time_limit_ns: &mut Option<u64>,
-) -> Result<Scenario, Failure> {
-    let bad = |e: strobe_model::ModelError| Failure::BadInput(e.to_string());
+/// The scenario the arguments describe (a file, or the one-flow options) and its pacing.
+fn load(args: &GenArgs) -> Result<(Scenario, Pacing), Failure> {
     if let Some(path) = &args.scenario {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Failure::BadInput(format!("cannot read scenario {}: {e}", path.display()))
-        })?;
-        let res = FileResources {
-            base: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+        let scenario = strobe_control::source::scenario_file(path)?;
+        let pacing = match args.unpaced {
+            true => Pacing::Unpaced {
+                time_limit_ns: None,
+            },
+            false => Pacing::Scheduled,
         };
-        return strobe_model::load_scenario(&text, &path.to_string_lossy(), &res).map_err(bad);
+        return Ok((scenario, pacing));
     }
+    Ok(one_flow(args)?.scenario(&args.lab, args.unpaced)?)
+}
+
+/// The one-flow options as the run-control layer takes them.
+fn one_flow(args: &GenArgs) -> Result<OneFlow, Failure> {
     let Some(port) = args.port.clone() else {
         return Err(Failure::BadInput(
             "nothing to send: give a scenario file (strobe gen scenario.toml) or a port and a flow \
@@ -253,120 +201,62 @@ fn load(
                 .into(),
         ));
     };
-    let mut q = quick::QuickArgs {
-        port,
-        udp: args.udp.clone(),
-        tcp: args.tcp.clone(),
-        icmp: args.icmp.clone(),
-        src_mac: args.src_mac.clone(),
-        dst_mac: args.dst_mac.clone(),
-        vlan: args.vlan.clone(),
-        size: args.size.clone(),
-        rate: args.rate.clone(),
-        pattern: args.pattern.clone(),
-        count: args.count,
-        duration: args.duration.clone(),
-        vary: args.vary.clone(),
-        seed: args.seed,
-        no_trailer: args.no_trailer,
-        unbounded: false,
-    };
-    if let Some(side) = q.port.strip_prefix("lab:") {
-        // On the lab, frames go from the endpoint's MAC to its next hop unless told otherwise.
-        let lab = strobe_lab::status(&args.lab)
-            .map_err(lab_failure)?
-            .ok_or_else(|| {
-                Failure::BadInput(format!(
-                    "--port {}: no lab `{}` is up: run `{}` first",
-                    q.port,
-                    args.lab,
-                    lab_up_command(&args.lab)
-                ))
-            })?;
-        let e = if side.starts_with("rx") {
-            &lab.rx
-        } else {
-            &lab.tx
-        };
-        let hex = |m: [u8; 6]| {
-            m.iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<Vec<_>>()
-                .join(":")
-        };
-        q.src_mac.get_or_insert_with(|| hex(e.mac));
-        q.dst_mac.get_or_insert_with(|| hex(e.next_hop_mac));
-    }
-    if args.rate.eq_ignore_ascii_case("max") {
-        // As fast as the engine goes: a schedule far above any reachable rate, deadlines
-        // ignored, and a real-time limit instead of a scheduled one.
-        *unpaced = true;
-        q.unbounded = true;
-        q.rate = "1000000000000".into();
-        if let Some(d) = q.duration.take() {
-            *time_limit_ns = Some(
-                strobe_timing::parse_duration_ns(&d)
-                    .map_err(|e| Failure::BadInput(format!("--duration {d}: {e}")))?,
-            );
-        }
-    }
-    let mut scenario = quick::build(&q, &FileResources::cwd()).map_err(bad)?;
-    if let Some(rx) = &args.rx {
-        let speed_bps = scenario
-            .ports
-            .first()
-            .map_or(10_000_000_000, |p| p.speed_bps);
-        scenario.ports.push(strobe_model::PortSpec {
-            name: "rx".into(),
-            location: rx.clone(),
-            speed_bps,
-            cores: None,
-        });
-        for f in &mut scenario.flows {
-            f.rx_ports = vec!["rx".into()];
-        }
-    }
-    Ok(scenario)
+    Ok(OneFlow {
+        flow: quick::QuickArgs {
+            port,
+            udp: args.udp.clone(),
+            tcp: args.tcp.clone(),
+            icmp: args.icmp.clone(),
+            src_mac: args.src_mac.clone(),
+            dst_mac: args.dst_mac.clone(),
+            vlan: args.vlan.clone(),
+            size: args.size.clone(),
+            rate: args.rate.clone(),
+            pattern: args.pattern.clone(),
+            count: args.count,
+            duration: args.duration.clone(),
+            vary: args.vary.clone(),
+            seed: args.seed,
+            no_trailer: args.no_trailer,
+            unbounded: false,
+        },
+        rx: args.rx.clone(),
+    })
 }
 
 pub fn run(args: GenArgs) -> Result<(), Failure> {
     let correction = args
         .calibration
         .as_deref()
-        .map(load_calibration)
+        .map(strobe_control::calibration::load)
         .transpose()?;
     check_outputs(&args)?;
     if !args.rates.is_empty() {
         return sweep(&args, correction.as_ref());
     }
-    let (scenario, report) = execute(&args)?;
+    let (scenario, pacing) = load(&args)?;
+    let (scenario, report) = execute(&args, scenario, pacing)?;
+    let results = Results::new(&scenario, &report, correction.as_ref());
     // Files first: after a SIGHUP the terminal may be gone, and printing fails.
     let mut failures = WriteFailures::default();
-    latency_out::write_outputs(
-        &args.outputs,
-        &scenario,
-        &report,
-        correction.as_ref(),
-        &mut failures,
-    );
+    latency_out::write_outputs(&args.outputs, &scenario, &report, &results, &mut failures);
     if let Some(path) = &args.json {
-        let value = to_json(&scenario, &report, correction.as_ref());
-        let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+        let text = serde_json::to_string_pretty(&results).unwrap_or_default();
         failures.note(write_file(path, text.as_bytes()));
     }
     if let Some(path) = &args.csv {
-        failures.note(write_file(path, to_csv(&scenario, &report).as_bytes()));
+        failures.note(write_file(path, results.to_csv().as_bytes()));
     }
-    print_summary(&scenario, &report);
-    print_latency(&scenario, &report, correction.as_ref());
-    print_verdicts(&scenario, &report);
-    for failure in port_failures(&report) {
-        failures.note(Err(Failure::Runtime(failure)));
+    print_summary(&results);
+    print_latency(&results);
+    print_verdicts(&results);
+    for failure in &results.failures {
+        failures.note(Err(Failure::Runtime(failure.clone())));
     }
-    failures.note(check_excess(&scenario, &report));
+    failures.note(check_excess(&results));
     let signals = signals::install()?;
     if max_loss_applies(args.max_loss, signals) {
-        failures.note(check_max_loss(args.max_loss, &scenario, &report));
+        failures.note(check_max_loss(args.max_loss, &results));
     }
     failures.outcome(signals.outcome())
 }
@@ -412,15 +302,11 @@ fn parse_percent(text: &str) -> Result<f64, String> {
 
 /// Exit status 1 when a flow's or the run's loss exceeds `--max-loss` (results are written
 /// by then).
-fn check_max_loss(
-    max_loss: Option<f64>,
-    scenario: &Scenario,
-    report: &strobe_engine::RunReport,
-) -> Result<(), Failure> {
+fn check_max_loss(max_loss: Option<f64>, results: &Results) -> Result<(), Failure> {
     let Some(max) = max_loss else {
         return Ok(());
     };
-    match worst_loss(scenario, report) {
+    match results.worst_loss() {
         Some((what, loss)) if loss > max => Err(Failure::Runtime(format!(
             "{what} lost {loss:.4} % of its frames, more than --max-loss {max} %"
         ))),
@@ -444,23 +330,28 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
                 .into(),
         ));
     }
+    let base = one_flow(args)?;
     let mut runs = Vec::new();
-    let mut step_failures = Vec::new();
     let signals = signals::install()?;
     for rate in &args.rates {
         if signals.stop.load(Ordering::Relaxed) {
             break;
         }
-        let step = GenArgs {
-            rate: rate.clone(),
-            ..args.clone()
-        };
+        let mut step = base.clone();
+        step.flow.rate = rate.clone();
+        let (scenario, pacing) = step.scenario(&args.lab, args.unpaced)?;
         println!("== offered load {rate}");
-        let (scenario, report) = execute(&step)?;
-        print_latency(&scenario, &report, correction);
-        print_verdicts(&scenario, &report);
-        step_failures.extend(port_failures(&report));
-        runs.push((rate.clone(), scenario, report));
+        let (scenario, report) = execute(args, scenario, pacing)?;
+        let results = Results::new(&scenario, &report, correction);
+        print_latency(&results);
+        print_verdicts(&results);
+        runs.push(SweepStep {
+            rate: rate.clone(),
+            point: results.load_point(&scenario),
+            scenario,
+            report,
+            results,
+        });
     }
     if signals.stop.load(Ordering::Relaxed) {
         eprintln!(
@@ -469,11 +360,7 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
             args.rates.len()
         );
     }
-    let steps: Vec<_> = runs
-        .iter()
-        .map(|(rate, s, r)| (rate, latency_out::load_point(s, r)))
-        .collect();
-    let points: Vec<_> = steps.iter().filter_map(|(_, p)| *p).collect();
+    let points: Vec<_> = runs.iter().filter_map(|s| s.point).collect();
     // Files first: after a SIGHUP the terminal may be gone, and printing fails.
     let mut failures = WriteFailures::default();
     latency_out::write_sweep(
@@ -485,14 +372,14 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
     if let Some(path) = &args.outputs.hdr_log {
         let intervals: Vec<_> = runs
             .iter()
-            .flat_map(|(rate, s, r)| latency_out::intervals(s, r, &format!("@{rate}")))
+            .flat_map(|s| latency_out::intervals(&s.scenario, &s.report, &format!("@{}", s.rate)))
             .collect();
         failures.note(latency_out::write_hdr_log(path, &intervals));
     }
     if let Some(path) = &args.json {
         let steps: Vec<_> = runs
             .iter()
-            .map(|(rate, s, r)| serde_json::json!({"rate": rate, "result": to_json(s, r, correction)}))
+            .map(|s| serde_json::json!({"rate": s.rate, "result": s.results}))
             .collect();
         let text = serde_json::to_string_pretty(&steps).unwrap_or_default();
         failures.note(write_file(path, text.as_bytes()));
@@ -502,8 +389,9 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
         "  {:>12} {:>12} {:>12} {:>12} {:>8} {:>10} {:>10} {:>10}",
         "rate", "offered pps", "sent pps", "rcvd pps", "loss %", "p50 µs", "p99 µs", "p99.99 µs"
     );
-    for (rate, point) in &steps {
-        match point {
+    for s in &runs {
+        let rate = &s.rate;
+        match s.point {
             Some(p) => println!(
                 "  {rate:>12} {:>12.0} {:>12.0} {:>12.0} {:>8.4} {:>10.3} {:>10.3} {:>10.3}",
                 p.offered_pps,
@@ -517,35 +405,42 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
             None => println!("  {rate:>12}  (nothing received: no latency)"),
         }
     }
-    for failure in step_failures {
-        failures.note(Err(Failure::Runtime(failure)));
-    }
     let judge_loss = max_loss_applies(args.max_loss, signals);
-    for (rate, scenario, report) in &runs {
+    for s in &runs {
         let at_rate = |result: Result<(), Failure>| {
             result.map_err(|e| match e {
-                Failure::Runtime(m) => Failure::Runtime(format!("at {rate}: {m}")),
+                Failure::Runtime(m) => Failure::Runtime(format!("at {}: {m}", s.rate)),
                 other => other,
             })
         };
-        failures.note(at_rate(check_excess(scenario, report)));
+        for failure in &s.results.failures {
+            failures.note(at_rate(Err(Failure::Runtime(failure.clone()))));
+        }
+        failures.note(at_rate(check_excess(&s.results)));
         if judge_loss {
-            failures.note(at_rate(check_max_loss(args.max_loss, scenario, report)));
+            failures.note(at_rate(check_max_loss(args.max_loss, &s.results)));
         }
     }
     failures.outcome(signals.outcome())
 }
 
+/// One rate of a `--rates` sweep: the run, its results and its point on the load curve.
+struct SweepStep {
+    rate: String,
+    scenario: Scenario,
+    report: strobe_engine::RunReport,
+    results: Results,
+    point: Option<strobe_analyze::latency::LoadPoint>,
+}
+
 /// Fails the run when a flow received more unique frames than it sent: frames with this
 /// run's tag came from somewhere else, so none of its counts can be trusted.
-fn check_excess(scenario: &Scenario, report: &strobe_engine::RunReport) -> Result<(), Failure> {
-    let suspects: Vec<String> = scenario
+fn check_excess(results: &Results) -> Result<(), Failure> {
+    let suspects: Vec<String> = results
         .flows
         .iter()
-        .filter_map(|f| {
-            let rx = report.rx_flows.get(f.id as usize)?.as_ref()?;
-            (rx.excess > 0).then(|| format!("`{}` ({} more)", f.name, rx.excess))
-        })
+        .filter(|f| f.suspect)
+        .map(|f| format!("`{}` ({} more)", f.name, f.excess_rx.unwrap_or(0)))
         .collect();
     if suspects.is_empty() {
         return Ok(());
@@ -555,15 +450,16 @@ fn check_excess(scenario: &Scenario, report: &strobe_engine::RunReport) -> Resul
          (0x{:02x}), so loss and latency are not trustworthy; run again (each run draws a new \
          tag), or if you set --run-tag, give each generator its own",
         suspects.join(", "),
-        report.run_tag
+        results.run_tag
     )))
 }
 
-/// Runs the generator as `args` say (status line included) and returns what it did.
-pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), Failure> {
-    let mut unpaced = args.unpaced;
-    let mut time_limit_ns = None;
-    let scenario = load(args, &mut unpaced, &mut time_limit_ns)?;
+/// Runs `scenario` as `args` say (status line included) and returns what it did.
+fn execute(
+    args: &GenArgs,
+    scenario: Scenario,
+    pacing: Pacing,
+) -> Result<(Scenario, strobe_engine::RunReport), Failure> {
     let bad_flag =
         |flag: &str, text: &str, e: String| Failure::BadInput(format!("{flag} {text}: {e}"));
     let parse_ns = |flag: &str, text: &str| {
@@ -610,11 +506,7 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
     }
     let options = PlanOptions {
         lab_prefix: args.lab.clone(),
-        pacing: if unpaced {
-            Pacing::Unpaced { time_limit_ns }
-        } else {
-            Pacing::Scheduled
-        },
+        pacing,
         batch: args.batch,
         floor,
         late_policy: match args.late.as_str() {
@@ -632,8 +524,30 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
         measure_latency: !args.no_latency,
         latency_interval_ns,
     };
-    let plan = strobe_control::prepare(scenario, &options)?;
-    if args.max_loss.is_some() && plan.scenario.flows.iter().all(|f| f.rx_ports.is_empty()) {
+    let view = StatusView {
+        verbose: args.verbose,
+        quiet: args.quiet,
+    };
+    run_on_terminal(scenario, &options, view, args.max_loss.is_some())
+}
+
+/// How much a run shows while it runs.
+#[derive(Clone, Copy)]
+pub struct StatusView {
+    pub verbose: bool,
+    pub quiet: bool,
+}
+
+/// Prepares and runs `scenario` with a status line, signals stopping it (a second one ends
+/// the drain); `needs_rx` refuses a plan no port receives.
+pub fn run_on_terminal(
+    scenario: Scenario,
+    options: &PlanOptions,
+    view: StatusView,
+    needs_rx: bool,
+) -> Result<(Scenario, strobe_engine::RunReport), Failure> {
+    let plan = strobe_control::prepare(scenario, options)?;
+    if needs_rx && plan.scenario.flows.iter().all(|f| f.rx_ports.is_empty()) {
         return Err(Failure::BadInput(
             "--max-loss needs a port that receives to measure loss: add --rx PORT (or rx ports \
              to the scenario's flows)"
@@ -649,7 +563,11 @@ pub fn execute(args: &GenArgs) -> Result<(Scenario, strobe_engine::RunReport), F
     }
     let mut plan = plan;
     plan.options.drain_abort = Some(signals.abort_drain.clone());
-    let mut status = Status::new(&plan.scenario, args.verbose, args.quiet, time_limit_ns);
+    let time_limit_ns = match plan.pacing {
+        Pacing::Unpaced { time_limit_ns } => time_limit_ns,
+        Pacing::Scheduled => None,
+    };
+    let mut status = Status::new(&plan.scenario, view.verbose, view.quiet, time_limit_ns);
     let report =
         strobe_control::run::run_blocking(&plan, signals.stop.clone(), 1_000_000_000, &mut |t| {
             status.tick(t)

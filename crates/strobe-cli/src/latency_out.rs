@@ -15,8 +15,9 @@ use strobe_engine::RunReport;
 use strobe_model::Scenario;
 
 use crate::outputs::{write_file, WriteFailures};
-use crate::results::{clock_name, timestamp_sources, Correction};
 use crate::Failure;
+use strobe_control::text::clock_name;
+use strobe_control::Results;
 
 /// Where to write latency distributions, besides the summary.
 #[derive(Args, Clone, Debug, Default)]
@@ -112,7 +113,7 @@ pub fn write_outputs(
     outs: &LatencyOutputs,
     scenario: &Scenario,
     r: &RunReport,
-    correction: Option<&Correction>,
+    results: &Results,
     failures: &mut WriteFailures,
 ) {
     let flows = measured(scenario, r);
@@ -120,13 +121,14 @@ pub fn write_outputs(
         let report: Vec<FlowLatency<'_>> = flows
             .iter()
             .filter_map(|(f, l)| {
-                let (tx, rx) = timestamp_sources(r, f);
+                let measured = results.flow(&f.name)?.latency.as_ref()?;
+                let (tx, rx) = (&measured.timestamps.tx, &measured.timestamps.rx);
                 Some(FlowLatency {
                     name: f.name.clone(),
                     stats: LatencyStats::from_histogram(l.histogram())?,
                     hist: l.histogram(),
                     sources: format!("tx: {tx}\nrx: {rx}"),
-                    correction_ns: correction.map(|c| c.offset_ns),
+                    correction_ns: measured.calibration.as_ref().map(|c| c.offset_ns),
                     traffic: Some(traffic(f, r)),
                     over_time: over_time(r, f.id),
                 })
@@ -153,33 +155,6 @@ pub fn write_outputs(
     if let Some(path) = &outs.hdr_log {
         failures.note(write_hdr_log(path, &intervals(scenario, r, "")));
     }
-}
-
-/// One step of a latency-vs-load sweep: what was offered, what came back, and the latency
-/// of the (first) flow.
-pub fn load_point(scenario: &Scenario, r: &RunReport) -> Option<LoadPoint> {
-    let (f, l) = measured(scenario, r).into_iter().next()?;
-    let s = LatencyStats::from_histogram(l.histogram())?;
-    let rx = r.rx_flows.get(f.id as usize)?.as_ref()?;
-    let elapsed_s = r.ports.iter().map(|p| p.elapsed_ns).max()? as f64 / 1e9;
-    // Offered: what the flow asked for. A sender that could not keep up sent less than that
-    // (sent_pps), which is not loss: loss is what the receiver missed of what was sent.
-    let offered_pps = f.schedule.rate.packets_per_sec(f.size.mean());
-    let sent: u64 = r.frames_sent(f.id);
-    let lost = rx.lost.unwrap_or(0);
-    (elapsed_s > 0.0).then(|| LoadPoint {
-        offered_pps,
-        sent_pps: sent as f64 / elapsed_s,
-        received_pps: rx.counters.unique as f64 / elapsed_s,
-        loss_pct: if sent == 0 {
-            0.0
-        } else {
-            lost as f64 * 100.0 / sent as f64
-        },
-        p50_ns: s.p50_ns,
-        p99_ns: s.p99_ns,
-        p9999_ns: s.p99_99_ns,
-    })
 }
 
 /// Writes a finished sweep as CSV and/or SVG; a failed one is noted in `failures`.

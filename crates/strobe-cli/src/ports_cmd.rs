@@ -60,8 +60,8 @@ fn floor(args: &PortsArgs, port: &str) -> Result<(), Failure> {
             "{port} ({location}): one hand-over {}, frames handed over together {} apart; \
              paced ceiling {:.0} pps with up to {batch} frames per hand-over ({sent} probe \
              frames; give it to gen as --floor {}ns/{}ns)",
-            crate::results::duration_text(floor.handover_ns),
-            crate::results::duration_text(floor.spacing_ns),
+            strobe_control::text::duration_text(floor.handover_ns),
+            strobe_control::text::duration_text(floor.spacing_ns),
             ceiling,
             floor.handover_ns,
             floor.spacing_ns

@@ -1,22 +1,17 @@
-//! How a run is shown: a status line while it runs, then a summary table, JSON and CSV.
+//! How a run is shown on the terminal: a status line while it runs, then a summary table of
+//! its [`Results`] (the schema `--json` and `--csv` write comes from the run-control layer).
 
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_json::json;
 use strobe_analyze::latency::{self, LatencyStats};
-use strobe_engine::latency::FlowLatency;
+use strobe_control::results::{PacingResult, TimingError};
+use strobe_control::text::{duration_text, pps_text};
+use strobe_control::Results;
 use strobe_engine::live::FlowSnapshot;
-use strobe_engine::{ClockSource, PortReport, RunReport, Tick};
+use strobe_engine::Tick;
 use strobe_model::Scenario;
-
-pub fn clock_name(c: ClockSource) -> &'static str {
-    match c {
-        ClockSource::Tsc => "invariant TSC",
-        ClockSource::Monotonic => "CLOCK_MONOTONIC (TSC not invariant)",
-    }
-}
 
 /// Bits a frame of `bytes` (without FCS, as counted on veth) costs at layer 2 and layer 1.
 fn l2_l1_bits(frames: u64, bytes: u64) -> (f64, f64) {
@@ -109,7 +104,7 @@ impl Status {
         if let Some(pacings) = t.ready {
             for p in pacings {
                 if !self.quiet {
-                    eprintln!("{}", crate::results::pacing_line(p));
+                    eprintln!("{}", pacing_line(&PacingResult::from(p)));
                 }
                 if let Some(w) = p.warning() {
                     eprintln!("warning: {w}");
@@ -187,37 +182,6 @@ impl Status {
     }
 }
 
-/// A flow's transmit totals over every worker that sent part of it.
-#[derive(Default)]
-struct TxTotals {
-    frames: u64,
-    bytes: u64,
-    first_ns: Option<u64>,
-    last_ns: Option<u64>,
-    instrumented: bool,
-    seen: bool,
-}
-
-fn tx_totals(r: &RunReport, id: u16) -> TxTotals {
-    let mut t = TxTotals::default();
-    for p in &r.ports {
-        for f in p.flows.iter().filter(|f| f.id == id) {
-            t.seen = true;
-            t.frames += f.frames;
-            t.bytes += f.bytes;
-            // On CLOCK_REALTIME, as receive timestamps are (trace times stay the trace's).
-            let on_clock = |ns: Option<u64>| ns.map(|ns| ns + p.t0_unix_ns.unwrap_or(0));
-            t.first_ns = match (t.first_ns, on_clock(f.first_ns)) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            t.last_ns = t.last_ns.max(on_clock(f.last_ns));
-            t.instrumented |= f.instrumented;
-        }
-    }
-    t
-}
-
 fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
@@ -227,10 +191,10 @@ fn pct(part: u64, whole: u64) -> f64 {
 }
 
 /// The final summary on stdout.
-pub fn print_summary(scenario: &Scenario, r: &RunReport) {
+pub fn print_summary(r: &Results) {
     println!(
         "clock: {} at {:.3} MHz; run tag 0x{:02x}",
-        clock_name(r.clock),
+        r.clock,
         r.ticks_per_sec / 1e6,
         r.run_tag
     );
@@ -240,23 +204,23 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
         if p.scheduled_time {
             println!(
                 "  {} frames, {} bytes (scheduled time, batch {})",
-                p.frames, p.bytes, p.batch
+                p.frames_tx, p.bytes_tx, p.batch
             );
         } else {
             let mpps = if secs > 0.0 {
-                p.frames as f64 / secs / 1e6
+                p.frames_tx as f64 / secs / 1e6
             } else {
                 0.0
             };
-            let ns_per = if p.frames > 0 {
-                p.elapsed_ns as f64 / p.frames as f64
+            let ns_per = if p.frames_tx > 0 {
+                p.elapsed_ns as f64 / p.frames_tx as f64
             } else {
                 0.0
             };
             println!(
                 "  {} frames, {} bytes in {:.3} s: {:.3} Mpps, {:.2} ns/frame (batch {}{})",
-                p.frames,
-                p.bytes,
+                p.frames_tx,
+                p.bytes_tx,
                 secs,
                 mpps,
                 ns_per,
@@ -274,8 +238,8 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
                     "  UDP segmentation: {} superframes carried {} of {} frames{}",
                     seg.superframes,
                     seg.frames,
-                    p.frames,
-                    if seg.superframes == 0 && p.frames > 1 {
+                    p.frames_tx,
+                    if seg.superframes == 0 && p.frames_tx > 1 {
                         " (none formed: a run needs a batch of 2 or more and IPv4/UDP frames \
                          whose IP identification counts up, e.g. \
                          --vary ip.identification=inc:0/1/65536)"
@@ -284,27 +248,29 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
                     }
                 );
             }
-            if let Some(h) = &p.handover {
+            if let Some(h) = &p.handover_error {
                 println!("  hand-over after deadline: {}", error_text(h));
             }
             if let Some(pacing) = &p.pacing {
                 println!("  {}", pacing_line(pacing));
-                if let Some(f) = pacing.observed {
+                if let (Some(handover), Some(spacing)) =
+                    (pacing.observed_handover_ns, pacing.observed_spacing_ns)
+                {
                     println!(
                         "  floor as the run's hand-overs refined it: {} per hand-over, {} back \
                          to back",
-                        duration_text(f.handover_ns),
-                        duration_text(f.spacing_ns)
+                        duration_text(handover),
+                        duration_text(spacing)
                     );
                 }
                 println!(
                     "  hand-overs: {}; {} frames ({:.2} %) left coalesced with others",
                     p.handovers,
                     p.coalesced_frames,
-                    pct(p.coalesced_frames, p.frames)
+                    pct(p.coalesced_frames, p.frames_tx)
                 );
             }
-            if let Some(d) = &p.departure {
+            if let Some(d) = &p.departure_error {
                 println!(
                     "  estimated departure vs deadline (frame k of a hand-over k spacings after \
                      it; early or late): {}",
@@ -314,6 +280,9 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
             if let Some(fit) = &p.departure_fit {
                 println!("  {}", departure_fit_text(fit));
             }
+        }
+        if p.paused_ns > 0 {
+            println!("  held paused for {}", duration_text(p.paused_ns));
         }
         if p.stopped_early {
             println!("  stopped before the end of the schedule");
@@ -327,14 +296,14 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
             "rx port {}: {} — {} frames, timestamps: {}; not strobe's: {}, another run's tag (stale or foreign): {}, unknown flow: {}, stamped outside the run: {}, truncated: {}, dropped by the kernel: {}",
             p.name,
             p.receiver,
-            p.frames,
+            p.frames_rx,
             p.timestamps,
-            p.other.not_instrumented,
-            p.other.foreign,
-            p.other.unknown_flow,
-            p.other.out_of_window,
-            p.other.truncated,
-            p.drops.ring_full
+            p.not_instrumented,
+            p.foreign,
+            p.unknown_flow,
+            p.out_of_window,
+            p.truncated,
+            p.kernel_drops
         );
         if let Some(sync) = &p.hardware_clock {
             println!("  hardware timestamps mapped to CLOCK_REALTIME by a clock sync: {sync}");
@@ -344,36 +313,32 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
         "  {:<20} {:>12} {:>12} {:>10} {:>8} {:>9} {:>6} {:>6} {:>7}",
         "flow", "tx frames", "rx frames", "lost", "loss %", "reorder", "dup", "late", "trailer"
     );
-    for f in &scenario.flows {
-        let totals = tx_totals(r, f.id);
-        let (tx, instrumented) = (totals.frames, totals.instrumented);
-        match r.rx_flows.get(f.id as usize).and_then(Option::as_ref) {
-            Some(rx) => {
-                let lost = rx.lost.unwrap_or(0);
+    for f in &r.flows {
+        let tx = f.frames_tx.unwrap_or(0);
+        let trailer = if f.instrumented == Some(true) {
+            "yes"
+        } else {
+            "no"
+        };
+        match (f.frames_rx, f.loss) {
+            (Some(frames_rx), lost) => {
+                let lost = lost.unwrap_or(0);
                 println!(
                     "  {:<20} {:>12} {:>12} {:>10} {:>8.4} {:>9} {:>6} {:>6} {:>7}",
                     f.name,
                     tx,
-                    rx.counters.frames,
+                    frames_rx,
                     lost,
                     pct(lost, tx),
-                    rx.counters.reordered,
-                    rx.counters.duplicates,
-                    rx.counters.late,
-                    if instrumented { "yes" } else { "no" }
+                    f.reordered.unwrap_or(0),
+                    f.duplicates.unwrap_or(0),
+                    f.late.unwrap_or(0),
+                    trailer
                 );
             }
-            None => println!(
+            (None, _) => println!(
                 "  {:<20} {:>12} {:>12} {:>10} {:>8} {:>9} {:>6} {:>6} {:>7}",
-                f.name,
-                tx,
-                "-",
-                "-",
-                "-",
-                "-",
-                "-",
-                "-",
-                if instrumented { "yes" } else { "no" }
+                f.name, tx, "-", "-", "-", "-", "-", "-", trailer
             ),
         }
     }
@@ -383,251 +348,13 @@ pub fn print_summary(scenario: &Scenario, r: &RunReport) {
             r.drain_ns / 1_000_000
         );
     }
-    for f in &scenario.flows {
-        if let Some(rx) = r.rx_flows.get(f.id as usize).and_then(Option::as_ref) {
-            if rx.excess > 0 {
-                println!(
-                    "  SUSPECT: flow {} received {} more unique frames than it sent: frames with this run's tag came from elsewhere; its counts and latency are not trustworthy",
-                    f.name, rx.excess
-                );
-            }
-        }
-    }
-}
-
-/// Per-flow results as JSON (OTG-style names where OTG has them).
-pub fn to_json(
-    scenario: &Scenario,
-    r: &RunReport,
-    correction: Option<&Correction>,
-) -> serde_json::Value {
-    let flows: Vec<_> = scenario
-        .flows
-        .iter()
-        .map(|f| {
-            let t = tx_totals(r, f.id);
-            let tx = t.seen.then_some(&t);
-            let rx = r.rx_flows.get(f.id as usize).and_then(Option::as_ref);
-            json!({
-                "name": f.name,
-                "id": f.id,
-                "tx_port": f.tx_port,
-                "rx_ports": f.rx_ports,
-                "frames_tx": tx.map(|t| t.frames),
-                "bytes_tx": tx.map(|t| t.bytes),
-                "first_tx_ns": tx.and_then(|t| t.first_ns),
-                "last_tx_ns": tx.and_then(|t| t.last_ns),
-                "instrumented": tx.map(|t| t.instrumented),
-                "frames_rx": rx.map(|x| x.counters.frames),
-                "bytes_rx": rx.map(|x| x.counters.bytes),
-                "frames_rx_unique": rx.map(|x| x.counters.unique),
-                "loss": rx.and_then(|x| x.lost),
-                "excess_rx": rx.map(|x| x.excess),
-                "suspect": rx.is_some_and(|x| x.excess > 0),
-                "reordered": rx.map(|x| x.counters.reordered),
-                "duplicates": rx.map(|x| x.counters.duplicates),
-                "late": rx.map(|x| x.counters.late),
-                "first_rx_ns": rx.and_then(|x| x.counters.first_rx_ns),
-                "last_rx_ns": rx.and_then(|x| x.counters.last_rx_ns),
-                "latency": latency_json(r, f, correction),
-            })
-        })
-        .collect();
-    json!({
-        "run_tag": r.run_tag,
-        "clock": clock_name(r.clock),
-        "ticks_per_sec": r.ticks_per_sec,
-        "drain_ns": r.drain_ns,
-        "ports": r.ports.iter().map(|p| json!({
-            "name": p.name,
-            "backend": p.backend,
-            "scheduled_time": p.scheduled_time,
-            "batch": p.batch,
-            "core": p.core,
-            "segmentation": p.segmentation.map(|s| json!({
-                "superframes": s.superframes,
-                "frames": s.frames,
-            })),
-            "frames_tx": p.frames,
-            "bytes_tx": p.bytes,
-            "late_frames": p.late_frames,
-            "max_late_ns": p.max_late_ns,
-            "shifted_ns": p.shifted_ns,
-            "handover_error": p.handover.as_ref().map(error_json),
-            "pacing": p.pacing.as_ref().map(|c| json!({
-                "handover_ns": c.floor.handover_ns,
-                "spacing_ns": c.floor.spacing_ns,
-                "floor_source": c.source.name(),
-                "probe_frames": c.probe_frames,
-                "max_batch": c.max_batch,
-                "ceiling_pps": c.ceiling_pps,
-                "asked_pps": c.asked_pps,
-                "observed_handover_ns": c.observed.map(|f| f.handover_ns),
-                "observed_spacing_ns": c.observed.map(|f| f.spacing_ns),
-            })),
-            "handovers": p.handovers,
-            "coalesced_frames": p.coalesced_frames,
-            "departure_error": p.departure.as_ref().map(error_json),
-            "departure_fit": p.departure_fit.as_ref().and_then(|f| serde_json::to_value(f).ok()),
-            "elapsed_ns": p.elapsed_ns,
-            "planned_ns": p.planned_ns,
-            "t0_unix_ns": p.t0_unix_ns,
-            "shortfall": shortfall(p),
-            "stopped_early": p.stopped_early,
-            "failure": p.failure,
-            "flows": p.flows.iter().map(|f| json!({
-                "name": f.name,
-                "id": f.id,
-                "frames_tx": f.frames,
-                "bytes_tx": f.bytes,
-                "first_ns": f.first_ns,
-                "last_ns": f.last_ns,
-                "instrumented": f.instrumented,
-            })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-        "rx_ports": r.rx_ports.iter().map(|p| json!({
-            "name": p.name,
-            "receiver": p.receiver,
-            "frames_rx": p.frames,
-            "timestamps": p.timestamps,
-            "timestamp_counts": {
-                "kernel": p.timestamp_counts.kernel,
-                "user": p.timestamp_counts.user,
-                "hardware": p.timestamp_counts.hardware,
-            },
-            "not_instrumented": p.other.not_instrumented,
-            "unknown_flow": p.other.unknown_flow,
-            "foreign": p.other.foreign,
-            "out_of_window": p.other.out_of_window,
-            "truncated": p.other.truncated,
-            "kernel_drops": p.drops.ring_full,
-            "hardware_clock": p.hardware_clock,
-        })).collect::<Vec<_>>(),
-        "flows": flows,
-    })
-}
-
-/// The transmit ports an error stopped, as messages (the results cover what went before).
-pub fn port_failures(r: &RunReport) -> Vec<String> {
-    r.ports
-        .iter()
-        .filter_map(|p| {
-            p.failure
-                .as_ref()
-                .map(|f| format!("port `{}` stopped before its end: {f}", p.name))
-        })
-        .collect()
-}
-
-/// Per-flow results as CSV, one row per flow.
-pub fn to_csv(scenario: &Scenario, r: &RunReport) -> String {
-    let mut out = String::from(
-        "flow,id,tx_port,frames_tx,bytes_tx,frames_rx,bytes_rx,frames_rx_unique,loss,loss_pct,reordered,duplicates,late,\
-latency_min_ns,latency_p50_ns,latency_p99_ns,latency_p99_9_ns,latency_p99_99_ns,latency_max_ns,latency_mean_ns,latency_jitter_ns\n",
-    );
-    for f in &scenario.flows {
-        let t = tx_totals(r, f.id);
-        let (frames_tx, bytes_tx) = (t.frames, t.bytes);
-        let rx = r.rx_flows.get(f.id as usize).and_then(Option::as_ref);
-        let cell = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
-        let loss = rx.and_then(|x| x.lost);
-        let lat = latency_stats(r, f.id)
-            .map(|(s, l)| {
-                format!(
-                    "{},{},{},{},{},{},{:.1},{:.1}",
-                    s.min_ns,
-                    s.p50_ns,
-                    s.p99_ns,
-                    s.p99_9_ns,
-                    s.p99_99_ns,
-                    s.max_ns,
-                    s.mean_ns,
-                    l.jitter_ns()
-                )
-            })
-            .unwrap_or_else(|| ",,,,,,,".into());
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{lat}",
-            csv_field(&f.name),
-            f.id,
-            csv_field(&f.tx_port),
-            frames_tx,
-            bytes_tx,
-            cell(rx.map(|x| x.counters.frames)),
-            cell(rx.map(|x| x.counters.bytes)),
-            cell(rx.map(|x| x.counters.unique)),
-            cell(loss),
-            loss.map(|l| format!("{:.6}", pct(l, frames_tx)))
-                .unwrap_or_default(),
-            cell(rx.map(|x| x.counters.reordered)),
-            cell(rx.map(|x| x.counters.duplicates)),
-            cell(rx.map(|x| x.counters.late)),
+    for f in r.flows.iter().filter(|f| f.suspect) {
+        println!(
+            "  SUSPECT: flow {} received {} more unique frames than it sent: frames with this run's tag came from elsewhere; its counts and latency are not trustworthy",
+            f.name,
+            f.excess_rx.unwrap_or(0)
         );
     }
-    out
-}
-
-/// Quotes a CSV field when it needs it (RFC 4180).
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-/// A calibration in use: the measurement path's own latency, subtracted from every flow's.
-#[derive(Clone, Debug)]
-pub struct Correction {
-    /// Where it came from (a `strobe calibrate` file).
-    pub source: String,
-    pub offset_ns: f64,
-}
-
-/// Which clock stamped a flow's frames on each side, in words.
-pub fn timestamp_sources(r: &RunReport, flow: &strobe_model::FlowSpec) -> (String, String) {
-    let tx = match r.ports.iter().find(|p| p.name == flow.tx_port || p.name.starts_with(&format!("{}#", flow.tx_port))) {
-        Some(p) if p.scheduled_time => "scheduled departure time (trace)".to_string(),
-        Some(_) => format!(
-            "user space: CLOCK_REALTIME (TSC re-anchored every ms; kernel clocksource {}) taken just before the hand-over to the backend",
-            strobe_engine::clock::kernel_clocksource()
-        ),
-        None => "none".to_string(),
-    };
-    let mut rx: Vec<String> =
-        r.rx_ports
-            .iter()
-            .filter(|p| flow.rx_ports.contains(&p.name))
-            .map(|p| match p.timestamps {
-                "kernel" => "kernel software receive timestamp (CLOCK_REALTIME)".to_string(),
-                "user" => "user space: CLOCK_REALTIME right after taking the frame off the ring"
-                    .to_string(),
-                "hardware" => "NIC hardware receive timestamp (PTP hardware clock)".to_string(),
-                "mixed" => {
-                    let c = &p.timestamp_counts;
-                    format!(
-                        "mixed: {} frames NIC hardware, {} kernel software, {} user space",
-                        c.hardware, c.kernel, c.user
-                    )
-                }
-                _ => "none".to_string(),
-            })
-            .collect();
-    rx.dedup();
-    (
-        tx,
-        if rx.is_empty() {
-            "none".into()
-        } else {
-            rx.join("; ")
-        },
-    )
-}
-
-fn latency_stats(r: &RunReport, id: u16) -> Option<(LatencyStats, &FlowLatency)> {
-    let l = r.rx_flows.get(id as usize)?.as_ref()?.latency.as_ref()?;
-    Some((LatencyStats::from_histogram(l.histogram())?, l))
 }
 
 fn us(ns: f64) -> String {
@@ -657,202 +384,43 @@ fn latency_row(name: &str, s: &LatencyStats, jitter_ns: Option<f64>) -> String {
 
 /// The latency table: every instrumented frame's latency per flow, with the timestamp source
 /// of each side, and calibration-corrected values when a calibration is in use.
-pub fn print_latency(scenario: &Scenario, r: &RunReport, correction: Option<&Correction>) {
-    let measured: Vec<_> = scenario
+pub fn print_latency(r: &Results) {
+    let measured: Vec<_> = r
         .flows
         .iter()
-        .filter_map(|f| latency_stats(r, f.id).map(|s| (f, s)))
+        .filter_map(|f| f.latency.as_ref().map(|l| (f, l)))
         .collect();
-    if measured.is_empty() {
+    let Some((_, first)) = measured.first() else {
         return;
-    }
+    };
     println!("latency in µs, every instrumented frame (no sampling):");
     let mut header = format!("  {:<20} {:>10}", "flow", "frames");
-    for (label, _) in measured[0].1 .0.rows() {
+    for (label, _) in first.raw.rows() {
         let _ = write!(header, " {label:>9}");
     }
     let _ = write!(header, " {:>9}", "jitter");
     println!("{header}");
-    for (f, (s, l)) in &measured {
-        println!("{}", latency_row(&f.name, s, Some(l.jitter_ns())));
-        if let Some(c) = correction {
+    for (f, l) in &measured {
+        println!("{}", latency_row(&f.name, &l.raw, Some(l.jitter_ns)));
+        if let (Some(corrected), Some(c)) = (&l.corrected, &l.calibration) {
             println!(
                 "{}",
-                latency_row(
-                    &format!("  − {} µs", us(c.offset_ns)),
-                    &s.subtract(c.offset_ns),
-                    None
-                )
-            );
-        }
-        if l.negative() > 0 {
-            println!(
-                "    warning: {} frames arrived before they were sent by the timestamps: the two sides' clocks disagree",
-                l.negative()
+                latency_row(&format!("  − {} µs", us(c.offset_ns)), corrected, None)
             );
         }
     }
-    if let Some(c) = correction {
+    if let Some(c) = &first.calibration {
         println!(
             "  (second rows: corrected by the calibration in {}, the measurement path's own median latency)",
-            c.source
+            c.file
         );
     }
     println!("  (\"-\": too few frames to resolve that percentile; jitter: RFC 3550 interarrival jitter)");
-    let mut sources: Vec<(String, String)> = measured
-        .iter()
-        .map(|(f, _)| timestamp_sources(r, f))
-        .collect();
+    let mut sources: Vec<_> = measured.iter().map(|(_, l)| &l.timestamps).collect();
     sources.dedup();
-    for (tx, rx) in sources {
-        println!("  timestamps: tx {tx}; rx {rx}");
+    for s in sources {
+        println!("  timestamps: tx {}; rx {}", s.tx, s.rx);
     }
-}
-
-/// One flow's latency as JSON (null when not measured).
-pub fn latency_json(
-    r: &RunReport,
-    flow: &strobe_model::FlowSpec,
-    correction: Option<&Correction>,
-) -> serde_json::Value {
-    let Some((s, l)) = latency_stats(r, flow.id) else {
-        return serde_json::Value::Null;
-    };
-    let (tx, rx) = timestamp_sources(r, flow);
-    json!({
-        "mode": flow.metrics.latency.map(|m| m.name()),
-        "timestamps": {"tx": tx, "rx": rx},
-        "raw": s,
-        "jitter_ns": l.jitter_ns(),
-        "negative": l.negative(),
-        "clamped": l.clamped(),
-        "corrected": correction.map(|c| s.subtract(c.offset_ns)),
-        "calibration": correction.map(|c| json!({"file": c.source, "offset_ns": c.offset_ns})),
-    })
-}
-
-/// Per flow with a receiver: (name, frames sent, frames lost), for loss verdicts.
-fn flow_losses<'a>(scenario: &'a Scenario, r: &RunReport) -> Vec<(&'a str, u64, u64)> {
-    scenario
-        .flows
-        .iter()
-        .filter_map(|f| {
-            let rx = r.rx_flows.get(f.id as usize)?.as_ref()?;
-            Some((f.name.as_str(), tx_totals(r, f.id).frames, rx.lost?))
-        })
-        .collect()
-}
-
-/// One line when flows lost every frame they sent (the run "worked" but measured nothing):
-/// what was lost, the likely causes, and what to check.
-pub fn total_loss_warning(scenario: &Scenario, r: &RunReport) -> Option<String> {
-    let losses = flow_losses(scenario, r);
-    let all_lost: Vec<&str> = losses
-        .iter()
-        .filter(|&&(_, tx, lost)| tx > 0 && lost >= tx)
-        .map(|&(name, _, _)| name)
-        .collect();
-    if all_lost.is_empty() {
-        return None;
-    }
-    let what = if all_lost.len() == losses.len() {
-        let sent: u64 = losses.iter().map(|l| l.1).sum();
-        format!("100 % loss: none of the {sent} frames sent was received")
-    } else {
-        let mut names = all_lost
-            .iter()
-            .take(5)
-            .copied()
-            .collect::<Vec<_>>()
-            .join(", ");
-        if all_lost.len() > 5 {
-            let _ = write!(names, " and {} more", all_lost.len() - 5);
-        }
-        format!(
-            "100 % loss on {} of {} flows ({names})",
-            all_lost.len(),
-            losses.len()
-        )
-    };
-    Some(format!(
-        "{what} — likely the frames do not reach the receiver: wrong destination MAC (the DUT \
-         drops frames not addressed to it), wrong IP addresses or no route on the DUT, or the \
-         receive port is not where the DUT sends; check the flows' MACs and addresses against \
-         the DUT's (`strobe lab status` on the lab) and the rx port"
-    ))
-}
-
-/// The worst loss in percent of sent frames: per flow, and over the run (all flows with a
-/// receiver together). None when no flow has a receiver.
-pub fn worst_loss(scenario: &Scenario, r: &RunReport) -> Option<(String, f64)> {
-    let losses = flow_losses(scenario, r);
-    if losses.is_empty() {
-        return None;
-    }
-    let (sent, lost) = losses
-        .iter()
-        .fold((0, 0), |(s, l), &(_, tx, lo)| (s + tx, l + lo));
-    let run = ("the run".to_string(), pct(lost, sent));
-    losses
-        .iter()
-        .map(|&(name, tx, lost)| (format!("flow `{name}`"), pct(lost, tx)))
-        .chain(std::iter::once(run))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-}
-
-/// Beyond this share (and [`SHORTFALL_MIN_NS`]), a paced port that took longer than its
-/// schedule planned is said to have missed the asked rate.
-const SHORTFALL_SHARE: f64 = 0.01;
-const SHORTFALL_MIN_NS: u64 = 1_000_000;
-
-/// One line when a paced port sent slower than asked (its frames took more than ~1 % longer
-/// than the schedule planned): achieved against requested, why, and what to do.
-pub fn shortfall(p: &PortReport) -> Option<String> {
-    if p.scheduled_time || p.stopped_early || p.planned_ns == 0 || p.frames < 2 {
-        return None;
-    }
-    let behind_ns = p.elapsed_ns.saturating_sub(p.planned_ns);
-    if behind_ns <= SHORTFALL_MIN_NS || (behind_ns as f64) <= p.planned_ns as f64 * SHORTFALL_SHARE
-    {
-        return None;
-    }
-    let rate = |span_ns: u64| (p.frames - 1) as f64 / (span_ns as f64 / 1e9);
-    let why = if p.late_frames > 0 {
-        format!(
-            "{} frames were handed over late (worst {}): the sender could not keep up",
-            p.late_frames,
-            duration_text(p.max_late_ns)
-        )
-    } else {
-        "the backend could not take the frames as fast as asked".to_string()
-    };
-    // The floor as the run's own hand-overs measured it says what the path paces.
-    let why = match p
-        .pacing
-        .as_ref()
-        .and_then(|c| c.observed.map(|f| (f, c.max_batch)))
-    {
-        Some((floor, batch)) => format!(
-            "{why}; the path's floor as the run measured it ({} per hand-over, {} back to \
-             back) paces at most {}",
-            duration_text(floor.handover_ns),
-            duration_text(floor.spacing_ns),
-            pps_text(floor.ceiling_pps(batch))
-        ),
-        None => why,
-    };
-    Some(format!(
-        "tx port {}: sent {} frames at {} in {}, {:.1} % of the asked {} over {}; {why} — lower \
-         the rate, give strobe more cores (--cores N, 2 or more CPUs), use afxdp:, or run on a \
-         quieter machine",
-        p.name,
-        p.frames,
-        pps_text(rate(p.elapsed_ns)),
-        duration_text(p.elapsed_ns),
-        p.planned_ns as f64 * 100.0 / p.elapsed_ns as f64,
-        pps_text(rate(p.planned_ns)),
-        duration_text(p.planned_ns),
-    ))
 }
 
 /// One line: the estimated departure gaps judged through the floor, then the verdict.
@@ -874,7 +442,7 @@ fn departure_fit_text(fit: &strobe_analyze::FloorFit) -> String {
     )
 }
 
-fn error_text(h: &strobe_engine::HandoverError) -> String {
+fn error_text(h: &TimingError) -> String {
     format!(
         "p50 {}, p99 {}, p99.9 {}, p99.99 {}, max {}; {:.2} % within 100 ns, {:.2} % within 1 µs",
         duration_text(h.p50_ns),
@@ -887,30 +455,16 @@ fn error_text(h: &strobe_engine::HandoverError) -> String {
     )
 }
 
-fn error_json(h: &strobe_engine::HandoverError) -> serde_json::Value {
-    json!({
-        "samples": h.samples,
-        "p50_ns": h.p50_ns,
-        "p90_ns": h.p90_ns,
-        "p99_ns": h.p99_ns,
-        "p99_9_ns": h.p99_9_ns,
-        "p99_99_ns": h.p99_99_ns,
-        "max_ns": h.max_ns,
-        "within_100ns": h.within_100ns,
-        "within_1us": h.within_1us,
-    })
-}
-
 /// One line on a paced port's floor: what one hand-over costs, how closely frames handed
 /// over together leave, and the highest rate that paces.
-pub fn pacing_line(p: &strobe_engine::PortPacing) -> String {
+pub fn pacing_line(p: &PacingResult) -> String {
     format!(
         "tx port {}: floor {} per hand-over, {} back to back ({}{}); paces up to {} with up to \
          {} frames per hand-over{}",
         p.port,
-        duration_text(p.floor.handover_ns),
-        duration_text(p.floor.spacing_ns),
-        p.source.name(),
+        duration_text(p.handover_ns),
+        duration_text(p.spacing_ns),
+        p.floor_source,
         match p.probe_frames {
             0 => String::new(),
             n => format!(" with {n} probe frames"),
@@ -924,41 +478,10 @@ pub fn pacing_line(p: &strobe_engine::PortPacing) -> String {
     )
 }
 
-/// A packet rate with a unit that keeps it readable.
-fn pps_text(pps: f64) -> String {
-    if pps >= 1e6 {
-        format!("{:.3} Mpps", pps / 1e6)
-    } else if pps >= 1e3 {
-        format!("{:.2} kpps", pps / 1e3)
-    } else {
-        format!("{pps:.1} pps")
-    }
-}
-
-/// How every time is printed in prose: three decimals of µs below 1 ms (ns resolution), of
-/// ms below 1 s, of s above, always with the unit. Tables give µs and say so in the header.
-pub fn duration_text(ns: u64) -> String {
-    duration_text_f64(ns as f64)
-}
-
-/// [`duration_text`] for fractional (or negative) nanoseconds.
-pub fn duration_text_f64(ns: f64) -> String {
-    if ns.abs() >= 1e9 {
-        format!("{:.3} s", ns / 1e9)
-    } else if ns.abs() >= 1e6 {
-        format!("{:.3} ms", ns / 1e6)
-    } else {
-        format!("{:.3} µs", ns / 1e3)
-    }
-}
-
-/// Warnings about a finished run, on stderr: ports that missed their rate, flows that lost
-/// every frame.
-pub fn print_verdicts(scenario: &Scenario, r: &RunReport) {
-    for line in r.ports.iter().filter_map(shortfall) {
-        eprintln!("warning: {line}");
-    }
-    if let Some(line) = total_loss_warning(scenario, r) {
+/// The run's warnings (ports that missed their rate, flows that lost every frame, frames
+/// from elsewhere, clocks that disagree), on stderr.
+pub fn print_verdicts(r: &Results) {
+    for line in &r.warnings {
         eprintln!("warning: {line}");
     }
 }

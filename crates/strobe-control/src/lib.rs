@@ -6,17 +6,26 @@
 //! - [`run`]: [`start`] a plan and get a [`RunHandle`]: `stop()`, live [`Metrics`] while the
 //!   traffic runs, `wait()` for the engine's report.
 //! - [`otg`]: an Open Traffic Generator JSON config read into a scenario, with OTG's defaults.
+//! - [`source`]: scenario files, and the one-flow options with what they imply (`--rate max`
+//!   is an unpaced run, `lab:` ports' MAC defaults, a receive port).
 //! - [`ports`]: port locations, including the lab's `lab:tx` / `lab:rx`.
+//! - [`results`]: a finished run's [`Results`], one serde schema for every front end, with
+//!   the run's warnings collected; [`calibration`] files that correct their latency.
 #![forbid(unsafe_code)]
 
+pub mod calibration;
 pub mod capture;
 pub mod otg;
 pub mod pcap_space;
 pub mod plan;
 pub mod ports;
+pub mod results;
 pub mod run;
+pub mod source;
+pub mod text;
 
 pub use plan::{prepare, Pacing, Plan, PlanOptions};
+pub use results::Results;
 pub use run::{start, FlowMetrics, Metrics, PortMetrics, RunHandle, RunState, Transmit};
 
 /// Why a plan cannot run or a run failed.

@@ -15,6 +15,7 @@ use strobe_model::Scenario;
 use strobe_timing::Duration;
 
 use crate::plan::Plan;
+use crate::results::Results;
 use crate::ControlError;
 
 /// How often the watcher refreshes the live view while traffic runs.
@@ -136,6 +137,8 @@ struct LiveView {
     previous: Option<Sample>,
     /// Set when the run ended well.
     report: Option<Arc<RunReport>>,
+    /// Its results, built once.
+    results: Option<Arc<Results>>,
 }
 
 #[derive(Clone)]
@@ -164,10 +167,11 @@ pub fn start(mut plan: Plan) -> Result<RunHandle, ControlError> {
         last: None,
         previous: None,
         report: None,
+        results: None,
     }));
     let scenario = Arc::new(plan.scenario.clone());
     let thread = {
-        let (stop, view) = (stop.clone(), view.clone());
+        let (stop, view, scenario) = (stop.clone(), view.clone(), scenario.clone());
         std::thread::Builder::new()
             .name("run-control".into())
             .spawn(move || {
@@ -188,11 +192,17 @@ pub fn start(mut plan: Plan) -> Result<RunHandle, ControlError> {
                     });
                 })
                 .map(Arc::new);
+                // Built before the view says finished, so that a finished run has results.
+                let results = result
+                    .as_ref()
+                    .ok()
+                    .map(|report| Arc::new(Results::new(&scenario, report, None)));
                 let mut v = lock(&view);
                 match &result {
                     Ok(report) => {
                         v.state = RunState::Finished;
                         v.report = Some(report.clone());
+                        v.results = results;
                     }
                     Err(_) => v.state = RunState::Failed,
                 }
@@ -285,6 +295,11 @@ impl RunHandle {
     /// The engine's full report once the run has finished well (None before).
     pub fn report(&self) -> Option<Arc<RunReport>> {
         lock(&self.view).report.clone()
+    }
+
+    /// The run's results once it has finished well (None before).
+    pub fn results(&self) -> Option<Arc<Results>> {
+        lock(&self.view).results.clone()
     }
 
     /// Waits for the run to end and returns its report.

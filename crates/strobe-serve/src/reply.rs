@@ -4,8 +4,7 @@
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
-use strobe_control::{FlowMetrics, RunHandle, Transmit};
-use strobe_engine::RunReport;
+use strobe_control::{FlowMetrics, Results, RunHandle, Transmit};
 use strobe_model::Scenario;
 
 /// Capture bytes, as OTG clients read them.
@@ -129,7 +128,7 @@ pub fn flow_metrics(
         ));
     }
     let flows = flows_of(scenario, run);
-    let report = run.and_then(RunHandle::report);
+    let results = run.and_then(RunHandle::results).filter(|_| extensions);
     let mut out = Vec::new();
     for (spec, m) in scenario.flows.iter().zip(&flows) {
         if !wanted.is_empty() && !wanted.contains(&m.name) {
@@ -174,11 +173,7 @@ pub fn flow_metrics(
                 );
             }
         }
-        if let Some(detail) = report
-            .as_deref()
-            .filter(|_| extensions)
-            .and_then(|r| strobe_detail(r, run, &m.name))
-        {
+        if let Some(detail) = results.as_deref().and_then(|r| strobe_detail(r, &m.name)) {
             flow.insert("x_strobe".into(), detail);
         }
         out.push(Value::Object(flow));
@@ -186,43 +181,43 @@ pub fn flow_metrics(
     Ok(json!({ "choice": "flow_metrics", "flow_metrics": out }))
 }
 
-/// strobe's detail on a finished flow: receive counters OTG has no place for, latency
-/// percentiles down to p99.9999, and where the timestamps were taken.
-fn strobe_detail(report: &RunReport, run: Option<&RunHandle>, name: &str) -> Option<Value> {
-    let run = run?;
-    let flow = run.scenario().flows.iter().find(|f| f.name == name)?;
-    let rx = report.rx_flows.get(usize::from(flow.id))?.as_ref()?;
+/// strobe's detail on a finished flow, from the run's [`Results`] (the schema of the
+/// command line's `--json`): receive counters OTG has no place for, latency percentiles down
+/// to p99.9999, and where the timestamps were taken.
+fn strobe_detail(results: &Results, name: &str) -> Option<Value> {
+    let flow = results.flow(name)?;
     let mut detail = json!({
-        "frames_rx_unique": count(rx.counters.unique),
-        "duplicates": count(rx.counters.duplicates),
-        "reordered": count(rx.counters.reordered),
-        "late": count(rx.counters.late),
-        "timestamps": report
+        "frames_rx_unique": count(flow.frames_rx_unique?),
+        "duplicates": count(flow.duplicates.unwrap_or(0)),
+        "reordered": count(flow.reordered.unwrap_or(0)),
+        "late": count(flow.late.unwrap_or(0)),
+        "timestamps": results
             .rx_ports
             .iter()
             .filter(|p| flow.rx_ports.contains(&p.name))
-            .map(|p| p.timestamps)
+            .map(|p| p.timestamps.as_str())
             .collect::<Vec<_>>(),
     });
-    if let Some(latency) = rx.latency.as_ref().filter(|l| !l.histogram().is_empty()) {
-        let h = latency.histogram();
+    if let Some(latency) = &flow.latency {
+        let s = &latency.raw;
         let mut percentiles = Map::new();
-        for (label, q) in [
-            ("p50", 0.5),
-            ("p90", 0.9),
-            ("p99", 0.99),
-            ("p99_9", 0.999),
-            ("p99_99", 0.9999),
-            ("p99_999", 0.99999),
-            ("p99_9999", 0.999999),
+        for (label, v) in [
+            ("p50", s.p50_ns),
+            ("p90", s.p90_ns),
+            ("p99", s.p99_ns),
+            ("p99_9", s.p99_9_ns),
+            ("p99_99", s.p99_99_ns),
+            ("p99_999", s.p99_999_ns),
+            ("p99_9999", s.p99_9999_ns),
         ] {
-            percentiles.insert(format!("{label}_ns"), num(h.value_at_quantile(q) as f64));
+            percentiles.insert(format!("{label}_ns"), num(v));
         }
         detail["latency"] = json!({
-            "frames": count(h.len()),
+            "frames": count(s.count),
             "percentiles": percentiles,
-            "jitter_ns": num(latency.jitter_ns()),
-            "mode": flow.metrics.latency.map(|m| m.name()),
+            "jitter_ns": num(latency.jitter_ns),
+            "mode": latency.mode,
+            "sources": { "tx": latency.timestamps.tx, "rx": latency.timestamps.rx },
         });
     }
     Some(detail)

@@ -1,0 +1,792 @@
+//! A finished run's results in one serialisable shape: the command line's `--json` and
+//! `--csv`, the server's detail and the tests all read this schema. Built from the engine's
+//! report and the scenario; every verdict a front end shows (a port that missed its rate,
+//! flows that lost every frame, frames that came from elsewhere) is collected into
+//! [`Results::warnings`], never printed here.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+use strobe_analyze::latency::{LatencyStats, LoadPoint};
+use strobe_engine::latency::FlowLatency;
+use strobe_engine::{HandoverError, PortPacing, PortReport, RunReport};
+use strobe_model::{FlowSpec, Scenario};
+
+use crate::calibration::Correction;
+use crate::text::{clock_name, duration_text, pps_text};
+
+/// Everything a finished run measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    /// The tag this run's trailers carried (frames with another tag are another run's).
+    pub run_tag: u8,
+    /// The clock the transmitters scheduled and stamped with, in words.
+    pub clock: String,
+    pub ticks_per_sec: f64,
+    /// How long receivers kept counting after the last frame left.
+    pub drain_ns: u64,
+    /// Transmit side, one entry per sending port (or worker of a split port).
+    pub ports: Vec<PortResult>,
+    /// Receive side, one entry per receiving port.
+    pub rx_ports: Vec<RxPortResult>,
+    /// One entry per flow of the scenario, in its order.
+    pub flows: Vec<FlowResult>,
+    /// Verdicts on the run a user should read: missed rates, total loss, suspect counts.
+    pub warnings: Vec<String>,
+    /// Transmit ports an error stopped before their end (the results cover what went before).
+    pub failures: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PortResult {
+    pub name: String,
+    pub backend: String,
+    /// Frames were timed by the schedule (a file backend), not sent in real time.
+    pub scheduled_time: bool,
+    pub batch: usize,
+    pub core: Option<usize>,
+    pub segmentation: Option<SegmentationResult>,
+    pub frames_tx: u64,
+    pub bytes_tx: u64,
+    pub late_frames: u64,
+    pub max_late_ns: u64,
+    pub shifted_ns: u64,
+    pub handover_error: Option<TimingError>,
+    pub pacing: Option<PacingResult>,
+    pub handovers: u64,
+    pub coalesced_frames: u64,
+    pub departure_error: Option<TimingError>,
+    pub departure_fit: Option<strobe_analyze::FloorFit>,
+    pub elapsed_ns: u64,
+    pub planned_ns: u64,
+    /// Time the port was held paused (not part of `elapsed_ns`).
+    pub paused_ns: u64,
+    pub t0_unix_ns: Option<u64>,
+    /// Set when the port sent clearly slower than asked: what it achieved and why.
+    pub shortfall: Option<String>,
+    pub stopped_early: bool,
+    pub failure: Option<String>,
+    pub flows: Vec<PortFlowResult>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentationResult {
+    pub superframes: u64,
+    pub frames: u64,
+}
+
+/// A distribution of scheduling errors (actual minus planned time), in ns.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimingError {
+    pub samples: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p99_9_ns: u64,
+    pub p99_99_ns: u64,
+    pub max_ns: u64,
+    pub within_100ns: f64,
+    pub within_1us: f64,
+}
+
+impl From<&HandoverError> for TimingError {
+    fn from(h: &HandoverError) -> Self {
+        TimingError {
+            samples: h.samples,
+            p50_ns: h.p50_ns,
+            p90_ns: h.p90_ns,
+            p99_ns: h.p99_ns,
+            p99_9_ns: h.p99_9_ns,
+            p99_99_ns: h.p99_99_ns,
+            max_ns: h.max_ns,
+            within_100ns: h.within_100ns,
+            within_1us: h.within_1us,
+        }
+    }
+}
+
+/// A paced port's floor: what one hand-over costs, how closely frames handed over together
+/// leave, and the highest rate that paces.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PacingResult {
+    pub port: String,
+    pub handover_ns: u64,
+    pub spacing_ns: u64,
+    /// `probed` (measured at the start) or `given`.
+    pub floor_source: String,
+    pub probe_frames: u64,
+    pub max_batch: usize,
+    pub ceiling_pps: f64,
+    pub asked_pps: Option<f64>,
+    /// The floor as the run's own hand-overs refined it.
+    pub observed_handover_ns: Option<u64>,
+    pub observed_spacing_ns: Option<u64>,
+}
+
+impl From<&PortPacing> for PacingResult {
+    fn from(c: &PortPacing) -> Self {
+        PacingResult {
+            port: c.port.clone(),
+            handover_ns: c.floor.handover_ns,
+            spacing_ns: c.floor.spacing_ns,
+            floor_source: c.source.name().to_string(),
+            probe_frames: c.probe_frames,
+            max_batch: c.max_batch,
+            ceiling_pps: c.ceiling_pps,
+            asked_pps: c.asked_pps,
+            observed_handover_ns: c.observed.map(|f| f.handover_ns),
+            observed_spacing_ns: c.observed.map(|f| f.spacing_ns),
+        }
+    }
+}
+
+/// One flow's share of a transmit port.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PortFlowResult {
+    pub name: String,
+    pub id: u16,
+    pub frames_tx: u64,
+    pub bytes_tx: u64,
+    pub first_ns: Option<u64>,
+    pub last_ns: Option<u64>,
+    pub instrumented: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RxPortResult {
+    pub name: String,
+    pub receiver: String,
+    pub frames_rx: u64,
+    /// Which clock stamped the received frames: kernel, user, hardware, mixed or none.
+    pub timestamps: String,
+    pub timestamp_counts: TimestampCounts,
+    /// Frames that were not this run's, by reason.
+    pub not_instrumented: u64,
+    pub unknown_flow: u64,
+    pub foreign: u64,
+    pub out_of_window: u64,
+    pub truncated: u64,
+    pub kernel_drops: u64,
+    pub hardware_clock: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimestampCounts {
+    pub kernel: u64,
+    pub user: u64,
+    pub hardware: u64,
+}
+
+/// One flow, both sides; receive fields are None when no port receives it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FlowResult {
+    pub name: String,
+    pub id: u16,
+    pub tx_port: String,
+    pub rx_ports: Vec<String>,
+    pub frames_tx: Option<u64>,
+    pub bytes_tx: Option<u64>,
+    /// First and last transmit time (CLOCK_REALTIME ns, or the trace's time).
+    pub first_tx_ns: Option<u64>,
+    pub last_tx_ns: Option<u64>,
+    pub instrumented: Option<bool>,
+    pub frames_rx: Option<u64>,
+    pub bytes_rx: Option<u64>,
+    pub frames_rx_unique: Option<u64>,
+    pub loss: Option<u64>,
+    pub excess_rx: Option<u64>,
+    /// More unique frames arrived than were sent: counts and latency are not trustworthy.
+    pub suspect: bool,
+    pub reordered: Option<u64>,
+    pub duplicates: Option<u64>,
+    pub late: Option<u64>,
+    pub first_rx_ns: Option<u64>,
+    pub last_rx_ns: Option<u64>,
+    pub latency: Option<FlowLatencyResult>,
+}
+
+impl FlowResult {
+    /// Percent of the frames sent that did not arrive, when the flow has a receiver.
+    pub fn loss_pct(&self) -> Option<f64> {
+        self.loss.map(|lost| pct(lost, self.frames_tx.unwrap_or(0)))
+    }
+}
+
+/// Every instrumented frame's latency of one flow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FlowLatencyResult {
+    /// `one-way` or `round-trip`, as the flow's metrics asked.
+    pub mode: Option<String>,
+    pub timestamps: TimestampSources,
+    pub raw: LatencyStats,
+    /// RFC 3550 interarrival jitter.
+    pub jitter_ns: f64,
+    /// Frames that seemed to arrive before they left (clocks that disagree).
+    pub negative: u64,
+    /// Frames above the histogram's highest value (100 s).
+    pub clamped: u64,
+    /// `raw` less the calibration's offset, when a calibration is in use.
+    pub corrected: Option<LatencyStats>,
+    pub calibration: Option<CalibrationUsed>,
+}
+
+/// Where each side's timestamps were taken, in words.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimestampSources {
+    pub tx: String,
+    pub rx: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationUsed {
+    pub file: String,
+    pub offset_ns: f64,
+}
+
+impl Results {
+    /// The results of `report`, a run of `scenario`; latency corrected by `correction` when
+    /// one is in use.
+    pub fn new(scenario: &Scenario, report: &RunReport, correction: Option<&Correction>) -> Self {
+        let flows: Vec<FlowResult> = scenario
+            .flows
+            .iter()
+            .map(|f| flow_result(report, f, correction))
+            .collect();
+        let mut warnings: Vec<String> = report.ports.iter().filter_map(shortfall).collect();
+        if let Some(line) = total_loss_warning(&flows) {
+            warnings.push(line);
+        }
+        for f in flows.iter().filter(|f| f.suspect) {
+            warnings.push(format!(
+                "flow `{}` received {} more unique frames than it sent: frames with this run's \
+                 tag came from elsewhere; its counts and latency are not trustworthy",
+                f.name,
+                f.excess_rx.unwrap_or(0)
+            ));
+        }
+        for f in &flows {
+            if let Some(l) = f.latency.as_ref().filter(|l| l.negative > 0) {
+                warnings.push(format!(
+                    "flow `{}`: {} frames arrived before they were sent by the timestamps: the \
+                     two sides' clocks disagree",
+                    f.name, l.negative
+                ));
+            }
+        }
+        Results {
+            run_tag: report.run_tag,
+            clock: clock_name(report.clock).to_string(),
+            ticks_per_sec: report.ticks_per_sec,
+            drain_ns: report.drain_ns,
+            ports: report.ports.iter().map(port_result).collect(),
+            rx_ports: report.rx_ports.iter().map(rx_port_result).collect(),
+            flows,
+            warnings,
+            failures: report
+                .ports
+                .iter()
+                .filter_map(|p| {
+                    p.failure
+                        .as_ref()
+                        .map(|f| format!("port `{}` stopped before its end: {f}", p.name))
+                })
+                .collect(),
+        }
+    }
+
+    pub fn flow(&self, name: &str) -> Option<&FlowResult> {
+        self.flows.iter().find(|f| f.name == name)
+    }
+
+    /// The worst loss in percent of sent frames: per flow, and over the run (all flows with
+    /// a receiver together). None when no flow has a receiver.
+    pub fn worst_loss(&self) -> Option<(String, f64)> {
+        let losses = flow_losses(&self.flows);
+        if losses.is_empty() {
+            return None;
+        }
+        let (sent, lost) = losses
+            .iter()
+            .fold((0, 0), |(s, l), &(_, tx, lo)| (s + tx, l + lo));
+        let run = ("the run".to_string(), pct(lost, sent));
+        losses
+            .iter()
+            .map(|&(name, tx, lost)| (format!("flow `{name}`"), pct(lost, tx)))
+            .chain(std::iter::once(run))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    /// The run as one point of a latency-against-load curve: its first flow with latency,
+    /// offered (the flow's rate in `scenario`), sent and received rates over the sender's
+    /// real time, loss, and latency percentiles. None when nothing was measured.
+    pub fn load_point(&self, scenario: &Scenario) -> Option<LoadPoint> {
+        let f = self.flows.iter().find(|f| f.latency.is_some())?;
+        let spec = scenario.flows.iter().find(|s| s.id == f.id)?;
+        let s = &f.latency.as_ref()?.raw;
+        let elapsed_s = self.ports.iter().map(|p| p.elapsed_ns).max()? as f64 / 1e9;
+        // A sender that could not keep up sent less than offered (sent_pps), which is not
+        // loss: loss is what the receiver missed of what was sent.
+        let sent = f.frames_tx.unwrap_or(0);
+        (elapsed_s > 0.0).then(|| LoadPoint {
+            offered_pps: spec.schedule.rate.packets_per_sec(spec.size.mean()),
+            sent_pps: sent as f64 / elapsed_s,
+            received_pps: f.frames_rx_unique.unwrap_or(0) as f64 / elapsed_s,
+            loss_pct: pct(f.loss.unwrap_or(0), sent),
+            p50_ns: s.p50_ns,
+            p99_ns: s.p99_ns,
+            p9999_ns: s.p99_99_ns,
+        })
+    }
+
+    /// Per-flow results as CSV, one row per flow (RFC 4180 quoting).
+    pub fn to_csv(&self) -> String {
+        let mut out = String::from(
+            "flow,id,tx_port,frames_tx,bytes_tx,frames_rx,bytes_rx,frames_rx_unique,loss,loss_pct,reordered,duplicates,late,\
+latency_min_ns,latency_p50_ns,latency_p99_ns,latency_p99_9_ns,latency_p99_99_ns,latency_max_ns,latency_mean_ns,latency_jitter_ns\n",
+        );
+        let cell = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+        for f in &self.flows {
+            let lat = f
+                .latency
+                .as_ref()
+                .map(|l| {
+                    let s = &l.raw;
+                    format!(
+                        "{},{},{},{},{},{},{:.1},{:.1}",
+                        s.min_ns,
+                        s.p50_ns,
+                        s.p99_ns,
+                        s.p99_9_ns,
+                        s.p99_99_ns,
+                        s.max_ns,
+                        s.mean_ns,
+                        l.jitter_ns
+                    )
+                })
+                .unwrap_or_else(|| ",,,,,,,".into());
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{lat}",
+                csv_field(&f.name),
+                f.id,
+                csv_field(&f.tx_port),
+                f.frames_tx.unwrap_or(0),
+                f.bytes_tx.unwrap_or(0),
+                cell(f.frames_rx),
+                cell(f.bytes_rx),
+                cell(f.frames_rx_unique),
+                cell(f.loss),
+                f.loss_pct().map(|l| format!("{l:.6}")).unwrap_or_default(),
+                cell(f.reordered),
+                cell(f.duplicates),
+                cell(f.late),
+            );
+        }
+        out
+    }
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// Quotes a CSV field when it needs it (RFC 4180).
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn port_result(p: &PortReport) -> PortResult {
+    PortResult {
+        name: p.name.clone(),
+        backend: p.backend.clone(),
+        scheduled_time: p.scheduled_time,
+        batch: p.batch,
+        core: p.core,
+        segmentation: p.segmentation.map(|s| SegmentationResult {
+            superframes: s.superframes,
+            frames: s.frames,
+        }),
+        frames_tx: p.frames,
+        bytes_tx: p.bytes,
+        late_frames: p.late_frames,
+        max_late_ns: p.max_late_ns,
+        shifted_ns: p.shifted_ns,
+        handover_error: p.handover.as_ref().map(TimingError::from),
+        pacing: p.pacing.as_ref().map(PacingResult::from),
+        handovers: p.handovers,
+        coalesced_frames: p.coalesced_frames,
+        departure_error: p.departure.as_ref().map(TimingError::from),
+        departure_fit: p.departure_fit.clone(),
+        elapsed_ns: p.elapsed_ns,
+        planned_ns: p.planned_ns,
+        paused_ns: p.paused_ns,
+        t0_unix_ns: p.t0_unix_ns,
+        shortfall: shortfall(p),
+        stopped_early: p.stopped_early,
+        failure: p.failure.clone(),
+        flows: p
+            .flows
+            .iter()
+            .map(|f| PortFlowResult {
+                name: f.name.clone(),
+                id: f.id,
+                frames_tx: f.frames,
+                bytes_tx: f.bytes,
+                first_ns: f.first_ns,
+                last_ns: f.last_ns,
+                instrumented: f.instrumented,
+            })
+            .collect(),
+    }
+}
+
+fn rx_port_result(p: &strobe_engine::rx_worker::RxPortReport) -> RxPortResult {
+    RxPortResult {
+        name: p.name.clone(),
+        receiver: p.receiver.clone(),
+        frames_rx: p.frames,
+        timestamps: p.timestamps.to_string(),
+        timestamp_counts: TimestampCounts {
+            kernel: p.timestamp_counts.kernel,
+            user: p.timestamp_counts.user,
+            hardware: p.timestamp_counts.hardware,
+        },
+        not_instrumented: p.other.not_instrumented,
+        unknown_flow: p.other.unknown_flow,
+        foreign: p.other.foreign,
+        out_of_window: p.other.out_of_window,
+        truncated: p.other.truncated,
+        kernel_drops: p.drops.ring_full,
+        hardware_clock: p.hardware_clock.clone(),
+    }
+}
+
+/// A flow's transmit totals over every worker that sent part of it.
+#[derive(Default)]
+struct TxTotals {
+    frames: u64,
+    bytes: u64,
+    first_ns: Option<u64>,
+    last_ns: Option<u64>,
+    instrumented: bool,
+    seen: bool,
+}
+
+fn tx_totals(r: &RunReport, id: u16) -> TxTotals {
+    let mut t = TxTotals::default();
+    for p in &r.ports {
+        for f in p.flows.iter().filter(|f| f.id == id) {
+            t.seen = true;
+            t.frames += f.frames;
+            t.bytes += f.bytes;
+            // On CLOCK_REALTIME, as receive timestamps are (trace times stay the trace's).
+            let on_clock = |ns: Option<u64>| ns.map(|ns| ns + p.t0_unix_ns.unwrap_or(0));
+            t.first_ns = match (t.first_ns, on_clock(f.first_ns)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            t.last_ns = t.last_ns.max(on_clock(f.last_ns));
+            t.instrumented |= f.instrumented;
+        }
+    }
+    t
+}
+
+fn flow_result(r: &RunReport, f: &FlowSpec, correction: Option<&Correction>) -> FlowResult {
+    let t = tx_totals(r, f.id);
+    let tx = t.seen.then_some(&t);
+    let rx = r.rx_flows.get(usize::from(f.id)).and_then(Option::as_ref);
+    FlowResult {
+        name: f.name.clone(),
+        id: f.id,
+        tx_port: f.tx_port.clone(),
+        rx_ports: f.rx_ports.clone(),
+        frames_tx: tx.map(|t| t.frames),
+        bytes_tx: tx.map(|t| t.bytes),
+        first_tx_ns: tx.and_then(|t| t.first_ns),
+        last_tx_ns: tx.and_then(|t| t.last_ns),
+        instrumented: tx.map(|t| t.instrumented),
+        frames_rx: rx.map(|x| x.counters.frames),
+        bytes_rx: rx.map(|x| x.counters.bytes),
+        frames_rx_unique: rx.map(|x| x.counters.unique),
+        loss: rx.and_then(|x| x.lost),
+        excess_rx: rx.map(|x| x.excess),
+        suspect: rx.is_some_and(|x| x.excess > 0),
+        reordered: rx.map(|x| x.counters.reordered),
+        duplicates: rx.map(|x| x.counters.duplicates),
+        late: rx.map(|x| x.counters.late),
+        first_rx_ns: rx.and_then(|x| x.counters.first_rx_ns),
+        last_rx_ns: rx.and_then(|x| x.counters.last_rx_ns),
+        latency: rx
+            .and_then(|x| x.latency.as_ref())
+            .and_then(|l| latency_result(r, f, l, correction)),
+    }
+}
+
+fn latency_result(
+    r: &RunReport,
+    flow: &FlowSpec,
+    l: &FlowLatency,
+    correction: Option<&Correction>,
+) -> Option<FlowLatencyResult> {
+    let raw = LatencyStats::from_histogram(l.histogram())?;
+    Some(FlowLatencyResult {
+        mode: flow.metrics.latency.map(|m| m.name().to_string()),
+        timestamps: timestamp_sources(r, flow),
+        jitter_ns: l.jitter_ns(),
+        negative: l.negative(),
+        clamped: l.clamped(),
+        corrected: correction.map(|c| raw.subtract(c.offset_ns)),
+        calibration: correction.map(|c| CalibrationUsed {
+            file: c.source.clone(),
+            offset_ns: c.offset_ns,
+        }),
+        raw,
+    })
+}
+
+/// Which clock stamped a flow's frames on each side, in words.
+pub fn timestamp_sources(r: &RunReport, flow: &FlowSpec) -> TimestampSources {
+    let split_part = format!("{}#", flow.tx_port);
+    let tx = match r
+        .ports
+        .iter()
+        .find(|p| p.name == flow.tx_port || p.name.starts_with(&split_part))
+    {
+        Some(p) if p.scheduled_time => "scheduled departure time (trace)".to_string(),
+        Some(_) => format!(
+            "user space: CLOCK_REALTIME (TSC re-anchored every ms; kernel clocksource {}) taken \
+             just before the hand-over to the backend",
+            strobe_engine::clock::kernel_clocksource()
+        ),
+        None => "none".to_string(),
+    };
+    let mut rx: Vec<String> =
+        r.rx_ports
+            .iter()
+            .filter(|p| flow.rx_ports.contains(&p.name))
+            .map(|p| match p.timestamps {
+                "kernel" => "kernel software receive timestamp (CLOCK_REALTIME)".to_string(),
+                "user" => "user space: CLOCK_REALTIME right after taking the frame off the ring"
+                    .to_string(),
+                "hardware" => "NIC hardware receive timestamp (PTP hardware clock)".to_string(),
+                "mixed" => {
+                    let c = &p.timestamp_counts;
+                    format!(
+                        "mixed: {} frames NIC hardware, {} kernel software, {} user space",
+                        c.hardware, c.kernel, c.user
+                    )
+                }
+                _ => "none".to_string(),
+            })
+            .collect();
+    rx.dedup();
+    TimestampSources {
+        tx,
+        rx: if rx.is_empty() {
+            "none".into()
+        } else {
+            rx.join("; ")
+        },
+    }
+}
+
+/// Per flow with a receiver: (name, frames sent, frames lost), for loss verdicts.
+fn flow_losses(flows: &[FlowResult]) -> Vec<(&str, u64, u64)> {
+    flows
+        .iter()
+        .filter_map(|f| Some((f.name.as_str(), f.frames_tx.unwrap_or(0), f.loss?)))
+        .collect()
+}
+
+/// One line when flows lost every frame they sent (the run "worked" but measured nothing):
+/// what was lost, the likely causes, and what to check.
+fn total_loss_warning(flows: &[FlowResult]) -> Option<String> {
+    let losses = flow_losses(flows);
+    let all_lost: Vec<&str> = losses
+        .iter()
+        .filter(|&&(_, tx, lost)| tx > 0 && lost >= tx)
+        .map(|&(name, _, _)| name)
+        .collect();
+    if all_lost.is_empty() {
+        return None;
+    }
+    let what = if all_lost.len() == losses.len() {
+        let sent: u64 = losses.iter().map(|l| l.1).sum();
+        format!("100 % loss: none of the {sent} frames sent was received")
+    } else {
+        let mut names = all_lost
+            .iter()
+            .take(5)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if all_lost.len() > 5 {
+            let _ = write!(names, " and {} more", all_lost.len() - 5);
+        }
+        format!(
+            "100 % loss on {} of {} flows ({names})",
+            all_lost.len(),
+            losses.len()
+        )
+    };
+    Some(format!(
+        "{what} — likely the frames do not reach the receiver: wrong destination MAC (the DUT \
+         drops frames not addressed to it), wrong IP addresses or no route on the DUT, or the \
+         receive port is not where the DUT sends; check the flows' MACs and addresses against \
+         the DUT's (`strobe lab status` on the lab) and the rx port"
+    ))
+}
+
+/// Beyond this share (and [`SHORTFALL_MIN_NS`]), a paced port that took longer than its
+/// schedule planned is said to have missed the asked rate.
+const SHORTFALL_SHARE: f64 = 0.01;
+const SHORTFALL_MIN_NS: u64 = 1_000_000;
+
+/// One line when a paced port sent slower than asked (its frames took more than ~1 % longer
+/// than the schedule planned): achieved against requested, why, and what to do.
+fn shortfall(p: &PortReport) -> Option<String> {
+    if p.scheduled_time || p.stopped_early || p.planned_ns == 0 || p.frames < 2 {
+        return None;
+    }
+    let behind_ns = p.elapsed_ns.saturating_sub(p.planned_ns);
+    if behind_ns <= SHORTFALL_MIN_NS || (behind_ns as f64) <= p.planned_ns as f64 * SHORTFALL_SHARE
+    {
+        return None;
+    }
+    let rate = |span_ns: u64| (p.frames - 1) as f64 / (span_ns as f64 / 1e9);
+    let why = if p.late_frames > 0 {
+        format!(
+            "{} frames were handed over late (worst {}): the sender could not keep up",
+            p.late_frames,
+            duration_text(p.max_late_ns)
+        )
+    } else {
+        "the backend could not take the frames as fast as asked".to_string()
+    };
+    // The floor as the run's own hand-overs measured it says what the path paces.
+    let why = match p
+        .pacing
+        .as_ref()
+        .and_then(|c| c.observed.map(|f| (f, c.max_batch)))
+    {
+        Some((floor, batch)) => format!(
+            "{why}; the path's floor as the run measured it ({} per hand-over, {} back to \
+             back) paces at most {}",
+            duration_text(floor.handover_ns),
+            duration_text(floor.spacing_ns),
+            pps_text(floor.ceiling_pps(batch))
+        ),
+        None => why,
+    };
+    Some(format!(
+        "tx port {}: sent {} frames at {} in {}, {:.1} % of the asked {} over {}; {why} — lower \
+         the rate, give strobe more cores (--cores N, 2 or more CPUs), use afxdp:, or run on a \
+         quieter machine",
+        p.name,
+        p.frames,
+        pps_text(rate(p.elapsed_ns)),
+        duration_text(p.elapsed_ns),
+        p.planned_ns as f64 * 100.0 / p.elapsed_ns as f64,
+        pps_text(rate(p.planned_ns)),
+        duration_text(p.planned_ns),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow(name: &str, tx: u64, lost: Option<u64>) -> FlowResult {
+        FlowResult {
+            name: name.into(),
+            id: 0,
+            tx_port: "p,1".into(),
+            rx_ports: vec!["rx".into()],
+            frames_tx: Some(tx),
+            bytes_tx: Some(tx * 64),
+            first_tx_ns: None,
+            last_tx_ns: None,
+            instrumented: Some(true),
+            frames_rx: lost.map(|l| tx - l),
+            bytes_rx: lost.map(|l| (tx - l) * 60),
+            frames_rx_unique: lost.map(|l| tx - l),
+            loss: lost,
+            excess_rx: lost.map(|_| 0),
+            suspect: false,
+            reordered: lost.map(|_| 0),
+            duplicates: lost.map(|_| 0),
+            late: lost.map(|_| 0),
+            first_rx_ns: None,
+            last_rx_ns: None,
+            latency: None,
+        }
+    }
+
+    fn results(flows: Vec<FlowResult>) -> Results {
+        Results {
+            run_tag: 1,
+            clock: "invariant TSC".into(),
+            ticks_per_sec: 1e9,
+            drain_ns: 0,
+            ports: vec![],
+            rx_ports: vec![],
+            warnings: total_loss_warning(&flows).into_iter().collect(),
+            failures: vec![],
+            flows,
+        }
+    }
+
+    #[test]
+    fn the_worst_loss_is_a_flows_or_the_runs() {
+        let r = results(vec![
+            flow("a", 1000, Some(10)),
+            flow("b", 1000, Some(0)),
+            flow("c", 5, None),
+        ]);
+        assert_eq!(r.worst_loss(), Some(("flow `a`".into(), 1.0)));
+        assert!(r.warnings.is_empty());
+        assert_eq!(results(vec![flow("c", 5, None)]).worst_loss(), None);
+    }
+
+    #[test]
+    fn total_loss_names_the_flows_that_lost_everything() {
+        let r = results(vec![flow("a", 100, Some(100)), flow("b", 100, Some(1))]);
+        assert_eq!(r.warnings.len(), 1);
+        assert!(
+            r.warnings[0].starts_with("100 % loss on 1 of 2 flows (a)"),
+            "{}",
+            r.warnings[0]
+        );
+        let all = results(vec![flow("a", 100, Some(100))]);
+        assert!(all.warnings[0].starts_with("100 % loss: none of the 100 frames"));
+    }
+
+    #[test]
+    fn csv_quotes_and_leaves_unmeasured_cells_empty() {
+        let csv = results(vec![flow("x\"y", 10, None), flow("z", 10, Some(1))]).to_csv();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(
+            lines[1].starts_with("\"x\"\"y\",0,\"p,1\",10,640,,,,,,,,,"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[2].contains(",1,10.000000,0,0,0,"), "{}", lines[2]);
+    }
+
+    #[test]
+    fn results_round_trip_through_json() {
+        let r = results(vec![flow("a", 1000, Some(10))]);
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<Results>(&text).unwrap(), r);
+    }
+}

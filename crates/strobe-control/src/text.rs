@@ -1,0 +1,55 @@
+//! How times and rates read in prose, the same in every front end and every warning the
+//! library writes: three decimals of µs below 1 ms (ns resolution), of ms below 1 s, of s
+//! above, always with the unit.
+
+use strobe_engine::ClockSource;
+
+pub fn duration_text(ns: u64) -> String {
+    duration_text_f64(ns as f64)
+}
+
+/// [`duration_text`] for fractional (or negative) nanoseconds.
+pub fn duration_text_f64(ns: f64) -> String {
+    if ns.abs() >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if ns.abs() >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else {
+        format!("{:.3} µs", ns / 1e3)
+    }
+}
+
+/// A packet rate with a unit that keeps it readable.
+pub fn pps_text(pps: f64) -> String {
+    if pps >= 1e6 {
+        format!("{:.3} Mpps", pps / 1e6)
+    } else if pps >= 1e3 {
+        format!("{:.2} kpps", pps / 1e3)
+    } else {
+        format!("{pps:.1} pps")
+    }
+}
+
+/// The clock that paced and stamped a run, in words.
+pub fn clock_name(c: ClockSource) -> &'static str {
+    match c {
+        ClockSource::Tsc => "invariant TSC",
+        ClockSource::Monotonic => "CLOCK_MONOTONIC (TSC not invariant)",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_follow_the_magnitude() {
+        assert_eq!(duration_text(1_234), "1.234 µs");
+        assert_eq!(duration_text(2_500_000), "2.500 ms");
+        assert_eq!(duration_text(3_000_000_000), "3.000 s");
+        assert_eq!(duration_text_f64(-1_500.0), "-1.500 µs");
+        assert_eq!(pps_text(1_090_000.0), "1.090 Mpps");
+        assert_eq!(pps_text(411_700.0), "411.70 kpps");
+        assert_eq!(pps_text(12.0), "12.0 pps");
+    }
+}
