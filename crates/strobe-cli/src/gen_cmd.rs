@@ -181,11 +181,12 @@ pub struct GenArgs {
 fn load(args: &GenArgs) -> Result<(Scenario, Pacing), Failure> {
     if let Some(path) = &args.scenario {
         let scenario = strobe_control::source::scenario_file(path)?;
+        // --unpaced makes any scenario unpaced; the file's `[run] pacing` may too.
         let pacing = match args.unpaced {
             true => Pacing::Unpaced {
                 time_limit_ns: None,
             },
-            false => Pacing::Scheduled,
+            false => scenario.pacing,
         };
         return Ok((scenario, pacing));
     }

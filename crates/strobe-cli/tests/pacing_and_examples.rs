@@ -68,6 +68,47 @@ fn unpaced_run_ignores_deadlines() {
 }
 
 #[test]
+fn a_scenario_file_asks_for_an_unpaced_run_with_a_time_limit() {
+    let dir = Scratch::new("unpaced-file");
+    let scenario = dir.path("unpaced.toml");
+    let json = dir.path("r.json");
+    std::fs::write(
+        &scenario,
+        "[run]\npacing = \"unpaced\"\ntime_limit = \"300ms\"\n\
+         [[ports]]\nname = \"p\"\nlocation = \"null\"\n\
+         [[flows]]\nname = \"f\"\ntx = \"p\"\nrate = \"1kpps\"\n\
+         [[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n\
+         [[flows.packet]]\n\
+         ipv4 = { src = \"198.18.0.1\", dst = \"198.18.1.1\" }\n[[flows.packet]]\nudp = {}\n",
+    )
+    .unwrap();
+    // Bounded: were the file's pacing ignored, the continuous flow would never end.
+    let out = std::process::Command::new("timeout")
+        .arg("30")
+        .arg(strobe().get_program())
+        .args(["gen", "-q", "--json", &json])
+        .arg(&scenario)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let port = &r["ports"][0];
+    // A continuous flow at 1 kpps would send ~300 frames in 300 ms; unpaced, the time limit
+    // ends a run of far more, with no deadline to measure hand-overs against.
+    assert!(port["frames_tx"].as_u64().unwrap() > 10_000, "{port}");
+    assert_eq!(port["stopped_early"], true, "{port}");
+    assert!(port["handover_error"].is_null(), "{port}");
+    let secs = port["elapsed_ns"].as_f64().unwrap() / 1e9;
+    assert!((0.25..3.0).contains(&secs), "elapsed {secs} s");
+}
+
+#[test]
 fn every_example_scenario_runs() {
     let dir = Scratch::new("examples");
     let mut ran = 0;

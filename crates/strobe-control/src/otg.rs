@@ -186,6 +186,7 @@ fn ports_only(
         ports: Vec::new(),
         flows: Vec::new(),
         warnings: Vec::new(),
+        pacing: strobe_model::Pacing::Scheduled,
     };
     for (i, p) in ports.iter().enumerate() {
         let text = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_string);

@@ -14,16 +14,7 @@ use strobe_timing::PathFloor;
 use crate::ports::{resolve_lab_ports, DEFAULT_LAB_PREFIX};
 use crate::{pcap_space, ControlError};
 
-/// How a run's frames are timed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Pacing {
-    /// Each frame at its scheduled departure (the scenario's rates and patterns).
-    #[default]
-    Scheduled,
-    /// As fast as the engine goes, deadlines ignored (engine cost, `--rate max`); a real
-    /// time limit may end it.
-    Unpaced { time_limit_ns: Option<u64> },
-}
+pub use strobe_model::Pacing;
 
 /// How to run a scenario (the command line's options, a server's settings).
 #[derive(Clone, Debug)]
@@ -101,7 +92,13 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
     let lab = resolve_lab_ports(&mut scenario, &options.lab_prefix)?;
     let mac_warnings = strobe_model::check_macs(&scenario).map_err(ControlError::BadInput)?;
     scenario.warnings.extend(mac_warnings);
-    let time_limit_ns = match options.pacing {
+    // The options can make a run unpaced; a scenario file can ask for it too.
+    let pacing = match options.pacing {
+        Pacing::Scheduled => scenario.pacing,
+        unpaced => unpaced,
+    };
+    scenario.pacing = pacing;
+    let time_limit_ns = match pacing {
         Pacing::Unpaced { time_limit_ns } => time_limit_ns,
         Pacing::Scheduled => None,
     };
@@ -138,7 +135,7 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
             .unwrap_or_default(),
         late_policy: options.late_policy,
         late_tolerance_ns: options.late_tolerance_ns,
-        unpaced: matches!(options.pacing, Pacing::Unpaced { .. }),
+        unpaced: matches!(pacing, Pacing::Unpaced { .. }),
         time_limit_ns,
         drain_ns: options.drain_ns,
         tx_workers: options.tx_workers.max(1),
@@ -152,7 +149,7 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
     Ok(Plan {
         scenario,
         options: run_options,
-        pacing: options.pacing,
+        pacing,
         warnings,
         lab,
     })
@@ -195,6 +192,41 @@ mod tests {
             .iter()
             .all(|f| f.metrics.latency.is_none()));
         assert!(plan.lab.is_none());
+    }
+
+    #[test]
+    fn a_scenario_file_can_ask_for_an_unpaced_run() {
+        let mut unpaced = scenario("null");
+        unpaced.pacing = Pacing::Unpaced {
+            time_limit_ns: Some(9),
+        };
+        let plan = prepare(unpaced, &PlanOptions::default()).unwrap();
+        assert!(plan.options.unpaced);
+        assert_eq!(plan.options.time_limit_ns, Some(9));
+        assert_eq!(
+            plan.pacing,
+            Pacing::Unpaced {
+                time_limit_ns: Some(9)
+            }
+        );
+        // The options' unpaced choice wins over a scheduled file.
+        let plan = prepare(
+            scenario("null"),
+            &PlanOptions {
+                pacing: Pacing::Unpaced {
+                    time_limit_ns: None,
+                },
+                ..PlanOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(plan.options.unpaced);
+        assert!(
+            !prepare(scenario("null"), &PlanOptions::default())
+                .unwrap()
+                .options
+                .unpaced
+        );
     }
 
     #[test]

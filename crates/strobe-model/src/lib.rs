@@ -28,7 +28,7 @@ mod value;
 pub use error::ModelError;
 pub use mac::{check_macs, fill_unset_macs};
 pub use model::{
-    FieldPattern, FlowSpec, HeaderSpec, LatencyMode, Metrics, NoFiles, PortSpec, Resources,
+    FieldPattern, FlowSpec, HeaderSpec, LatencyMode, Metrics, NoFiles, Pacing, PortSpec, Resources,
     Scenario, DEFAULT_PORT_SPEED_BPS, FCS_LEN, MAX_CORES, MAX_FLOWS, MAX_FRAME_SIZE,
 };
 pub use pattern::{random_in, random_word, width_mask, Pattern};

@@ -29,6 +29,20 @@ pub struct Scenario {
     pub flows: Vec<FlowSpec>,
     /// Things adjusted on the user's behalf (e.g. the trailer switched off); show them.
     pub warnings: Vec<String>,
+    /// How the frames are timed (a scenario file's `[run] pacing`).
+    pub pacing: Pacing,
+}
+
+/// How a run's frames are timed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pacing {
+    /// Each frame at its scheduled departure (the flows' rates and patterns).
+    #[default]
+    Scheduled,
+    /// As fast as the engine goes, deadlines ignored (the engine's cost, a DUT's
+    /// throughput); a flow still sends the frames its duration makes, and a real-time
+    /// limit may end the run first.
+    Unpaced { time_limit_ns: Option<u64> },
 }
 
 #[derive(Clone, Debug)]

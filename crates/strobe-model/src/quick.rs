@@ -13,8 +13,8 @@ use strobe_wire::{HeaderKind, Payload};
 use crate::error::{flag_error, ModelError};
 use crate::line_rate::{check_port, Remedy, TxLine};
 use crate::model::{
-    finish_flow, FlowDraft, HeaderSpec, MetricsRequest, Part, PortSpec, Resources, Scenario,
-    DEFAULT_PORT_SPEED_BPS,
+    finish_flow, FlowDraft, HeaderSpec, MetricsRequest, Pacing, Part, PortSpec, Resources,
+    Scenario, DEFAULT_PORT_SPEED_BPS,
 };
 use crate::pattern::Pattern;
 use crate::scenario::{
@@ -178,6 +178,7 @@ pub fn build(args: &QuickArgs, res: &dyn Resources) -> Result<Scenario, ModelErr
         }],
         flows: vec![flow],
         warnings,
+        pacing: Pacing::Scheduled,
     })
 }
 

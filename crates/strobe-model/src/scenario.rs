@@ -13,8 +13,8 @@ use strobe_wire::{FieldDef, FieldFormat, HeaderKind, Payload};
 use crate::error::{Locator, ModelError};
 use crate::line_rate::{check_port, Remedy, TxLine};
 use crate::model::{
-    finish_flow, FlowDraft, FlowSpec, HeaderSpec, LatencyMode, MetricsRequest, Part, PortSpec,
-    Resources, Scenario, DEFAULT_PORT_SPEED_BPS, MAX_CORES, MAX_FLOWS,
+    finish_flow, FlowDraft, FlowSpec, HeaderSpec, LatencyMode, MetricsRequest, Pacing, Part,
+    PortSpec, Resources, Scenario, DEFAULT_PORT_SPEED_BPS, MAX_CORES, MAX_FLOWS,
 };
 use crate::node::{parse_document, Node, Reader, Table, Value};
 use crate::pattern::Pattern;
@@ -163,7 +163,11 @@ impl Loader<'_> {
 
     fn scenario(&self, root: &Node, source: &str) -> Result<Scenario, ModelError> {
         let top = self.r.table(root, "", "a table")?;
-        self.r.only(&top, &["ports", "flows"])?;
+        self.r.only(&top, &["ports", "flows", "run"])?;
+        let pacing = match top.get("run") {
+            Some(run) => self.pacing(run)?,
+            None => Pacing::Scheduled,
+        };
 
         let ports_node = top.get("ports").ok_or_else(|| {
             self.r.loc.error(
@@ -250,6 +254,50 @@ impl Loader<'_> {
             ports,
             flows,
             warnings,
+            pacing,
+        })
+    }
+
+    /// `[run]`: `pacing = "scheduled" | "unpaced"`, and for an unpaced run an optional
+    /// real-time `time_limit`.
+    fn pacing(&self, node: &Node) -> Result<Pacing, ModelError> {
+        let t = self.r.table(node, "run", "a [run] table")?;
+        self.r.only(&t, &["pacing", "time_limit"])?;
+        let unpaced = match t.get("pacing") {
+            None => false,
+            Some(n) => match self
+                .r
+                .string(n, "run.pacing", "\"scheduled\" or \"unpaced\"")?
+            {
+                "scheduled" => false,
+                "unpaced" => true,
+                other => {
+                    return Err(self.err(
+                        &n.span(),
+                        "run.pacing",
+                        format!(
+                            "`{other}` — accepted: \"scheduled\" (each frame at its departure) or \
+                             \"unpaced\" (as fast as the engine goes)"
+                        ),
+                    ))
+                }
+            },
+        };
+        let time_limit_ns = match t.get("time_limit") {
+            Some(n) if !unpaced => {
+                return Err(self.err(
+                    &n.span(),
+                    "run.time_limit",
+                    "a time limit applies to unpaced runs (pacing = \"unpaced\"); a scheduled \
+                     run ends with its flows' durations",
+                ))
+            }
+            Some(n) => Some(self.time(n, "run.time_limit")?).filter(|&ns| ns > 0),
+            None => None,
+        };
+        Ok(match unpaced {
+            true => Pacing::Unpaced { time_limit_ns },
+            false => Pacing::Scheduled,
         })
     }
 

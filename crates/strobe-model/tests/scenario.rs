@@ -1191,3 +1191,41 @@ fn port_cores_are_read_and_checked() {
     let without = load(&text.replace("cores = 3\n", "")).unwrap();
     assert_eq!(without.ports[0].cores, None);
 }
+
+#[test]
+fn a_run_table_asks_for_unpaced_pacing() {
+    let with_run = |run: &str| load(&format!("[run]\n{run}\n{}", one_flow("", UDP4)));
+    assert_eq!(
+        load(&one_flow("", UDP4)).unwrap().pacing,
+        strobe_model::Pacing::Scheduled
+    );
+    assert_eq!(
+        with_run("pacing = \"unpaced\"").unwrap().pacing,
+        strobe_model::Pacing::Unpaced {
+            time_limit_ns: None
+        }
+    );
+    assert_eq!(
+        with_run("pacing = \"unpaced\"\ntime_limit = \"2.5s\"")
+            .unwrap()
+            .pacing,
+        strobe_model::Pacing::Unpaced {
+            time_limit_ns: Some(2_500_000_000)
+        }
+    );
+    assert_eq!(
+        with_run("pacing = \"scheduled\"").unwrap().pacing,
+        strobe_model::Pacing::Scheduled
+    );
+    let refused = |run: &str, needle: &str| {
+        let e = with_run(run).unwrap_err().to_string();
+        assert!(e.contains(needle), "{run}: {e}");
+    };
+    refused("pacing = \"fast\"", "`fast` — accepted: \"scheduled\"");
+    refused("time_limit = \"1s\"", "applies to unpaced runs");
+    refused(
+        "pacing = \"unpaced\"\ntime_limit = \"soon\"",
+        "run.time_limit",
+    );
+    refused("speed = 1", "run.speed");
+}
