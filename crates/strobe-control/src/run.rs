@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use serde::Serialize;
-use strobe_engine::live::FlowSnapshot;
+use strobe_engine::live::{FlowSnapshot, FlowSwitches};
 use strobe_engine::{run_scenario, PortPacing, RunReport, Tick};
 use strobe_model::Scenario;
 use strobe_timing::Duration;
@@ -152,6 +152,7 @@ pub struct RunHandle {
     scenario: Arc<Scenario>,
     stop: Arc<AtomicBool>,
     pause: Arc<AtomicBool>,
+    switches: Arc<FlowSwitches>,
     view: Arc<Mutex<LiveView>>,
     thread: Option<JoinHandle<Result<Arc<RunReport>, ControlError>>>,
 }
@@ -161,6 +162,10 @@ pub fn start(mut plan: Plan) -> Result<RunHandle, ControlError> {
     let stop = Arc::new(AtomicBool::new(false));
     let pause = Arc::new(AtomicBool::new(false));
     plan.options.pause = Some(pause.clone());
+    let switches = Arc::new(FlowSwitches::new(
+        plan.scenario.flows.iter().map(|f| f.name.clone()),
+    ));
+    plan.options.flow_switches = Some(switches.clone());
     let view = Arc::new(Mutex::new(LiveView {
         state: RunState::Starting,
         pacing: Vec::new(),
@@ -216,6 +221,7 @@ pub fn start(mut plan: Plan) -> Result<RunHandle, ControlError> {
         scenario,
         stop,
         pause,
+        switches,
         view,
         thread: Some(thread),
     })
@@ -243,6 +249,19 @@ impl RunHandle {
     /// Asks the run to stop: transmitters end after their current batch, receivers drain.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Stops the flows named while the others go on (each after the hand-over in
+    /// progress); the run ends when all its flows are done. Unknown names are ignored.
+    pub fn stop_flows(&self, names: &[String]) {
+        for name in names {
+            self.switches.stop(name);
+        }
+    }
+
+    /// Whether `name` was stopped on its own ([`RunHandle::stop_flows`]).
+    pub fn is_flow_stopped(&self, name: &str) -> bool {
+        self.switches.is_stopped(name)
     }
 
     /// Pauses every transmitter (after its current hand-over); [`RunHandle::resume`] goes
@@ -287,6 +306,7 @@ impl RunHandle {
                 v.state
             },
             self.is_paused(),
+            &self.switches,
             v.last.as_ref(),
             v.previous.as_ref(),
         )
@@ -362,6 +382,7 @@ fn live_metrics(
     scenario: &Scenario,
     state: RunState,
     paused: bool,
+    switches: &FlowSwitches,
     last: Option<&Sample>,
     previous: Option<&Sample>,
 ) -> Metrics {
@@ -383,7 +404,8 @@ fn live_metrics(
                 }
                 _ => (0.0, 0.0),
             };
-            let done = planned_frames(&f.schedule.duration).is_some_and(|n| now.tx_frames >= n);
+            let done = planned_frames(&f.schedule.duration).is_some_and(|n| now.tx_frames >= n)
+                || switches.is_stopped(&f.name);
             FlowMetrics {
                 name: f.name.clone(),
                 tx_port: f.tx_port.clone(),
@@ -486,7 +508,7 @@ fn final_metrics(scenario: &Scenario, report: &RunReport) -> Metrics {
 }
 
 /// Ports' counters from their flows': sent on the flow's tx port, received on its rx ports.
-fn port_metrics(scenario: &Scenario, flows: &[FlowMetrics]) -> Vec<PortMetrics> {
+pub fn port_metrics(scenario: &Scenario, flows: &[FlowMetrics]) -> Vec<PortMetrics> {
     scenario
         .ports
         .iter()

@@ -4,7 +4,7 @@
 //! once per batch (TX) or every few hundred frames (RX): the watcher sees values at most a
 //! batch old, and the hot path never contends on a shared cache line per packet.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Published counters of one flow.
 #[derive(Debug)]
@@ -90,6 +90,52 @@ impl FlowSnapshot {
     }
 }
 
+/// Flows asked to stop while the rest of their run goes on. Transmitters look at it once
+/// per hand-over, and only read the flags when the change count moved: a stopped flow sends
+/// nothing after the hand-over in progress.
+#[derive(Debug)]
+pub struct FlowSwitches {
+    names: Vec<String>,
+    stopped: Vec<AtomicBool>,
+    changes: AtomicU64,
+}
+
+impl FlowSwitches {
+    /// Switches for the flows named (a scenario's flows, in any order).
+    pub fn new(names: impl IntoIterator<Item = String>) -> Self {
+        let names: Vec<String> = names.into_iter().collect();
+        FlowSwitches {
+            stopped: names.iter().map(|_| AtomicBool::new(false)).collect(),
+            names,
+            changes: AtomicU64::new(0),
+        }
+    }
+
+    /// Stops the flow named `name` (and every part of it a split port sends); false when
+    /// there is no such flow.
+    pub fn stop(&self, name: &str) -> bool {
+        let Some(i) = self.names.iter().position(|n| n == name) else {
+            return false;
+        };
+        self.stopped[i].store(true, Ordering::Relaxed);
+        // Released after the flag: a transmitter that acquires the new count sees it.
+        self.changes.fetch_add(1, Ordering::Release);
+        true
+    }
+
+    pub fn is_stopped(&self, name: &str) -> bool {
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .is_some_and(|i| self.stopped[i].load(Ordering::Relaxed))
+    }
+
+    /// How many stops were asked so far (a transmitter rereads the flags when it moves).
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+}
+
 /// The live counters of every flow of a run, indexed by flow id.
 #[derive(Debug)]
 pub struct LiveCounters {
@@ -143,6 +189,17 @@ impl LiveCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn switches_stop_flows_by_name_and_count_changes() {
+        let sw = FlowSwitches::new(["a".to_string(), "b".to_string()]);
+        assert_eq!(sw.changes(), 0);
+        assert!(!sw.is_stopped("a"));
+        assert!(sw.stop("b"));
+        assert!(!sw.stop("nope"));
+        assert_eq!(sw.changes(), 1);
+        assert!(sw.is_stopped("b") && !sw.is_stopped("a") && !sw.is_stopped("nope"));
+    }
 
     #[test]
     fn sub_flows_add_up_with_their_latency_so_far() {

@@ -90,6 +90,9 @@ pub struct RunOptions {
     /// While set, transmitters hand nothing over; when cleared, the schedule resumes where
     /// it stopped, later by the pause (a pause is neither late nor a stall).
     pub pause: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// Flows stopped while the others go on: a stopped flow's schedule ends after the
+    /// hand-over in progress; a port whose flows are all stopped ends.
+    pub flow_switches: Option<Arc<crate::live::FlowSwitches>>,
 }
 
 impl Default for RunOptions {
@@ -113,6 +116,7 @@ impl Default for RunOptions {
             seq_start: 0,
             floors: Vec::new(),
             pause: None,
+            flow_switches: None,
         }
     }
 }
@@ -291,10 +295,19 @@ struct FlowState {
     unpaced_budget: Option<u64>,
     /// Where the counters are published for watchers of the run.
     live: Option<Arc<LiveCounters>>,
+    /// Stopped by its switch: no frame is planned any more.
+    stopped: bool,
     report: FlowReport,
 }
 
 impl FlowState {
+    /// Ends the flow's schedule now (its switch was turned off).
+    fn stop(&mut self) {
+        self.stopped = true;
+        self.next = None;
+        self.unpaced_budget = self.unpaced_budget.map(|_| 0);
+    }
+
     /// Counts the frames just written for this flow.
     #[inline]
     fn record(&mut self, slots: &[TxSlot<'_>], which: &[u16], templates: &[u16]) {
@@ -431,6 +444,9 @@ impl Plan {
 
     /// One flow: no merge, and for a fixed frame size the schedule runs in one tight loop.
     fn fill_single(&mut self, s: &mut FlowState, batch: usize) -> usize {
+        if s.stopped {
+            return 0;
+        }
         let mut n = 0;
         if let Some((deadline, template)) = s.next.take() {
             self.deadlines[0] = deadline;
@@ -557,6 +573,7 @@ pub fn run_port<B: Backend>(
             sizes: f.size.sequence(f.size_seed),
             schedule,
             next: None,
+            stopped: false,
         };
         if s.unpaced_budget.is_none() {
             s.advance();
@@ -650,10 +667,22 @@ pub fn run_port<B: Backend>(
         }};
     }
 
+    let mut switch_changes = 0u64;
     'batches: loop {
         if stop.load(Ordering::Relaxed) {
             report.stopped_early = true;
             break;
+        }
+        if let Some(switches) = &opts.flow_switches {
+            let changes = switches.changes();
+            if changes != switch_changes {
+                switch_changes = changes;
+                for s in states.iter_mut().filter(|s| !s.stopped) {
+                    if switches.is_stopped(&s.report.name) {
+                        s.stop();
+                    }
+                }
+            }
         }
         let paused = hold_while_paused(clock, opts.pause.as_deref(), stop);
         if paused > 0 {

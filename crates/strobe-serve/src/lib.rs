@@ -62,7 +62,9 @@ struct Session {
     scenario: Option<Scenario>,
     /// Ports the config may capture on, and the format of their captures.
     capture_ports: Vec<(String, CaptureFormat)>,
-    run: Option<RunHandle>,
+    /// Runs, oldest first: one per start request, each with the flows it started (a flow's
+    /// counters are those of the newest run that sends it).
+    runs: Vec<RunHandle>,
     /// Captures running, and the last capture of each port once stopped.
     capturing: HashMap<String, Capture>,
     captured: HashMap<String, Vec<u8>>,
@@ -185,18 +187,49 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| internal(vec![format!("a server task failed: {e}")]))
 }
 
-/// Stops a run that is still going and waits for its workers.
-async fn stop_run(run: &mut Option<RunHandle>) -> Result<(), OtgError> {
-    if let Some(mut handle) = run.take() {
-        let handle = blocking(move || {
-            handle.stop();
-            let _ = handle.wait_finished();
-            handle
-        })
-        .await?;
-        *run = Some(handle);
+/// Stops a run that is still going and waits for its workers (and its drain).
+async fn stop_run(run: RunHandle) -> Result<RunHandle, OtgError> {
+    blocking(move || {
+        let mut run = run;
+        run.stop();
+        let _ = run.wait_finished();
+        run
+    })
+    .await
+}
+
+/// Stops every run still going and waits for them.
+async fn stop_all(runs: &mut Vec<RunHandle>) -> Result<(), OtgError> {
+    for run in std::mem::take(runs) {
+        let run = if run.is_finished() {
+            run
+        } else {
+            stop_run(run).await?
+        };
+        runs.push(run);
     }
     Ok(())
+}
+
+/// The flows of `run` still sending (not finished, not stopped, not done).
+fn sending(run: &RunHandle) -> Vec<String> {
+    if run.is_finished() {
+        return Vec::new();
+    }
+    run.metrics()
+        .flows
+        .into_iter()
+        .filter(|f| f.transmit != strobe_control::Transmit::Stopped)
+        .map(|f| f.name)
+        .collect()
+}
+
+fn flow_names_of(run: &RunHandle) -> Vec<String> {
+    run.scenario()
+        .flows
+        .iter()
+        .map(|f| f.name.clone())
+        .collect()
 }
 
 async fn set_config(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
@@ -228,9 +261,9 @@ async fn set_config(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
         }
     }
     let mut session = server.state.lock().await;
-    // A new config replaces the old one: a run still going is stopped first.
-    stop_run(&mut session.run).await?;
-    session.run = None;
+    // A new config replaces the old one: runs still going are stopped first.
+    stop_all(&mut session.runs).await?;
+    session.runs.clear();
     let captures = std::mem::take(&mut session.capturing);
     // Ending a capture joins its thread: off the async workers.
     blocking(move || drop(captures)).await?;
@@ -334,15 +367,13 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                 .join(", ")
         )]));
     }
-    let running: Vec<String> = match &session.run {
-        Some(run) if !run.is_finished() => run
-            .scenario()
-            .flows
-            .iter()
-            .map(|f| f.name.clone())
-            .collect(),
-        _ => Vec::new(),
+    // Named flows, or all of them.
+    let wanted: Vec<String> = if flow_names.is_empty() {
+        scenario.flows.iter().map(|f| f.name.clone()).collect()
+    } else {
+        flow_names.clone()
     };
+    let sending_now: Vec<String> = session.runs.iter().flat_map(sending).collect();
     match state {
         "start" => {
             if scenario.flows.is_empty() {
@@ -350,22 +381,25 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                     "flow_transmit start: the config has no flows".into(),
                 ]));
             }
-            // A run whose transmitters are all done is only draining (its receivers count
-            // frames still in flight): it ends first, then the new one starts.
-            let draining = session.run.as_ref().is_some_and(|run| {
-                run.metrics()
-                    .flows
-                    .iter()
-                    .all(|f| f.transmit == strobe_control::Transmit::Stopped)
-            });
-            if draining {
-                stop_run(&mut session.run).await?;
-            } else if !running.is_empty() {
+            let busy: Vec<&String> = wanted.iter().filter(|n| sending_now.contains(n)).collect();
+            if !busy.is_empty() {
                 return Err(validation(vec![format!(
-                    "flow_transmit start: flows {} are still sending — stop them first (strobe \
-                     starts the flows of one start request together)",
-                    running.join(", ")
+                    "flow_transmit start: flows {} are still sending — stop them first",
+                    busy.iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )]));
+            }
+            // A run with a flow to start again whose transmitters are done is only draining
+            // (its receivers count frames still in flight): it ends first.
+            for i in 0..session.runs.len() {
+                let run = &session.runs[i];
+                if !run.is_finished() && flow_names_of(run).iter().any(|n| wanted.contains(n)) {
+                    let run = session.runs.remove(i);
+                    let run = stop_run(run).await?;
+                    session.runs.insert(i, run);
+                }
             }
             let subset = select_flows(scenario, &flow_names);
             let options = server.options.plan.clone();
@@ -387,42 +421,82 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
             })
             .await?
             .map_err(control_error)?;
-            session.run = Some(started);
+            session.runs.push(started);
+            // Runs none of whose flows is the newest run's any more are forgotten.
+            let runs = std::mem::take(&mut session.runs);
+            let mut kept: Vec<usize> = Vec::with_capacity(runs.len());
+            for (i, run) in runs.iter().enumerate() {
+                let names = flow_names_of(run);
+                let superseded = names.iter().all(|n| {
+                    runs[i + 1..]
+                        .iter()
+                        .any(|later| flow_names_of(later).contains(n))
+                });
+                if !superseded || !run.is_finished() {
+                    kept.push(i);
+                }
+            }
+            session.runs = runs
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| kept.contains(i))
+                .map(|(_, r)| r)
+                .collect();
             Ok(ok_json(json!({ "warnings": [] })))
         }
         "stop" => {
-            let partial = !flow_names.is_empty()
-                && running.iter().any(|r| !flow_names.contains(r))
-                && flow_names.iter().any(|n| running.contains(n));
-            if partial {
-                return Err(validation(vec![format!(
-                    "flow_transmit stop: stopping some flows of a run ({}) while others go on \
-                     is not supported yet — stop them all (no flow_names)",
-                    running.join(", ")
-                )]));
-            }
-            if flow_names.is_empty() || flow_names.iter().any(|n| running.contains(n)) {
-                stop_run(&mut session.run).await?;
+            // A run whose flows are all named stops whole (and drains); one with others
+            // still sending stops the named flows only.
+            for i in 0..session.runs.len() {
+                let run = &session.runs[i];
+                if run.is_finished() {
+                    continue;
+                }
+                let names = flow_names_of(run);
+                if names.iter().all(|n| wanted.contains(n)) {
+                    let run = session.runs.remove(i);
+                    let run = stop_run(run).await?;
+                    session.runs.insert(i, run);
+                } else {
+                    let named: Vec<String> =
+                        names.into_iter().filter(|n| wanted.contains(n)).collect();
+                    run.stop_flows(&named);
+                }
             }
             Ok(ok_json(json!({ "warnings": [] })))
         }
         "pause" | "resume" => {
-            let Some(run) = session.run.as_ref().filter(|r| !r.is_finished()) else {
+            let live: Vec<&RunHandle> = session
+                .runs
+                .iter()
+                .filter(|r| !r.is_finished() && flow_names_of(r).iter().any(|n| wanted.contains(n)))
+                .collect();
+            if live.is_empty() {
                 return Err(validation(vec![format!(
-                    "flow_transmit {state}: no flow is sending — start them first"
-                )]));
-            };
-            if !flow_names.is_empty() && running.iter().any(|r| !flow_names.contains(r)) {
-                return Err(validation(vec![format!(
-                    "flow_transmit {state}: pausing some flows of a run ({}) while others go \
-                     on is not supported yet — {state} them all (no flow_names)",
-                    running.join(", ")
+                    "flow_transmit {state}: no flow named is sending — start them first"
                 )]));
             }
-            if state == "pause" {
-                run.pause();
-            } else {
-                run.resume();
+            // All or nothing: a run is paused whole, so every flow it sends must be named.
+            for run in &live {
+                let others: Vec<String> = flow_names_of(run)
+                    .into_iter()
+                    .filter(|n| !wanted.contains(n))
+                    .collect();
+                if !others.is_empty() {
+                    return Err(validation(vec![format!(
+                        "flow_transmit {state}: flows started together {state} together — \
+                         name {} too, or start the flows to {state} apart in their own start \
+                         request",
+                        others.join(", ")
+                    )]));
+                }
+            }
+            for run in live {
+                if state == "pause" {
+                    run.pause();
+                } else {
+                    run.resume();
+                }
             }
             Ok(ok_json(json!({ "warnings": [] })))
         }
@@ -594,7 +668,7 @@ async fn get_metrics(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
             let wanted = names(request.get("flow").and_then(|f| f.get("flow_names")))?;
             reply::flow_metrics(
                 scenario,
-                session.run.as_ref(),
+                &session.runs,
                 &wanted,
                 !server.options.no_extensions,
             )
@@ -603,7 +677,7 @@ async fn get_metrics(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
             let wanted = names(request.get("port").and_then(|p| p.get("port_names")))?;
             let capturing: Vec<&str> = session.capturing.keys().map(String::as_str).collect();
             let down: Vec<&str> = session.links_down.iter().map(String::as_str).collect();
-            reply::port_metrics(scenario, session.run.as_ref(), &wanted, &capturing, &down)
+            reply::port_metrics(scenario, &session.runs, &wanted, &capturing, &down)
         }
         other => Err(format!(
             "choice: `{other}` metrics are not supported — strobe reports port and flow metrics"

@@ -4,7 +4,9 @@
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
-use strobe_control::{FlowMetrics, Results, RunHandle, Transmit};
+use std::collections::HashMap;
+
+use strobe_control::{FlowMetrics, Metrics, PortMetrics, Results, RunHandle, Transmit};
 use strobe_model::Scenario;
 
 /// Capture bytes, as OTG clients read them.
@@ -84,22 +86,53 @@ fn transmit(t: Transmit) -> &'static str {
     }
 }
 
-/// Every flow of the config in its order: the run's metrics, zeros for a flow the run does
-/// not send (or before any run).
-fn flows_of(scenario: &Scenario, run: Option<&RunHandle>) -> Vec<FlowMetrics> {
-    let ran = run
-        .map(RunHandle::metrics)
-        .map_or_else(Vec::new, |m| m.flows);
-    scenario
-        .flows
-        .iter()
-        .map(|f| {
-            ran.iter()
-                .find(|m| m.name == f.name)
-                .cloned()
-                .unwrap_or_else(|| FlowMetrics::idle(f))
-        })
-        .collect()
+/// The counters of every flow of the config in its order, from the newest run that sends
+/// it (zeros for a flow no run sent), with the index of that run; each run's metrics are
+/// read once.
+struct Latest {
+    flows: Vec<(FlowMetrics, Option<usize>)>,
+    /// Each run's own metrics, oldest first.
+    runs: Vec<Metrics>,
+}
+
+impl Latest {
+    fn of(scenario: &Scenario, runs: &[RunHandle]) -> Latest {
+        let metrics: Vec<Metrics> = runs.iter().map(RunHandle::metrics).collect();
+        let mut newest: HashMap<&str, (usize, &FlowMetrics)> = HashMap::new();
+        for (i, m) in metrics.iter().enumerate() {
+            for f in &m.flows {
+                newest.insert(f.name.as_str(), (i, f));
+            }
+        }
+        let flows = scenario
+            .flows
+            .iter()
+            .map(|f| match newest.get(f.name.as_str()) {
+                Some(&(i, m)) => (m.clone(), Some(i)),
+                None => (FlowMetrics::idle(f), None),
+            })
+            .collect();
+        Latest {
+            flows,
+            runs: metrics,
+        }
+    }
+
+    /// Port counters: one run's own (a receive port counts every frame it saw), or with
+    /// flows from several runs, their flows' counters added up per port.
+    fn ports(&self, scenario: &Scenario) -> Vec<PortMetrics> {
+        let mut used: Vec<usize> = self.flows.iter().filter_map(|(_, i)| *i).collect();
+        used.sort_unstable();
+        used.dedup();
+        match used.as_slice() {
+            [] => Vec::new(),
+            [one] => self.runs[*one].ports.clone(),
+            _ => {
+                let flows: Vec<FlowMetrics> = self.flows.iter().map(|(f, _)| f.clone()).collect();
+                strobe_control::run::port_metrics(scenario, &flows)
+            }
+        }
+    }
 }
 
 fn unknown(what: &str, name: &str, known: impl Iterator<Item = String>) -> String {
@@ -113,7 +146,7 @@ fn unknown(what: &str, name: &str, known: impl Iterator<Item = String>) -> Strin
 /// strobe's detail when `extensions` says so.
 pub fn flow_metrics(
     scenario: &Scenario,
-    run: Option<&RunHandle>,
+    runs: &[RunHandle],
     wanted: &[String],
     extensions: bool,
 ) -> Result<Value, String> {
@@ -127,10 +160,9 @@ pub fn flow_metrics(
             scenario.flows.iter().map(|f| f.name.clone()),
         ));
     }
-    let flows = flows_of(scenario, run);
-    let results = run.and_then(RunHandle::results).filter(|_| extensions);
+    let latest = Latest::of(scenario, runs);
     let mut out = Vec::new();
-    for (spec, m) in scenario.flows.iter().zip(&flows) {
+    for (spec, (m, run)) in scenario.flows.iter().zip(&latest.flows) {
         if !wanted.is_empty() && !wanted.contains(&m.name) {
             continue;
         }
@@ -173,6 +205,10 @@ pub fn flow_metrics(
                 );
             }
         }
+        let results = run
+            .filter(|_| extensions)
+            .and_then(|i| runs.get(i))
+            .and_then(RunHandle::results);
         if let Some(detail) = results.as_deref().and_then(|r| strobe_detail(r, &m.name)) {
             flow.insert("x_strobe".into(), detail);
         }
@@ -226,7 +262,7 @@ fn strobe_detail(results: &Results, name: &str) -> Option<Value> {
 /// `{"choice": "port_metrics", ...}` for the ports named (all when none are).
 pub fn port_metrics(
     scenario: &Scenario,
-    run: Option<&RunHandle>,
+    runs: &[RunHandle],
     wanted: &[String],
     capturing: &[&str],
     links_down: &[&str],
@@ -241,15 +277,13 @@ pub fn port_metrics(
             scenario.ports.iter().map(|p| p.name.clone()),
         ));
     }
-    let metrics = run.map(RunHandle::metrics);
+    let ports = Latest::of(scenario, runs).ports(scenario);
     let mut out = Vec::new();
     for port in &scenario.ports {
         if !wanted.is_empty() && !wanted.contains(&port.name) {
             continue;
         }
-        let m = metrics
-            .as_ref()
-            .and_then(|m| m.ports.iter().find(|p| p.name == port.name));
+        let m = ports.iter().find(|p| p.name == port.name);
         let get = |f: fn(&strobe_control::PortMetrics) -> u64| m.map_or(0, f);
         out.push(json!({
             "name": port.name,
