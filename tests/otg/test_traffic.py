@@ -369,6 +369,29 @@ def test_an_empty_config_clears_and_a_finished_flow_starts_again(api, lab):
     assert abs(ts["first_timestamp_ns"] / 1e9 - time.time()) < 60, ts
 
 
+def test_a_run_that_lost_everything_says_so_once_when_stopped(api, lab):
+    # The receive port is one end of a veth pair of its own in the rx namespace, which the
+    # flow never reaches.
+    ip = ["ip", "-n", lab.rx_netns, "link"]
+    subprocess.run(ip + ["add", "otgaside0", "type", "veth", "peer", "name", "otgaside1"],
+                   check=True)
+    try:
+        for end in ("otgaside0", "otgaside1"):
+            subprocess.run(ip + ["set", end, "up"], check=True)
+        cfg = base_config(api, lab, rx_location=f"{lab.rx_netns}/otgaside0")
+        add_flow(cfg, "lost", packets=200).packet.ethernet().ipv4().udp()
+        api.set_config(cfg)
+        transmit(api, "start")
+        wait_stopped(api, ["lost"])
+        reply = transmit(api, "stop")
+        assert any("100 % loss" in w for w in reply.warnings), reply.warnings
+        assert flow_metrics(api)["lost"].loss == 100
+        assert not transmit(api, "stop").warnings
+        api.set_config(api.config())
+    finally:
+        subprocess.run(ip + ["del", "otgaside0"], check=False)
+
+
 def test_link_down_and_up_on_the_labs_own_port(api, lab):
     cfg = base_config(api, lab)
     add_flow(cfg, "f", packets=10).packet.ethernet().ipv4().udp()

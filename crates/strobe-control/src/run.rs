@@ -139,6 +139,8 @@ struct LiveView {
     report: Option<Arc<RunReport>>,
     /// Its results, built once.
     results: Option<Arc<Results>>,
+    /// Why it failed, when it did.
+    error: Option<String>,
 }
 
 #[derive(Clone)]
@@ -153,6 +155,8 @@ pub struct RunHandle {
     stop: Arc<AtomicBool>,
     pause: Arc<AtomicBool>,
     switches: Arc<FlowSwitches>,
+    /// Set once [`RunHandle::take_problems`] has handed the problems out.
+    problems_taken: AtomicBool,
     view: Arc<Mutex<LiveView>>,
     thread: Option<JoinHandle<Result<Arc<RunReport>, ControlError>>>,
 }
@@ -173,6 +177,7 @@ pub fn start(mut plan: Plan) -> Result<RunHandle, ControlError> {
         previous: None,
         report: None,
         results: None,
+        error: None,
     }));
     let scenario = Arc::new(plan.scenario.clone());
     let thread = {
@@ -209,7 +214,10 @@ pub fn start(mut plan: Plan) -> Result<RunHandle, ControlError> {
                         v.report = Some(report.clone());
                         v.results = results;
                     }
-                    Err(_) => v.state = RunState::Failed,
+                    Err(e) => {
+                        v.state = RunState::Failed;
+                        v.error = Some(e.to_string());
+                    }
                 }
                 result
             })
@@ -222,6 +230,7 @@ pub fn start(mut plan: Plan) -> Result<RunHandle, ControlError> {
         stop,
         pause,
         switches,
+        problems_taken: AtomicBool::new(false),
         view,
         thread: Some(thread),
     })
@@ -315,6 +324,36 @@ impl RunHandle {
     /// The engine's full report once the run has finished well (None before).
     pub fn report(&self) -> Option<Arc<RunReport>> {
         lock(&self.view).report.clone()
+    }
+
+    /// Why the run failed, once it has (None while it runs and when it ended well).
+    pub fn error(&self) -> Option<String> {
+        lock(&self.view).error.clone()
+    }
+
+    /// What a user should be told about the run once it is over: why it failed, or its
+    /// results' failures and warnings (a port an error stopped, a missed rate, total loss).
+    pub fn problems(&self) -> Vec<String> {
+        let v = lock(&self.view);
+        match (&v.error, &v.results) {
+            (Some(error), _) => vec![format!("the run failed: {error}")],
+            (None, Some(r)) => r.failures.iter().chain(&r.warnings).cloned().collect(),
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// [`RunHandle::problems`] once, when the run is over (a front end reports them with its
+    /// next reply); empty before, and after the first time.
+    pub fn take_problems(&self) -> Vec<String> {
+        let over = matches!(
+            lock(&self.view).state,
+            RunState::Finished | RunState::Failed
+        );
+        if over && !self.problems_taken.swap(true, Ordering::Relaxed) {
+            self.problems()
+        } else {
+            Vec::new()
+        }
     }
 
     /// The run's results once it has finished well (None before).

@@ -224,6 +224,12 @@ fn sending(run: &RunHandle) -> Vec<String> {
         .collect()
 }
 
+/// What runs that are over have to tell (a failure, a port an error stopped, a missed rate,
+/// total loss), each once: a control reply's warnings.
+fn problems(runs: &[RunHandle]) -> Vec<String> {
+    runs.iter().flat_map(RunHandle::take_problems).collect()
+}
+
 fn flow_names_of(run: &RunHandle) -> Vec<String> {
     run.scenario()
         .flows
@@ -442,7 +448,7 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                 .filter(|(i, _)| kept.contains(i))
                 .map(|(_, r)| r)
                 .collect();
-            Ok(ok_json(json!({ "warnings": [] })))
+            Ok(ok_json(json!({ "warnings": problems(&session.runs) })))
         }
         "stop" => {
             // A run whose flows are all named stops whole (and drains); one with others
@@ -463,7 +469,7 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                     run.stop_flows(&named);
                 }
             }
-            Ok(ok_json(json!({ "warnings": [] })))
+            Ok(ok_json(json!({ "warnings": problems(&session.runs) })))
         }
         "pause" | "resume" => {
             let live: Vec<&RunHandle> = session
@@ -498,7 +504,7 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                     run.resume();
                 }
             }
-            Ok(ok_json(json!({ "warnings": [] })))
+            Ok(ok_json(json!({ "warnings": problems(&session.runs) })))
         }
         other => Err(validation(vec![format!(
             "flow_transmit.state: `{other}` — accepted: start, stop, pause, resume"
