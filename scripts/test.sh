@@ -16,3 +16,4 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 bash fuzz/run smoke "${FUZZ_SECONDS:-12}"
 cargo test --workspace --quiet 2>&1 | tee /tmp/strobe-test.log
 bash scripts/otg-tests.sh
+bash scripts/gosnappi-tests.sh

@@ -31,8 +31,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// Leave strobe's detail (`x_strobe`: percentiles, reorder, duplicates, timestamp
-    /// sources) out of flow metrics, for OTG clients that refuse fields the model does not
-    /// name (snappi ignores them).
+    /// sources) out of flow metrics for every client (snappi ignores it; for gosnappi,
+    /// which refuses fields the model does not name, it is always left out).
     #[arg(long)]
     no_extensions: bool,
     /// How long receivers keep counting after the last frame was sent, e.g. 200ms.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
@@ -44,8 +45,8 @@ pub struct ServeOptions {
     pub plan: PlanOptions,
     /// Port names the user prefers → port locations (`--location-map`).
     pub locations: Vec<(String, String)>,
-    /// Leave strobe's `x_strobe` detail out of flow metrics (for clients that refuse
-    /// fields the OTG model does not name).
+    /// Leave strobe's `x_strobe` detail out of flow metrics for every client (it is left
+    /// out for gosnappi, which refuses fields the OTG model does not name, anyway).
     pub no_extensions: bool,
 }
 
@@ -665,7 +666,17 @@ fn select_flows(mut scenario: Scenario, names: &[String]) -> Scenario {
     scenario
 }
 
-async fn get_metrics(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
+/// Whether a client takes fields the OTG model does not name. gosnappi decodes replies
+/// strictly (an unknown field fails the call) and is recognised by Go's HTTP client; snappi
+/// and others ignore them.
+fn takes_extensions(headers: &HeaderMap) -> bool {
+    !headers
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ua| ua.starts_with("Go-http-client"))
+}
+
+async fn get_metrics(State(server): State<Arc<Server>>, headers: HeaderMap, body: Bytes) -> Reply {
     let request = parse_body(&body)?;
     let session = server.state.lock().await;
     let scenario = session.scenario.as_ref().ok_or_else(no_config)?;
@@ -676,7 +687,7 @@ async fn get_metrics(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
                 scenario,
                 &session.runs,
                 &wanted,
-                !server.options.no_extensions,
+                !server.options.no_extensions && takes_extensions(&headers),
             )
         }
         "port" => {
