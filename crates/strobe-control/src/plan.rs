@@ -7,6 +7,7 @@
 //! to show.
 
 use strobe_engine::{LatePolicy, RunOptions};
+use strobe_io::Location;
 use strobe_lab::Lab;
 use strobe_model::Scenario;
 use strobe_timing::PathFloor;
@@ -90,6 +91,19 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
         ));
     }
     let lab = resolve_lab_ports(&mut scenario, &options.lab_prefix)?;
+    // Locations parsed once, here: the engine and its workers take the typed values.
+    let locations: Vec<Location> = scenario
+        .ports
+        .iter()
+        .map(|p| {
+            Location::parse(&p.location).map_err(|source| {
+                ControlError::from(strobe_engine::EngineError::Port {
+                    port: p.name.clone(),
+                    source,
+                })
+            })
+        })
+        .collect::<Result<_, _>>()?;
     let mac_warnings = strobe_model::check_macs(&scenario).map_err(ControlError::BadInput)?;
     scenario.warnings.extend(mac_warnings);
     // The options can make a run unpaced; a scenario file can ask for it too.
@@ -144,6 +158,7 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
         run_tag: options.run_tag,
         seq_start: options.seq_start,
         latency_interval_ns: options.latency_interval_ns,
+        locations: Some(locations),
         ..RunOptions::default()
     };
     Ok(Plan {
@@ -184,6 +199,7 @@ mod tests {
         )
         .unwrap();
         assert!(plan.options.unpaced);
+        assert_eq!(plan.options.locations, Some(vec![Location::Null]));
         assert_eq!(plan.options.time_limit_ns, Some(5));
         assert_eq!(plan.options.batch, Some(7));
         assert!(plan
@@ -192,6 +208,17 @@ mod tests {
             .iter()
             .all(|f| f.metrics.latency.is_none()));
         assert!(plan.lab.is_none());
+    }
+
+    #[test]
+    fn a_location_that_does_not_parse_is_refused_with_its_port() {
+        let err = prepare(scenario("carrier-pigeon:coop"), &PlanOptions::default()).unwrap_err();
+        assert!(matches!(err, ControlError::BadInput(_)), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("port `p`") && text.contains("carrier-pigeon"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -87,33 +87,6 @@ impl EngineError {
     }
 }
 
-/// The location worker `k` of a port opens: AF_XDP binds one socket per queue, so worker k
-/// takes the port's queue + k; AF_PACKET sockets (and `null`) can simply be opened again.
-fn worker_location(location: &str, k: u32) -> String {
-    use strobe_io::Location;
-    let with_ns = |netns: Option<String>, iface: String| match netns {
-        Some(ns) => format!("{ns}/{iface}"),
-        None => iface,
-    };
-    match Location::parse(location) {
-        Ok(Location::AfXdp {
-            netns,
-            iface,
-            queue,
-        }) if k > 0 => {
-            format!("afxdp:{}@{}", with_ns(netns, iface), queue + k)
-        }
-        Ok(Location::Auto {
-            netns,
-            iface,
-            queue,
-        }) if k > 0 => {
-            format!("auto:{}@{}", with_ns(netns, iface), queue + k)
-        }
-        _ => location.to_string(),
-    }
-}
-
 /// A warning when the run's workers (transmit workers of every sending port plus one
 /// receive worker per receiving port) outnumber the cores this process may use: they then
 /// share cores, and paced timing suffers. None when every worker has a core of its own.
@@ -316,9 +289,24 @@ pub fn run_scenario(
     // Flow ids in use: the scenario's, then sub-flows of flows split over several workers.
     let mut parent: Vec<u16> = (0..=u16::MAX).take(n_flows).collect();
     let mut next_id = n_flows;
+    // Every port's location, parsed once: given typed by the run-control layer, or read
+    // from the scenario here.
+    let locations: Vec<strobe_io::Location> = match &opts.locations {
+        Some(given) if given.len() == scenario.ports.len() => given.clone(),
+        _ => scenario
+            .ports
+            .iter()
+            .map(|p| {
+                strobe_io::Location::parse(&p.location).map_err(|source| EngineError::Port {
+                    port: p.name.clone(),
+                    source,
+                })
+            })
+            .collect::<Result<_, _>>()?,
+    };
     // Open every port before any worker starts, so a bad port fails the run up front.
     let mut tx_jobs = Vec::new();
-    for port in &scenario.ports {
+    for (port, location) in scenario.ports.iter().zip(&locations) {
         let flows: Vec<_> = scenario
             .flows
             .iter()
@@ -338,7 +326,7 @@ pub fn run_scenario(
                 ),
             });
         }
-        let scheduled = AnyBackend::time_base_of(&port.location) == Some(TimeBase::Scheduled);
+        let scheduled = location.time_base() == TimeBase::Scheduled;
         if scheduled {
             if let Some(f) = flows.iter().find(|f| !schedule_ends(&f.schedule)) {
                 return Err(EngineError::Endless {
@@ -365,11 +353,12 @@ pub fn run_scenario(
             if worker_flows.is_empty() {
                 continue;
             }
-            let location = worker_location(&port.location, k as u32);
             let backend =
-                AnyBackend::open(&location, batch).map_err(|source| EngineError::Port {
-                    port: port.name.clone(),
-                    source,
+                AnyBackend::open_at(&location.for_worker(k as u32), batch).map_err(|source| {
+                    EngineError::Port {
+                        port: port.name.clone(),
+                        source,
+                    }
                 })?;
             // Every frame must fit the port (its MTU, its ring or UMEM frames): refused
             // here, before anything is sent, never cut short or overrun while sending.
@@ -424,7 +413,7 @@ pub fn run_scenario(
     // No transmitter has started: every stamp this run writes comes later.
     let run_start_ns = clock.realtime_now_ns();
     let mut rx_jobs = Vec::new();
-    for port in &scenario.ports {
+    for (port, location) in scenario.ports.iter().zip(&locations) {
         if !scenario
             .flows
             .iter()
@@ -433,7 +422,7 @@ pub fn run_scenario(
             continue;
         }
         let receiver =
-            AnyReceiver::open_with(&port.location, opts.hardware_timestamps).map_err(|source| {
+            AnyReceiver::open_at(location, opts.hardware_timestamps).map_err(|source| {
                 EngineError::Port {
                     port: port.name.clone(),
                     source,

@@ -93,6 +93,9 @@ pub struct RunOptions {
     /// Flows stopped while the others go on: a stopped flow's schedule ends after the
     /// hand-over in progress; a port whose flows are all stopped ends.
     pub flow_switches: Option<Arc<crate::live::FlowSwitches>>,
+    /// Every port's location, parsed, in the scenario's port order (the run-control layer
+    /// parses them once); None: the engine parses the scenario's.
+    pub locations: Option<Vec<strobe_io::Location>>,
 }
 
 impl Default for RunOptions {
@@ -117,6 +120,7 @@ impl Default for RunOptions {
             floors: Vec::new(),
             pause: None,
             flow_switches: None,
+            locations: None,
         }
     }
 }

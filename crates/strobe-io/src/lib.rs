@@ -164,7 +164,56 @@ const LOCATION_FORMS: &str =
 `afpacket:[NETNS/]IFACE`, `afpacket-gso:[NETNS/]IFACE` (AF_PACKET sending UDP segmentation \
 batches), `afxdp:[NETNS/]IFACE[@QUEUE]`, `auto:[NETNS/]IFACE[@QUEUE]`";
 
+impl std::fmt::Display for Location {
+    /// The location as written (`Location::parse` reads it back).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = |netns: &Option<String>, iface: &str| match netns {
+            Some(ns) => format!("{ns}/{iface}"),
+            None => iface.to_string(),
+        };
+        match self {
+            Location::Pcap(path) => write!(f, "pcap:{path}"),
+            Location::Null => f.write_str("null"),
+            Location::AfPacket { netns, iface, gso } => write!(
+                f,
+                "{}:{}",
+                if *gso { "afpacket-gso" } else { "afpacket" },
+                at(netns, iface)
+            ),
+            Location::AfXdp {
+                netns,
+                iface,
+                queue,
+            } => write!(f, "afxdp:{}@{queue}", at(netns, iface)),
+            Location::Auto {
+                netns,
+                iface,
+                queue,
+            } => write!(f, "auto:{}@{queue}", at(netns, iface)),
+        }
+    }
+}
+
 impl Location {
+    /// The location transmit worker `k` of a port opens: AF_XDP binds one socket per
+    /// queue, so worker k takes the port's queue + k; AF_PACKET sockets (and `null`) can
+    /// simply be opened again.
+    pub fn for_worker(&self, k: u32) -> Location {
+        let mut location = self.clone();
+        if let Location::AfXdp { queue, .. } | Location::Auto { queue, .. } = &mut location {
+            *queue += k;
+        }
+        location
+    }
+
+    /// Whether the location writes a trace in scheduled time (a `pcap:` file).
+    pub fn time_base(&self) -> TimeBase {
+        match self {
+            Location::Pcap(_) => TimeBase::Scheduled,
+            _ => TimeBase::RealTime,
+        }
+    }
+
     pub fn parse(location: &str) -> Result<Location, IoError> {
         let unknown = || IoError::UnknownPort(location.to_string());
         if location == "null" {
@@ -269,7 +318,12 @@ impl AnyBackend {
     /// Opens the transmit side of a port location. `slots` is the batch size the engine
     /// will use (for backends that size their buffers by it).
     pub fn open(location: &str, slots: usize) -> Result<Self, IoError> {
-        Ok(match Location::parse(location)? {
+        Self::open_at(&Location::parse(location)?, slots)
+    }
+
+    /// [`AnyBackend::open`] for a location already parsed.
+    pub fn open_at(location: &Location, slots: usize) -> Result<Self, IoError> {
+        Ok(match location.clone() {
             Location::Pcap(path) => AnyBackend::Pcap(PcapBackend::create(&path)?),
             Location::Null => AnyBackend::Null(NullBackend::new(slots.max(1))),
             Location::AfPacket { netns, iface, gso } => {
@@ -370,7 +424,13 @@ impl AnyReceiver {
     /// Opens the receive side of a port location; `hardware_timestamps` asks for the NIC's
     /// receive timestamps (AF_PACKET on a NIC that stamps every frame).
     pub fn open_with(location: &str, hardware_timestamps: bool) -> Result<Self, IoError> {
-        let location_parsed = Location::parse(location)?;
+        Self::open_at(&Location::parse(location)?, hardware_timestamps)
+    }
+
+    /// [`AnyReceiver::open_with`] for a location already parsed.
+    pub fn open_at(location_parsed: &Location, hardware_timestamps: bool) -> Result<Self, IoError> {
+        let location = location_parsed.to_string();
+        let location_parsed = location_parsed.clone();
         if hardware_timestamps && !matches!(location_parsed, Location::AfPacket { .. }) {
             return Err(IoError::Other(format!(
                 "port `{location}`: hardware receive timestamps are read through AF_PACKET only; use afpacket:IFACE"
@@ -499,6 +559,31 @@ impl Receiver for AnyReceiver {
 #[cfg(test)]
 mod location_tests {
     use super::*;
+
+    #[test]
+    fn locations_are_written_back_as_read_and_split_by_queue() {
+        for text in [
+            "null",
+            "pcap:a/b.pcap",
+            "afpacket:lab-tx/tx0",
+            "afpacket-gso:tx0",
+            "afxdp:ns/eth1@2",
+            "auto:eth1@0",
+        ] {
+            let parsed = Location::parse(text).unwrap();
+            assert_eq!(parsed.to_string(), text);
+            assert_eq!(Location::parse(&parsed.to_string()).unwrap(), parsed);
+        }
+        let xdp = Location::parse("afxdp:ns/eth1@2").unwrap();
+        assert_eq!(xdp.for_worker(3).to_string(), "afxdp:ns/eth1@5");
+        let packet = Location::parse("afpacket:eth1").unwrap();
+        assert_eq!(packet.for_worker(3), packet);
+        assert_eq!(
+            Location::parse("pcap:x").unwrap().time_base(),
+            TimeBase::Scheduled
+        );
+        assert_eq!(packet.time_base(), TimeBase::RealTime);
+    }
 
     #[test]
     fn parses_every_form() {
