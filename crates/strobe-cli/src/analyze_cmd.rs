@@ -2,7 +2,7 @@ use clap::Args;
 use strobe_analyze::{analyze, Capture, Expectation, FloorChoice, FloorModel, Options};
 use strobe_timing::{PathFloor, Pattern, Rate, ScheduleSpec};
 
-use crate::Failure;
+use crate::failure::Failure;
 
 #[derive(Args)]
 pub struct AnalyzeArgs {

@@ -5,7 +5,7 @@ use strobe_analyze::physics::{
     parse_length_m, parse_line_rate_bps, FiberLoop, PhysicsError, SINGLE_MODE_GROUP_INDEX,
 };
 
-use crate::Failure;
+use crate::failure::Failure;
 
 #[derive(Args)]
 pub struct CalcArgs {

@@ -11,7 +11,7 @@ use strobe_io::clocksync::{
     SAMPLES_PER_ROUND,
 };
 
-use crate::Failure;
+use crate::failure::Failure;
 use strobe_control::text::{duration_text, duration_text_f64};
 
 #[derive(Args)]

@@ -7,11 +7,12 @@ use strobe_control::{Pacing, PlanOptions, Results};
 use strobe_engine::{ClockSource, LatePolicy};
 use strobe_model::{quick, Scenario};
 
+use crate::failure::Failure;
 use crate::lab_cmd::{rx_port_forms, TX_PORT_HELP};
 use crate::latency_out::{self, LatencyOutputs};
 use crate::outputs::{self, write_file, WriteFailures};
 use crate::results::{print_latency, print_summary, print_verdicts, Status};
-use crate::{signals, Failure};
+use crate::signals;
 use strobe_control::calibration::Correction;
 
 /// Flows up to which `--latency-html` alone collects latency over time (see `execute`).

@@ -4,7 +4,7 @@
 use clap::{Args, Subcommand};
 use strobe_lab::{Dut, Endpoint, Lab, LabConfig};
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// The lab `strobe lab` and `--lab` use when no prefix is given.
 pub use strobe_control::ports::{

@@ -14,8 +14,8 @@ use strobe_analyze::plot::{
 use strobe_engine::RunReport;
 use strobe_model::Scenario;
 
+use crate::failure::Failure;
 use crate::outputs::{write_file, WriteFailures};
-use crate::Failure;
 use strobe_control::text::clock_name;
 use strobe_control::Results;
 

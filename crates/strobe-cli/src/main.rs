@@ -5,6 +5,7 @@ mod calc_cmd;
 mod calibrate_cmd;
 mod clocks_cmd;
 mod demo_cmd;
+mod failure;
 mod gen_cmd;
 mod lab_cmd;
 mod latency_out;
@@ -20,6 +21,8 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+use failure::Failure;
 
 /// A precise, scriptable software packet generator and latency meter.
 #[derive(Parser)]
@@ -52,33 +55,6 @@ enum Command {
     Calibrate(calibrate_cmd::CalibrateArgs),
     /// An Open Traffic Generator REST server: drive strobe with snappi scripts.
     Serve(serve_cmd::ServeArgs),
-}
-
-/// Exit codes: 0 success, 1 the run failed, 2 bad input (also clap's usage errors), 128 + the
-/// signal's number for a run that SIGINT, SIGTERM or SIGHUP stopped (its results written).
-pub enum Failure {
-    BadInput(String),
-    Runtime(String),
-    Interrupted(i32),
-}
-
-impl From<strobe_control::ControlError> for Failure {
-    fn from(e: strobe_control::ControlError) -> Self {
-        match e {
-            strobe_control::ControlError::BadInput(m) => Failure::BadInput(m),
-            strobe_control::ControlError::Runtime(m) => Failure::Runtime(m),
-        }
-    }
-}
-
-impl From<strobe_engine::EngineError> for Failure {
-    fn from(e: strobe_engine::EngineError) -> Self {
-        if e.is_bad_input() {
-            Failure::BadInput(e.to_string())
-        } else {
-            Failure::Runtime(e.to_string())
-        }
-    }
 }
 
 fn main() -> ExitCode {

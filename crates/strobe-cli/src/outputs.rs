@@ -5,7 +5,7 @@
 use std::io::Write as _;
 use std::path::Path;
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// Checks that `path` (given with `flag`) can be written, without changing it: an existing
 /// file is opened for appending, a new one is created and removed again. Devices and pipes

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use strobe_io::netns::NETNS_DIR;
 use strobe_io::tsinfo::{interfaces, query_ts_info, TsInfo};
 
-use crate::Failure;
+use crate::failure::Failure;
 
 #[derive(Args)]
 pub struct PortsArgs {

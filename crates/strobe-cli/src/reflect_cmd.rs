@@ -11,9 +11,10 @@ use serde_json::json;
 use strobe_engine::reflect::{run_reflect, ReflectCounters, ReflectOptions, ReflectReport};
 use strobe_engine::rx_worker::IdlePolicy;
 
+use crate::failure::Failure;
 use crate::lab_cmd::{resolve_lab_location, rx_port_forms};
 use crate::outputs::{self, write_file, WriteFailures};
-use crate::{signals, Failure};
+use crate::signals;
 
 #[derive(Args)]
 pub struct ReflectArgs {

@@ -8,8 +8,9 @@ use clap::Args;
 use strobe_control::PlanOptions;
 use strobe_serve::ServeOptions;
 
+use crate::failure::Failure;
 use crate::lab_cmd::DEFAULT_PREFIX;
-use crate::{signals, Failure};
+use crate::signals;
 
 #[derive(Args)]
 pub struct ServeArgs {

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// What the signals of this process have asked for so far.
 pub struct Interruption {
