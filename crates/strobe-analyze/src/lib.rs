@@ -16,6 +16,7 @@ pub mod latency;
 pub mod physics;
 pub mod plot;
 mod report;
+pub mod trains;
 
 pub use bursts::BurstStats;
 pub use expectation::{l1_bits, Expectation, ParseExpectationError, FCS_BYTES, L1_OVERHEAD_BYTES};

@@ -18,6 +18,24 @@ enum CalcCommand {
     /// The least latency of a fibre loop: light's propagation through the fibre plus the
     /// serialisation of one frame (received when its last bit arrives).
     Latency(LatencyArgs),
+    /// What a link carries of frames of one size sent back to back: the frame rate, and the
+    /// bandwidth at layer 1 and layer 2 (with and without the FCS) — the ground truth a
+    /// convoy of packet trains measures against.
+    Bandwidth(BandwidthArgs),
+}
+
+#[derive(Args)]
+struct BandwidthArgs {
+    /// Line rate, read as `strobe gen --rate` reads bit rates: 1g, 10g, 100m, 2.5gbit/s.
+    #[arg(long, value_name = "RATE")]
+    rate: String,
+    /// Frame size in bytes including the 4-byte FCS (64 to 9216); each frame costs 20 more
+    /// bytes on the wire (preamble, start of frame, minimum inter-frame gap).
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    frame: u32,
+    /// Print the result as JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -46,7 +64,60 @@ struct LatencyArgs {
 pub fn run(args: CalcArgs) -> Result<(), Failure> {
     match args.command {
         CalcCommand::Latency(args) => latency(args),
+        CalcCommand::Bandwidth(args) => bandwidth(args),
     }
+}
+
+fn bandwidth(args: BandwidthArgs) -> Result<(), Failure> {
+    use strobe_analyze::trains::{expected_bandwidth_bps, Counted};
+    let rate = parse_line_rate_bps(&args.rate).map_err(|e| bad_flag(&e))?;
+    if !(64..=strobe_model::MAX_FRAME_SIZE).contains(&args.frame) {
+        return Err(Failure::BadInput(format!(
+            "--frame {}: give a frame size from 64 to {} bytes, FCS included",
+            args.frame,
+            strobe_model::MAX_FRAME_SIZE
+        )));
+    }
+    let wire_bytes = args.frame + strobe_analyze::L1_OVERHEAD_BYTES as u32;
+    let pps = rate / (f64::from(wire_bytes) * 8.0);
+    let with_fcs = expected_bandwidth_bps(rate, args.frame, Counted::WithFcs);
+    let without_fcs = expected_bandwidth_bps(rate, args.frame, Counted::WithoutFcs);
+    if args.json {
+        let json = serde_json::json!({
+            "line_rate_bps": rate,
+            "frame_bytes": args.frame,
+            "wire_bytes": wire_bytes,
+            "frames_per_sec": pps,
+            "l1_bps": rate,
+            "l2_bps": with_fcs,
+            "l2_without_fcs_bps": without_fcs,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json).unwrap_or_default()
+        );
+    } else {
+        let gbit = |bps: f64| format!("{:.3} Gbit/s", bps / 1e9);
+        println!(
+            "{}-byte frames back to back at {}: {wire_bytes} bytes each on the wire, {:.0} frames/s",
+            args.frame,
+            gbit(rate),
+            pps
+        );
+        println!(
+            "  layer 1 (frames + preamble, start of frame, inter-frame gap): {}",
+            gbit(rate)
+        );
+        println!(
+            "  layer 2 (frames with their FCS):                              {}",
+            gbit(with_fcs)
+        );
+        println!(
+            "  layer 2 without the FCS (what a capture holds):               {}",
+            gbit(without_fcs)
+        );
+    }
+    Ok(())
 }
 
 fn latency(args: LatencyArgs) -> Result<(), Failure> {

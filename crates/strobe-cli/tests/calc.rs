@@ -1,4 +1,4 @@
-//! `strobe calc latency`: the fibre-loop ground truth through the binary.
+//! `strobe calc latency` and `strobe calc bandwidth`: the physical ground truth through the binary.
 
 mod common;
 use common::*;
@@ -135,4 +135,36 @@ fn calc_and_gen_read_rates_and_frame_sizes_alike() {
     let out = calc(&["--fiber", "0", "--rate", "9600"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("packet rate"));
+}
+
+#[test]
+fn bandwidth_gives_the_convoy_studys_ground_truth() {
+    let bandwidth = |args: &[&str]| {
+        strobe()
+            .args(["calc", "bandwidth"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // The study's Table 1: 9.844 Gbit/s for 1518-byte frames and 7.143 for 60 bytes (64 with
+    // the FCS) at 10 GbE, counted without the FCS.
+    let text = ok(bandwidth(&["--rate", "10g", "--frame", "1518"]));
+    assert!(
+        text.contains("9.844 Gbit/s") && text.contains("812744 frames/s"),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&ok(bandwidth(&[
+        "--rate", "10g", "--frame", "64", "--json",
+    ])))
+    .unwrap();
+    let gbit = |key: &str| v[key].as_f64().unwrap() / 1e9;
+    assert!((gbit("l2_without_fcs_bps") - 7.143).abs() < 0.0005, "{v}");
+    assert!((gbit("l1_bps") - 10.0).abs() < 1e-9, "{v}");
+    assert!(
+        (v["frames_per_sec"].as_f64().unwrap() - 14_880_952.4).abs() < 1.0,
+        "{v}"
+    );
+    let out = bandwidth(&["--rate", "10g", "--frame", "12"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--frame 12"));
 }

@@ -1,0 +1,360 @@
+//! The convoy of packet trains, after "Measuring latency of high-speed optical links with
+//! DPDK" (../shared/papers/003): trains of frames sent back to back, of which only the head
+//! is timestamped (it alone waits in no transmit queue), the rest dummies whose dispersion at
+//! the receiver gives the bandwidth and whose losses give the loss ratio; many trains, and
+//! across them the mean with its spread, the Interval Dispersion Index (IDI = variance /
+//! mean, the study's Eq. 3) and the convergence of the mean (the variance of the mean of N
+//! independent trains falls as σ²/N, its Eq. 6).
+//!
+//! Pure: the receiver's per-train counts and times go in, figures come out.
+
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+use crate::{FCS_BYTES, L1_OVERHEAD_BYTES};
+
+/// What the receiver saw of one train.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TrainArrival {
+    /// The train's number in the convoy, from 0.
+    pub train: u32,
+    /// Frames the train was sent with.
+    pub frames_sent: u32,
+    /// Frames received, duplicates included.
+    pub frames_rx: u32,
+    pub duplicates: u32,
+    /// Frames that arrived after a later frame of the same train.
+    pub reordered: u32,
+    /// Latency of the head frame (the only one timestamped), when it arrived.
+    pub head_latency_ns: Option<f64>,
+    /// Receive times of the train's first and last frame to arrive.
+    pub first_rx_ns: Option<u64>,
+    pub last_rx_ns: Option<u64>,
+    /// Size of each frame, FCS included (as OTG and strobe size frames).
+    pub frame_bytes: u32,
+}
+
+/// One train's figures.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainResult {
+    pub train: u32,
+    pub frames_sent: u32,
+    pub frames_rx: u32,
+    /// Frames that did not arrive (sent minus unique frames received).
+    pub lost: u32,
+    pub duplicates: u32,
+    pub reordered: u32,
+    pub head_latency_ns: Option<f64>,
+    /// From the first frame's arrival to the last's.
+    pub dispersion_ns: Option<u64>,
+    /// Bandwidth from the dispersion: the bits of the frames that arrived after the first
+    /// over the dispersion (the first frame's own bits were on the wire before its receive
+    /// stamp). Layer 2 counts frames with their FCS; layer 1 adds 20 bytes per frame
+    /// (preamble, start of frame, minimum inter-frame gap).
+    pub l2_bps: Option<f64>,
+    pub l1_bps: Option<f64>,
+}
+
+impl TrainResult {
+    pub fn of(a: &TrainArrival) -> TrainResult {
+        let unique = a.frames_rx.saturating_sub(a.duplicates);
+        let dispersion_ns = match (a.first_rx_ns, a.last_rx_ns) {
+            (Some(first), Some(last)) if unique >= 2 && last > first => Some(last - first),
+            _ => None,
+        };
+        let bps = |bytes_per_frame: u32| {
+            dispersion_ns.map(|ns| {
+                f64::from(unique - 1) * f64::from(bytes_per_frame) * 8.0 / (ns as f64 / 1e9)
+            })
+        };
+        TrainResult {
+            train: a.train,
+            frames_sent: a.frames_sent,
+            frames_rx: a.frames_rx,
+            lost: a.frames_sent.saturating_sub(unique),
+            duplicates: a.duplicates,
+            reordered: a.reordered,
+            head_latency_ns: a.head_latency_ns,
+            dispersion_ns,
+            l2_bps: bps(a.frame_bytes),
+            l1_bps: bps(a.frame_bytes + L1_OVERHEAD_BYTES as u32),
+        }
+    }
+}
+
+/// A figure across trains.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Trains that gave a value.
+    pub trains: usize,
+    pub mean: f64,
+    pub median: f64,
+    /// Sample standard deviation (N − 1).
+    pub stddev: f64,
+    pub min: f64,
+    pub max: f64,
+    /// 95 % confidence interval of the mean (Student's t with N − 1 degrees of freedom);
+    /// None with fewer than two trains.
+    pub ci95: Option<(f64, f64)>,
+    /// Interval Dispersion Index: variance / mean, in the value's unit (the study's Eq. 3).
+    pub idi: Option<f64>,
+}
+
+impl Summary {
+    /// None when there is no value.
+    pub fn of(values: &[f64]) -> Option<Summary> {
+        let n = values.len();
+        if n == 0 {
+            return None;
+        }
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let variance = if n > 1 {
+            values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64
+        } else {
+            0.0
+        };
+        let stddev = variance.sqrt();
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
+        let ci95 = (n > 1).then(|| {
+            let half = t_975(n - 1) * stddev / (n as f64).sqrt();
+            (mean - half, mean + half)
+        });
+        Some(Summary {
+            trains: n,
+            mean,
+            median,
+            stddev,
+            min: sorted[0],
+            max: sorted[n - 1],
+            ci95,
+            idi: (n > 1 && mean != 0.0).then(|| variance / mean),
+        })
+    }
+}
+
+/// The 97.5 % quantile of Student's t with `df` degrees of freedom (two-sided 95 %).
+fn t_975(df: usize) -> f64 {
+    StudentsT::new(0.0, 1.0, df as f64)
+        .map(|t| t.inverse_cdf(0.975))
+        // Only a df of 0 is refused, and callers pass at least 1.
+        .unwrap_or(f64::INFINITY)
+}
+
+/// How the mean settles as trains are added: after N trains, the mean so far and the
+/// standard deviation of that mean (s_N / √N).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConvergencePoint {
+    pub trains: usize,
+    pub mean: f64,
+    pub stddev_of_mean: f64,
+}
+
+/// The convergence curve of `values` in train order, from 2 trains on (Welford's running
+/// mean and variance: one pass, no cancellation).
+pub fn convergence(values: &[f64]) -> Vec<ConvergencePoint> {
+    let (mut mean, mut m2) = (0.0, 0.0);
+    let mut out = Vec::with_capacity(values.len().saturating_sub(1));
+    for (i, &v) in values.iter().enumerate() {
+        let n = (i + 1) as f64;
+        let delta = v - mean;
+        mean += delta / n;
+        m2 += delta * (v - mean);
+        if i >= 1 {
+            out.push(ConvergencePoint {
+                trains: i + 1,
+                mean,
+                stddev_of_mean: (m2 / (n - 1.0)).sqrt() / n.sqrt(),
+            });
+        }
+    }
+    out
+}
+
+/// A convoy's results: every train, and across them head latency, bandwidth and loss.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Convoy {
+    pub trains: Vec<TrainResult>,
+    pub head_latency_ns: Option<Summary>,
+    pub l2_bps: Option<Summary>,
+    pub l1_bps: Option<Summary>,
+    pub frames_sent: u64,
+    pub frames_lost: u64,
+    /// Frames lost over frames sent (0 to 1).
+    pub loss_ratio: f64,
+    pub latency_convergence: Vec<ConvergencePoint>,
+    pub bandwidth_convergence: Vec<ConvergencePoint>,
+}
+
+impl Convoy {
+    pub fn of(arrivals: &[TrainArrival]) -> Convoy {
+        let trains: Vec<TrainResult> = arrivals.iter().map(TrainResult::of).collect();
+        let latency: Vec<f64> = trains.iter().filter_map(|t| t.head_latency_ns).collect();
+        let l2: Vec<f64> = trains.iter().filter_map(|t| t.l2_bps).collect();
+        let l1: Vec<f64> = trains.iter().filter_map(|t| t.l1_bps).collect();
+        let frames_sent: u64 = trains.iter().map(|t| u64::from(t.frames_sent)).sum();
+        let frames_lost: u64 = trains.iter().map(|t| u64::from(t.lost)).sum();
+        Convoy {
+            head_latency_ns: Summary::of(&latency),
+            l2_bps: Summary::of(&l2),
+            l1_bps: Summary::of(&l1),
+            frames_sent,
+            frames_lost,
+            loss_ratio: if frames_sent == 0 {
+                0.0
+            } else {
+                frames_lost as f64 / frames_sent as f64
+            },
+            latency_convergence: convergence(&latency),
+            bandwidth_convergence: convergence(&l2),
+            trains,
+        }
+    }
+}
+
+/// Which bytes of a frame a bandwidth figure counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counted {
+    /// Frames with their FCS (strobe's layer 2).
+    WithFcs,
+    /// Frames without FCS, as the study counts (1514 of 1538 bytes on the wire for a
+    /// 1518-byte frame).
+    WithoutFcs,
+}
+
+/// What a link of `link_bps` carries of frames of `frame_bytes` (FCS included) sent back to
+/// back: the share of the wire the counted bytes take, each frame costing 20 bytes more on
+/// the wire (preamble, start of frame, minimum inter-frame gap).
+pub fn expected_bandwidth_bps(link_bps: f64, frame_bytes: u32, counted: Counted) -> f64 {
+    let wire = f64::from(frame_bytes + L1_OVERHEAD_BYTES as u32);
+    let bytes = match counted {
+        Counted::WithFcs => f64::from(frame_bytes),
+        Counted::WithoutFcs => f64::from(frame_bytes.saturating_sub(FCS_BYTES as u32)),
+    };
+    link_bps * bytes / wire
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A train as a 10 GbE link delivers it: frames `spacing_ns` apart.
+    fn train(train: u32, frames: u32, frame_bytes: u32, spacing_ns: f64) -> TrainArrival {
+        TrainArrival {
+            train,
+            frames_sent: frames,
+            frames_rx: frames,
+            head_latency_ns: Some(5_000.0),
+            first_rx_ns: Some(1_000_000),
+            last_rx_ns: Some(1_000_000 + (f64::from(frames - 1) * spacing_ns).round() as u64),
+            frame_bytes,
+            ..TrainArrival::default()
+        }
+    }
+
+    #[test]
+    fn the_studys_expected_bandwidths() {
+        // Table 1 of the study: 9.844 Gbit/s for 1518-byte frames, 7.143 for 60 bytes
+        // without FCS (64 with it), at 10 GbE, counting frames without their FCS.
+        let big = expected_bandwidth_bps(10e9, 1518, Counted::WithoutFcs);
+        assert!((big / 1e9 - 9.844).abs() < 0.0005, "{big}");
+        let small = expected_bandwidth_bps(10e9, 64, Counted::WithoutFcs);
+        assert!((small / 1e9 - 7.143).abs() < 0.0005, "{small}");
+        assert_eq!(
+            expected_bandwidth_bps(10e9, 1518, Counted::WithFcs),
+            10e9 * 1518.0 / 1538.0
+        );
+    }
+
+    #[test]
+    fn a_train_at_line_rate_measures_the_line_rate() {
+        // 1538 bytes on the wire per 1518-byte frame: 1230.4 ns apart at 10 Gbit/s.
+        let t = TrainResult::of(&train(0, 100, 1518, 1230.4));
+        let l1 = t.l1_bps.unwrap();
+        assert!((l1 / 10e9 - 1.0).abs() < 1e-4, "{l1}");
+        let l2 = t.l2_bps.unwrap();
+        assert!((l2 - 10e9 * 1518.0 / 1538.0).abs() / l2 < 1e-4, "{l2}");
+        assert_eq!(t.dispersion_ns, Some(121_810));
+        assert_eq!(t.lost, 0);
+    }
+
+    #[test]
+    fn losses_and_duplicates_are_counted_apart() {
+        let mut a = train(3, 100, 64, 67.2);
+        a.frames_rx = 95;
+        a.duplicates = 2;
+        let t = TrainResult::of(&a);
+        assert_eq!(t.lost, 7, "93 unique of 100");
+        // A train of which one frame arrived has no dispersion.
+        a.frames_rx = 1;
+        a.duplicates = 0;
+        let lone = TrainResult::of(&a);
+        assert_eq!(
+            (lone.dispersion_ns, lone.l2_bps, lone.lost),
+            (None, None, 99)
+        );
+    }
+
+    #[test]
+    fn summaries_match_hand_computation() {
+        let s = Summary::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+        assert_eq!((s.mean, s.median, s.min, s.max), (2.5, 2.5, 1.0, 4.0));
+        let variance: f64 = 5.0 / 3.0;
+        assert!((s.stddev - variance.sqrt()).abs() < 1e-12);
+        assert!((s.idi.unwrap() - variance / 2.5).abs() < 1e-12);
+        // t(0.975, 3) = 3.182446.
+        let (lo, hi) = s.ci95.unwrap();
+        let half = 3.182_446 * variance.sqrt() / 2.0;
+        assert!((hi - 2.5 - half).abs() < 1e-5 && (2.5 - lo - half).abs() < 1e-5);
+        let one = Summary::of(&[7.0]).unwrap();
+        assert_eq!(
+            (one.median, one.stddev, one.ci95, one.idi),
+            (7.0, 0.0, None, None)
+        );
+        assert!(Summary::of(&[]).is_none());
+    }
+
+    #[test]
+    fn the_mean_converges_as_one_over_root_n() {
+        // Alternating values: s stays about 1, so the stddev of the mean falls as 1/√N.
+        let values: Vec<f64> = (0..400)
+            .map(|i| if i % 2 == 0 { 9.0 } else { 11.0 })
+            .collect();
+        let curve = convergence(&values);
+        assert_eq!(curve.len(), 399);
+        assert_eq!(curve[0].trains, 2);
+        let at = |n: usize| curve[n - 2].stddev_of_mean;
+        assert!(
+            (at(100) / at(400) - 2.0).abs() < 0.01,
+            "{} {}",
+            at(100),
+            at(400)
+        );
+        assert!((curve.last().unwrap().mean - 10.0).abs() < 1e-12);
+        let flat = convergence(&[5.0; 10]);
+        assert!(flat
+            .iter()
+            .all(|p| p.stddev_of_mean == 0.0 && p.mean == 5.0));
+    }
+
+    #[test]
+    fn a_convoy_adds_its_trains_up() {
+        let mut arrivals: Vec<TrainArrival> =
+            (0..100).map(|i| train(i, 100, 1518, 1230.4)).collect();
+        arrivals[10].frames_rx = 90;
+        arrivals[20].head_latency_ns = None;
+        let c = Convoy::of(&arrivals);
+        assert_eq!((c.frames_sent, c.frames_lost), (10_000, 10));
+        assert!((c.loss_ratio - 0.001).abs() < 1e-12);
+        assert_eq!(c.head_latency_ns.unwrap().trains, 99);
+        assert_eq!(c.l1_bps.unwrap().trains, 100);
+        assert_eq!(c.latency_convergence.len(), 98);
+        // The train that lost frames measured less: the bandwidth's spread is not zero.
+        assert!(c.l2_bps.unwrap().stddev > 0.0);
+    }
+}
