@@ -62,13 +62,13 @@ def lab():
 
 
 class Server:
-    def __init__(self, lab, extra=(), scheme="http"):
+    def __init__(self, lab, extra=(), scheme="http", drain="300ms"):
         self.port = _free_port()
         self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.log = open(f"/tmp/strobe-serve-{self.port}.log", "w+")
         self.proc = subprocess.Popen(
             [STROBE, "serve", "--listen", f"127.0.0.1:{self.port}", "--lab", lab.prefix,
-             "--drain", "300ms", *extra],
+             "--drain", drain, *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 20
         while time.time() < deadline:

@@ -5,10 +5,12 @@ import ipaddress
 import os
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
 import requests
+import snappi
 
 from scapy.all import IP, IPv6, TCP, UDP, Ether, rdpcap
 from scapy.layers.vxlan import VXLAN
@@ -427,3 +429,34 @@ def test_link_down_and_up_on_the_labs_own_port(api, lab):
     with pytest.raises(Exception) as info:
         api.set_control_state(cs)
     assert "lab's ends" in " ".join(api.from_exception(info.value).errors)
+
+
+def test_metrics_answer_while_a_stop_waits_for_the_drain(lab):
+    # A server of its own with a long drain: the stop request waits 2 s for frames in flight.
+    from conftest import Server
+    s = Server(lab, drain="2s")
+    try:
+        api = snappi.api(location=s.url, verify=False)
+        cfg = base_config(api, lab)
+        add_flow(cfg, "f", pps=2000).packet.ethernet().ipv4().udp()
+        api.set_config(cfg)
+        transmit(api, "start")
+        time.sleep(0.3)
+        body = {"choice": "traffic",
+                "traffic": {"choice": "flow_transmit", "flow_transmit": {"state": "stop"}}}
+        stopper = threading.Thread(
+            target=lambda: requests.post(f"{s.url}/control/state", json=body, timeout=30))
+        stopper.start()
+        time.sleep(0.3)
+        began = time.time()
+        reply = requests.post(f"{s.url}/monitor/metrics",
+                              json={"choice": "flow", "flow": {"flow_names": ["f"]}}, timeout=30)
+        took = time.time() - began
+        draining = stopper.is_alive()
+        stopper.join()
+        assert reply.status_code == 200, reply.text
+        # The stop was still draining when the metrics came back, well before its end.
+        assert draining and took < 1.0, (draining, took)
+        assert reply.json()["flow_metrics"][0]["transmit"] == "stopped"
+    finally:
+        s.stop()

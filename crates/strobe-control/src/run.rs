@@ -361,6 +361,17 @@ impl RunHandle {
         lock(&self.view).results.clone()
     }
 
+    /// Waits until the run is over (finished or failed) without taking the handle: for
+    /// front ends that share it while waiting (its thread is joined when it is dropped).
+    pub fn wait_over(&self) {
+        while !matches!(
+            lock(&self.view).state,
+            RunState::Finished | RunState::Failed
+        ) {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
     /// Waits for the run to end and returns its report.
     pub fn wait(mut self) -> Result<Arc<RunReport>, ControlError> {
         self.wait_finished()

@@ -50,9 +50,12 @@ pub struct ServeOptions {
     pub no_extensions: bool,
 }
 
-/// The server's state: the config last set and the run last started.
+/// The server's state: the config last set and the runs started. Requests that change
+/// it take `control` for their whole length, one at a time; `state` is held only to read
+/// or write it, never while a run starts or drains, so metrics replies never wait for one.
 struct Server {
     options: ServeOptions,
+    control: Mutex<()>,
     state: Mutex<Session>,
 }
 
@@ -65,7 +68,7 @@ struct Session {
     capture_ports: Vec<(String, CaptureFormat)>,
     /// Runs, oldest first: one per start request, each with the flows it started (a flow's
     /// counters are those of the newest run that sends it).
-    runs: Vec<RunHandle>,
+    runs: Vec<Arc<RunHandle>>,
     /// Captures running, and the last capture of each port once stopped.
     capturing: HashMap<String, Capture>,
     captured: HashMap<String, Vec<u8>>,
@@ -78,6 +81,7 @@ struct Session {
 pub fn router(options: ServeOptions) -> Router {
     let server = Arc::new(Server {
         options,
+        control: Mutex::new(()),
         state: Mutex::new(Session::default()),
     });
     Router::new()
@@ -188,32 +192,18 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| internal(vec![format!("a server task failed: {e}")]))
 }
 
-/// Stops a run that is still going and waits for its workers (and its drain).
-async fn stop_run(run: RunHandle) -> Result<RunHandle, OtgError> {
-    blocking(move || {
-        let mut run = run;
-        run.stop();
-        let _ = run.wait_finished();
-        run
-    })
-    .await
-}
-
-/// Stops every run still going and waits for them.
-async fn stop_all(runs: &mut Vec<RunHandle>) -> Result<(), OtgError> {
-    for run in std::mem::take(runs) {
-        let run = if run.is_finished() {
-            run
-        } else {
-            stop_run(run).await?
-        };
-        runs.push(run);
+/// Stops `run` if it still goes and waits until it is over (its receivers' drain too),
+/// holding no lock: metrics requests meanwhile see it draining.
+async fn stop_and_wait(run: Arc<RunHandle>) -> Result<(), OtgError> {
+    if run.is_finished() {
+        return Ok(());
     }
-    Ok(())
+    run.stop();
+    blocking(move || run.wait_over()).await
 }
 
 /// The flows of `run` still sending (not finished, not stopped, not done).
-fn sending(run: &RunHandle) -> Vec<String> {
+fn sending(run: &Arc<RunHandle>) -> Vec<String> {
     if run.is_finished() {
         return Vec::new();
     }
@@ -227,8 +217,8 @@ fn sending(run: &RunHandle) -> Vec<String> {
 
 /// What runs that are over have to tell (a failure, a port an error stopped, a missed rate,
 /// total loss), each once: a control reply's warnings.
-fn problems(runs: &[RunHandle]) -> Vec<String> {
-    runs.iter().flat_map(RunHandle::take_problems).collect()
+fn problems(runs: &[Arc<RunHandle>]) -> Vec<String> {
+    runs.iter().flat_map(|r| r.take_problems()).collect()
 }
 
 fn flow_names_of(run: &RunHandle) -> Vec<String> {
@@ -241,6 +231,7 @@ fn flow_names_of(run: &RunHandle) -> Vec<String> {
 
 async fn set_config(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     let config = parse_body(&body)?;
+    let _control = server.control.lock().await;
     // Reading a config is work in proportion to its size: off the async workers.
     let (read, config) = {
         let locations = server.options.locations.clone();
@@ -267,9 +258,12 @@ async fn set_config(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
             warnings.push(w);
         }
     }
-    let mut session = server.state.lock().await;
     // A new config replaces the old one: runs still going are stopped first.
-    stop_all(&mut session.runs).await?;
+    let runs = server.state.lock().await.runs.clone();
+    for run in runs {
+        stop_and_wait(run).await?;
+    }
+    let mut session = server.state.lock().await;
     session.runs.clear();
     let captures = std::mem::take(&mut session.capturing);
     // Ending a capture joins its thread: off the async workers.
@@ -323,6 +317,7 @@ fn names(value: Option<&Value>) -> Result<Vec<String>, OtgError> {
 
 async fn set_control_state(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     let request = parse_body(&body)?;
+    let _control = server.control.lock().await;
     match choice(&request, &["traffic", "port", "protocol"]) {
         Some("traffic") => {
             let traffic = &request["traffic"];
@@ -356,9 +351,14 @@ async fn set_control_state(State(server): State<Arc<Server>>, body: Bytes) -> Re
 async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
     let flow_names = names(request.get("flow_names"))?;
     let state = request.get("state").and_then(Value::as_str).unwrap_or("");
-    let mut session = server.state.lock().await;
-    let Some(scenario) = session.scenario.clone() else {
-        return Err(no_config());
+    // A copy of what the request needs: the state lock is not held while runs start or
+    // drain (the control lock keeps other changes out meanwhile).
+    let (scenario, runs) = {
+        let session = server.state.lock().await;
+        let Some(scenario) = session.scenario.clone() else {
+            return Err(no_config());
+        };
+        (scenario, session.runs.clone())
     };
     if let Some(unknown) = flow_names
         .iter()
@@ -380,7 +380,7 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
     } else {
         flow_names.clone()
     };
-    let sending_now: Vec<String> = session.runs.iter().flat_map(sending).collect();
+    let touches = |run: &RunHandle| flow_names_of(run).iter().any(|n| wanted.contains(n));
     match state {
         "start" => {
             if scenario.flows.is_empty() {
@@ -388,6 +388,7 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                     "flow_transmit start: the config has no flows".into(),
                 ]));
             }
+            let sending_now: Vec<String> = runs.iter().flat_map(sending).collect();
             let busy: Vec<&String> = wanted.iter().filter(|n| sending_now.contains(n)).collect();
             if !busy.is_empty() {
                 return Err(validation(vec![format!(
@@ -400,13 +401,8 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
             }
             // A run with a flow to start again whose transmitters are done is only draining
             // (its receivers count frames still in flight): it ends first.
-            for i in 0..session.runs.len() {
-                let run = &session.runs[i];
-                if !run.is_finished() && flow_names_of(run).iter().any(|n| wanted.contains(n)) {
-                    let run = session.runs.remove(i);
-                    let run = stop_run(run).await?;
-                    session.runs.insert(i, run);
-                }
+            for run in runs.iter().filter(|r| touches(r)) {
+                stop_and_wait(run.clone()).await?;
             }
             let subset = select_flows(scenario, &flow_names);
             let options = server.options.plan.clone();
@@ -428,55 +424,49 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
             })
             .await?
             .map_err(control_error)?;
-            session.runs.push(started);
-            // Runs none of whose flows is the newest run's any more are forgotten.
-            let runs = std::mem::take(&mut session.runs);
-            let mut kept: Vec<usize> = Vec::with_capacity(runs.len());
-            for (i, run) in runs.iter().enumerate() {
-                let names = flow_names_of(run);
-                let superseded = names.iter().all(|n| {
-                    runs[i + 1..]
-                        .iter()
-                        .any(|later| flow_names_of(later).contains(n))
-                });
-                if !superseded || !run.is_finished() {
-                    kept.push(i);
-                }
-            }
-            session.runs = runs
-                .into_iter()
+            let mut session = server.state.lock().await;
+            session.runs.push(Arc::new(started));
+            // Runs that are over and none of whose flows is a newer run's are forgotten.
+            let all = std::mem::take(&mut session.runs);
+            let newer_has = |i: usize, name: &String| {
+                all[i + 1..]
+                    .iter()
+                    .any(|later| flow_names_of(later).contains(name))
+            };
+            let kept: Vec<bool> = all
+                .iter()
                 .enumerate()
-                .filter(|(i, _)| kept.contains(i))
-                .map(|(_, r)| r)
+                .map(|(i, run)| {
+                    !run.is_finished() || !flow_names_of(run).iter().all(|n| newer_has(i, n))
+                })
+                .collect();
+            session.runs = all
+                .into_iter()
+                .zip(kept)
+                .filter_map(|(run, keep)| keep.then_some(run))
                 .collect();
             Ok(ok_json(json!({ "warnings": problems(&session.runs) })))
         }
         "stop" => {
             // A run whose flows are all named stops whole (and drains); one with others
             // still sending stops the named flows only.
-            for i in 0..session.runs.len() {
-                let run = &session.runs[i];
-                if run.is_finished() {
-                    continue;
-                }
+            for run in runs.iter().filter(|r| !r.is_finished()) {
                 let names = flow_names_of(run);
                 if names.iter().all(|n| wanted.contains(n)) {
-                    let run = session.runs.remove(i);
-                    let run = stop_run(run).await?;
-                    session.runs.insert(i, run);
+                    stop_and_wait(run.clone()).await?;
                 } else {
                     let named: Vec<String> =
                         names.into_iter().filter(|n| wanted.contains(n)).collect();
                     run.stop_flows(&named);
                 }
             }
+            let session = server.state.lock().await;
             Ok(ok_json(json!({ "warnings": problems(&session.runs) })))
         }
         "pause" | "resume" => {
-            let live: Vec<&RunHandle> = session
-                .runs
+            let live: Vec<&Arc<RunHandle>> = runs
                 .iter()
-                .filter(|r| !r.is_finished() && flow_names_of(r).iter().any(|n| wanted.contains(n)))
+                .filter(|r| !r.is_finished() && touches(r))
                 .collect();
             if live.is_empty() {
                 return Err(validation(vec![format!(
@@ -505,6 +495,7 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                     run.resume();
                 }
             }
+            let session = server.state.lock().await;
             Ok(ok_json(json!({ "warnings": problems(&session.runs) })))
         }
         other => Err(validation(vec![format!(

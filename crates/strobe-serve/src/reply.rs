@@ -5,6 +5,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use strobe_control::{FlowMetrics, Metrics, PortMetrics, Results, RunHandle, Transmit};
 use strobe_model::Scenario;
@@ -96,8 +97,8 @@ struct Latest {
 }
 
 impl Latest {
-    fn of(scenario: &Scenario, runs: &[RunHandle]) -> Latest {
-        let metrics: Vec<Metrics> = runs.iter().map(RunHandle::metrics).collect();
+    fn of(scenario: &Scenario, runs: &[Arc<RunHandle>]) -> Latest {
+        let metrics: Vec<Metrics> = runs.iter().map(|r| r.metrics()).collect();
         let mut newest: HashMap<&str, (usize, &FlowMetrics)> = HashMap::new();
         for (i, m) in metrics.iter().enumerate() {
             for f in &m.flows {
@@ -146,7 +147,7 @@ fn unknown(what: &str, name: &str, known: impl Iterator<Item = String>) -> Strin
 /// strobe's detail when `extensions` says so.
 pub fn flow_metrics(
     scenario: &Scenario,
-    runs: &[RunHandle],
+    runs: &[Arc<RunHandle>],
     wanted: &[String],
     extensions: bool,
 ) -> Result<Value, String> {
@@ -208,7 +209,7 @@ pub fn flow_metrics(
         let results = run
             .filter(|_| extensions)
             .and_then(|i| runs.get(i))
-            .and_then(RunHandle::results);
+            .and_then(|r| r.results());
         if let Some(detail) = results.as_deref().and_then(|r| strobe_detail(r, &m.name)) {
             flow.insert("x_strobe".into(), detail);
         }
@@ -262,7 +263,7 @@ fn strobe_detail(results: &Results, name: &str) -> Option<Value> {
 /// `{"choice": "port_metrics", ...}` for the ports named (all when none are).
 pub fn port_metrics(
     scenario: &Scenario,
-    runs: &[RunHandle],
+    runs: &[Arc<RunHandle>],
     wanted: &[String],
     capturing: &[&str],
     links_down: &[&str],
