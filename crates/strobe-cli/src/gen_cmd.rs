@@ -11,7 +11,7 @@ use crate::failure::Failure;
 use crate::lab_cmd::{rx_port_forms, TX_PORT_HELP};
 use crate::latency_out::{self, LatencyOutputs};
 use crate::outputs::{self, write_file, WriteFailures};
-use crate::results::{print_latency, print_summary, print_verdicts, Status};
+use crate::results::{print_convoys, print_latency, print_summary, print_verdicts, Status};
 use crate::signals;
 use strobe_control::calibration::Correction;
 
@@ -50,7 +50,9 @@ pub struct GenArgs {
     /// Rate: 1000 (pps), 100kpps, 1.5mpps, 10gbps (layer 1), or max (unpaced).
     #[arg(long, default_value = "1000", help_heading = "One-flow options", allow_hyphen_values = true, value_parser = crate::values::positive_text)]
     rate: String,
-    /// Timing: cbr | poisson | burst:PACKETS/GAP | on_off:ON/OFF.
+    /// Timing: cbr | poisson | burst:PACKETS/GAP | on_off:ON/OFF | train:TRAINSxFRAMES/GAP
+    /// (a convoy: trains of frames back to back at line rate, GAP apart, counted train by
+    /// train).
     #[arg(long, default_value = "cbr", help_heading = "One-flow options")]
     pattern: String,
     /// Number of frames to send.
@@ -134,6 +136,10 @@ pub struct GenArgs {
     /// Write per-flow results as CSV to FILE.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
+    /// Write every convoy's trains (`--pattern train:…`, or a scenario's burst count) as CSV,
+    /// one row per train.
+    #[arg(long, value_name = "FILE")]
+    trains_csv: Option<PathBuf>,
     /// Do not measure latency (frames keep their trailer for loss counting).
     #[arg(long, help_heading = "Latency")]
     no_latency: bool,
@@ -249,8 +255,12 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
     if let Some(path) = &args.csv {
         failures.note(write_file(path, results.to_csv().as_bytes()));
     }
+    if let Some(path) = &args.trains_csv {
+        failures.note(write_file(path, results.trains_csv().as_bytes()));
+    }
     print_summary(&results);
     print_latency(&results);
+    print_convoys(&results);
     print_verdicts(&results);
     for failure in &results.failures {
         failures.note(Err(Failure::Runtime(failure.clone())));
@@ -283,6 +293,7 @@ fn check_outputs(args: &GenArgs) -> Result<(), Failure> {
     outputs::check_all(&[
         ("--json", args.json.as_deref()),
         ("--csv", args.csv.as_deref()),
+        ("--trains-csv", args.trains_csv.as_deref()),
         ("--latency-html", args.outputs.latency_html.as_deref()),
         ("--latency-csv", args.outputs.latency_csv.as_deref()),
         ("--hdr-log", args.outputs.hdr_log.as_deref()),
@@ -326,6 +337,7 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
     if args.outputs.latency_html.is_some()
         || args.outputs.latency_csv.is_some()
         || args.csv.is_some()
+        || args.trains_csv.is_some()
     {
         return Err(Failure::BadInput(
             "with --rates, write results with --json, --hdr-log, --sweep-csv and --sweep-svg"

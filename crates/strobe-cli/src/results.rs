@@ -423,6 +423,56 @@ pub fn print_latency(r: &Results) {
     }
 }
 
+/// Each convoy of trains: head latency, bandwidth from the trains' dispersion and loss,
+/// across trains (mean with its 95 % confidence interval, spread, IDI).
+pub fn print_convoys(r: &Results) {
+    for f in &r.flows {
+        let Some(c) = &f.convoy else { continue };
+        let per_train = c.trains.first().map_or(0, |t| t.frames_sent);
+        println!(
+            "convoy `{}`: {} trains of {} frames; {} of {} frames lost ({:.4} %)",
+            f.name,
+            c.trains.len(),
+            per_train,
+            c.frames_lost,
+            c.frames_sent,
+            c.loss_ratio * 100.0
+        );
+        let row = |what: &str,
+                   s: &Option<strobe_analyze::trains::Summary>,
+                   unit: f64,
+                   name: &str| {
+            match s {
+                Some(s) => println!(
+                    "  {what:<22} mean {:.3}{}, median {:.3}, stddev {:.3}, min {:.3}, max {:.3} {name}; IDI {} ({} trains)",
+                    s.mean / unit,
+                    s.ci95.map_or(String::new(), |(lo, hi)| format!(
+                        " (95 % CI {:.3} to {:.3})",
+                        lo / unit,
+                        hi / unit
+                    )),
+                    s.median / unit,
+                    s.stddev / unit,
+                    s.min / unit,
+                    s.max / unit,
+                    s.idi.map_or("-".into(), |i| format!("{:.3} {name}", i / unit)),
+                    s.trains
+                ),
+                None => println!("  {what:<22} -"),
+            }
+        };
+        row("head latency", &c.head_latency_ns, 1e3, "µs");
+        row("bandwidth, layer 2", &c.l2_bps, 1e6, "Mbit/s");
+        row("bandwidth, layer 1", &c.l1_bps, 1e6, "Mbit/s");
+        println!(
+            "  (latency of each train's head only: the frames behind it queued in the sender; \
+             bandwidth: the bits of a train's frames after its first over the time from its \
+             first to its last arrival; layer 2 counts frames with their FCS, layer 1 adds 20 \
+             bytes a frame)"
+        );
+    }
+}
+
 /// One line: the estimated departure gaps judged through the floor, then the verdict.
 fn departure_fit_text(fit: &strobe_analyze::FloorFit) -> String {
     let d = |name: &str| {

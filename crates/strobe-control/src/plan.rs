@@ -138,6 +138,18 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
         }
     }
     let mut warnings = scenario.warnings.clone();
+    for f in &scenario.flows {
+        if let strobe_timing::Duration::Bursts { bursts, .. } = f.schedule.duration {
+            if bursts > strobe_engine::rx::MAX_TRACKED_TRAINS && !f.rx_ports.is_empty() {
+                warnings.push(format!(
+                    "flow `{}`: {bursts} trains are more than strobe follows train by train \
+                     ({}); the flow's totals and latency are still measured",
+                    f.name,
+                    strobe_engine::rx::MAX_TRACKED_TRAINS
+                ));
+            }
+        }
+    }
     if let Some(warning) = strobe_engine::oversubscription(&scenario, options.tx_workers) {
         warnings.push(warning);
     }

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 use strobe_analyze::latency::{LatencyStats, LoadPoint};
+use strobe_analyze::trains::Convoy;
 use strobe_engine::latency::FlowLatency;
 use strobe_engine::{HandoverError, PortPacing, PortReport, RunReport};
 use strobe_model::{FlowSpec, Scenario};
@@ -203,6 +204,9 @@ pub struct FlowResult {
     pub first_rx_ns: Option<u64>,
     pub last_rx_ns: Option<u64>,
     pub latency: Option<FlowLatencyResult>,
+    /// A flow sent as a convoy of trains (a count of bursts): train by train, and across
+    /// trains head latency, bandwidth from each train's dispersion, and loss.
+    pub convoy: Option<Convoy>,
 }
 
 impl FlowResult {
@@ -336,6 +340,34 @@ impl Results {
             p99_ns: s.p99_ns,
             p9999_ns: s.p99_99_ns,
         })
+    }
+
+    /// Every convoy's trains as CSV, one row per train.
+    pub fn trains_csv(&self) -> String {
+        let mut out = String::from(
+            "flow,train,frames_sent,frames_rx,lost,duplicates,reordered,head_latency_ns,dispersion_ns,l2_bps,l1_bps\n",
+        );
+        let cell = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_default();
+        for f in &self.flows {
+            for t in f.convoy.iter().flat_map(|c| &c.trains) {
+                let _ = writeln!(
+                    out,
+                    "{},{},{},{},{},{},{},{},{},{},{}",
+                    csv_field(&f.name),
+                    t.train,
+                    t.frames_sent,
+                    t.frames_rx,
+                    t.lost,
+                    t.duplicates,
+                    t.reordered,
+                    cell(t.head_latency_ns),
+                    t.dispersion_ns.map(|d| d.to_string()).unwrap_or_default(),
+                    cell(t.l2_bps),
+                    cell(t.l1_bps),
+                );
+            }
+        }
+        out
     }
 
     /// Per-flow results as CSV, one row per flow (RFC 4180 quoting).
@@ -528,6 +560,7 @@ fn flow_result(r: &RunReport, f: &FlowSpec, correction: Option<&Correction>) -> 
         latency: rx
             .and_then(|x| x.latency.as_ref())
             .and_then(|l| latency_result(r, f, l, correction)),
+        convoy: rx.and_then(|x| x.trains.as_deref()).map(Convoy::of),
     }
 }
 
@@ -728,6 +761,7 @@ mod tests {
             first_rx_ns: None,
             last_rx_ns: None,
             latency: None,
+            convoy: None,
         }
     }
 

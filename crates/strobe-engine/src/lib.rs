@@ -440,8 +440,19 @@ pub fn run_scenario(
         let mut tracker = RxTracker::new(ids, run_tag);
         tracker.check_stamps_from(run_start_ns);
         for (id, &p) in parent.iter().enumerate() {
-            let on = scenario.flows[p as usize].metrics.latency.is_some();
-            tracker.set_latency(id as u16, on);
+            let spec = &scenario.flows[p as usize];
+            tracker.set_latency(id as u16, spec.metrics.latency.is_some());
+            // A convoy of trains (OTG's burst duration: a count of bursts) is followed
+            // train by train; its sequence numbers say which train a frame belongs to.
+            if let strobe_timing::Duration::Bursts {
+                bursts, packets, ..
+            } = spec.schedule.duration
+            {
+                if id == p as usize && bursts > 0 && spec.rx_ports.contains(&port.name) {
+                    let bytes = spec.size.mean().round() as u32;
+                    tracker.track_trains(id as u16, bursts, packets, opts.seq_start, bytes);
+                }
+            }
         }
         rx_jobs.push((port.name.clone(), receiver, tracker, hardware_sync));
     }
@@ -665,6 +676,7 @@ pub fn run_scenario(
                 lost: Some(0),
                 excess: 0,
                 latency: None,
+                trains: None,
             })
         })
         .collect();

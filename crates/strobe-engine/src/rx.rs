@@ -21,6 +21,7 @@
 use strobe_wire::trailer::{Trailer, LEN as TRAILER_LEN};
 
 use crate::latency::FlowLatency;
+use strobe_analyze::trains::TrainArrival;
 
 /// How far a transmit stamp may lie before the run's start, or after the frame's own
 /// receive stamp, and still be this run's: clock readings of one host agree far better, so
@@ -73,6 +74,71 @@ struct FlowRx {
     /// Allocated at the flow's first timestamped frame when latency is measured.
     latency: Option<Box<FlowLatency>>,
     measure_latency: bool,
+    /// Per-train counts of a convoy of trains (allocated before the run, never per frame).
+    trains: Option<Box<TrainTrack>>,
+}
+
+/// Largest convoy tracked train by train (its slots are allocated up front: 48 bytes each).
+pub const MAX_TRACKED_TRAINS: u64 = 1_000_000;
+
+/// A flow sent as trains of `frames_per_train` frames: its sequence numbers, counted from
+/// the flow's first, say which train and which place in it a frame holds.
+#[derive(Clone, Debug)]
+struct TrainTrack {
+    frames_per_train: u64,
+    first_seq: u64,
+    trains: Vec<TrainArrival>,
+}
+
+impl TrainTrack {
+    fn on_frame(&mut self, seq: u64, class: Seen, tx_ns: u64, rx_ns: Option<u64>) {
+        let Some(offset) = seq.checked_sub(self.first_seq) else {
+            return;
+        };
+        let Some(t) = self
+            .trains
+            .get_mut((offset / self.frames_per_train) as usize)
+        else {
+            return;
+        };
+        t.frames_rx += 1;
+        match class {
+            Seen::Duplicate => t.duplicates += 1,
+            Seen::Reordered => t.reordered += 1,
+            Seen::InOrder => {}
+        }
+        if let Some(rx) = rx_ns {
+            t.first_rx_ns = Some(t.first_rx_ns.map_or(rx, |f| f.min(rx)));
+            t.last_rx_ns = Some(t.last_rx_ns.map_or(rx, |l| l.max(rx)));
+            // Only the head is timestamped for latency: it alone waited in no queue of the
+            // sender (the rest of its train queued behind it).
+            if offset % self.frames_per_train == 0 && class != Seen::Duplicate && tx_ns != 0 {
+                t.head_latency_ns = Some(rx as f64 - tx_ns as f64);
+            }
+        }
+    }
+
+    fn add(&mut self, other: &TrainTrack) {
+        for (mine, theirs) in self.trains.iter_mut().zip(&other.trains) {
+            mine.frames_rx += theirs.frames_rx;
+            mine.duplicates += theirs.duplicates;
+            mine.reordered += theirs.reordered;
+            mine.first_rx_ns = match (mine.first_rx_ns, theirs.first_rx_ns) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            mine.last_rx_ns = mine.last_rx_ns.max(theirs.last_rx_ns);
+            mine.head_latency_ns = mine.head_latency_ns.or(theirs.head_latency_ns);
+        }
+    }
+}
+
+/// How a frame's sequence number compared with what the flow had seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    InOrder,
+    Reordered,
+    Duplicate,
 }
 
 impl FlowRx {
@@ -83,6 +149,7 @@ impl FlowRx {
             finalised: false,
             latency: None,
             measure_latency: true,
+            trains: None,
         }
     }
 
@@ -150,17 +217,19 @@ impl FlowRx {
                 .record(tx_ns, rx);
         }
         let seq = self.extend(seq);
-        match self.counters.max_seq {
+        let seen = match self.counters.max_seq {
             None => {
                 self.counters.max_seq = Some(seq);
                 self.counters.unique += 1;
                 self.set(0);
+                Seen::InOrder
             }
             Some(max) if seq > max => {
                 self.counters.max_seq = Some(seq);
                 self.counters.unique += 1;
                 self.slide(seq - max);
                 self.set(0);
+                Seen::InOrder
             }
             Some(max) => {
                 let back = max - seq;
@@ -169,14 +238,20 @@ impl FlowRx {
                     c.late += 1;
                     c.unique += 1;
                     c.reordered += 1;
+                    Seen::Reordered
                 } else if self.bit(back) {
                     self.counters.duplicates += 1;
+                    Seen::Duplicate
                 } else {
                     self.counters.unique += 1;
                     self.counters.reordered += 1;
                     self.set(back);
+                    Seen::Reordered
                 }
             }
+        };
+        if let Some(trains) = &mut self.trains {
+            trains.on_frame(seq, seen, tx_ns, rx_ns);
         }
     }
 }
@@ -253,6 +328,9 @@ pub struct FlowRxReport {
     pub excess: u64,
     /// Latency of every timestamped frame (None when not measured or nothing arrived).
     pub latency: Option<FlowLatency>,
+    /// Train by train, for a flow sent as a convoy of trains (see
+    /// [`RxTracker::track_trains`]).
+    pub trains: Option<Vec<TrainArrival>>,
 }
 
 impl FlowRxReport {
@@ -268,6 +346,22 @@ impl FlowRxReport {
             self.latency
                 .get_or_insert_with(Default::default)
                 .add(theirs);
+        }
+        // Two receive ports' views of one convoy: their frames add up train by train.
+        if let (Some(mine), Some(theirs)) = (&mut self.trains, &other.trains) {
+            let mut track = TrainTrack {
+                frames_per_train: 1,
+                first_seq: 0,
+                trains: std::mem::take(mine),
+            };
+            track.add(&TrainTrack {
+                frames_per_train: 1,
+                first_seq: 0,
+                trains: theirs.clone(),
+            });
+            *mine = track.trains;
+        } else if self.trains.is_none() {
+            self.trains.clone_from(&other.trains);
         }
     }
 }
@@ -332,6 +426,40 @@ impl RxTracker {
         }
     }
 
+    /// Tracks flow `flow_id` train by train: `trains` trains of `frames_per_train` frames,
+    /// the first carrying sequence number `first_seq`, each `frame_bytes` long (FCS
+    /// included). Allocates the trains' slots now; refused (false) beyond
+    /// [`MAX_TRACKED_TRAINS`] or for an empty train.
+    pub fn track_trains(
+        &mut self,
+        flow_id: u16,
+        trains: u64,
+        frames_per_train: u64,
+        first_seq: u32,
+        frame_bytes: u32,
+    ) -> bool {
+        let Some(f) = self.flows.get_mut(flow_id as usize) else {
+            return false;
+        };
+        if trains == 0 || trains > MAX_TRACKED_TRAINS || frames_per_train == 0 {
+            return false;
+        }
+        let sent = u32::try_from(frames_per_train).unwrap_or(u32::MAX);
+        f.trains = Some(Box::new(TrainTrack {
+            frames_per_train,
+            first_seq: u64::from(first_seq),
+            trains: (0..trains)
+                .map(|i| TrainArrival {
+                    train: u32::try_from(i).unwrap_or(u32::MAX),
+                    frames_sent: sent,
+                    frame_bytes,
+                    ..TrainArrival::default()
+                })
+                .collect(),
+        }));
+        true
+    }
+
     pub fn latency(&self, flow_id: u16) -> Option<&FlowLatency> {
         self.flows
             .get(flow_id as usize)
@@ -368,6 +496,7 @@ impl RxTracker {
                     .and_then(|s| s.get(i))
                     .map_or(0, |&tx| f.counters.unique.saturating_sub(tx)),
                 latency: f.latency.as_deref().cloned(),
+                trains: f.trains.as_ref().map(|t| t.trains.clone()),
             })
             .collect()
     }
@@ -379,6 +508,11 @@ impl RxTracker {
             mine.counters.add(&theirs.counters);
             if let Some(l) = &theirs.latency {
                 mine.latency.get_or_insert_with(Default::default).add(l);
+            }
+            match (&mut mine.trains, &theirs.trains) {
+                (Some(mine), Some(theirs)) => mine.add(theirs),
+                (None, Some(theirs)) => mine.trains = Some(theirs.clone()),
+                _ => {}
             }
         }
         self.other.add(&other.other);
@@ -412,6 +546,60 @@ mod tests {
         }
         .write(dst);
         f
+    }
+
+    #[test]
+    fn a_convoy_is_counted_train_by_train() {
+        // Flow 1: 3 trains of 4 frames from sequence number 100, 1518 bytes each.
+        let mut t = RxTracker::new(2, TAG);
+        assert!(t.track_trains(1, 3, 4, 100, 1518));
+        assert!(!t.track_trains(1, MAX_TRACKED_TRAINS + 1, 4, 100, 1518));
+        let mut rx = |seq: u32, tx: u64, at: u64| {
+            t.on_frame(&stamped(1, seq, tx), 60, Some(at));
+        };
+        // Train 0 whole (its head sent at 1000, received at 6000); train 1 with a frame
+        // lost, one duplicated and one late; train 2 never arrives.
+        for (k, at) in [6_000, 6_100, 6_200, 6_300].into_iter().enumerate() {
+            rx(100 + k as u32, 1_000, at);
+        }
+        rx(104, 20_000, 27_000);
+        rx(106, 20_000, 27_300);
+        rx(105, 20_000, 27_400);
+        rx(106, 20_000, 27_500);
+        let report = t.report(Some(&[0, 12]));
+        let trains = report[1].trains.as_ref().unwrap();
+        assert_eq!(trains.len(), 3);
+        let (a, b, c) = (&trains[0], &trains[1], &trains[2]);
+        assert_eq!((a.frames_rx, a.duplicates, a.reordered), (4, 0, 0));
+        assert_eq!(a.head_latency_ns, Some(5_000.0));
+        assert_eq!((a.first_rx_ns, a.last_rx_ns), (Some(6_000), Some(6_300)));
+        assert_eq!((b.frames_rx, b.duplicates, b.reordered), (4, 1, 1));
+        assert_eq!(b.head_latency_ns, Some(7_000.0));
+        assert_eq!((b.first_rx_ns, b.last_rx_ns), (Some(27_000), Some(27_500)));
+        assert_eq!(
+            (c.frames_rx, c.first_rx_ns, c.head_latency_ns),
+            (0, None, None)
+        );
+        assert_eq!((a.frames_sent, a.frame_bytes), (4, 1518));
+        assert!(report[0].trains.is_none());
+        // Another receive worker's share adds up train by train, into a tracker that had
+        // none (the run's merged view) as into one that had some.
+        let mut empty = RxTracker::new(2, TAG);
+        empty.absorb(&t);
+        assert_eq!(
+            empty.report(None)[1].trains.as_ref().unwrap()[1].frames_rx,
+            4
+        );
+        let mut other = RxTracker::new(2, TAG);
+        other.track_trains(1, 3, 4, 100, 1518);
+        other.on_frame(&stamped(1, 111, 40_000), 60, Some(41_000));
+        t.absorb(&other);
+        let merged = t.report(None);
+        let c = &merged[1].trains.as_ref().unwrap()[2];
+        assert_eq!(
+            (c.frames_rx, c.last_rx_ns, c.head_latency_ns),
+            (1, Some(41_000), None)
+        );
     }
 
     #[test]

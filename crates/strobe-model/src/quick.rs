@@ -99,10 +99,33 @@ pub fn build(args: &QuickArgs, res: &dyn Resources) -> Result<Scenario, ModelErr
         apply_vary(&mut packet, spec)?;
     }
     let size = parse_size(&args.size)?;
-    let rate =
+    let mut rate =
         rate_from_text(&args.rate, DEFAULT_PORT_SPEED_BPS).map_err(|m| flag_error("--rate", m))?;
-    let pattern = parse_pattern(&args.pattern, res)?;
+    let train = parse_train(&args.pattern)?;
+    let pattern = match train {
+        Some(_) => Departures::Cbr,
+        None => parse_pattern(&args.pattern, res)?,
+    };
     let (duration, duration_flag) = match (&args.count, &args.duration) {
+        (Some(_), _) | (_, Some(_)) if train.is_some() => {
+            return Err(flag_error(
+                "--pattern",
+                "a train pattern sets the flow's length (TRAINSxFRAMES): leave out --count and --duration",
+            ))
+        }
+        _ if train.is_some() => {
+            // Frames of a train back to back: at the port's line rate.
+            rate = strobe_timing::Rate::L1BitsPerSec(DEFAULT_PORT_SPEED_BPS as f64);
+            let (bursts, packets, inter_burst_gap_ns) = train.unwrap_or_default();
+            (
+                Duration::Bursts {
+                    bursts,
+                    packets,
+                    inter_burst_gap_ns,
+                },
+                "--pattern",
+            )
+        }
         (Some(_), Some(_)) => {
             return Err(flag_error(
                 "--duration",
@@ -489,6 +512,39 @@ fn parse_size(text: &str) -> Result<SizeSpec, ModelError> {
         });
     }
     Ok(SizeSpec::Fixed(number(text)?))
+}
+
+/// Reads `--pattern train:TRAINSxFRAMES/GAP` (a convoy of trains, e.g. `train:100x100/1ms`:
+/// 100 trains of 100 frames, 1 ms between a train's last frame and the next one's first) as
+/// (trains, frames per train, gap in ns); None for any other pattern.
+pub fn parse_train(text: &str) -> Result<Option<(u64, u64, u64)>, ModelError> {
+    let Some(rest) = text.trim().strip_prefix("train:") else {
+        return Ok(None);
+    };
+    let bad = |detail: String| {
+        flag_error(
+            "--pattern",
+            format!("{detail} — accepted: train:TRAINSxFRAMES/GAP, e.g. train:100x100/1ms (100 trains of 100 frames back to back, 1 ms apart)"),
+        )
+    };
+    let (counts, gap) = rest
+        .split_once('/')
+        .ok_or_else(|| bad(format!("invalid train `{text}`")))?;
+    let (trains, frames) = counts
+        .split_once(['x', '×'])
+        .ok_or_else(|| bad(format!("invalid train counts `{counts}`")))?;
+    let count = |what: &str, n: &str| match n.trim().parse::<u64>() {
+        Ok(v) if v >= 1 => Ok(v),
+        _ => Err(bad(format!(
+            "invalid {what} `{n}` (a whole number, at least 1)"
+        ))),
+    };
+    let gap = time_from_text(gap.trim()).map_err(bad)?;
+    Ok(Some((
+        count("number of trains", trains)?,
+        count("frames per train", frames)?,
+        gap,
+    )))
 }
 
 /// Reads a `--pattern` (`cbr`, `poisson`, `burst:32/10us`, `on_off:1ms/9ms`,

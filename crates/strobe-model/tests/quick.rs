@@ -611,3 +611,46 @@ fn rates_above_the_line_rate_are_rejected_unless_unbounded() {
     );
     assert!(!QuickArgs::default().unbounded);
 }
+
+#[test]
+fn a_train_pattern_is_a_convoy_at_line_rate() {
+    let f = flow(&QuickArgs {
+        pattern: "train:100x60/1ms".into(),
+        ..udp_args()
+    });
+    assert_eq!(
+        f.schedule.duration,
+        strobe_timing::Duration::Bursts {
+            bursts: 100,
+            packets: 60,
+            inter_burst_gap_ns: 1_000_000
+        }
+    );
+    assert_eq!(
+        f.schedule.rate,
+        strobe_timing::Rate::L1BitsPerSec(strobe_model::DEFAULT_PORT_SPEED_BPS as f64)
+    );
+    for (pattern, needle) in [
+        ("train:100/1ms", "invalid train counts"),
+        ("train:0x60/1ms", "number of trains `0`"),
+        ("train:5x60", "invalid train"),
+        ("train:5x60/soon", "soon"),
+    ] {
+        let e = err(&QuickArgs {
+            pattern: pattern.into(),
+            ..udp_args()
+        })
+        .to_string();
+        assert!(
+            e.contains(needle) && e.contains("--pattern"),
+            "{pattern}: {e}"
+        );
+    }
+    let e = err(&QuickArgs {
+        pattern: "train:5x60/1ms".into(),
+        count: Some(10),
+        ..udp_args()
+    })
+    .to_string();
+    assert!(e.contains("leave out --count"), "{e}");
+}
