@@ -24,18 +24,26 @@ enum CalcCommand {
     Bandwidth(BandwidthArgs),
 }
 
+/// The link and the output, alike in every calculator.
 #[derive(Args)]
-struct BandwidthArgs {
-    /// Line rate, read as `strobe gen --rate` reads bit rates: 1g, 10g, 100m, 2.5gbit/s.
+struct LinkArgs {
+    /// Line rate, read as `strobe gen --rate` reads bit rates: 1g, 10g, 25g, 40g, 100g, 100m,
+    /// 2.5gbit/s, 10gbps, 9600bps.
     #[arg(long, value_name = "RATE")]
     rate: String,
+    /// Print the result as JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct BandwidthArgs {
+    #[command(flatten)]
+    link: LinkArgs,
     /// Frame size in bytes including the 4-byte FCS (64 to 9216); each frame costs 20 more
     /// bytes on the wire (preamble, start of frame, minimum inter-frame gap).
     #[arg(long, value_name = "BYTES", default_value_t = 64)]
     frame: u32,
-    /// Print the result as JSON instead of text.
-    #[arg(long)]
-    json: bool,
 }
 
 #[derive(Args)]
@@ -47,18 +55,13 @@ struct LatencyArgs {
     /// (G.652) at 1550 nm.
     #[arg(long, value_name = "N", default_value_t = SINGLE_MODE_GROUP_INDEX)]
     refractive_index: f64,
-    /// Line rate, read as `strobe gen --rate` reads bit rates: 1g, 10g, 25g, 40g, 100g, 100m,
-    /// 2.5gbit/s, 10gbps, 9600bps.
-    #[arg(long, value_name = "RATE")]
-    rate: String,
+    #[command(flatten)]
+    link: LinkArgs,
     /// Frame size in bytes including the 4-byte FCS, as `strobe gen --size` and OTG count it
     /// (a capture shows 4 bytes less); the 8-byte preamble/SFD is added on the wire, frames
     /// under 64 bytes are padded.
     #[arg(long, value_name = "BYTES", default_value_t = 64)]
     frame: u32,
-    /// Print the result as JSON instead of text.
-    #[arg(long)]
-    json: bool,
 }
 
 pub fn run(args: CalcArgs) -> Result<(), Failure> {
@@ -70,7 +73,7 @@ pub fn run(args: CalcArgs) -> Result<(), Failure> {
 
 fn bandwidth(args: BandwidthArgs) -> Result<(), Failure> {
     use strobe_analyze::trains::{expected_bandwidth_bps, Counted};
-    let rate = parse_line_rate_bps(&args.rate).map_err(|e| bad_flag(&e))?;
+    let rate = parse_line_rate_bps(&args.link.rate).map_err(|e| bad_flag(&e))?;
     if !(64..=strobe_model::MAX_FRAME_SIZE).contains(&args.frame) {
         return Err(Failure::BadInput(format!(
             "--frame {}: give a frame size from 64 to {} bytes, FCS included",
@@ -82,7 +85,7 @@ fn bandwidth(args: BandwidthArgs) -> Result<(), Failure> {
     let pps = rate / (f64::from(wire_bytes) * 8.0);
     let with_fcs = expected_bandwidth_bps(rate, args.frame, Counted::WithFcs);
     let without_fcs = expected_bandwidth_bps(rate, args.frame, Counted::WithoutFcs);
-    if args.json {
+    if args.link.json {
         let json = serde_json::json!({
             "line_rate_bps": rate,
             "frame_bytes": args.frame,
@@ -124,11 +127,11 @@ fn latency(args: LatencyArgs) -> Result<(), Failure> {
     let fiber = FiberLoop {
         length_m: parse_length_m(&args.fiber).map_err(|e| bad_flag(&e))?,
         refractive_index: args.refractive_index,
-        line_rate_bps: parse_line_rate_bps(&args.rate).map_err(|e| bad_flag(&e))?,
+        line_rate_bps: parse_line_rate_bps(&args.link.rate).map_err(|e| bad_flag(&e))?,
         frame_bytes: args.frame,
     };
     let budget = fiber.budget().map_err(|e| bad_flag(&e))?;
-    if args.json {
+    if args.link.json {
         let json = serde_json::to_string_pretty(&budget)
             .map_err(|e| Failure::Runtime(format!("cannot encode the result as JSON: {e}")))?;
         println!("{json}");
