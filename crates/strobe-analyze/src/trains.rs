@@ -30,6 +30,10 @@ pub struct TrainArrival {
     /// Receive times of the train's first and last frame to arrive.
     pub first_rx_ns: Option<u64>,
     pub last_rx_ns: Option<u64>,
+    /// The second half of the train (places from frames_sent / 2 on): when its first frame
+    /// (that place) arrived, and how many of its frames arrived (duplicates left out).
+    pub mid_rx_ns: Option<u64>,
+    pub second_half_rx: u32,
     /// Size of each frame, FCS included (as OTG and strobe size frames).
     pub frame_bytes: u32,
 }
@@ -53,6 +57,11 @@ pub struct TrainResult {
     /// (preamble, start of frame, minimum inter-frame gap).
     pub l2_bps: Option<f64>,
     pub l1_bps: Option<f64>,
+    /// The same over the train's second half only: the rate a path keeps once a shaper's
+    /// bucket or a queue's first burst is spent (which lets a train's first frames through
+    /// at once and shortens the whole train's dispersion).
+    pub second_half_l2_bps: Option<f64>,
+    pub second_half_l1_bps: Option<f64>,
 }
 
 impl TrainResult {
@@ -67,6 +76,16 @@ impl TrainResult {
                 f64::from(unique - 1) * f64::from(bytes_per_frame) * 8.0 / (ns as f64 / 1e9)
             })
         };
+        let half_ns = match (a.mid_rx_ns, a.last_rx_ns) {
+            (Some(mid), Some(last)) if a.second_half_rx >= 2 && last > mid => Some(last - mid),
+            _ => None,
+        };
+        let half_bps = |bytes_per_frame: u32| {
+            half_ns.map(|ns| {
+                f64::from(a.second_half_rx - 1) * f64::from(bytes_per_frame) * 8.0
+                    / (ns as f64 / 1e9)
+            })
+        };
         TrainResult {
             train: a.train,
             frames_sent: a.frames_sent,
@@ -78,6 +97,8 @@ impl TrainResult {
             dispersion_ns,
             l2_bps: bps(a.frame_bytes),
             l1_bps: bps(a.frame_bytes + L1_OVERHEAD_BYTES as u32),
+            second_half_l2_bps: half_bps(a.frame_bytes),
+            second_half_l1_bps: half_bps(a.frame_bytes + L1_OVERHEAD_BYTES as u32),
         }
     }
 }
@@ -183,6 +204,8 @@ pub struct Convoy {
     pub head_latency_ns: Option<Summary>,
     pub l2_bps: Option<Summary>,
     pub l1_bps: Option<Summary>,
+    pub second_half_l2_bps: Option<Summary>,
+    pub second_half_l1_bps: Option<Summary>,
     pub frames_sent: u64,
     pub frames_lost: u64,
     /// Frames lost over frames sent (0 to 1).
@@ -197,12 +220,16 @@ impl Convoy {
         let latency: Vec<f64> = trains.iter().filter_map(|t| t.head_latency_ns).collect();
         let l2: Vec<f64> = trains.iter().filter_map(|t| t.l2_bps).collect();
         let l1: Vec<f64> = trains.iter().filter_map(|t| t.l1_bps).collect();
+        let half_l2: Vec<f64> = trains.iter().filter_map(|t| t.second_half_l2_bps).collect();
+        let half_l1: Vec<f64> = trains.iter().filter_map(|t| t.second_half_l1_bps).collect();
         let frames_sent: u64 = trains.iter().map(|t| u64::from(t.frames_sent)).sum();
         let frames_lost: u64 = trains.iter().map(|t| u64::from(t.lost)).sum();
         Convoy {
             head_latency_ns: Summary::of(&latency),
             l2_bps: Summary::of(&l2),
             l1_bps: Summary::of(&l1),
+            second_half_l2_bps: Summary::of(&half_l2),
+            second_half_l1_bps: Summary::of(&half_l1),
             frames_sent,
             frames_lost,
             loss_ratio: if frames_sent == 0 {
@@ -252,6 +279,8 @@ mod tests {
             head_latency_ns: Some(5_000.0),
             first_rx_ns: Some(1_000_000),
             last_rx_ns: Some(1_000_000 + (f64::from(frames - 1) * spacing_ns).round() as u64),
+            mid_rx_ns: Some(1_000_000 + (f64::from(frames / 2) * spacing_ns).round() as u64),
+            second_half_rx: frames - frames / 2,
             frame_bytes,
             ..TrainArrival::default()
         }
@@ -281,6 +310,38 @@ mod tests {
         assert!((l2 - 10e9 * 1518.0 / 1538.0).abs() / l2 < 1e-4, "{l2}");
         assert_eq!(t.dispersion_ns, Some(121_810));
         assert_eq!(t.lost, 0);
+        let half = t.second_half_l1_bps.unwrap();
+        assert!((half / 10e9 - 1.0).abs() < 1e-4, "{half}");
+    }
+
+    #[test]
+    fn the_second_half_reads_a_shaper_past_its_bucket() {
+        // A shaper at 50 Mbit/s (layer 2, 1000-byte frames: 160 µs each) whose bucket lets
+        // the first 6 frames of a 60-frame train through at once (1 µs apart).
+        let arrival = |k: u32| {
+            if k < 6 {
+                u64::from(k) * 1_000
+            } else {
+                5_000 + u64::from(k - 5) * 160_000
+            }
+        };
+        let a = TrainArrival {
+            frames_sent: 60,
+            frames_rx: 60,
+            first_rx_ns: Some(arrival(0)),
+            last_rx_ns: Some(arrival(59)),
+            mid_rx_ns: Some(arrival(30)),
+            second_half_rx: 30,
+            frame_bytes: 1000,
+            ..TrainArrival::default()
+        };
+        let t = TrainResult::of(&a);
+        let (whole, half) = (t.l2_bps.unwrap(), t.second_half_l2_bps.unwrap());
+        assert!((half / 50e6 - 1.0).abs() < 1e-9, "{half}");
+        assert!(
+            whole > 1.09 * 50e6,
+            "the bucket inflates the whole train's figure: {whole}"
+        );
     }
 
     #[test]

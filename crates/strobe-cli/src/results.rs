@@ -464,11 +464,14 @@ pub fn print_convoys(r: &Results) {
         row("head latency", &c.head_latency_ns, 1e3, "µs");
         row("bandwidth, layer 2", &c.l2_bps, 1e6, "Mbit/s");
         row("bandwidth, layer 1", &c.l1_bps, 1e6, "Mbit/s");
+        row("  second halves, L2", &c.second_half_l2_bps, 1e6, "Mbit/s");
+        row("  second halves, L1", &c.second_half_l1_bps, 1e6, "Mbit/s");
         println!(
             "  (latency of each train's head only: the frames behind it queued in the sender; \
              bandwidth: the bits of a train's frames after its first over the time from its \
-             first to its last arrival; layer 2 counts frames with their FCS, layer 1 adds 20 \
-             bytes a frame)"
+             first to its last arrival, and the same over each train's second half, which a \
+             shaper's bucket or a queue's first burst no longer shortens; layer 2 counts \
+             frames with their FCS, layer 1 adds 20 bytes a frame)"
         );
     }
 }

@@ -37,6 +37,12 @@ fn a_convoy_through_a_50_mbit_shaper_measures_it() {
     assert!((45e6..60e6).contains(&l2), "layer-2 estimate {l2} bit/s");
     let ci = convoy["l2_bps"]["ci95"].as_array().unwrap();
     assert!(ci[0].as_f64().unwrap() <= l2 * 1000.0 / 996.0, "{ci:?}");
+    // Each train's second half, past the bucket, reads the shaper's rate (generous: 5 %).
+    let half = convoy["second_half_l2_bps"]["mean"].as_f64().unwrap() * 996.0 / 1000.0;
+    assert!(
+        (half / 50e6 - 1.0).abs() < 0.05,
+        "second-half estimate {half} bit/s"
+    );
     // Heads wait in no queue; the frames behind them wait for the shaper: the flow's
     // median latency (every frame) is far above the heads' mean.
     let head = convoy["head_latency_ns"]["mean"].as_f64().unwrap();

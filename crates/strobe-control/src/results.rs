@@ -345,14 +345,14 @@ impl Results {
     /// Every convoy's trains as CSV, one row per train.
     pub fn trains_csv(&self) -> String {
         let mut out = String::from(
-            "flow,train,frames_sent,frames_rx,lost,duplicates,reordered,head_latency_ns,dispersion_ns,l2_bps,l1_bps\n",
+            "flow,train,frames_sent,frames_rx,lost,duplicates,reordered,head_latency_ns,dispersion_ns,l2_bps,l1_bps,second_half_l2_bps,second_half_l1_bps\n",
         );
         let cell = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_default();
         for f in &self.flows {
             for t in f.convoy.iter().flat_map(|c| &c.trains) {
                 let _ = writeln!(
                     out,
-                    "{},{},{},{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{}",
                     csv_field(&f.name),
                     t.train,
                     t.frames_sent,
@@ -364,6 +364,8 @@ impl Results {
                     t.dispersion_ns.map(|d| d.to_string()).unwrap_or_default(),
                     cell(t.l2_bps),
                     cell(t.l1_bps),
+                    cell(t.second_half_l2_bps),
+                    cell(t.second_half_l1_bps),
                 );
             }
         }

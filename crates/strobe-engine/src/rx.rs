@@ -107,12 +107,20 @@ impl TrainTrack {
             Seen::Reordered => t.reordered += 1,
             Seen::InOrder => {}
         }
+        let place = offset % self.frames_per_train;
+        let mid = self.frames_per_train / 2;
+        if class != Seen::Duplicate && place >= mid {
+            t.second_half_rx += 1;
+            if place == mid {
+                t.mid_rx_ns = rx_ns;
+            }
+        }
         if let Some(rx) = rx_ns {
             t.first_rx_ns = Some(t.first_rx_ns.map_or(rx, |f| f.min(rx)));
             t.last_rx_ns = Some(t.last_rx_ns.map_or(rx, |l| l.max(rx)));
             // Only the head is timestamped for latency: it alone waited in no queue of the
             // sender (the rest of its train queued behind it).
-            if offset % self.frames_per_train == 0 && class != Seen::Duplicate && tx_ns != 0 {
+            if place == 0 && class != Seen::Duplicate && tx_ns != 0 {
                 t.head_latency_ns = Some(rx as f64 - tx_ns as f64);
             }
         }
@@ -129,6 +137,8 @@ impl TrainTrack {
             };
             mine.last_rx_ns = mine.last_rx_ns.max(theirs.last_rx_ns);
             mine.head_latency_ns = mine.head_latency_ns.or(theirs.head_latency_ns);
+            mine.mid_rx_ns = mine.mid_rx_ns.or(theirs.mid_rx_ns);
+            mine.second_half_rx += theirs.second_half_rx;
         }
     }
 }
@@ -573,9 +583,12 @@ mod tests {
         assert_eq!((a.frames_rx, a.duplicates, a.reordered), (4, 0, 0));
         assert_eq!(a.head_latency_ns, Some(5_000.0));
         assert_eq!((a.first_rx_ns, a.last_rx_ns), (Some(6_000), Some(6_300)));
+        assert_eq!((a.mid_rx_ns, a.second_half_rx), (Some(6_200), 2));
         assert_eq!((b.frames_rx, b.duplicates, b.reordered), (4, 1, 1));
         assert_eq!(b.head_latency_ns, Some(7_000.0));
         assert_eq!((b.first_rx_ns, b.last_rx_ns), (Some(27_000), Some(27_500)));
+        // Its second half: place 2 (seq 106) once, the duplicate left out; place 3 lost.
+        assert_eq!((b.mid_rx_ns, b.second_half_rx), (Some(27_300), 1));
         assert_eq!(
             (c.frames_rx, c.first_rx_ns, c.head_latency_ns),
             (0, None, None)
