@@ -460,3 +460,30 @@ def test_metrics_answer_while_a_stop_waits_for_the_drain(lab):
         assert reply.json()["flow_metrics"][0]["transmit"] == "stopped"
     finally:
         s.stop()
+
+
+def test_a_burst_duration_is_measured_as_a_convoy_of_trains(api, lab, server):
+    cfg = base_config(api, lab)
+    f = add_flow(cfg, "convoy", size=512)
+    f.packet.ethernet().ipv4().udp()
+    f.rate.percentage = 100
+    f.duration.burst.bursts = 8
+    f.duration.burst.packets = 25
+    f.duration.burst.inter_burst_gap.nanoseconds = 2_000_000
+    f.metrics.latency.enable = True
+    api.set_config(cfg)
+    m = run_to_end(api, ["convoy"])
+    assert (m["convoy"].frames_tx, m["convoy"].frames_rx) == (200, 200), m["convoy"]
+    raw = requests.post(f"{server.url}/monitor/metrics",
+                        json={"choice": "flow", "flow": {"flow_names": ["convoy"]}},
+                        timeout=10).json()
+    convoy = raw["flow_metrics"][0]["x_strobe"]["convoy"]
+    assert convoy["trains"] == 8 and convoy["frames_sent"] == "200", convoy
+    assert convoy["frames_lost"] == "0" and convoy["loss_ratio"] == 0, convoy
+    head = convoy["head_latency_ns"]
+    assert head["trains"] == 8 and 0 < head["min"] <= head["mean"] <= head["max"] < 1e9, head
+    l2 = convoy["l2_bps"]
+    # Back to back on a veth pair: far above nothing, below any real line rate here.
+    assert l2["trains"] == 8 and 1e6 < l2["mean"] < 1e12, l2
+    lo, hi = l2["ci95"]
+    assert lo <= l2["mean"] <= hi, l2

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 use strobe_analyze::latency::{LatencyStats, LoadPoint};
-use strobe_analyze::trains::Convoy;
+pub use strobe_analyze::trains::{Convoy, Summary as TrainSummary};
 use strobe_engine::latency::FlowLatency;
 use strobe_engine::{HandoverError, PortPacing, PortReport, RunReport};
 use strobe_model::{FlowSpec, Scenario};

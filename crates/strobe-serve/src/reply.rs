@@ -257,6 +257,34 @@ fn strobe_detail(results: &Results, name: &str) -> Option<Value> {
             "sources": { "tx": latency.timestamps.tx, "rx": latency.timestamps.rx },
         });
     }
+    // A flow sent as a convoy of trains (OTG's burst duration with a burst count): its
+    // figures across trains (the per-train rows are in `strobe gen --trains-csv`).
+    if let Some(c) = &flow.convoy {
+        let summary = |s: &Option<strobe_control::results::TrainSummary>| match s {
+            Some(s) => json!({
+                "trains": s.trains,
+                "mean": num(s.mean),
+                "median": num(s.median),
+                "stddev": num(s.stddev),
+                "min": num(s.min),
+                "max": num(s.max),
+                "ci95": s.ci95.map(|(lo, hi)| [num(lo), num(hi)]),
+                "idi": s.idi.map(num),
+            }),
+            None => Value::Null,
+        };
+        detail["convoy"] = json!({
+            "trains": c.trains.len(),
+            "frames_sent": count(c.frames_sent),
+            "frames_lost": count(c.frames_lost),
+            "loss_ratio": num(c.loss_ratio),
+            "head_latency_ns": summary(&c.head_latency_ns),
+            "l2_bps": summary(&c.l2_bps),
+            "l1_bps": summary(&c.l1_bps),
+            "second_half_l2_bps": summary(&c.second_half_l2_bps),
+            "second_half_l1_bps": summary(&c.second_half_l1_bps),
+        });
+    }
     Some(detail)
 }
 
