@@ -268,11 +268,6 @@ impl RunHandle {
         }
     }
 
-    /// Whether `name` was stopped on its own ([`RunHandle::stop_flows`]).
-    pub fn is_flow_stopped(&self, name: &str) -> bool {
-        self.switches.is_stopped(name)
-    }
-
     /// Pauses every transmitter (after its current hand-over); [`RunHandle::resume`] goes
     /// on with the schedule where it stopped.
     pub fn pause(&self) {
@@ -303,8 +298,8 @@ impl RunHandle {
     /// The counters now: live while the run goes on, final once it has finished.
     pub fn metrics(&self) -> Metrics {
         let v = lock(&self.view);
-        if let Some(report) = &v.report {
-            return final_metrics(&self.scenario, report);
+        if let (Some(report), Some(results)) = (&v.report, &v.results) {
+            return final_metrics(&self.scenario, report, results);
         }
         let draining = v.state == RunState::Running && self.stop.load(Ordering::Relaxed);
         live_metrics(
@@ -324,11 +319,6 @@ impl RunHandle {
     /// The engine's full report once the run has finished well (None before).
     pub fn report(&self) -> Option<Arc<RunReport>> {
         lock(&self.view).report.clone()
-    }
-
-    /// Why the run failed, once it has (None while it runs and when it ended well).
-    pub fn error(&self) -> Option<String> {
-        lock(&self.view).error.clone()
     }
 
     /// What a user should be told about the run once it is over: why it failed, or its
@@ -494,51 +484,41 @@ fn live_metrics(
     }
 }
 
-fn final_metrics(scenario: &Scenario, report: &RunReport) -> Metrics {
+/// The final counters: counts, loss and times from the run's results; latency from the
+/// report's histograms with the exact average the live view gives too.
+fn final_metrics(scenario: &Scenario, report: &RunReport, results: &Results) -> Metrics {
     let flows: Vec<FlowMetrics> = scenario
         .flows
         .iter()
         .map(|f| {
-            let sent = report
-                .ports
-                .iter()
-                .flat_map(|p| &p.flows)
-                .filter(|r| r.id == f.id);
-            let (frames_tx, bytes_tx) = sent.fold((0, 0), |(n, b), r| (n + r.frames, b + r.bytes));
-            let rx = report
+            let Some(r) = results.flow(&f.name) else {
+                return FlowMetrics::idle(f);
+            };
+            let latency = report
                 .rx_flows
                 .get(usize::from(f.id))
-                .and_then(Option::as_ref);
-            let latency = rx.and_then(|r| r.latency.as_ref()).and_then(|l| {
-                let h = l.histogram();
-                (!h.is_empty()).then(|| LatencySummary {
-                    minimum_ns: h.min() as f64,
-                    maximum_ns: h.max() as f64,
-                    average_ns: l.sum_ns() as f64 / h.len() as f64,
-                    frames: h.len(),
-                })
-            });
+                .and_then(Option::as_ref)
+                .and_then(|rx| rx.latency.as_ref())
+                .and_then(|l| {
+                    let h = l.histogram();
+                    (!h.is_empty()).then(|| LatencySummary {
+                        minimum_ns: h.min() as f64,
+                        maximum_ns: h.max() as f64,
+                        average_ns: l.sum_ns() as f64 / h.len() as f64,
+                        frames: h.len(),
+                    })
+                });
+            let frames_rx = r.frames_rx.unwrap_or(0);
             FlowMetrics {
-                name: f.name.clone(),
-                tx_port: f.tx_port.clone(),
-                rx_ports: f.rx_ports.clone(),
-                transmit: Transmit::Stopped,
-                frames_tx,
-                frames_rx: rx.map_or(0, |r| r.counters.frames),
-                bytes_tx,
-                bytes_rx: rx.map_or(0, |r| with_fcs(r.counters.bytes, r.counters.frames)),
-                frames_tx_rate: 0.0,
-                frames_rx_rate: 0.0,
-                loss_pct: rx.and_then(|r| r.lost).map(|lost| {
-                    if frames_tx == 0 {
-                        0.0
-                    } else {
-                        lost as f64 * 100.0 / frames_tx as f64
-                    }
-                }),
+                frames_tx: r.frames_tx.unwrap_or(0),
+                frames_rx,
+                bytes_tx: r.bytes_tx.unwrap_or(0),
+                bytes_rx: with_fcs(r.bytes_rx.unwrap_or(0), frames_rx),
+                loss_pct: r.loss_pct(),
                 latency,
-                first_rx_ns: rx.and_then(|r| r.counters.first_rx_ns),
-                last_rx_ns: rx.and_then(|r| r.counters.last_rx_ns),
+                first_rx_ns: r.first_rx_ns,
+                last_rx_ns: r.last_rx_ns,
+                ..FlowMetrics::idle(f)
             }
         })
         .collect();

@@ -125,21 +125,22 @@ impl TrainTrack {
             }
         }
     }
+}
 
-    fn add(&mut self, other: &TrainTrack) {
-        for (mine, theirs) in self.trains.iter_mut().zip(&other.trains) {
-            mine.frames_rx += theirs.frames_rx;
-            mine.duplicates += theirs.duplicates;
-            mine.reordered += theirs.reordered;
-            mine.first_rx_ns = match (mine.first_rx_ns, theirs.first_rx_ns) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            mine.last_rx_ns = mine.last_rx_ns.max(theirs.last_rx_ns);
-            mine.head_latency_ns = mine.head_latency_ns.or(theirs.head_latency_ns);
-            mine.mid_rx_ns = mine.mid_rx_ns.or(theirs.mid_rx_ns);
-            mine.second_half_rx += theirs.second_half_rx;
-        }
+/// Adds another view of the same convoy (another receive worker or port), train by train.
+fn add_trains(mine: &mut [TrainArrival], theirs: &[TrainArrival]) {
+    for (mine, theirs) in mine.iter_mut().zip(theirs) {
+        mine.frames_rx += theirs.frames_rx;
+        mine.duplicates += theirs.duplicates;
+        mine.reordered += theirs.reordered;
+        mine.first_rx_ns = match (mine.first_rx_ns, theirs.first_rx_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        mine.last_rx_ns = mine.last_rx_ns.max(theirs.last_rx_ns);
+        mine.head_latency_ns = mine.head_latency_ns.or(theirs.head_latency_ns);
+        mine.mid_rx_ns = mine.mid_rx_ns.or(theirs.mid_rx_ns);
+        mine.second_half_rx += theirs.second_half_rx;
     }
 }
 
@@ -358,20 +359,10 @@ impl FlowRxReport {
                 .add(theirs);
         }
         // Two receive ports' views of one convoy: their frames add up train by train.
-        if let (Some(mine), Some(theirs)) = (&mut self.trains, &other.trains) {
-            let mut track = TrainTrack {
-                frames_per_train: 1,
-                first_seq: 0,
-                trains: std::mem::take(mine),
-            };
-            track.add(&TrainTrack {
-                frames_per_train: 1,
-                first_seq: 0,
-                trains: theirs.clone(),
-            });
-            *mine = track.trains;
-        } else if self.trains.is_none() {
-            self.trains.clone_from(&other.trains);
+        match (&mut self.trains, &other.trains) {
+            (Some(mine), Some(theirs)) => add_trains(mine, theirs),
+            (None, Some(_)) => self.trains.clone_from(&other.trains),
+            _ => {}
         }
     }
 }
@@ -520,7 +511,7 @@ impl RxTracker {
                 mine.latency.get_or_insert_with(Default::default).add(l);
             }
             match (&mut mine.trains, &theirs.trains) {
-                (Some(mine), Some(theirs)) => mine.add(theirs),
+                (Some(mine), Some(theirs)) => add_trains(&mut mine.trains, &theirs.trains),
                 (None, Some(theirs)) => mine.trains = Some(theirs.clone()),
                 _ => {}
             }
