@@ -275,6 +275,13 @@ def test_one_flow_of_a_run_stops_while_the_others_go_on(api, lab):
     # Flows started together pause together: naming one is refused, with the others named.
     with pytest.raises(Exception, match="pause together"):
         transmit(api, "pause", ["b"])
+    # Starting a again, in a run of its own, leaves b's run going.
+    transmit(api, "start", ["a"])
+    time.sleep(0.3)
+    again = flow_metrics(api)
+    assert again["a"].transmit == again["b"].transmit == "started", again
+    assert again["b"].frames_tx > later["b"].frames_tx, (again, later)
+    transmit(api, "stop", ["a"])
     transmit(api, "stop", ["b"])
     m = wait_stopped(api, ["a", "b"])
     transmit(api, "stop")

@@ -399,9 +399,10 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                         .join(", ")
                 )]));
             }
-            // A run with a flow to start again whose transmitters are done is only draining
-            // (its receivers count frames still in flight): it ends first.
-            for run in runs.iter().filter(|r| touches(r)) {
+            // A run with a flow to start again whose transmitters are all done is only
+            // draining (its receivers count frames still in flight): it ends first. One whose
+            // other flows still send goes on beside the new run.
+            for run in runs.iter().filter(|r| touches(r) && sending(r).is_empty()) {
                 stop_and_wait(run.clone()).await?;
             }
             let subset = select_flows(scenario, &flow_names);
