@@ -17,6 +17,7 @@ pub mod physics;
 pub mod plot;
 mod report;
 pub mod trains;
+pub mod trains_plot;
 
 pub use bursts::BurstStats;
 pub use expectation::{l1_bits, Expectation, ParseExpectationError, FCS_BYTES, L1_OVERHEAD_BYTES};

@@ -18,9 +18,9 @@ pub const CCDF_FLOOR: f64 = 1e-6;
 
 const WIDTH: u32 = 900;
 const HEIGHT: u32 = 540;
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 /// Okabe–Ito colours: told apart also by colour-blind readers.
-const PALETTE: [RGBColor; 7] = [
+pub(crate) const PALETTE: [RGBColor; 7] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),
@@ -29,11 +29,11 @@ const PALETTE: [RGBColor; 7] = [
     RGBColor(86, 180, 233),
     RGBColor(0, 0, 0),
 ];
-const GREY: RGBColor = RGBColor(120, 120, 120);
+pub(crate) const GREY: RGBColor = RGBColor(120, 120, 120);
 
 /// Drawing into an in-memory SVG string has no I/O and plotters' built-in font metrics
 /// cannot fail, so a drawing error can only be a bug in the chart code here.
-const DRAWING_IS_INFALLIBLE: &str = "drawing an SVG into memory cannot fail";
+pub(crate) const DRAWING_IS_INFALLIBLE: &str = "drawing an SVG into memory cannot fail";
 
 /// One flow of an HTML latency report.
 #[derive(Clone, Debug)]
@@ -122,7 +122,7 @@ const RIGHT_MARGIN: u32 = 40;
 /// Room left of the CCDF for its y labels (up to `1e-6 (p99.9999)`) and the axis title.
 const CCDF_Y_LABEL_AREA: u32 = 150;
 /// Room left of the latency-over-time figure for its decade labels and the axis title.
-const TIME_Y_LABEL_AREA: u32 = 90;
+pub(crate) const TIME_Y_LABEL_AREA: u32 = 90;
 
 /// Smallest latency (1 ns) a log axis starts at, in µs.
 const MIN_AXIS_US: f64 = 1e-3;
@@ -151,7 +151,7 @@ fn log_axis(lo: f64, hi: f64) -> (f64, f64, Vec<f64>, Vec<f64>) {
 
 /// The [`log_axis`] spanning `values` (those a log axis can show: finite and positive), or
 /// 1 to 1000 when there are none.
-fn log_axis_over(values: impl Iterator<Item = f64>) -> (f64, f64, Vec<f64>, Vec<f64>) {
+pub(crate) fn log_axis_over(values: impl Iterator<Item = f64>) -> (f64, f64, Vec<f64>, Vec<f64>) {
     let (lo, hi) = values
         .filter(|v| v.is_finite() && *v > 0.0)
         .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
@@ -165,7 +165,7 @@ fn log_axis_over(values: impl Iterator<Item = f64>) -> (f64, f64, Vec<f64>, Vec<
 }
 
 /// A decade tick in µs: `0.001`, `1`, `1000`.
-fn decade_label(us: f64) -> String {
+pub(crate) fn decade_label(us: f64) -> String {
     if us >= 1.0 {
         format!("{us:.0}")
     } else {
@@ -235,7 +235,7 @@ fn flow_ccdf_svg(flow: &FlowLatency<'_>, size: (u32, u32)) -> String {
 type StatSeries = (&'static str, fn(&LatencyStats) -> f64, RGBColor);
 
 /// Size of the per-flow figures, drawn side by side.
-const SIDE_BY_SIDE: (u32, u32) = (640, 480);
+pub(crate) const SIDE_BY_SIDE: (u32, u32) = (640, 480);
 
 /// Latency over the run: p50, p99 and the maximum of each interval (µs, log scale) against
 /// the time since the run's first interval began, each value drawn at its interval's
@@ -363,7 +363,7 @@ fn render_ccdf_sized(title: &str, curves: &[Curve], size: (u32, u32)) -> String 
 }
 
 /// The figures share one look; these helpers hold what every figure draws the same way.
-type Figure<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+pub(crate) type Figure<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
 /// A white figure of the standard size drawing into `svg`.
 fn blank_figure(svg: &mut String) -> Figure<'_> {
@@ -371,14 +371,17 @@ fn blank_figure(svg: &mut String) -> Figure<'_> {
 }
 
 /// A white figure of `size` pixels drawing into `svg`.
-fn sized_figure(svg: &mut String, size: (u32, u32)) -> Figure<'_> {
+pub(crate) fn sized_figure(svg: &mut String, size: (u32, u32)) -> Figure<'_> {
     let root = SVGBackend::with_string(svg, size).into_drawing_area();
     root.fill(&WHITE).expect(DRAWING_IS_INFALLIBLE);
     root
 }
 
 /// A chart builder with the figures' caption, margin and x label room.
-fn titled_chart<'a, 'b>(root: &'a Figure<'b>, title: &str) -> ChartBuilder<'a, 'a, SVGBackend<'b>> {
+pub(crate) fn titled_chart<'a, 'b>(
+    root: &'a Figure<'b>,
+    title: &str,
+) -> ChartBuilder<'a, 'a, SVGBackend<'b>> {
     let mut builder = ChartBuilder::on(root);
     builder
         .caption(title, (FONT, 22))
@@ -390,7 +393,7 @@ fn titled_chart<'a, 'b>(root: &'a Figure<'b>, title: &str) -> ChartBuilder<'a, '
 }
 
 /// Draws the grid and tick labels in the figures' style.
-fn draw_grid<X, Y>(mesh: &mut MeshStyle<'_, '_, X, Y, SVGBackend<'_>>)
+pub(crate) fn draw_grid<X, Y>(mesh: &mut MeshStyle<'_, '_, X, Y, SVGBackend<'_>>)
 where
     X: Ranged + ValueFormatter<X::ValueType>,
     Y: Ranged + ValueFormatter<Y::ValueType>,
@@ -403,12 +406,12 @@ where
 }
 
 /// The legend's sample of a series: a 24-pixel stroke in its colour.
-fn legend_sample(color: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+pub(crate) fn legend_sample(color: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
     move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(2))
 }
 
 /// Ends a figure: the legend at `legend_at` when it has data, else a "no samples" note.
-fn finish_figure<'a, CT: CoordTranslate>(
+pub(crate) fn finish_figure<'a, CT: CoordTranslate>(
     root: &Figure<'_>,
     chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
     has_data: bool,
@@ -543,11 +546,11 @@ pub fn load_sweep_svg(points: &[LoadPoint]) -> String {
 /// An SVG for inlining in HTML. HTML parsers put `<svg>` in the SVG namespace themselves,
 /// so the namespace declaration goes: it is the only URL in the figure, and the report
 /// should contain none.
-fn inline_svg(svg: String) -> PreEscaped<String> {
+pub(crate) fn inline_svg(svg: String) -> PreEscaped<String> {
     PreEscaped(svg.replacen(r#" xmlns="http://www.w3.org/2000/svg""#, "", 1))
 }
 
-const CSS: &str = "
+pub(crate) const CSS: &str = "
 body { font-family: sans-serif; margin: 2em auto; max-width: 1320px; padding: 0 1em; color: #222; }
 h1 { font-size: 1.6em; }
 h2 { font-size: 1.25em; margin-top: 2em; }

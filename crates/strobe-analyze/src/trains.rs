@@ -245,25 +245,75 @@ impl Convoy {
 }
 
 /// Which bytes of a frame a bandwidth figure counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Counted {
     /// Frames with their FCS (strobe's layer 2).
     WithFcs,
     /// Frames without FCS, as the study counts (1514 of 1538 bytes on the wire for a
-    /// 1518-byte frame).
+    /// 1518-byte frame), and as Linux shapers (tbf, htb) count what they send.
     WithoutFcs,
+    /// What a frame takes on the wire: 20 bytes more (preamble, start of frame, minimum
+    /// inter-frame gap), as a link's line rate counts.
+    Wire,
+}
+
+impl Counted {
+    /// The bytes counted of a frame of `frame_bytes` (FCS included).
+    pub fn bytes(self, frame_bytes: u32) -> f64 {
+        match self {
+            Counted::WithFcs => f64::from(frame_bytes),
+            Counted::WithoutFcs => f64::from(frame_bytes.saturating_sub(FCS_BYTES as u32)),
+            Counted::Wire => f64::from(frame_bytes) + L1_OVERHEAD_BYTES as f64,
+        }
+    }
+
+    /// In words, for reports.
+    pub fn text(self) -> &'static str {
+        match self {
+            Counted::WithFcs => "frames with their FCS (layer 2)",
+            Counted::WithoutFcs => "frames without their FCS",
+            Counted::Wire => "frames on the wire (layer 1: 20 bytes a frame more)",
+        }
+    }
+}
+
+/// A path's bottleneck as a ground truth: a rate and which bytes of each frame it counts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bottleneck {
+    pub rate_bps: f64,
+    pub counts: Counted,
+    /// Where the figure comes from, e.g. "the lab's tbf shaper at 50 Mbit/s".
+    pub source: String,
+}
+
+impl Bottleneck {
+    /// The rate frames of `frame_bytes` (FCS included) go through it at, counting `counted`
+    /// bytes of each: the frames' share of what the bottleneck counts.
+    pub fn expected_bps(&self, frame_bytes: u32, counted: Counted) -> f64 {
+        let base = self.counts.bytes(frame_bytes);
+        if base <= 0.0 {
+            return 0.0;
+        }
+        self.rate_bps * counted.bytes(frame_bytes) / base
+    }
+
+    /// How long a train of `frames` frames of `frame_bytes` takes to pass, in ns.
+    pub fn train_ns(&self, frames: u64, frame_bytes: u32) -> f64 {
+        frames as f64 * self.counts.bytes(frame_bytes) * 8.0 / self.rate_bps * 1e9
+    }
 }
 
 /// What a link of `link_bps` carries of frames of `frame_bytes` (FCS included) sent back to
 /// back: the share of the wire the counted bytes take, each frame costing 20 bytes more on
 /// the wire (preamble, start of frame, minimum inter-frame gap).
 pub fn expected_bandwidth_bps(link_bps: f64, frame_bytes: u32, counted: Counted) -> f64 {
-    let wire = f64::from(frame_bytes + L1_OVERHEAD_BYTES as u32);
-    let bytes = match counted {
-        Counted::WithFcs => f64::from(frame_bytes),
-        Counted::WithoutFcs => f64::from(frame_bytes.saturating_sub(FCS_BYTES as u32)),
-    };
-    link_bps * bytes / wire
+    Bottleneck {
+        rate_bps: link_bps,
+        counts: Counted::Wire,
+        source: String::new(),
+    }
+    .expected_bps(frame_bytes, counted)
 }
 
 #[cfg(test)]
@@ -298,6 +348,21 @@ mod tests {
             expected_bandwidth_bps(10e9, 1518, Counted::WithFcs),
             10e9 * 1518.0 / 1538.0
         );
+    }
+
+    #[test]
+    fn a_shaper_counting_frames_without_fcs() {
+        // tbf at 50 Mbit/s counts 996 of a 1000-byte frame: strobe's layer 2 reads more.
+        let tbf = Bottleneck {
+            rate_bps: 50e6,
+            counts: Counted::WithoutFcs,
+            source: "tbf".into(),
+        };
+        assert_eq!(tbf.expected_bps(1000, Counted::WithoutFcs), 50e6);
+        assert!((tbf.expected_bps(1000, Counted::WithFcs) - 50e6 * 1000.0 / 996.0).abs() < 1e-6);
+        assert!((tbf.expected_bps(1000, Counted::Wire) - 50e6 * 1020.0 / 996.0).abs() < 1e-6);
+        // 60 such frames take 60 × 996 × 8 bits at 50 Mbit/s: 9.5616 ms.
+        assert!((tbf.train_ns(60, 1000) - 9_561_600.0).abs() < 1e-3);
     }
 
     #[test]

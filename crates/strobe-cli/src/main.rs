@@ -15,6 +15,7 @@ mod reflect_cmd;
 mod results;
 mod serve_cmd;
 mod signals;
+mod trains_cmd;
 mod values;
 
 use std::io::Write as _;
@@ -55,6 +56,9 @@ enum Command {
     Calibrate(calibrate_cmd::CalibrateArgs),
     /// An Open Traffic Generator REST server: drive strobe with snappi scripts.
     Serve(serve_cmd::ServeArgs),
+    /// Convoys of packet trains: head latency, bandwidth and loss in one measurement, and
+    /// sweeps over frame size and train length (IDI, convergence, expected vs measured).
+    Trains(trains_cmd::TrainsArgs),
 }
 
 fn main() -> ExitCode {
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
             | Command::Reflect(_)
             | Command::Calibrate(_)
             | Command::Serve(_)
+            | Command::Trains(_)
     );
     let installed = if long_running {
         signals::install().map(|_| ())
@@ -99,6 +104,7 @@ fn main() -> ExitCode {
         Command::Reflect(args) => reflect_cmd::run(args),
         Command::Calibrate(args) => calibrate_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
+        Command::Trains(args) => trains_cmd::run(args),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,14 +1,229 @@
-//! A convoy of packet trains through the lab's token-bucket DUT (needs root: the test
-//! builds its own lab and removes it): every train counted, the bandwidth from the trains'
-//! dispersion near the shaper's rate, and the head frame's latency free of the queueing the
-//! frames behind it meet.
+//! A convoy of packet trains through the lab's token-bucket DUT (needs root: the tests
+//! build their own labs and remove them): every train counted, the bandwidth from the
+//! trains' dispersion at the shaper's rate, the head frame's latency free of the queueing
+//! the frames behind it meet (it agrees with a constant-rate flow's), and the loss exactly
+//! what an nftables rule in the DUT dropped. `strobe trains` runs the study's experiments.
 
 mod common;
+use std::process::Command;
+use std::sync::Mutex;
+
 use common::lab::TestLab;
 use common::*;
 
+/// The tests here time a shaper and compare latencies: one at a time, so that none of
+/// them loads the two cores the others measure on.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `strobe trains EXPERIMENT` on `lab` with a JSON report, parsed.
+fn trains(lab: &TestLab, dir: &Scratch, experiment: &str, extra: &[&str]) -> serde_json::Value {
+    let json = dir.path(&format!("{experiment}.json"));
+    ok(strobe()
+        .args(["trains", experiment, "--lab", &lab.prefix, "--quiet"])
+        .args(["--json", &json])
+        .args(extra)
+        .output()
+        .unwrap());
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+#[test]
+fn convoys_through_shapers_of_10_50_and_200_mbit_read_their_rates() {
+    let _serial = one_at_a_time();
+    let dir = Scratch::new("convoy-rates");
+    // Trains that fit each shaper's queue (10 ms of its rate plus its bucket), so nothing is
+    // lost, and whose second half lies past the bucket.
+    for (dut, rate, size, frames) in [
+        ("tbf:10mbit", 10e6, "500", "24"),
+        ("tbf:50mbit", 50e6, "1000", "60"),
+        ("tbf:200mbit", 200e6, "1000", "60"),
+    ] {
+        let lab = TestLab::up("cr", dut);
+        let r = trains(
+            &lab,
+            &dir,
+            "convoy",
+            &["--size", size, "--frames", frames, "--trains", "20"],
+        );
+        // The lab's shaper is known: the expectation counts frames without FCS, as tbf does.
+        assert_eq!(r["bottleneck"]["counts"], "without_fcs", "{r}");
+        let step = &r["steps"][0];
+        assert_eq!(step["expected"]["l2_without_fcs_bps"].as_f64(), Some(rate));
+        let convoy = &step["convoy"];
+        assert_eq!(convoy["frames_lost"], 0, "{dut}: {convoy}");
+        let bytes: f64 = size.parse().unwrap();
+        let measured =
+            convoy["second_half_l2_bps"]["mean"].as_f64().unwrap() * (bytes - 4.0) / bytes;
+        assert!(
+            (measured / rate - 1.0).abs() < 0.02,
+            "{dut}: second halves read {measured} bit/s"
+        );
+    }
+}
+
+#[test]
+fn a_convoys_loss_is_exactly_what_the_dut_dropped() {
+    let _serial = one_at_a_time();
+    let lab = TestLab::up("cl", "tbf:50mbit");
+    let dir = Scratch::new("convoy-loss");
+    // The DUT's bridge drops every tenth UDP frame to the sink, and counts what it drops.
+    let rules = "table bridge strobe_test {\n chain drop_share {\n  type filter hook forward priority 0;\n  udp dport 2000 numgen inc mod 10 == 3 counter drop\n }\n}\n";
+    let nft = dir.path("drop.nft");
+    std::fs::write(&nft, rules).unwrap();
+    ok(Command::new("ip")
+        .args(["netns", "exec", &lab.ns("dut"), "nft", "-f", &nft])
+        .output()
+        .unwrap());
+    let (csv, html) = (dir.path("trains.csv"), dir.path("report.html"));
+    let r = trains(
+        &lab,
+        &dir,
+        "convoy",
+        &[
+            "--size", "500", "--frames", "120", "--trains", "30", "--csv", &csv, "--html", &html,
+        ],
+    );
+    let convoy = &r["steps"][0]["convoy"];
+    let dropped = ok(Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.ns("dut"),
+            "nft",
+            "list",
+            "table",
+            "bridge",
+            "strobe_test",
+        ])
+        .output()
+        .unwrap());
+    let dropped: u64 = dropped
+        .split("counter packets ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no counter in {dropped}"));
+    assert_eq!(convoy["frames_sent"], 3600);
+    assert_eq!(dropped, 360);
+    assert_eq!(convoy["frames_lost"].as_u64(), Some(dropped), "{convoy}");
+    let lost_in_trains: u64 = convoy["trains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["lost"].as_u64().unwrap())
+        .sum();
+    assert_eq!(lost_in_trains, dropped);
+    // One CSV row per train; the report draws each figure.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(text.lines().count(), 31, "{text}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(
+        page.matches("<svg").count(),
+        3,
+        "three figures for one convoy"
+    );
+    assert!(page.contains("head latency") && page.contains("convergence"));
+
+    // Every frame's latency, as the naive method reads it, holds the train's wait for the
+    // shaper; the heads' does not.
+    let head = convoy["head_latency_ns"]["median"].as_f64().unwrap();
+    let every = r["steps"][0]["every_frame_latency"]["mean_ns"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        every > 10.0 * head,
+        "every frame {every} ns, heads {head} ns"
+    );
+}
+
+#[test]
+fn sweeps_run_a_convoy_per_step_and_heads_match_a_constant_rate_flow() {
+    let _serial = one_at_a_time();
+    let lab = TestLab::up("cs", "cable");
+    let dir = Scratch::new("convoy-sweeps");
+    let r = trains(
+        &lab,
+        &dir,
+        "sizes",
+        &[
+            "--sizes",
+            "64,512,1518",
+            "--frames",
+            "20",
+            "--trains",
+            "10",
+            "--link",
+            "10g",
+        ],
+    );
+    let steps = r["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 3);
+    for (step, size) in steps.iter().zip([64, 512, 1518]) {
+        assert_eq!(step["step"]["frame_bytes"], size);
+        assert_eq!(step["convoy"]["frames_sent"], 200);
+        assert!(step["convoy"]["l2_bps"]["idi"].as_f64().is_some(), "{step}");
+        // A 10 GbE link as the stated bottleneck: 64-byte frames carry 7.619 Gbit/s of
+        // layer 2 (with FCS), 1518-byte ones 9.870.
+        let expected = step["expected"]["l2_bps"].as_f64().unwrap();
+        let want = 10e9 * f64::from(size) / f64::from(size + 20);
+        assert!((expected - want).abs() < 1.0, "{expected} vs {want}");
+    }
+    let r = trains(
+        &lab,
+        &dir,
+        "lengths",
+        &["--lengths", "5,40", "--size", "256", "--trains", "10"],
+    );
+    let steps = r["steps"].as_array().unwrap();
+    let per_train: Vec<u64> = steps
+        .iter()
+        .map(|s| s["convoy"]["trains"][0]["frames_sent"].as_u64().unwrap())
+        .collect();
+    assert_eq!(per_train, [5, 40]);
+    assert!(r["bottleneck"].is_null(), "a cable has no known bottleneck");
+
+    // The heads wait in no queue of the sender: their latency is a constant-rate flow's at
+    // their rate. (Handed over together with their trains of 200 frames, they were 4–6 µs
+    // later here: the time to write and hand over the frames behind them.)
+    let r = trains(
+        &lab,
+        &dir,
+        "convoy",
+        &[
+            "--size",
+            "1000",
+            "--frames",
+            "200",
+            "--trains",
+            "50",
+            "--baseline",
+        ],
+    );
+    let step = &r["steps"][0];
+    let head = step["convoy"]["head_latency_ns"]["median"]
+        .as_f64()
+        .unwrap();
+    let baseline = &step["baseline"];
+    assert_eq!(baseline["frames_rx"], 50, "{baseline}");
+    let base = baseline["latency"]["p50_ns"].as_f64().unwrap();
+    assert!(
+        (head - base).abs() < 3_000.0,
+        "heads' median {head} ns, constant-rate median {base} ns"
+    );
+    let every = step["every_frame_latency"]["mean_ns"].as_f64().unwrap();
+    assert!(
+        every > head + 20_000.0,
+        "every frame {every} ns, heads {head} ns"
+    );
+}
+
 #[test]
 fn a_convoy_through_a_50_mbit_shaper_measures_it() {
+    let _serial = one_at_a_time();
     let lab = TestLab::up("cv", "tbf:50mbit");
     let dir = Scratch::new("convoy");
     let csv = dir.path("trains.csv");

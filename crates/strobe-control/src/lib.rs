@@ -9,6 +9,8 @@
 //! - [`source`]: scenario files, and the one-flow options with what they imply (`--rate max`
 //!   is an unpaced run, `lab:` ports' MAC defaults, a receive port).
 //! - [`ports`]: port locations, including the lab's `lab:tx` / `lab:rx`.
+//! - [`trains`]: the convoy-of-packet-trains experiments (convoy, frame-size and train-length
+//!   sweeps) with the bottleneck's prediction beside the measurement.
 //! - [`results`]: a finished run's [`Results`], one serde schema for every front end, with
 //!   the run's warnings collected; [`calibration`] files that correct their latency.
 #![forbid(unsafe_code)]
@@ -23,6 +25,7 @@ pub mod results;
 pub mod run;
 pub mod source;
 pub mod text;
+pub mod trains;
 
 pub use plan::{prepare, Pacing, Plan, PlanOptions};
 pub use results::Results;

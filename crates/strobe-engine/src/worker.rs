@@ -301,6 +301,11 @@ struct FlowState {
     live: Option<Arc<LiveCounters>>,
     /// Stopped by its switch: no frame is planned any more.
     stopped: bool,
+    /// A convoy of trains: frames per train, and frames planned so far. Each train's head
+    /// is handed over alone, ahead of its train: its stamp is then taken right before it
+    /// leaves, and it leaves before the kernel processes the frames behind it (through a
+    /// DUT on veth the whole hand-over is processed before any of it is forwarded).
+    train: Option<(u64, u64)>,
     report: FlowReport,
 }
 
@@ -347,6 +352,22 @@ impl FlowState {
             .schedule
             .next(size)
             .map(|deadline| (deadline, template));
+    }
+
+    /// Whether the next frame is the head of a train.
+    #[inline]
+    fn next_is_train_head(&self) -> bool {
+        self.train
+            .is_some_and(|(frames, planned)| planned % frames == 0)
+    }
+
+    /// Plans the next frame: counts it and steps to the one after.
+    #[inline]
+    fn take(&mut self) {
+        if let Some((_, planned)) = &mut self.train {
+            *planned += 1;
+        }
+        self.advance();
     }
 }
 
@@ -432,16 +453,21 @@ impl Plan {
             let Some((i, deadline, template)) = best else {
                 break;
             };
+            // A train's head goes alone: it starts a hand-over and ends it.
+            let head = states[i].next_is_train_head();
             if n == 0 {
                 start_ns = deadline.max(now_ns);
-            } else if !floor.joins(start_ns, n, deadline) {
+            } else if head || !floor.joins(start_ns, n, deadline) {
                 break;
             }
             self.deadlines[n] = deadline;
             self.templates[n] = template;
             self.flows[n] = i as u16;
-            states[i].advance();
+            states[i].take();
             n += 1;
+            if head {
+                break;
+            }
         }
         n
     }
@@ -578,6 +604,12 @@ pub fn run_port<B: Backend>(
             schedule,
             next: None,
             stopped: false,
+            train: match f.schedule.duration {
+                strobe_timing::Duration::Bursts { packets, .. } if packets > 1 => {
+                    Some((packets, 0))
+                }
+                _ => None,
+            },
         };
         if s.unpaced_budget.is_none() {
             s.advance();

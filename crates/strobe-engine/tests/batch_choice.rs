@@ -1,5 +1,6 @@
 //! Which batch an unpaced run hands over: the backend's fastest one when nobody reads the
-//! transmit stamps, a short one when a receiver measures latency (a batch shares a stamp).
+//! transmit stamps, a short one when a receiver measures latency (a batch shares a stamp);
+//! and how a paced convoy of trains is handed over: each train's head alone, then the rest.
 
 use std::sync::atomic::AtomicBool;
 
@@ -12,6 +13,8 @@ struct Wide {
     slots: Vec<Box<[u8]>>,
     largest_request: usize,
     frames: u64,
+    /// Frames of each call, in order.
+    calls: Vec<usize>,
 }
 
 impl Backend for Wide {
@@ -38,6 +41,7 @@ impl Backend for Wide {
         let mut batch = TxBatch::new();
         strobe_io::slots_of(&mut self.slots, count, &mut batch);
         fill(&mut batch);
+        self.calls.push(batch.len());
         self.frames += batch.len() as u64;
         Ok(batch.len())
     }
@@ -66,6 +70,7 @@ fn unpaced_run(measured: bool) -> (usize, usize) {
             .collect(),
         largest_request: 0,
         frames: 0,
+        calls: Vec::new(),
     };
     let opts = RunOptions {
         unpaced: true,
@@ -93,4 +98,55 @@ fn throughput_runs_take_the_backends_batch() {
 #[test]
 fn latency_runs_keep_batches_short() {
     assert_eq!(unpaced_run(true), (UNPACED_BATCH, UNPACED_BATCH));
+}
+
+#[test]
+fn a_trains_head_is_handed_over_alone_then_the_rest_of_its_train() {
+    // 3 trains of 10 frames at the port's line rate (67 ns apart), 100 µs apart, on a path
+    // whose floor lets them all join one hand-over: each head still goes alone, its stamp
+    // taken right before it leaves and no frame of its train processed ahead of it.
+    let text = "[[ports]]\nname = \"p\"\nlocation = \"null\"\n\n[[flows]]\nname = \"f\"\ntx = \"p\"\nsize = 64\nrate = { percentage = 100 }\nduration = { burst = { bursts = 3, packets = 10, inter_burst_gap = { nanoseconds = 100000 } } }\n[[flows.packet]]\nethernet = {}\n[[flows.packet]]\nipv4 = { src = \"198.18.0.1\", dst = \"198.18.1.1\" }\n[[flows.packet]]\nudp = { src_port = 1, dst_port = 2 }\n";
+    let scenario = load_scenario(text, "t.toml", &NoFiles).unwrap();
+    assert!(
+        matches!(
+            scenario.flows[0].schedule.duration,
+            strobe_timing::Duration::Bursts { packets: 10, .. }
+        ),
+        "{:?}",
+        scenario.flows[0].schedule.duration
+    );
+    let mut backend = Wide {
+        slots: (0..256)
+            .map(|_| vec![0u8; 2048].into_boxed_slice())
+            .collect(),
+        largest_request: 0,
+        frames: 0,
+        calls: Vec::new(),
+    };
+    let floor = strobe_timing::PathFloor {
+        handover_ns: 2_000,
+        spacing_ns: 10,
+    };
+    let pacing = strobe_engine::PortPacing {
+        port: "p".into(),
+        floor,
+        source: strobe_engine::FloorSource::Given,
+        max_batch: 256,
+        ceiling_pps: 1e8,
+        asked_pps: None,
+        probe_frames: 0,
+        observed: None,
+    };
+    let report = run_port(
+        "p",
+        &mut backend,
+        &scenario.flows,
+        &Clock::monotonic(),
+        &RunOptions::default(),
+        Some(pacing),
+        &AtomicBool::new(false),
+    )
+    .unwrap();
+    assert_eq!(report.frames, 30);
+    assert_eq!(backend.calls, [1, 9, 1, 9, 1, 9]);
 }

@@ -1,0 +1,472 @@
+//! The convoy-of-packet-trains report: per-train head latency and bandwidth against the
+//! train number (the study's figures), the convergence of their means, and for a sweep the
+//! IDI against the swept value. One HTML file with inline SVG, as the latency report.
+
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+use plotters::prelude::*;
+
+use crate::latency::LatencyStats;
+use crate::plot::{
+    decade_label, draw_grid, finish_figure, inline_svg, legend_sample, log_axis_over, sized_figure,
+    titled_chart, CSS, DRAWING_IS_INFALLIBLE, PALETTE, SIDE_BY_SIDE, TIME_Y_LABEL_AREA,
+};
+use crate::trains::{Convoy, Summary};
+
+/// What the report shows.
+#[derive(Clone, Debug)]
+pub struct TrainsFigures {
+    /// Where the expected bandwidth comes from, when a bottleneck is known.
+    pub bottleneck: Option<String>,
+    /// The swept quantity's axis title; None for a single convoy.
+    pub sweep: Option<String>,
+    pub steps: Vec<StepFigures>,
+}
+
+/// One convoy of the report.
+#[derive(Clone, Debug)]
+pub struct StepFigures {
+    pub label: String,
+    /// The step's value of the swept quantity (frame size or train length).
+    pub swept_value: f64,
+    pub convoy: Convoy,
+    pub expected_l2_bps: Option<f64>,
+    /// Every frame's latency (the naive method), for comparison with the heads'.
+    pub every_frame_latency: Option<LatencyStats>,
+    /// A constant-rate flow's latency at the heads' rate.
+    pub baseline_latency: Option<LatencyStats>,
+}
+
+/// How a series is drawn.
+#[derive(Clone, Copy, PartialEq)]
+enum Mark {
+    Points,
+    Line,
+    Dashed,
+}
+
+struct Series {
+    label: String,
+    points: Vec<(f64, f64)>,
+    color: RGBColor,
+    mark: Mark,
+}
+
+/// A horizontal line across `x` labelled `label`.
+fn level(label: String, y: f64, x: (f64, f64), color: RGBColor) -> Series {
+    Series {
+        label,
+        points: vec![(x.0, y), (x.1, y)],
+        color,
+        mark: Mark::Dashed,
+    }
+}
+
+/// An x–y figure of `series`, the y axis linear from below the lowest value (or log).
+fn xy_svg(title: &str, x_desc: &str, y_desc: &str, series: &[Series], log_y: bool) -> String {
+    let all = || series.iter().flat_map(|s| s.points.iter().copied());
+    let (x_lo, x_hi) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (x, _)| {
+        (lo.min(x), hi.max(x))
+    });
+    let (x_lo, x_hi) = if x_lo.is_finite() && x_hi > x_lo {
+        (x_lo, x_hi)
+    } else {
+        (0.0, 1.0)
+    };
+    let mut svg = String::new();
+    {
+        let root = sized_figure(&mut svg, SIDE_BY_SIDE);
+        let mut builder = titled_chart(&root, title);
+        builder.y_label_area_size(TIME_Y_LABEL_AREA);
+        let has_data = all().next().is_some();
+        if log_y {
+            let (lo, hi, bold, light) = log_axis_over(all().map(|p| p.1));
+            let mut chart = builder
+                .build_cartesian_2d(
+                    x_lo..x_hi,
+                    (lo..hi)
+                        .log_scale()
+                        .with_key_points(bold)
+                        .with_light_points(light),
+                )
+                .expect(DRAWING_IS_INFALLIBLE);
+            draw_grid(
+                chart
+                    .configure_mesh()
+                    .x_desc(x_desc)
+                    .y_desc(y_desc)
+                    .y_label_formatter(&|&v| decade_label(v)),
+            );
+            for s in series {
+                draw(&mut chart, s);
+            }
+            finish_figure(&root, &mut chart, has_data, SeriesLabelPosition::UpperRight);
+        } else {
+            let (y_lo, y_hi) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
+                (lo.min(p.1), hi.max(p.1))
+            });
+            let (y_lo, y_hi) = if y_lo.is_finite() {
+                let pad = ((y_hi - y_lo) * 0.1).max(y_hi.abs() * 0.01).max(1e-9);
+                ((y_lo - pad).max(0.0), y_hi + pad)
+            } else {
+                (0.0, 1.0)
+            };
+            let mut chart = builder
+                .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)
+                .expect(DRAWING_IS_INFALLIBLE);
+            draw_grid(chart.configure_mesh().x_desc(x_desc).y_desc(y_desc));
+            for s in series {
+                draw(&mut chart, s);
+            }
+            finish_figure(&root, &mut chart, has_data, SeriesLabelPosition::UpperRight);
+        }
+    }
+    svg
+}
+
+fn draw<'a, CT>(chart: &mut ChartContext<'a, SVGBackend<'a>, CT>, s: &Series)
+where
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    let color = s.color;
+    let anno = match s.mark {
+        Mark::Points => chart
+            .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            .expect(DRAWING_IS_INFALLIBLE),
+        Mark::Line => chart
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                color.stroke_width(2),
+            ))
+            .expect(DRAWING_IS_INFALLIBLE),
+        Mark::Dashed => chart
+            .draw_series(DashedLineSeries::new(
+                s.points.iter().copied(),
+                8,
+                5,
+                color.stroke_width(2),
+            ))
+            .expect(DRAWING_IS_INFALLIBLE),
+    };
+    anno.label(s.label.clone()).legend(legend_sample(color));
+}
+
+/// Head latency of each train, with the heads' mean and, when measured, the baseline's
+/// and every frame's mean as levels.
+fn latency_svg(step: &StepFigures) -> String {
+    let points: Vec<(f64, f64)> = step
+        .convoy
+        .trains
+        .iter()
+        .filter_map(|t| Some((f64::from(t.train), t.head_latency_ns? / 1e3)))
+        .collect();
+    let span = x_span(&step.convoy);
+    let mut series = vec![Series {
+        label: "head of each train".into(),
+        points,
+        color: PALETTE[0],
+        mark: Mark::Points,
+    }];
+    if let Some(s) = step.convoy.head_latency_ns {
+        series.push(level("heads' mean".into(), s.mean / 1e3, span, PALETTE[0]));
+    }
+    if let Some(b) = step.baseline_latency {
+        series.push(level(
+            "constant-rate baseline, mean".into(),
+            b.mean_ns / 1e3,
+            span,
+            PALETTE[2],
+        ));
+    }
+    if let Some(e) = step.every_frame_latency {
+        series.push(level(
+            "every frame (naive), mean".into(),
+            e.mean_ns / 1e3,
+            span,
+            PALETTE[1],
+        ));
+    }
+    xy_svg(
+        &format!("{}: head latency", step.label),
+        "train",
+        "latency (µs)",
+        &series,
+        false,
+    )
+}
+
+/// Bandwidth of each train (whole and second half, layer 2), with the expected rate.
+fn bandwidth_svg(step: &StepFigures) -> String {
+    let of = |f: fn(&crate::trains::TrainResult) -> Option<f64>| {
+        step.convoy
+            .trains
+            .iter()
+            .filter_map(|t| Some((f64::from(t.train), f(t)? / 1e6)))
+            .collect::<Vec<_>>()
+    };
+    let mut series = vec![
+        Series {
+            label: "whole train".into(),
+            points: of(|t| t.l2_bps),
+            color: PALETTE[0],
+            mark: Mark::Points,
+        },
+        Series {
+            label: "second half".into(),
+            points: of(|t| t.second_half_l2_bps),
+            color: PALETTE[4],
+            mark: Mark::Points,
+        },
+    ];
+    if let Some(e) = step.expected_l2_bps {
+        series.push(level(
+            "expected".into(),
+            e / 1e6,
+            x_span(&step.convoy),
+            PALETTE[6],
+        ));
+    }
+    xy_svg(
+        &format!("{}: bandwidth", step.label),
+        "train",
+        "layer 2 (Mbit/s)",
+        &series,
+        false,
+    )
+}
+
+/// The standard deviation of the running mean, in % of the mean, against the trains so far.
+fn convergence_svg(step: &StepFigures) -> String {
+    let relative = |points: &[crate::trains::ConvergencePoint]| {
+        points
+            .iter()
+            .filter(|p| p.mean.abs() > 0.0)
+            .map(|p| (p.trains as f64, p.stddev_of_mean / p.mean.abs() * 100.0))
+            .filter(|p| p.1 > 0.0)
+            .collect::<Vec<_>>()
+    };
+    let series = [
+        Series {
+            label: "head latency".into(),
+            points: relative(&step.convoy.latency_convergence),
+            color: PALETTE[0],
+            mark: Mark::Line,
+        },
+        Series {
+            label: "bandwidth".into(),
+            points: relative(&step.convoy.bandwidth_convergence),
+            color: PALETTE[1],
+            mark: Mark::Line,
+        },
+    ];
+    xy_svg(
+        &format!("{}: convergence", step.label),
+        "trains",
+        "std. dev. of the mean (% of it, log)",
+        &series,
+        true,
+    )
+}
+
+/// A line of a sweep figure: its label, and each step's value (None: no point).
+type SweepLine = (&'static str, fn(&StepFigures) -> Option<f64>);
+
+/// One figure of a sweep: `value` of each step against the swept quantity.
+fn sweep_svg(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    steps: &[StepFigures],
+    lines: &[SweepLine],
+) -> String {
+    let series: Vec<Series> = lines
+        .iter()
+        .zip(PALETTE.iter())
+        .map(|((label, value), &color)| Series {
+            label: (*label).to_string(),
+            points: steps
+                .iter()
+                .filter_map(|s| Some((s.swept_value, value(s)?)))
+                .collect(),
+            color,
+            mark: Mark::Line,
+        })
+        .collect();
+    xy_svg(title, x_desc, y_desc, &series, false)
+}
+
+fn x_span(c: &Convoy) -> (f64, f64) {
+    (0.0, c.trains.len().saturating_sub(1).max(1) as f64)
+}
+
+fn cell(s: &Option<Summary>, unit: f64, f: fn(&Summary) -> Option<f64>) -> String {
+    s.as_ref()
+        .and_then(f)
+        .map_or("-".into(), |v| format!("{:.3}", v / unit))
+}
+
+fn steps_table(steps: &[StepFigures]) -> Markup {
+    html! {
+        table {
+            thead {
+                tr {
+                    th { "convoy" } th { "trains" } th { "loss %" }
+                    th { "head µs mean" } th { "95 % CI" } th { "IDI µs" }
+                    th { "every frame µs mean" } th { "baseline µs mean" }
+                    th { "L2 Mbit/s mean" } th { "IDI Mbit/s" }
+                    th { "second halves Mbit/s" } th { "expected Mbit/s" }
+                }
+            }
+            tbody {
+                @for s in steps {
+                    @let c = &s.convoy;
+                    tr {
+                        td { (s.label) }
+                        td { (c.trains.len()) }
+                        td { (format!("{:.4}", c.loss_ratio * 100.0)) }
+                        td { (cell(&c.head_latency_ns, 1e3, |s| Some(s.mean))) }
+                        td { (c.head_latency_ns.and_then(|s| s.ci95).map_or("-".into(), |(lo, hi)| format!("{:.3} to {:.3}", lo / 1e3, hi / 1e3))) }
+                        td { (cell(&c.head_latency_ns, 1e3, |s| s.idi)) }
+                        td { (s.every_frame_latency.map_or("-".into(), |l| format!("{:.3}", l.mean_ns / 1e3))) }
+                        td { (s.baseline_latency.map_or("-".into(), |l| format!("{:.3}", l.mean_ns / 1e3))) }
+                        td { (cell(&c.l2_bps, 1e6, |s| Some(s.mean))) }
+                        td { (cell(&c.l2_bps, 1e6, |s| s.idi)) }
+                        td { (cell(&c.second_half_l2_bps, 1e6, |s| Some(s.mean))) }
+                        td { (s.expected_l2_bps.map_or("-".into(), |e| format!("{:.3}", e / 1e6))) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The self-contained HTML report of a convoy or a sweep of convoys.
+pub fn html_report(title: &str, figures: &TrainsFigures) -> String {
+    let markup = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                style { (PreEscaped(CSS)) }
+            }
+            body {
+                h1 { (title) }
+                p.note {
+                    "Trains of frames sent back to back; only each train's head is judged for \
+                     latency (the frames behind it queued in the sender), the train's \
+                     dispersion at the receiver gives its bandwidth (the bits of its frames after \
+                     the first over the time from its first to its last arrival; layer 2 counts \
+                     frames with their FCS), its missing frames the loss. IDI = variance / mean \
+                     across trains."
+                }
+                @if let Some(b) = &figures.bottleneck {
+                    p { "Expected bandwidth from " (b) "." }
+                }
+                (steps_table(&figures.steps))
+                @if let Some(x_desc) = &figures.sweep {
+                    h2 { "Sweep" }
+                    div.figures {
+                        figure {
+                            (inline_svg(sweep_svg("IDI of head latency", x_desc, "IDI (µs)", &figures.steps,
+                                &[("head latency", |s| s.convoy.head_latency_ns.and_then(|l| l.idi).map(|v| v / 1e3))])))
+                        }
+                        figure {
+                            (inline_svg(sweep_svg("IDI of bandwidth", x_desc, "IDI (Mbit/s)", &figures.steps,
+                                &[("bandwidth, layer 2", |s| s.convoy.l2_bps.and_then(|l| l.idi).map(|v| v / 1e6))])))
+                        }
+                        figure {
+                            (inline_svg(sweep_svg("bandwidth", x_desc, "layer 2 (Mbit/s)", &figures.steps,
+                                &[("measured, whole trains", |s| s.convoy.l2_bps.map(|l| l.mean / 1e6)),
+                                  ("measured, second halves", |s| s.convoy.second_half_l2_bps.map(|l| l.mean / 1e6)),
+                                  ("expected", |s| s.expected_l2_bps.map(|e| e / 1e6))])))
+                        }
+                    }
+                }
+                @for step in &figures.steps {
+                    section {
+                        h2 { (step.label) }
+                        div.figures {
+                            figure { (inline_svg(latency_svg(step))) }
+                            figure { (inline_svg(bandwidth_svg(step))) }
+                            figure {
+                                (inline_svg(convergence_svg(step)))
+                                figcaption { "How the mean settles: its standard deviation (s / √N) after N trains." }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    markup.into_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trains::TrainArrival;
+
+    fn step(label: &str, value: f64, trains: u32) -> StepFigures {
+        let arrivals: Vec<TrainArrival> = (0..trains)
+            .map(|k| TrainArrival {
+                train: k,
+                frames_sent: 10,
+                frames_rx: 10,
+                head_latency_ns: Some(20_000.0 + f64::from(k % 3) * 100.0),
+                first_rx_ns: Some(1_000_000),
+                last_rx_ns: Some(1_000_000 + 9 * (1_600 + u64::from(k % 2) * 10)),
+                mid_rx_ns: Some(1_000_000 + 5 * 1_600),
+                second_half_rx: 5,
+                frame_bytes: 1000,
+                ..TrainArrival::default()
+            })
+            .collect();
+        StepFigures {
+            label: label.into(),
+            swept_value: value,
+            convoy: Convoy::of(&arrivals),
+            expected_l2_bps: Some(5e9),
+            every_frame_latency: None,
+            baseline_latency: None,
+        }
+    }
+
+    #[test]
+    fn a_sweep_report_has_its_figures_and_no_external_resource() {
+        let figures = TrainsFigures {
+            bottleneck: Some("a 5 Gbit/s shaper".into()),
+            sweep: Some("frame size".into()),
+            steps: vec![step("64 B", 64.0, 20), step("1518 B", 1518.0, 20)],
+        };
+        let html = html_report("strobe trains", &figures);
+        // Three sweep figures, then three per step.
+        assert_eq!(html.matches("<svg").count(), 3 + 2 * 3, "{html}");
+        for title in [
+            "IDI of head latency",
+            "IDI of bandwidth",
+            "64 B: head latency",
+            "1518 B: convergence",
+        ] {
+            assert!(html.contains(title), "{title}");
+        }
+        assert!(!html.contains("http://") && !html.contains("https://"));
+        // One table row per step, with the expected rate.
+        assert_eq!(html.matches("<td>5000.000</td>").count(), 2);
+    }
+
+    #[test]
+    fn an_empty_convoy_draws_without_samples() {
+        let mut s = step("x", 1.0, 0);
+        s.expected_l2_bps = None;
+        let html = html_report(
+            "t",
+            &TrainsFigures {
+                bottleneck: None,
+                sweep: None,
+                steps: vec![s],
+            },
+        );
+        assert_eq!(html.matches("no samples").count(), 3);
+    }
+}

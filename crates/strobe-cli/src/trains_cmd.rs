@@ -1,0 +1,455 @@
+//! `strobe trains`: the convoy-of-packet-trains study's experiments, one command each; the
+//! experiments themselves are `strobe_control::trains`.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use clap::{Args, Subcommand};
+use strobe_analyze::physics::parse_line_rate_bps;
+use strobe_analyze::trains::{Bottleneck, Counted, Summary};
+use strobe_control::source::OneFlow;
+use strobe_control::text::duration_text;
+use strobe_control::trains::{
+    bps_text, run_experiment, Experiment, StepResult, TrainsReport, TrainsRequest, DEFAULT_LENGTHS,
+    DEFAULT_SIZES,
+};
+use strobe_control::PlanOptions;
+use strobe_model::quick;
+
+use crate::failure::Failure;
+use crate::gen_cmd::{run_on_terminal, StatusView};
+use crate::lab_cmd::TX_PORT_HELP;
+use crate::outputs::{self, write_file, WriteFailures};
+use crate::signals;
+
+#[derive(Args)]
+pub struct TrainsArgs {
+    #[command(subcommand)]
+    command: TrainsCommand,
+}
+
+#[derive(Subcommand)]
+enum TrainsCommand {
+    /// One convoy: each train's head latency, its bandwidth from the dispersion of its
+    /// frames, and loss; across trains mean, 95 % CI, IDI and convergence.
+    Convoy(ConvoyArgs),
+    /// One convoy per frame size: how the spread (IDI) of latency and bandwidth depends on
+    /// the frame size.
+    Sizes(SizesArgs),
+    /// One convoy per train length: how many frames a train needs for a steady bandwidth.
+    Lengths(LengthsArgs),
+}
+
+#[derive(Args)]
+struct ConvoyArgs {
+    /// Frame size, FCS included.
+    #[arg(long, default_value_t = 1518)]
+    size: u32,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args)]
+struct SizesArgs {
+    /// Frame sizes, FCS included (default 64,128,256,512,1024,1518).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    sizes: Vec<u32>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args)]
+struct LengthsArgs {
+    /// Frames per train, one convoy each (default 10,20,50,100,200,500).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    lengths: Vec<u64>,
+    /// Frame size, FCS included.
+    #[arg(long, default_value_t = 1518)]
+    size: u32,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args)]
+struct CommonArgs {
+    #[arg(long, help = TX_PORT_HELP, value_name = "PORT", default_value = "lab:tx")]
+    port: String,
+    /// Where the trains arrive and are measured.
+    #[arg(long, value_name = "PORT", default_value = "lab:rx")]
+    rx: String,
+    /// UDP flow SRC:PORT-DST:PORT (default: the lab's generator to its sink).
+    #[arg(long, default_value = "198.18.0.1:1000-198.18.1.1:2000")]
+    udp: String,
+    /// Source MAC (on a lab port: the lab endpoint's own).
+    #[arg(long, value_name = "MAC")]
+    src_mac: Option<String>,
+    /// Destination MAC (on a lab port: its next hop's).
+    #[arg(long, value_name = "MAC")]
+    dst_mac: Option<String>,
+    /// Prefix of the lab that `lab:tx` / `lab:rx` ports refer to.
+    #[arg(long, default_value = "strobe", value_name = "PREFIX")]
+    lab: String,
+    /// Trains per convoy.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    trains: u64,
+    /// Frames per train (the convoy and frame-size experiments).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    frames: u64,
+    /// Between a train's last frame and the next one's first, e.g. 1ms. Default: twice the
+    /// time a train takes through the known bottleneck (--link, --shaper, the lab's tbf),
+    /// at least 1 ms.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = crate::values::positive_text)]
+    gap: Option<String>,
+    /// The path's bottleneck is a link of this line rate (layer 1), e.g. 10g: its expected
+    /// bandwidth is shown beside the measured one.
+    #[arg(long, value_name = "RATE", conflicts_with = "shaper")]
+    link: Option<String>,
+    /// The path's bottleneck is a shaper of this rate counting frames without their FCS (as
+    /// Linux tbf and htb count), e.g. 50mbit. A lab with a tbf DUT is known without it.
+    #[arg(long, value_name = "RATE")]
+    shaper: Option<String>,
+    /// After each convoy, send a constant-rate flow of the same frames at the heads' rate
+    /// (one frame per train and gap) and show its latency beside the heads'.
+    #[arg(long)]
+    baseline: bool,
+    /// How long the receiver keeps counting after the last frame, e.g. 500ms.
+    #[arg(long, default_value = "500ms", allow_hyphen_values = true, value_parser = crate::values::positive_text)]
+    drain: String,
+    /// Write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write every train as CSV to FILE, one row per train.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Write an HTML report with per-train latency and bandwidth, convergence and, for a
+    /// sweep, the IDI against the swept value.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// No status line while running.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+pub fn run(args: TrainsArgs) -> Result<(), Failure> {
+    let (experiment, size, common) = match args.command {
+        TrainsCommand::Convoy(a) => (Experiment::Convoy, a.size, a.common),
+        TrainsCommand::Sizes(a) => (
+            Experiment::FrameSizes(or_default(a.sizes, &DEFAULT_SIZES)),
+            1518,
+            a.common,
+        ),
+        TrainsCommand::Lengths(a) => (
+            Experiment::TrainLengths(or_default(a.lengths, &DEFAULT_LENGTHS)),
+            a.size,
+            a.common,
+        ),
+    };
+    outputs::check_all(&[
+        ("--json", common.json.as_deref()),
+        ("--csv", common.csv.as_deref()),
+        ("--html", common.html.as_deref()),
+    ])?;
+    let request = request(&common, experiment, size)?;
+    let drain_ns = strobe_timing::parse_duration_ns(&common.drain)
+        .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", common.drain)))?;
+    let options = PlanOptions {
+        lab_prefix: common.lab.clone(),
+        drain_ns,
+        ..PlanOptions::default()
+    };
+    let view = StatusView {
+        verbose: false,
+        quiet: common.quiet,
+    };
+    let signals = signals::install()?;
+    let report = run_experiment(&request, &signals.stop, |label, scenario, pacing| {
+        println!("== {label}");
+        let options = PlanOptions {
+            pacing,
+            ..options.clone()
+        };
+        run_on_terminal(scenario, &options, view, false)
+    })?;
+    // Files first: after a SIGHUP the terminal may be gone, and printing fails.
+    let mut failures = WriteFailures::default();
+    if let Some(path) = &common.json {
+        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+        failures.note(write_file(path, text.as_bytes()));
+    }
+    if let Some(path) = &common.csv {
+        failures.note(write_file(path, report.trains_csv().as_bytes()));
+    }
+    if let Some(path) = &common.html {
+        let title = format!("strobe trains: {}", experiment_name(&report.experiment));
+        let html = strobe_analyze::trains_plot::html_report(&title, &report_figures(&report));
+        failures.note(write_file(path, html.as_bytes()));
+    }
+    print_report(&report);
+    for s in &report.steps {
+        for w in &s.warnings {
+            eprintln!("warning: {}: {w}", s.step.label());
+        }
+        for f in &s.failures {
+            failures.note(Err(Failure::Runtime(format!("{}: {f}", s.step.label()))));
+        }
+    }
+    if signals.stop.load(Ordering::Relaxed) && report.steps.len() < report.steps_asked {
+        eprintln!(
+            "interrupted: {} of {} steps ran",
+            report.steps.len(),
+            report.steps_asked
+        );
+    }
+    failures.outcome(signals.outcome())
+}
+
+fn or_default<T: Copy>(given: Vec<T>, default: &[T]) -> Vec<T> {
+    if given.is_empty() {
+        default.to_vec()
+    } else {
+        given
+    }
+}
+
+fn request(c: &CommonArgs, experiment: Experiment, size: u32) -> Result<TrainsRequest, Failure> {
+    let rate = |flag: &str, text: &str| {
+        parse_line_rate_bps(text).map_err(|e| Failure::BadInput(format!("{flag}: {e}")))
+    };
+    let bottleneck = match (&c.link, &c.shaper) {
+        (Some(link), _) => Some(Bottleneck {
+            rate_bps: rate("--link", link)?,
+            counts: Counted::Wire,
+            source: format!("a {link} link (--link: counts frames on the wire)"),
+        }),
+        (None, Some(shaper)) => Some(Bottleneck {
+            rate_bps: rate("--shaper", shaper)?,
+            counts: Counted::WithoutFcs,
+            source: format!("a {shaper} shaper (--shaper: counts frames without FCS)"),
+        }),
+        (None, None) => None,
+    };
+    let gap_ns = c
+        .gap
+        .as_deref()
+        .map(|g| {
+            strobe_timing::parse_duration_ns(g)
+                .map_err(|e| Failure::BadInput(format!("--gap {g}: {e}")))
+        })
+        .transpose()?;
+    Ok(TrainsRequest {
+        flow: OneFlow {
+            flow: quick::QuickArgs {
+                port: c.port.clone(),
+                udp: Some(c.udp.clone()),
+                src_mac: c.src_mac.clone(),
+                dst_mac: c.dst_mac.clone(),
+                seed: 1,
+                ..Default::default()
+            },
+            rx: Some(c.rx.clone()),
+        },
+        lab_prefix: c.lab.clone(),
+        experiment,
+        frame_bytes: size,
+        trains: c.trains,
+        frames_per_train: c.frames,
+        gap_ns,
+        bottleneck,
+        baseline: c.baseline,
+    })
+}
+
+fn experiment_name(e: &Experiment) -> &'static str {
+    match e {
+        Experiment::Convoy => "convoy",
+        Experiment::FrameSizes(_) => "frame-size sweep",
+        Experiment::TrainLengths(_) => "train-length sweep",
+    }
+}
+
+/// `mean 23.412 (95 % CI 23.1 to 23.7), median …, IDI … (N trains)` in `unit`s.
+fn summary_text(s: &Summary, unit: f64, name: &str) -> String {
+    format!(
+        "mean {:.3}{}, median {:.3}, stddev {:.3}, min {:.3}, max {:.3} {name}; IDI {} ({} trains)",
+        s.mean / unit,
+        s.ci95.map_or(String::new(), |(lo, hi)| format!(
+            " (95 % CI {:.3} to {:.3})",
+            lo / unit,
+            hi / unit
+        )),
+        s.median / unit,
+        s.stddev / unit,
+        s.min / unit,
+        s.max / unit,
+        s.idi
+            .map_or("-".into(), |i| format!("{:.4} {name}", i / unit)),
+        s.trains
+    )
+}
+
+fn print_report(r: &TrainsReport) {
+    if let Some(b) = &r.bottleneck {
+        println!("bottleneck: {}", b.source);
+    }
+    for s in &r.steps {
+        print_step(s, r.bottleneck.as_ref());
+    }
+    if r.steps.len() > 1 {
+        print_sweep(r);
+    }
+}
+
+fn print_step(s: &StepResult, bottleneck: Option<&Bottleneck>) {
+    let st = &s.step;
+    let Some(c) = &s.convoy else {
+        println!(
+            "{}: no train arrived to be counted (is the receive port on the flow's path?)",
+            st.label()
+        );
+        return;
+    };
+    println!(
+        "{}, {} trains {} apart: {} of {} frames lost ({:.4} %)",
+        st.label(),
+        st.trains,
+        duration_text(st.gap_ns),
+        c.frames_lost,
+        c.frames_sent,
+        c.loss_ratio * 100.0
+    );
+    let line = |what: &str, s: &Option<Summary>, unit: f64, name: &str| match s {
+        Some(s) => println!("  {what:<24} {}", summary_text(s, unit, name)),
+        None => println!("  {what:<24} -"),
+    };
+    line("head latency", &c.head_latency_ns, 1e3, "µs");
+    if let Some(l) = &s.every_frame_latency {
+        println!(
+            "  {:<24} mean {:.3}, p50 {:.3}, p99 {:.3}, max {:.3} µs (the frames behind each \
+             head queued in the sender: what timestamping every frame reads)",
+            "every frame (naive)",
+            l.mean_ns / 1e3,
+            l.p50_ns / 1e3,
+            l.p99_ns / 1e3,
+            l.max_ns / 1e3
+        );
+    }
+    if let Some(b) = &s.baseline {
+        match &b.latency {
+            Some(l) => println!(
+                "  {:<24} mean {:.3}, p50 {:.3}, p99 {:.3} µs ({} of {} frames at {:.0} pps){}",
+                "constant-rate baseline",
+                l.mean_ns / 1e3,
+                l.p50_ns / 1e3,
+                l.p99_ns / 1e3,
+                b.frames_rx,
+                b.frames_tx,
+                b.rate_pps,
+                c.head_latency_ns.map_or(String::new(), |h| format!(
+                    "; heads − baseline {:+.3} µs",
+                    (h.mean - l.mean_ns) / 1e3
+                ))
+            ),
+            None => println!("  constant-rate baseline   - (nothing came back)"),
+        }
+    }
+    line("bandwidth, layer 2", &c.l2_bps, 1e6, "Mbit/s");
+    line("bandwidth, layer 1", &c.l1_bps, 1e6, "Mbit/s");
+    line("  second halves, L2", &c.second_half_l2_bps, 1e6, "Mbit/s");
+    if let (Some(e), Some(b)) = (&s.expected, bottleneck) {
+        let (expected, counted) = match b.counts {
+            Counted::Wire => (e.l1_bps, "layer 1"),
+            Counted::WithFcs => (e.l2_bps, "layer 2"),
+            Counted::WithoutFcs => (e.l2_without_fcs_bps, "layer 2 without FCS"),
+        };
+        // The measured figure in the bytes the bottleneck counts.
+        let scale = b.counts.bytes(st.frame_bytes) / f64::from(st.frame_bytes);
+        let ratio = |m: &Option<Summary>| {
+            m.map_or("-".into(), |m| {
+                format!(
+                    "{} ({:+.2} %)",
+                    bps_text(m.mean * scale),
+                    (m.mean * scale / expected - 1.0) * 100.0
+                )
+            })
+        };
+        println!(
+            "  expected, {counted}: {}; measured whole trains {}, second halves {}",
+            bps_text(expected),
+            ratio(&c.l2_bps),
+            ratio(&c.second_half_l2_bps)
+        );
+    }
+    let needed = |points: &[strobe_analyze::trains::ConvergencePoint], mean: Option<f64>| {
+        let mean = mean?;
+        points
+            .iter()
+            .find(|p| p.stddev_of_mean <= 0.01 * mean.abs())
+            .map(|p| p.trains)
+    };
+    println!(
+        "  convergence: the mean's standard deviation falls below 1 % of it after {} trains \
+         (latency) and {} trains (bandwidth)",
+        needed(&c.latency_convergence, c.head_latency_ns.map(|s| s.mean))
+            .map_or("more than these".into(), |n| n.to_string()),
+        needed(&c.bandwidth_convergence, c.l2_bps.map(|s| s.mean))
+            .map_or("more than these".into(), |n| n.to_string()),
+    );
+}
+
+fn print_sweep(r: &TrainsReport) {
+    println!(
+        "{} (latency of the heads; bandwidth at layer 2 with FCS; IDI = variance / mean):",
+        experiment_name(&r.experiment)
+    );
+    println!(
+        "  {:>7} {:>7} {:>8} {:>12} {:>12} {:>14} {:>14} {:>14}",
+        "frame B", "frames", "loss %", "head µs", "IDI µs", "L2 Mbit/s", "IDI Mbit/s", "expected"
+    );
+    for s in &r.steps {
+        let c = s.convoy.as_ref();
+        let lat = c.and_then(|c| c.head_latency_ns);
+        let bw = c.and_then(|c| c.l2_bps);
+        let f = |v: Option<f64>, unit: f64| v.map_or("-".into(), |v| format!("{:.3}", v / unit));
+        println!(
+            "  {:>7} {:>7} {:>8} {:>12} {:>12} {:>14} {:>14} {:>14}",
+            s.step.frame_bytes,
+            s.step.frames_per_train,
+            c.map_or("-".into(), |c| format!("{:.4}", c.loss_ratio * 100.0)),
+            f(lat.map(|s| s.mean), 1e3),
+            f(lat.and_then(|s| s.idi), 1e3),
+            f(bw.map(|s| s.mean), 1e6),
+            f(bw.and_then(|s| s.idi), 1e6),
+            f(s.expected.map(|e| e.l2_bps), 1e6),
+        );
+    }
+}
+
+/// The report's figures, step by step.
+fn report_figures(r: &TrainsReport) -> strobe_analyze::trains_plot::TrainsFigures {
+    use strobe_analyze::trains_plot::{StepFigures, TrainsFigures};
+    TrainsFigures {
+        bottleneck: r.bottleneck.as_ref().map(|b| b.source.clone()),
+        sweep: match &r.experiment {
+            Experiment::Convoy => None,
+            Experiment::FrameSizes(_) => Some("frame size (bytes, FCS included)".into()),
+            Experiment::TrainLengths(_) => Some("train length (frames)".into()),
+        },
+        steps: r
+            .steps
+            .iter()
+            .filter_map(|s| {
+                Some(StepFigures {
+                    label: s.step.label(),
+                    swept_value: match &r.experiment {
+                        Experiment::TrainLengths(_) => s.step.frames_per_train as f64,
+                        _ => f64::from(s.step.frame_bytes),
+                    },
+                    convoy: s.convoy.clone()?,
+                    expected_l2_bps: s.expected.map(|e| e.l2_bps),
+                    every_frame_latency: s.every_frame_latency,
+                    baseline_latency: s.baseline.as_ref().and_then(|b| b.latency),
+                })
+            })
+            .collect(),
+    }
+}

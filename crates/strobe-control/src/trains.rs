@@ -1,0 +1,448 @@
+//! The convoy-of-packet-trains experiments (../shared/papers/003, "Measuring latency of
+//! high-speed optical links with DPDK"), one request each: a convoy (head latency,
+//! bandwidth and loss in one measurement), a frame-size sweep (how the IDI depends on the
+//! frame size) and a train-length sweep. Each step is one run of a train flow; what the
+//! path's bottleneck predicts (a known link rate, or the lab's tbf shaper) is put beside
+//! what was measured, and so is, on request, a constant-rate baseline at the heads' own
+//! rate (the heads wait in no queue, so their latency should be the baseline's).
+//!
+//! Front ends run each step their own way (a status line, a server's run handle) through
+//! the runner they pass to [`run_experiment`]; everything else happens here.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::{Deserialize, Serialize};
+use strobe_analyze::latency::LatencyStats;
+use strobe_analyze::trains::{Bottleneck, Convoy, Counted};
+use strobe_engine::RunReport;
+use strobe_model::Scenario;
+
+use crate::plan::Pacing;
+use crate::source::OneFlow;
+use crate::text::duration_text;
+use crate::{ControlError, Results};
+
+/// Gap between trains when nothing says how long a train takes to pass: 1 ms, as long as a
+/// 100-frame train of 1518-byte frames takes at 1.2 Gbit/s.
+pub const DEFAULT_GAP_NS: u64 = 1_000_000;
+
+/// The frame sizes of a frame-size sweep unless told otherwise (RFC 2544's, without 1280).
+pub const DEFAULT_SIZES: [u32; 6] = [64, 128, 256, 512, 1024, 1518];
+
+/// The train lengths of a train-length sweep unless told otherwise.
+pub const DEFAULT_LENGTHS: [u64; 6] = [10, 20, 50, 100, 200, 500];
+
+/// Which of the study's experiments to run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "values")]
+pub enum Experiment {
+    /// One convoy: latency, bandwidth and loss.
+    Convoy,
+    /// One convoy per frame size (FCS included).
+    FrameSizes(Vec<u32>),
+    /// One convoy per train length (frames per train).
+    TrainLengths(Vec<u64>),
+}
+
+/// An experiment as asked.
+#[derive(Clone, Debug)]
+pub struct TrainsRequest {
+    /// The flow: ports, addresses, the receive port. Its size, rate and pattern are set by
+    /// each step.
+    pub flow: OneFlow,
+    pub lab_prefix: String,
+    pub experiment: Experiment,
+    pub frame_bytes: u32,
+    pub trains: u64,
+    pub frames_per_train: u64,
+    /// Between a train's last frame and the next one's first; None: long enough for a
+    /// train to pass the bottleneck twice, at least [`DEFAULT_GAP_NS`].
+    pub gap_ns: Option<u64>,
+    /// The path's bottleneck; None: the lab's tbf shaper when the flow goes through one.
+    pub bottleneck: Option<Bottleneck>,
+    /// Also run a constant-rate flow at the heads' rate and compare its latency.
+    pub baseline: bool,
+}
+
+/// One convoy of an experiment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Step {
+    pub frame_bytes: u32,
+    pub trains: u64,
+    pub frames_per_train: u64,
+    pub gap_ns: u64,
+}
+
+impl Step {
+    /// `1518 B × 100 frames`, for status lines and tables.
+    pub fn label(&self) -> String {
+        format!("{} B × {} frames", self.frame_bytes, self.frames_per_train)
+    }
+}
+
+/// What the bottleneck predicts for a step's frames, in each layer.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Expected {
+    pub l1_bps: f64,
+    pub l2_bps: f64,
+    pub l2_without_fcs_bps: f64,
+}
+
+impl Expected {
+    fn of(b: &Bottleneck, frame_bytes: u32) -> Expected {
+        Expected {
+            l1_bps: b.expected_bps(frame_bytes, Counted::Wire),
+            l2_bps: b.expected_bps(frame_bytes, Counted::WithFcs),
+            l2_without_fcs_bps: b.expected_bps(frame_bytes, Counted::WithoutFcs),
+        }
+    }
+}
+
+/// A constant-rate flow's latency, at the heads' rate, for comparison with the heads'.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    pub rate_pps: f64,
+    pub frames_tx: u64,
+    pub frames_rx: u64,
+    pub latency: Option<LatencyStats>,
+}
+
+/// One step's results.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepResult {
+    pub step: Step,
+    /// None when nothing came back to count trains by.
+    pub convoy: Option<Convoy>,
+    pub expected: Option<Expected>,
+    /// Every frame's latency, as the naive method (timestamping every frame of a
+    /// saturating train) reads it: the frames behind the head queued in the sender.
+    pub every_frame_latency: Option<LatencyStats>,
+    pub baseline: Option<Baseline>,
+    /// The run's warnings and failures (a port that stopped, a missed rate, …).
+    pub warnings: Vec<String>,
+    pub failures: Vec<String>,
+}
+
+/// An experiment's results.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainsReport {
+    pub experiment: Experiment,
+    pub bottleneck: Option<Bottleneck>,
+    pub steps: Vec<StepResult>,
+    /// Steps asked for; fewer ran when the experiment was stopped.
+    pub steps_asked: usize,
+}
+
+impl TrainsRequest {
+    /// Checks the request and works out its steps and the bottleneck it is judged against.
+    pub fn plan(&self) -> Result<(Vec<Step>, Option<Bottleneck>), ControlError> {
+        let bad = |m: String| Err(ControlError::BadInput(m));
+        if self.trains == 0 || self.frames_per_train == 0 {
+            return bad("a convoy needs at least one train of at least one frame".into());
+        }
+        if self.trains > strobe_engine::rx::MAX_TRACKED_TRAINS {
+            return bad(format!(
+                "{} trains: at most {} are counted train by train; run several convoys",
+                self.trains,
+                strobe_engine::rx::MAX_TRACKED_TRAINS
+            ));
+        }
+        if self.flow.rx.is_none() {
+            return bad(
+                "a convoy is measured where it arrives: give the receive port (--rx PORT)".into(),
+            );
+        }
+        let bottleneck = match &self.bottleneck {
+            Some(b) => Some(b.clone()),
+            None => lab_bottleneck(&self.lab_prefix, &self.flow.flow.port)?,
+        };
+        let shapes: Vec<(u32, u64)> = match &self.experiment {
+            Experiment::Convoy => vec![(self.frame_bytes, self.frames_per_train)],
+            Experiment::FrameSizes(sizes) => {
+                sizes.iter().map(|&s| (s, self.frames_per_train)).collect()
+            }
+            Experiment::TrainLengths(lengths) => {
+                lengths.iter().map(|&n| (self.frame_bytes, n)).collect()
+            }
+        };
+        if shapes.is_empty() {
+            return bad("the sweep has no step: give at least one value".into());
+        }
+        let mut steps = Vec::with_capacity(shapes.len());
+        for (frame_bytes, frames_per_train) in shapes {
+            if !(64..=strobe_model::MAX_FRAME_SIZE).contains(&frame_bytes) {
+                return bad(format!(
+                    "frame size {frame_bytes}: give sizes from 64 to {} bytes, FCS included",
+                    strobe_model::MAX_FRAME_SIZE
+                ));
+            }
+            if frames_per_train < 2 {
+                return bad(format!(
+                    "trains of {frames_per_train} frame: a train's bandwidth needs at least 2 \
+                     frames"
+                ));
+            }
+            let gap_ns = self.gap_ns.unwrap_or_else(|| {
+                bottleneck.as_ref().map_or(DEFAULT_GAP_NS, |b| {
+                    ((2.0 * b.train_ns(frames_per_train, frame_bytes)).ceil() as u64)
+                        .max(DEFAULT_GAP_NS)
+                })
+            });
+            steps.push(Step {
+                frame_bytes,
+                trains: self.trains,
+                frames_per_train,
+                gap_ns,
+            });
+        }
+        Ok((steps, bottleneck))
+    }
+
+    /// The train flow of `step`.
+    pub fn step_flow(&self, step: &Step) -> OneFlow {
+        let mut flow = self.flow.clone();
+        flow.flow.size = step.frame_bytes.to_string();
+        flow.flow.pattern = format!(
+            "train:{}x{}/{}ns",
+            step.trains, step.frames_per_train, step.gap_ns
+        );
+        flow.flow.count = None;
+        flow.flow.duration = None;
+        flow
+    }
+
+    /// The baseline of `step`: a constant-rate flow of the same frames at the heads' rate
+    /// (one frame per train and gap), as many frames as there are trains.
+    pub fn baseline_flow(&self, step: &Step) -> (OneFlow, f64) {
+        let pps = 1e9 / step.gap_ns as f64;
+        let mut flow = self.flow.clone();
+        flow.flow.size = step.frame_bytes.to_string();
+        flow.flow.pattern = "cbr".into();
+        flow.flow.rate = format!("{pps:.3}");
+        flow.flow.count = Some(step.trains.max(2));
+        flow.flow.duration = None;
+        (flow, pps)
+    }
+}
+
+/// The bottleneck of a flow sent from a `lab:` port through the lab's tbf shaper.
+fn lab_bottleneck(prefix: &str, port: &str) -> Result<Option<Bottleneck>, ControlError> {
+    if !port.starts_with("lab:") {
+        return Ok(None);
+    }
+    Ok(match strobe_lab::status(prefix)?.map(|lab| lab.dut) {
+        Some(strobe_lab::Dut::Tbf { rate_bps }) => Some(Bottleneck {
+            rate_bps: rate_bps as f64,
+            counts: Counted::WithoutFcs,
+            source: format!(
+                "the lab's tbf shaper at {} (Linux shapers count frames without FCS)",
+                bps_text(rate_bps as f64)
+            ),
+        }),
+        _ => None,
+    })
+}
+
+/// `50.000 Mbit/s`, `9.844 Gbit/s`.
+pub fn bps_text(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.3} Gbit/s", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.3} Mbit/s", bps / 1e6)
+    } else {
+        format!("{:.3} kbit/s", bps / 1e3)
+    }
+}
+
+/// Runs `request`'s steps one after the other through `runner` (which prepares and runs a
+/// scenario as the front end does, with the step's label for its status), until all ran or
+/// `stop` is set.
+pub fn run_experiment<E: From<ControlError>>(
+    request: &TrainsRequest,
+    stop: &AtomicBool,
+    mut runner: impl FnMut(&str, Scenario, Pacing) -> Result<(Scenario, RunReport), E>,
+) -> Result<TrainsReport, E> {
+    let (steps, bottleneck) = request.plan()?;
+    let mut report = TrainsReport {
+        experiment: request.experiment.clone(),
+        bottleneck: bottleneck.clone(),
+        steps: Vec::with_capacity(steps.len()),
+        steps_asked: steps.len(),
+    };
+    for step in steps {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let (scenario, pacing) = request
+            .step_flow(&step)
+            .scenario(&request.lab_prefix, false)?;
+        let label = format!(
+            "{}, {} trains {} apart",
+            step.label(),
+            step.trains,
+            duration_text(step.gap_ns)
+        );
+        let (scenario, run) = runner(&label, scenario, pacing)?;
+        let results = Results::new(&scenario, &run, None);
+        let flow = results.flows.first();
+        let mut result = StepResult {
+            step,
+            convoy: flow.and_then(|f| f.convoy.clone()),
+            expected: bottleneck
+                .as_ref()
+                .map(|b| Expected::of(b, step.frame_bytes)),
+            every_frame_latency: flow.and_then(|f| f.latency.as_ref()).map(|l| l.raw),
+            baseline: None,
+            warnings: results.warnings.clone(),
+            failures: results.failures.clone(),
+        };
+        if request.baseline && !stop.load(Ordering::Relaxed) {
+            let (flow, rate_pps) = request.baseline_flow(&step);
+            let (scenario, pacing) = flow.scenario(&request.lab_prefix, false)?;
+            let label = format!("baseline: {} at {rate_pps:.0} pps", step.frame_bytes);
+            let (scenario, run) = runner(&label, scenario, pacing)?;
+            let base = Results::new(&scenario, &run, None);
+            if let Some(f) = base.flows.first() {
+                result.baseline = Some(Baseline {
+                    rate_pps,
+                    frames_tx: f.frames_tx.unwrap_or(0),
+                    frames_rx: f.frames_rx_unique.unwrap_or(0),
+                    latency: f.latency.as_ref().map(|l| l.raw),
+                });
+            }
+            result
+                .warnings
+                .extend(base.warnings.iter().map(|w| format!("baseline: {w}")));
+            result
+                .failures
+                .extend(base.failures.iter().map(|w| format!("baseline: {w}")));
+        }
+        report.steps.push(result);
+    }
+    Ok(report)
+}
+
+impl TrainsReport {
+    /// Every step's trains as CSV, one row per train, the step's shape in front.
+    pub fn trains_csv(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::from(
+            "frame_bytes,frames_per_train,gap_ns,train,frames_sent,frames_rx,lost,duplicates,reordered,head_latency_ns,dispersion_ns,l2_bps,l1_bps,second_half_l2_bps,second_half_l1_bps\n",
+        );
+        let cell = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_default();
+        for s in &self.steps {
+            for t in s.convoy.iter().flat_map(|c| &c.trains) {
+                let _ = writeln!(
+                    out,
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    s.step.frame_bytes,
+                    s.step.frames_per_train,
+                    s.step.gap_ns,
+                    t.train,
+                    t.frames_sent,
+                    t.frames_rx,
+                    t.lost,
+                    t.duplicates,
+                    t.reordered,
+                    cell(t.head_latency_ns),
+                    t.dispersion_ns.map(|d| d.to_string()).unwrap_or_default(),
+                    cell(t.l2_bps),
+                    cell(t.l1_bps),
+                    cell(t.second_half_l2_bps),
+                    cell(t.second_half_l1_bps),
+                );
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strobe_model::quick;
+
+    fn request(experiment: Experiment) -> TrainsRequest {
+        TrainsRequest {
+            flow: OneFlow {
+                flow: quick::QuickArgs {
+                    port: "null".into(),
+                    udp: Some("198.18.0.1:1000-198.18.1.1:2000".into()),
+                    ..Default::default()
+                },
+                rx: Some("null".into()),
+            },
+            lab_prefix: "strobe".into(),
+            experiment,
+            frame_bytes: 1000,
+            trains: 20,
+            frames_per_train: 60,
+            gap_ns: None,
+            bottleneck: Some(Bottleneck {
+                rate_bps: 50e6,
+                counts: Counted::WithoutFcs,
+                source: "a shaper".into(),
+            }),
+            baseline: false,
+        }
+    }
+
+    #[test]
+    fn the_gap_lets_a_train_pass_the_bottleneck_twice() {
+        let (steps, b) = request(Experiment::Convoy).plan().unwrap();
+        assert!(b.is_some());
+        // 60 × 996 bytes at 50 Mbit/s pass in 9.5616 ms.
+        assert_eq!(steps[0].gap_ns, 19_123_200);
+        let mut r = request(Experiment::FrameSizes(vec![64, 1518]));
+        r.bottleneck = None;
+        let (steps, _) = r.plan().unwrap();
+        assert_eq!(
+            steps
+                .iter()
+                .map(|s| (s.frame_bytes, s.gap_ns))
+                .collect::<Vec<_>>(),
+            [(64, DEFAULT_GAP_NS), (1518, DEFAULT_GAP_NS)]
+        );
+    }
+
+    #[test]
+    fn a_step_is_a_train_flow_and_its_baseline_one_frame_per_gap() {
+        let mut r = request(Experiment::TrainLengths(vec![10, 50]));
+        r.gap_ns = Some(2_000_000);
+        let (steps, _) = r.plan().unwrap();
+        assert_eq!(steps[1].frames_per_train, 50);
+        let (scenario, pacing) = r.step_flow(&steps[1]).scenario("strobe", false).unwrap();
+        assert_eq!(pacing, Pacing::Scheduled);
+        match scenario.flows[0].schedule.duration {
+            strobe_timing::Duration::Bursts {
+                bursts,
+                packets,
+                inter_burst_gap_ns,
+            } => assert_eq!((bursts, packets, inter_burst_gap_ns), (20, 50, 2_000_000)),
+            ref other => panic!("{other:?}"),
+        }
+        assert_eq!(scenario.flows[0].rx_ports, ["rx"]);
+        let (flow, pps) = r.baseline_flow(&steps[1]);
+        assert_eq!(pps, 500.0);
+        let (scenario, _) = flow.scenario("strobe", false).unwrap();
+        assert_eq!(
+            scenario.flows[0].schedule.duration,
+            strobe_timing::Duration::Packets(20)
+        );
+    }
+
+    #[test]
+    fn bad_requests_say_what_to_change() {
+        let mut r = request(Experiment::FrameSizes(vec![32]));
+        let err = r.plan().unwrap_err().to_string();
+        assert!(err.contains("from 64 to"), "{err}");
+        r.experiment = Experiment::TrainLengths(vec![1]);
+        let err = r.plan().unwrap_err().to_string();
+        assert!(err.contains("at least 2"), "{err}");
+        r.experiment = Experiment::TrainLengths(vec![]);
+        assert!(r.plan().unwrap_err().to_string().contains("no step"));
+        r.experiment = Experiment::Convoy;
+        r.flow.rx = None;
+        assert!(r.plan().unwrap_err().to_string().contains("--rx"));
+    }
+}
