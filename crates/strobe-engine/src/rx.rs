@@ -114,6 +114,9 @@ impl TrainTrack {
             if place == mid {
                 t.mid_rx_ns = rx_ns;
             }
+            if let Some(rx) = rx_ns {
+                t.second_half_fit.add(rx);
+            }
         }
         if let Some(rx) = rx_ns {
             t.first_rx_ns = Some(t.first_rx_ns.map_or(rx, |f| f.min(rx)));
@@ -141,6 +144,7 @@ fn add_trains(mine: &mut [TrainArrival], theirs: &[TrainArrival]) {
         mine.head_latency_ns = mine.head_latency_ns.or(theirs.head_latency_ns);
         mine.mid_rx_ns = mine.mid_rx_ns.or(theirs.mid_rx_ns);
         mine.second_half_rx += theirs.second_half_rx;
+        mine.second_half_fit.merge(&theirs.second_half_fit);
     }
 }
 
