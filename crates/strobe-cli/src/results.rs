@@ -443,21 +443,7 @@ pub fn print_convoys(r: &Results) {
                    unit: f64,
                    name: &str| {
             match s {
-                Some(s) => println!(
-                    "  {what:<22} mean {:.3}{}, median {:.3}, stddev {:.3}, min {:.3}, max {:.3} {name}; IDI {} ({} trains)",
-                    s.mean / unit,
-                    s.ci95.map_or(String::new(), |(lo, hi)| format!(
-                        " (95 % CI {:.3} to {:.3})",
-                        lo / unit,
-                        hi / unit
-                    )),
-                    s.median / unit,
-                    s.stddev / unit,
-                    s.min / unit,
-                    s.max / unit,
-                    s.idi.map_or("-".into(), |i| format!("{:.3} {name}", i / unit)),
-                    s.trains
-                ),
+                Some(s) => println!("  {what:<22} {}", summary_text(s, unit, name)),
                 None => println!("  {what:<22} -"),
             }
         };
@@ -474,6 +460,27 @@ pub fn print_convoys(r: &Results) {
              frames with their FCS, layer 1 adds 20 bytes a frame)"
         );
     }
+}
+
+/// A figure across trains in `unit`s named `name`: `mean 23.412 (95 % CI 23.1 to 23.7),
+/// median …, stddev …, min …, max … µs; IDI … µs (N trains)`.
+pub fn summary_text(s: &strobe_analyze::trains::Summary, unit: f64, name: &str) -> String {
+    format!(
+        "mean {:.3}{}, median {:.3}, stddev {:.3}, min {:.3}, max {:.3} {name}; IDI {} ({} trains)",
+        s.mean / unit,
+        s.ci95.map_or(String::new(), |(lo, hi)| format!(
+            " (95 % CI {:.3} to {:.3})",
+            lo / unit,
+            hi / unit
+        )),
+        s.median / unit,
+        s.stddev / unit,
+        s.min / unit,
+        s.max / unit,
+        s.idi
+            .map_or("-".into(), |i| format!("{:.4} {name}", i / unit)),
+        s.trains
+    )
 }
 
 /// One line: the estimated departure gaps judged through the floor, then the verdict.

@@ -20,6 +20,7 @@ use crate::failure::Failure;
 use crate::gen_cmd::{run_on_terminal, StatusView};
 use crate::lab_cmd::TX_PORT_HELP;
 use crate::outputs::{self, write_file, WriteFailures};
+use crate::results::summary_text;
 use crate::signals;
 
 #[derive(Args)]
@@ -265,26 +266,6 @@ fn experiment_name(e: &Experiment) -> &'static str {
         Experiment::FrameSizes(_) => "frame-size sweep",
         Experiment::TrainLengths(_) => "train-length sweep",
     }
-}
-
-/// `mean 23.412 (95 % CI 23.1 to 23.7), median …, IDI … (N trains)` in `unit`s.
-fn summary_text(s: &Summary, unit: f64, name: &str) -> String {
-    format!(
-        "mean {:.3}{}, median {:.3}, stddev {:.3}, min {:.3}, max {:.3} {name}; IDI {} ({} trains)",
-        s.mean / unit,
-        s.ci95.map_or(String::new(), |(lo, hi)| format!(
-            " (95 % CI {:.3} to {:.3})",
-            lo / unit,
-            hi / unit
-        )),
-        s.median / unit,
-        s.stddev / unit,
-        s.min / unit,
-        s.max / unit,
-        s.idi
-            .map_or("-".into(), |i| format!("{:.4} {name}", i / unit)),
-        s.trains
-    )
 }
 
 fn print_report(r: &TrainsReport) {

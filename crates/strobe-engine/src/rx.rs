@@ -611,6 +611,22 @@ mod tests {
     }
 
     #[test]
+    fn a_trains_second_half_is_fitted_as_it_arrives() {
+        // One train of 8 frames: the first half at once, the second 100 ns apart.
+        let mut t = RxTracker::new(1, TAG);
+        assert!(t.track_trains(0, 1, 8, 0, 64));
+        for (seq, at) in [(0, 1_000), (1, 1_001), (2, 1_002), (3, 1_003)] {
+            t.on_frame(&stamped(0, seq, 10), 60, Some(at));
+        }
+        for (k, seq) in (4..8u32).enumerate() {
+            t.on_frame(&stamped(0, seq, 10), 60, Some(2_000 + 100 * k as u64));
+        }
+        let report = t.report(Some(&[8]));
+        let train = &report[0].trains.as_ref().unwrap()[0];
+        assert_eq!(train.second_half_fit.ns_per_frame(), Some(100.0));
+    }
+
+    #[test]
     fn latency_is_rx_minus_trailer_timestamp_per_flow() {
         let mut t = RxTracker::new(3, TAG);
         t.set_latency(2, false);
