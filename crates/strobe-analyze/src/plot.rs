@@ -550,7 +550,7 @@ pub(crate) fn inline_svg(svg: String) -> PreEscaped<String> {
     PreEscaped(svg.replacen(r#" xmlns="http://www.w3.org/2000/svg""#, "", 1))
 }
 
-pub(crate) const CSS: &str = "
+const CSS: &str = "
 body { font-family: sans-serif; margin: 2em auto; max-width: 1320px; padding: 0 1em; color: #222; }
 h1 { font-size: 1.6em; }
 h2 { font-size: 1.25em; margin-top: 2em; }
@@ -666,17 +666,7 @@ fn traffic_table(flows: &[FlowLatency<'_>]) -> Markup {
 pub fn html_report(title: &str, context: &RunContext, flows: &[FlowLatency<'_>]) -> String {
     let combined: Vec<(&str, &Histogram<u64>)> =
         flows.iter().map(|f| (f.name.as_str(), f.hist)).collect();
-    let markup = html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) }
-                style { (PreEscaped(CSS)) }
-            }
-            body {
-                h1 { (title) }
+    let body = html! {
                 @if !context.rows.is_empty() || context.scenario.is_some() {
                     section.context {
                         h2 { "Run" }
@@ -764,10 +754,28 @@ pub fn html_report(title: &str, context: &RunContext, flows: &[FlowLatency<'_>])
                         }
                     }
                 }
+    };
+    page(title, body)
+}
+
+/// A self-contained HTML page: inline CSS, `title` as its heading, then `body`.
+pub(crate) fn page(title: &str, body: Markup) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                style { (PreEscaped(CSS)) }
+            }
+            body {
+                h1 { (title) }
+                (body)
             }
         }
-    };
-    markup.into_string()
+    }
+    .into_string()
 }
 
 #[cfg(test)]

@@ -2,13 +2,13 @@
 //! train number (the study's figures), the convergence of their means, and for a sweep the
 //! IDI against the swept value. One HTML file with inline SVG, as the latency report.
 
-use maud::{html, Markup, PreEscaped, DOCTYPE};
+use maud::{html, Markup};
 use plotters::prelude::*;
 
 use crate::latency::LatencyStats;
 use crate::plot::{
-    decade_label, draw_grid, finish_figure, inline_svg, legend_sample, log_axis_over, sized_figure,
-    titled_chart, CSS, DRAWING_IS_INFALLIBLE, PALETTE, SIDE_BY_SIDE, TIME_Y_LABEL_AREA,
+    decade_label, draw_grid, finish_figure, inline_svg, legend_sample, log_axis_over, page,
+    sized_figure, titled_chart, DRAWING_IS_INFALLIBLE, PALETTE, SIDE_BY_SIDE, TIME_Y_LABEL_AREA,
 };
 use crate::trains::{Convoy, Summary};
 
@@ -61,7 +61,8 @@ fn level(label: String, y: f64, x: (f64, f64), color: RGBColor) -> Series {
     }
 }
 
-/// An x–y figure of `series`, the y axis linear from below the lowest value (or log).
+/// An x–y figure of `series` over whole-number x (trains, frames, bytes), the y axis linear
+/// from below the lowest value (or log).
 fn xy_svg(title: &str, x_desc: &str, y_desc: &str, series: &[Series], log_y: bool) -> String {
     let all = || series.iter().flat_map(|s| s.points.iter().copied());
     let (x_lo, x_hi) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (x, _)| {
@@ -94,6 +95,7 @@ fn xy_svg(title: &str, x_desc: &str, y_desc: &str, series: &[Series], log_y: boo
                     .configure_mesh()
                     .x_desc(x_desc)
                     .y_desc(y_desc)
+                    .x_label_formatter(&|&x| format!("{x:.0}"))
                     .y_label_formatter(&|&v| decade_label(v)),
             );
             for s in series {
@@ -113,7 +115,13 @@ fn xy_svg(title: &str, x_desc: &str, y_desc: &str, series: &[Series], log_y: boo
             let mut chart = builder
                 .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)
                 .expect(DRAWING_IS_INFALLIBLE);
-            draw_grid(chart.configure_mesh().x_desc(x_desc).y_desc(y_desc));
+            draw_grid(
+                chart
+                    .configure_mesh()
+                    .x_desc(x_desc)
+                    .y_desc(y_desc)
+                    .x_label_formatter(&|&x| format!("{x:.0}")),
+            );
             for s in series {
                 draw(&mut chart, s);
             }
@@ -341,17 +349,7 @@ fn steps_table(steps: &[StepFigures]) -> Markup {
 
 /// The self-contained HTML report of a convoy or a sweep of convoys.
 pub fn html_report(title: &str, figures: &TrainsFigures) -> String {
-    let markup = html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) }
-                style { (PreEscaped(CSS)) }
-            }
-            body {
-                h1 { (title) }
+    let body = html! {
                 p.note {
                     "Trains of frames sent back to back; only each train's head is judged for \
                      latency (the frames behind it queued in the sender), the train's \
@@ -396,10 +394,8 @@ pub fn html_report(title: &str, figures: &TrainsFigures) -> String {
                         }
                     }
                 }
-            }
-        }
     };
-    markup.into_string()
+    page(title, body)
 }
 
 #[cfg(test)]

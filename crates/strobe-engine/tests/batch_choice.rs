@@ -17,6 +17,19 @@ struct Wide {
     calls: Vec<usize>,
 }
 
+impl Wide {
+    fn new() -> Wide {
+        Wide {
+            slots: (0..256)
+                .map(|_| vec![0u8; 2048].into_boxed_slice())
+                .collect(),
+            largest_request: 0,
+            frames: 0,
+            calls: Vec::new(),
+        }
+    }
+}
+
 impl Backend for Wide {
     fn describe(&self) -> String {
         "wide".into()
@@ -64,14 +77,7 @@ fn unpaced_run(measured: bool) -> (usize, usize) {
     } else {
         scenario.flows[0].metrics.latency = None;
     }
-    let mut backend = Wide {
-        slots: (0..256)
-            .map(|_| vec![0u8; 2048].into_boxed_slice())
-            .collect(),
-        largest_request: 0,
-        frames: 0,
-        calls: Vec::new(),
-    };
+    let mut backend = Wide::new();
     let opts = RunOptions {
         unpaced: true,
         ..RunOptions::default()
@@ -115,14 +121,7 @@ fn a_trains_head_is_handed_over_alone_then_the_rest_of_its_train() {
         "{:?}",
         scenario.flows[0].schedule.duration
     );
-    let mut backend = Wide {
-        slots: (0..256)
-            .map(|_| vec![0u8; 2048].into_boxed_slice())
-            .collect(),
-        largest_request: 0,
-        frames: 0,
-        calls: Vec::new(),
-    };
+    let mut backend = Wide::new();
     let floor = strobe_timing::PathFloor {
         handover_ns: 2_000,
         spacing_ns: 10,
