@@ -3,6 +3,7 @@
 
   trainslib.py summarize RAW.jsonl SUMMARY.json META_JSON
   trainslib.py markdown SUMMARY.json
+  trainslib.py figures RUN_DIR OUT_DIR   (round 1's report figures as standalone SVG files)
 
 Every bandwidth is converted to what the shaper counts (tbf: frames without FCS), so that
 each tool's figure is compared with the configured rate in the same bytes:
@@ -189,11 +190,30 @@ def markdown(path):
             c["frames"], m["head_p50_us"], m["baseline_p50_us"], m["every_mean_us"], m["every_p99_us"]))
 
 
+def figures(run_dir, out_dir):
+    """Each round-1 HTML report's figures as OUT_DIR/<report>-<n>.svg (n from 1, in the
+    report's order), with the SVG namespace a standalone file needs."""
+    import glob
+    import os
+    import re
+    os.makedirs(out_dir, exist_ok=True)
+    for path in sorted(glob.glob(os.path.join(run_dir, "*-r1.*.html"))):
+        with open(path) as f:
+            svgs = re.findall(r"<svg.*?</svg>", f.read(), re.S)
+        name = os.path.basename(path)[: -len(".html")].replace("-r1", "")
+        for n, svg in enumerate(svgs, 1):
+            svg = svg.replace("<svg", '<svg xmlns="http://www.w3.org/2000/svg"', 1)
+            with open(os.path.join(out_dir, "%s-%d.svg" % (name, n)), "w") as f:
+                f.write(svg + "\n")
+
+
 def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "summarize" and len(sys.argv) == 5:
         summarize(sys.argv[2], sys.argv[3], sys.argv[4])
     elif len(sys.argv) == 3 and sys.argv[1] == "markdown":
         markdown(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "figures":
+        figures(sys.argv[2], sys.argv[3])
     else:
         sys.exit(__doc__)
 

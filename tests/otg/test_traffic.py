@@ -494,3 +494,29 @@ def test_a_burst_duration_is_measured_as_a_convoy_of_trains(api, lab, server):
     assert l2["trains"] == 8 and 1e6 < l2["mean"] < 1e12, l2
     lo, hi = l2["ci95"]
     assert lo <= l2["mean"] <= hi, l2
+
+
+def test_the_trains_experiments_run_through_the_server(api, lab, server):
+    # strobe's own endpoint beside OTG's: a train-length sweep on the lab, its report as
+    # `strobe trains --json` writes it.
+    body = {"experiment": "lengths", "lengths": [4, 16], "size": 256, "trains": 6,
+            "gap": "500us", "link": "10g",
+            "rx": f"afpacket:{lab.rx_netns}/{lab.rx_iface}"}
+    reply = requests.post(f"{server.url}/strobe/trains", json=body, timeout=60)
+    assert reply.status_code == 200, reply.text
+    report = reply.json()
+    assert report["experiment"] == {"kind": "train_lengths", "values": [4, 16]}, report
+    steps = report["steps"]
+    assert [s["step"]["frames_per_train"] for s in steps] == [4, 16]
+    for s in steps:
+        convoy = s["convoy"]
+        n = s["step"]["frames_per_train"]
+        assert convoy["frames_sent"] == 6 * n and convoy["frames_lost"] == 0, convoy
+        assert len(convoy["trains"]) == 6 and convoy["head_latency_ns"]["trains"] == 6
+        # The link's ground truth beside the measurement: 256-byte frames on 10 GbE.
+        assert abs(s["expected"]["l2_bps"] - 10e9 * 256 / 276) < 1, s["expected"]
+    # What is wrong with a request is said, as OTG errors are.
+    bad = requests.post(f"{server.url}/strobe/trains", json={"trainz": 1}, timeout=10)
+    assert bad.status_code == 400 and "trainz" in bad.text, bad.text
+    bad = requests.post(f"{server.url}/strobe/trains", json={"link": "fast"}, timeout=10)
+    assert bad.status_code == 400 and "link `fast`" in bad.text, bad.text

@@ -5,16 +5,12 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use clap::{Args, Subcommand};
-use strobe_analyze::physics::parse_line_rate_bps;
 use strobe_analyze::trains::{Bottleneck, Counted, Summary};
-use strobe_control::source::OneFlow;
 use strobe_control::text::duration_text;
 use strobe_control::trains::{
-    bps_text, run_experiment, Experiment, StepResult, TrainsReport, TrainsRequest, DEFAULT_LENGTHS,
-    DEFAULT_SIZES,
+    bps_text, run_experiment, Experiment, ExperimentKind, StepResult, TrainsReport, TrainsSpec,
 };
 use strobe_control::PlanOptions;
-use strobe_model::quick;
 
 use crate::failure::Failure;
 use crate::gen_cmd::{run_on_terminal, StatusView};
@@ -132,16 +128,30 @@ struct CommonArgs {
 }
 
 pub fn run(args: TrainsArgs) -> Result<(), Failure> {
-    let (experiment, size, common) = match args.command {
-        TrainsCommand::Convoy(a) => (Experiment::Convoy, a.size, a.common),
+    let (spec, common) = match args.command {
+        TrainsCommand::Convoy(a) => (
+            TrainsSpec {
+                experiment: ExperimentKind::Convoy,
+                size: a.size,
+                ..a.common.spec()
+            },
+            a.common,
+        ),
         TrainsCommand::Sizes(a) => (
-            Experiment::FrameSizes(or_default(a.sizes, &DEFAULT_SIZES)),
-            1518,
+            TrainsSpec {
+                experiment: ExperimentKind::Sizes,
+                sizes: a.sizes,
+                ..a.common.spec()
+            },
             a.common,
         ),
         TrainsCommand::Lengths(a) => (
-            Experiment::TrainLengths(or_default(a.lengths, &DEFAULT_LENGTHS)),
-            a.size,
+            TrainsSpec {
+                experiment: ExperimentKind::Lengths,
+                lengths: a.lengths,
+                size: a.size,
+                ..a.common.spec()
+            },
             a.common,
         ),
     };
@@ -150,7 +160,7 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
         ("--csv", common.csv.as_deref()),
         ("--html", common.html.as_deref()),
     ])?;
-    let request = request(&common, experiment, size)?;
+    let request = spec.request(&common.lab)?;
     let drain_ns = strobe_timing::parse_duration_ns(&common.drain)
         .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", common.drain)))?;
     let options = PlanOptions {
@@ -204,60 +214,24 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
     failures.outcome(signals.outcome())
 }
 
-fn or_default<T: Copy>(given: Vec<T>, default: &[T]) -> Vec<T> {
-    if given.is_empty() {
-        default.to_vec()
-    } else {
-        given
+impl CommonArgs {
+    /// The options every experiment shares, as the run-control layer takes them.
+    fn spec(&self) -> TrainsSpec {
+        TrainsSpec {
+            port: self.port.clone(),
+            rx: self.rx.clone(),
+            udp: self.udp.clone(),
+            src_mac: self.src_mac.clone(),
+            dst_mac: self.dst_mac.clone(),
+            trains: self.trains,
+            frames: self.frames,
+            gap: self.gap.clone(),
+            link: self.link.clone(),
+            shaper: self.shaper.clone(),
+            baseline: self.baseline,
+            ..TrainsSpec::default()
+        }
     }
-}
-
-fn request(c: &CommonArgs, experiment: Experiment, size: u32) -> Result<TrainsRequest, Failure> {
-    let rate = |flag: &str, text: &str| {
-        parse_line_rate_bps(text).map_err(|e| Failure::BadInput(format!("{flag}: {e}")))
-    };
-    let bottleneck = match (&c.link, &c.shaper) {
-        (Some(link), _) => Some(Bottleneck {
-            rate_bps: rate("--link", link)?,
-            counts: Counted::Wire,
-            source: format!("a {link} link (--link: counts frames on the wire)"),
-        }),
-        (None, Some(shaper)) => Some(Bottleneck {
-            rate_bps: rate("--shaper", shaper)?,
-            counts: Counted::WithoutFcs,
-            source: format!("a {shaper} shaper (--shaper: counts frames without FCS)"),
-        }),
-        (None, None) => None,
-    };
-    let gap_ns = c
-        .gap
-        .as_deref()
-        .map(|g| {
-            strobe_timing::parse_duration_ns(g)
-                .map_err(|e| Failure::BadInput(format!("--gap {g}: {e}")))
-        })
-        .transpose()?;
-    Ok(TrainsRequest {
-        flow: OneFlow {
-            flow: quick::QuickArgs {
-                port: c.port.clone(),
-                udp: Some(c.udp.clone()),
-                src_mac: c.src_mac.clone(),
-                dst_mac: c.dst_mac.clone(),
-                seed: 1,
-                ..Default::default()
-            },
-            rx: Some(c.rx.clone()),
-        },
-        lab_prefix: c.lab.clone(),
-        experiment,
-        frame_bytes: size,
-        trains: c.trains,
-        frames_per_train: c.frames,
-        gap_ns,
-        bottleneck,
-        baseline: c.baseline,
-    })
 }
 
 fn experiment_name(e: &Experiment) -> &'static str {

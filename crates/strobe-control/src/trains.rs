@@ -44,6 +44,149 @@ pub enum Experiment {
     TrainLengths(Vec<u64>),
 }
 
+/// Which experiment a [`TrainsSpec`] asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExperimentKind {
+    #[default]
+    Convoy,
+    Sizes,
+    Lengths,
+}
+
+/// An experiment as a user writes it: the command line's options, the server's request
+/// body (JSON, these names), with the same defaults and checks for both.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainsSpec {
+    pub experiment: ExperimentKind,
+    /// Transmit and receive port locations (`lab:tx`, `afpacket:NETNS/IFACE`, …).
+    pub port: String,
+    pub rx: String,
+    /// The UDP flow, SRC:PORT-DST:PORT.
+    pub udp: String,
+    pub src_mac: Option<String>,
+    pub dst_mac: Option<String>,
+    /// Frame size, FCS included (convoy and train-length sweep).
+    pub size: u32,
+    /// Frame sizes of a frame-size sweep (empty: [`DEFAULT_SIZES`]).
+    pub sizes: Vec<u32>,
+    /// Train lengths of a train-length sweep (empty: [`DEFAULT_LENGTHS`]).
+    pub lengths: Vec<u64>,
+    pub trains: u64,
+    /// Frames per train (convoy and frame-size sweep).
+    pub frames: u64,
+    /// Between a train's last frame and the next one's first, e.g. `1ms`.
+    pub gap: Option<String>,
+    /// The bottleneck is a link of this line rate (layer 1), e.g. `10g`.
+    pub link: Option<String>,
+    /// The bottleneck is a shaper of this rate counting frames without FCS, e.g. `50mbit`.
+    pub shaper: Option<String>,
+    pub baseline: bool,
+}
+
+impl Default for TrainsSpec {
+    fn default() -> Self {
+        TrainsSpec {
+            experiment: ExperimentKind::Convoy,
+            port: "lab:tx".into(),
+            rx: "lab:rx".into(),
+            udp: "198.18.0.1:1000-198.18.1.1:2000".into(),
+            src_mac: None,
+            dst_mac: None,
+            size: 1518,
+            sizes: Vec::new(),
+            lengths: Vec::new(),
+            trains: 100,
+            frames: 100,
+            gap: None,
+            link: None,
+            shaper: None,
+            baseline: false,
+        }
+    }
+}
+
+impl TrainsSpec {
+    /// The request this spec makes, on the lab `lab_prefix` (for `lab:` ports).
+    pub fn request(&self, lab_prefix: &str) -> Result<TrainsRequest, ControlError> {
+        let bad = |what: &str, text: &str, e: String| {
+            ControlError::BadInput(format!("{what} `{text}`: {e}"))
+        };
+        let rate = |what: &str, text: &str| {
+            strobe_analyze::physics::parse_line_rate_bps(text)
+                .map_err(|e| bad(what, text, e.to_string()))
+        };
+        let bottleneck = match (&self.link, &self.shaper) {
+            (Some(_), Some(_)) => {
+                return Err(ControlError::BadInput(
+                    "give the bottleneck as a link or as a shaper, not both".into(),
+                ))
+            }
+            (Some(link), None) => Some(Bottleneck {
+                rate_bps: rate("link", link)?,
+                counts: Counted::Wire,
+                source: format!("a {link} link (counts frames on the wire)"),
+            }),
+            (None, Some(shaper)) => Some(Bottleneck {
+                rate_bps: rate("shaper", shaper)?,
+                counts: Counted::WithoutFcs,
+                source: format!("a {shaper} shaper (counts frames without FCS)"),
+            }),
+            (None, None) => None,
+        };
+        let gap_ns = self
+            .gap
+            .as_deref()
+            .map(|g| {
+                strobe_timing::parse_duration_ns(g)
+                    .ok()
+                    .filter(|&ns| ns > 0)
+                    .ok_or_else(|| bad("gap", g, "give a positive duration, e.g. 1ms".into()))
+            })
+            .transpose()?;
+        let or_default = |given: &[u64], default: &[u64]| {
+            if given.is_empty() {
+                default.to_vec()
+            } else {
+                given.to_vec()
+            }
+        };
+        let experiment = match self.experiment {
+            ExperimentKind::Convoy => Experiment::Convoy,
+            ExperimentKind::Sizes => Experiment::FrameSizes(if self.sizes.is_empty() {
+                DEFAULT_SIZES.to_vec()
+            } else {
+                self.sizes.clone()
+            }),
+            ExperimentKind::Lengths => {
+                Experiment::TrainLengths(or_default(&self.lengths, &DEFAULT_LENGTHS))
+            }
+        };
+        Ok(TrainsRequest {
+            flow: OneFlow {
+                flow: strobe_model::quick::QuickArgs {
+                    port: self.port.clone(),
+                    udp: Some(self.udp.clone()),
+                    src_mac: self.src_mac.clone(),
+                    dst_mac: self.dst_mac.clone(),
+                    seed: 1,
+                    ..Default::default()
+                },
+                rx: Some(self.rx.clone()),
+            },
+            lab_prefix: lab_prefix.to_string(),
+            experiment,
+            frame_bytes: self.size,
+            trains: self.trains,
+            frames_per_train: self.frames,
+            gap_ns,
+            bottleneck,
+            baseline: self.baseline,
+        })
+    }
+}
+
 /// An experiment as asked.
 #[derive(Clone, Debug)]
 pub struct TrainsRequest {
@@ -429,6 +572,45 @@ mod tests {
             scenario.flows[0].schedule.duration,
             strobe_timing::Duration::Packets(20)
         );
+    }
+
+    #[test]
+    fn a_spec_reads_as_json_with_defaults_and_names_what_is_wrong() {
+        let spec: TrainsSpec = serde_json::from_str(
+            r#"{"experiment": "lengths", "lengths": [5, 9], "shaper": "50mbit"}"#,
+        )
+        .unwrap();
+        let r = spec.request("lab").unwrap();
+        assert_eq!(r.experiment, Experiment::TrainLengths(vec![5, 9]));
+        assert_eq!((r.frame_bytes, r.trains), (1518, 100));
+        assert_eq!(r.flow.flow.port, "lab:tx");
+        let b = r.bottleneck.unwrap();
+        assert_eq!((b.rate_bps, b.counts), (50e6, Counted::WithoutFcs));
+        let sizes: TrainsSpec = serde_json::from_str(r#"{"experiment": "sizes"}"#).unwrap();
+        assert_eq!(
+            sizes.request("lab").unwrap().experiment,
+            Experiment::FrameSizes(DEFAULT_SIZES.to_vec())
+        );
+        assert!(serde_json::from_str::<TrainsSpec>(r#"{"trainz": 5}"#).is_err());
+        let wrong = TrainsSpec {
+            link: Some("fast".into()),
+            ..TrainsSpec::default()
+        };
+        assert!(wrong
+            .request("lab")
+            .unwrap_err()
+            .to_string()
+            .contains("link `fast`"));
+        let both = TrainsSpec {
+            link: Some("10g".into()),
+            shaper: Some("1g".into()),
+            ..TrainsSpec::default()
+        };
+        assert!(both
+            .request("lab")
+            .unwrap_err()
+            .to_string()
+            .contains("not both"));
     }
 
     #[test]

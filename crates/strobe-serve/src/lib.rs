@@ -11,6 +11,7 @@ mod reply;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -22,6 +23,7 @@ use axum::Router;
 use serde_json::{json, Value};
 use strobe_control::capture::{Capture, CaptureFormat};
 use strobe_control::otg::scenario_from_otg;
+use strobe_control::trains::TrainsSpec;
 use strobe_control::{ControlError, PlanOptions, RunHandle, RunState};
 use strobe_model::Scenario;
 use tokio::sync::Mutex;
@@ -90,6 +92,7 @@ pub fn router(options: ServeOptions) -> Router {
         .route("/monitor/metrics", post(get_metrics))
         .route("/monitor/capture", post(get_capture))
         .route("/capabilities/version", get(get_version))
+        .route("/strobe/trains", post(run_trains))
         // The fallbacks read the body too: one left unread makes the connection close, and a
         // client's next request on it (keep-alive) fail.
         .fallback(|_: Bytes| async {
@@ -273,6 +276,56 @@ async fn set_config(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     session.scenario = Some(read.scenario);
     session.capture_ports = read.captures;
     Ok(ok_json(json!({ "warnings": warnings })))
+}
+
+/// strobe's own endpoint beside OTG's: one of the convoy-of-packet-trains experiments
+/// (`strobe_control::trains::TrainsSpec` as JSON: convoy, frame-size or train-length
+/// sweep), run to its end; the reply is its report, as `strobe trains --json` writes it.
+/// Config and control requests wait for it; metrics do not (there are none of it).
+async fn run_trains(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
+    let spec: TrainsSpec = serde_json::from_slice(&body).map_err(|e| {
+        validation(vec![format!(
+            "invalid trains request: {e} (fields: experiment = convoy | sizes | lengths, port, \
+             rx, udp, src_mac, dst_mac, size, sizes, lengths, trains, frames, gap, link, \
+             shaper, baseline)"
+        )])
+    })?;
+    let _control = server.control.lock().await;
+    if server
+        .state
+        .lock()
+        .await
+        .runs
+        .iter()
+        .any(|r| !r.is_finished())
+    {
+        return Err(error(
+            409,
+            "validation",
+            vec!["traffic is running: stop it (control/state) before an experiment".into()],
+        ));
+    }
+    let options = server.options.plan.clone();
+    let report = blocking(move || {
+        let request = spec.request(&options.lab_prefix)?;
+        let never = AtomicBool::new(false);
+        strobe_control::trains::run_experiment(&request, &never, |_, scenario, pacing| {
+            let options = PlanOptions {
+                pacing,
+                ..options.clone()
+            };
+            let plan = strobe_control::prepare(scenario, &options)?;
+            let stop = Arc::new(AtomicBool::new(false));
+            let report =
+                strobe_control::run::run_blocking(&plan, stop, 1_000_000_000, &mut |_| {})?;
+            Ok::<_, ControlError>((plan.scenario, report))
+        })
+    })
+    .await?
+    .map_err(control_error)?;
+    let value = serde_json::to_value(&report)
+        .map_err(|e| internal(vec![format!("cannot encode the report: {e}")]))?;
+    Ok(ok_json(value))
 }
 
 async fn get_config(State(server): State<Arc<Server>>) -> Response {
