@@ -193,12 +193,25 @@ fn latency_svg(step: &StepFigures) -> String {
             PALETTE[1],
         ));
     }
+    // Every frame's mean is often far above the heads': a log axis then shows both.
+    let (lo, hi) = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .filter(|v| *v > 0.0)
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    let log = hi > 20.0 * lo;
     xy_svg(
         &format!("{}: head latency", step.label),
         "train",
-        "latency (µs)",
+        if log {
+            "latency (µs, log)"
+        } else {
+            "latency (µs)"
+        },
         &series,
-        false,
+        log,
     )
 }
 
