@@ -327,11 +327,17 @@ fn print_step(s: &StepResult, bottleneck: Option<&Bottleneck>) {
                 )
             })
         };
+        let median = c.second_half_l2_bps.map(|m| Summary {
+            mean: m.median,
+            ..m
+        });
         println!(
-            "  expected, {counted}: {}; measured whole trains {}, second halves {}",
+            "  expected, {counted}: {}; measured whole trains {}, second halves {} (median of \
+             the trains {})",
             bps_text(expected),
             ratio(&c.l2_bps),
-            ratio(&c.second_half_l2_bps)
+            ratio(&c.second_half_l2_bps),
+            ratio(&median)
         );
     }
     let needed = |points: &[strobe_analyze::trains::ConvergencePoint], mean: Option<f64>| {
