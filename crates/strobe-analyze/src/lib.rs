@@ -16,6 +16,7 @@ pub mod latency;
 pub mod physics;
 pub mod plot;
 mod report;
+pub mod search;
 pub mod trains;
 pub mod trains_plot;
 

@@ -1,0 +1,318 @@
+//! The throughput search of RFC 2544 (§26.1): the highest offered rate a device forwards
+//! with a loss ratio at or below a tolerance — 0 for the no-drop rate (NDR), e.g. 0.005 for a
+//! partial-drop rate (PDR) — to a stated resolution, for several tolerances at once.
+//!
+//! Pure and driven from outside: [`ThroughputSearch::next_rate`] proposes the next trial's
+//! rate, [`ThroughputSearch::record`] takes what the trial measured. The first trial runs at
+//! the maximum rate. A failed trial's loss ratio says what the device forwarded
+//! (rate × (1 − loss)); the next trial is aimed just below that for the tolerance, as
+//! TRex's optimised search and FD.io's MLRsearch do, instead of halving the interval; when
+//! it passes, one trial a resolution above closes the interval. Every trial narrows the
+//! interval of every tolerance it decides. A guess that would not shrink an interval by at
+//! least a quarter falls back to bisection, so the search always ends.
+
+use serde::{Deserialize, Serialize};
+
+/// What to search for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchSpec {
+    /// The highest rate (the first trial's), and the lowest the search goes down to, in any
+    /// unit as long as it is one unit throughout (frames per second, say).
+    pub max_rate: f64,
+    pub min_rate: f64,
+    /// The search ends for a tolerance when its passing and failing rates are this close.
+    pub resolution: f64,
+    /// Loss ratios (0 to 1) to find the rate for, e.g. [0.0, 0.005].
+    pub tolerances: Vec<f64>,
+}
+
+/// One trial: the rate offered and the share of frames lost (0 to 1).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Trial {
+    pub rate: f64,
+    pub loss_ratio: f64,
+}
+
+/// Where the search stands for one tolerance.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bracket {
+    pub tolerance: f64,
+    /// The highest rate that passed (loss at or below the tolerance) so far.
+    pub passed: Option<f64>,
+    /// The lowest rate that failed so far.
+    pub failed: Option<f64>,
+    /// What the device forwarded in the failed trial closest to the interval, used to aim
+    /// the next one.
+    aim: Option<f64>,
+}
+
+impl Bracket {
+    fn is_done(&self, spec: &SearchSpec) -> bool {
+        match (self.passed, self.failed) {
+            // The maximum passed: nothing above it is asked.
+            (Some(p), _) if p >= spec.max_rate => true,
+            (Some(p), Some(f)) => f - p <= spec.resolution,
+            // Failing down at the lowest rate: the rate is below what was asked to search.
+            (None, Some(f)) => f <= spec.min_rate,
+            _ => false,
+        }
+    }
+
+    /// The rate this tolerance would try next.
+    fn next(&self, spec: &SearchSpec) -> f64 {
+        let lo = self.passed.unwrap_or(spec.min_rate);
+        let hi = self.failed.unwrap_or(spec.max_rate);
+        if self.failed.is_none() {
+            return spec.max_rate;
+        }
+        if self.passed.is_none() && hi - lo <= spec.resolution {
+            return lo;
+        }
+        let bisect = (lo + hi) / 2.0;
+        // Aim just below what the device forwarded at the failed rate (less the tolerated
+        // loss), by a resolution, so that the aimed trial passes and closes the interval.
+        let guess = self
+            .aim
+            .map(|forwarded| forwarded * (1.0 - self.tolerance) - spec.resolution / 2.0);
+        match guess {
+            // The aimed trial passed: one trial a resolution above it closes the interval
+            // if the aim was right (and when that passes too, the aim is stale: bisect).
+            Some(g) if g <= lo && g > lo - spec.resolution && lo + spec.resolution < hi => {
+                lo + spec.resolution
+            }
+            Some(g) if g > lo && g < hi => {
+                // A guess that barely moves a bound shrinks the interval too little.
+                let shrink = (g - lo).min(hi - g) / (hi - lo);
+                if shrink >= 0.25 || hi - g <= spec.resolution {
+                    g
+                } else {
+                    bisect
+                }
+            }
+            _ => bisect,
+        }
+        .clamp(spec.min_rate, spec.max_rate)
+    }
+}
+
+/// A throughput search in progress.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThroughputSearch {
+    pub spec: SearchSpec,
+    pub brackets: Vec<Bracket>,
+    pub trials: Vec<Trial>,
+}
+
+impl ThroughputSearch {
+    /// A search, or why `spec` cannot be searched.
+    pub fn new(spec: SearchSpec) -> Result<ThroughputSearch, String> {
+        let finite = |v: f64| v.is_finite();
+        if !(finite(spec.max_rate) && finite(spec.min_rate) && finite(spec.resolution))
+            || spec.min_rate < 0.0
+            || spec.max_rate <= spec.min_rate
+        {
+            return Err(format!(
+                "the search needs 0 <= lowest rate < highest rate, got {} to {}",
+                spec.min_rate, spec.max_rate
+            ));
+        }
+        if spec.resolution <= 0.0 {
+            return Err("the search's resolution must be above 0".into());
+        }
+        if spec.tolerances.is_empty() || spec.tolerances.iter().any(|t| !(0.0..1.0).contains(t)) {
+            return Err("give loss tolerances from 0 (no drop) to below 100 %".into());
+        }
+        let brackets = spec
+            .tolerances
+            .iter()
+            .map(|&tolerance| Bracket {
+                tolerance,
+                passed: None,
+                failed: None,
+                aim: None,
+            })
+            .collect();
+        Ok(ThroughputSearch {
+            spec,
+            brackets,
+            trials: Vec::new(),
+        })
+    }
+
+    /// The next trial's rate, or None when every tolerance is decided to the resolution.
+    /// The undecided tolerance with the widest interval goes first.
+    pub fn next_rate(&self) -> Option<f64> {
+        self.brackets
+            .iter()
+            .filter(|b| !b.is_done(&self.spec))
+            .map(|b| {
+                let width = b.failed.unwrap_or(f64::INFINITY) - b.passed.unwrap_or(0.0);
+                (width, b.next(&self.spec))
+            })
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, rate)| rate)
+    }
+
+    /// Takes a trial's result: it passes or fails each tolerance.
+    pub fn record(&mut self, trial: Trial) {
+        let loss = trial.loss_ratio.clamp(0.0, 1.0);
+        for b in &mut self.brackets {
+            if loss <= b.tolerance {
+                if b.passed.is_none_or(|p| trial.rate > p) {
+                    b.passed = Some(trial.rate);
+                }
+            } else if b.failed.is_none_or(|f| trial.rate < f) {
+                b.failed = Some(trial.rate);
+                b.aim = Some(trial.rate * (1.0 - loss));
+            }
+        }
+        self.trials.push(trial);
+    }
+
+    /// Each tolerance's result: the highest rate that passed (None: none did).
+    pub fn results(&self) -> Vec<(f64, Option<f64>)> {
+        self.brackets
+            .iter()
+            .map(|b| (b.tolerance, b.passed))
+            .collect()
+    }
+}
+
+/// A plain binary search to the same resolution, for comparison: halves the interval
+/// every trial, for one tolerance.
+pub fn binary_search_trials(
+    spec: &SearchSpec,
+    tolerance: f64,
+    loss_at: impl Fn(f64) -> f64,
+) -> usize {
+    let (mut lo, mut hi) = (spec.min_rate, spec.max_rate);
+    let mut trials = 1;
+    if loss_at(hi) <= tolerance {
+        return trials;
+    }
+    while hi - lo > spec.resolution {
+        let mid = (lo + hi) / 2.0;
+        trials += 1;
+        if loss_at(mid) <= tolerance {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    trials
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device that forwards up to `capacity` and drops the excess.
+    fn shaper(capacity: f64) -> impl Fn(f64) -> f64 {
+        move |rate: f64| {
+            if rate <= capacity {
+                0.0
+            } else {
+                1.0 - capacity / rate
+            }
+        }
+    }
+
+    fn run(spec: SearchSpec, device: impl Fn(f64) -> f64) -> ThroughputSearch {
+        let mut s = ThroughputSearch::new(spec).unwrap();
+        while let Some(rate) = s.next_rate() {
+            assert!(s.trials.len() < 100, "the search does not end");
+            s.record(Trial {
+                rate,
+                loss_ratio: device(rate),
+            });
+        }
+        s
+    }
+
+    fn spec(tolerances: Vec<f64>) -> SearchSpec {
+        SearchSpec {
+            max_rate: 1_488_095.0,
+            min_rate: 1_000.0,
+            resolution: 1_000.0,
+            tolerances,
+        }
+    }
+
+    #[test]
+    fn a_shaper_is_found_to_the_resolution_in_far_fewer_trials_than_halving() {
+        for capacity in [97_656.0, 412_000.0, 1_234_567.0] {
+            let s = run(spec(vec![0.0]), shaper(capacity));
+            let found = s.results()[0].1.unwrap();
+            assert!(
+                found <= capacity && capacity - found <= 1_000.0,
+                "{capacity}: {found}"
+            );
+            let plain = binary_search_trials(&s.spec, 0.0, shaper(capacity));
+            eprintln!(
+                "{capacity}: {} trials, binary search {plain}",
+                s.trials.len()
+            );
+            assert!(
+                s.trials.len() * 10 <= plain * 6,
+                "{capacity}: {} trials, binary search {plain}",
+                s.trials.len()
+            );
+        }
+    }
+
+    #[test]
+    fn ndr_and_pdr_come_from_one_search() {
+        // Loss grows gently above 500 kpps: 1 % per 100 kpps.
+        let gentle = |rate: f64| ((rate - 500_000.0) / 1e7).max(0.0);
+        let s = run(spec(vec![0.0, 0.005]), gentle);
+        let results = s.results();
+        let ndr = results[0].1.unwrap();
+        let pdr = results[1].1.unwrap();
+        assert!((499_000.0..=500_000.0).contains(&ndr), "NDR {ndr}");
+        assert!((549_000.0..=550_000.0).contains(&pdr), "PDR {pdr}");
+        assert!(s.trials.len() <= 2 * 21, "{} trials", s.trials.len());
+    }
+
+    #[test]
+    fn a_device_that_forwards_everything_takes_one_trial_and_one_that_forwards_nothing_ends() {
+        let s = run(spec(vec![0.0]), |_| 0.0);
+        assert_eq!((s.trials.len(), s.results()[0].1), (1, Some(1_488_095.0)));
+        let s = run(spec(vec![0.0]), |_| 1.0);
+        assert_eq!(s.results()[0].1, None);
+        assert!(s.trials.len() <= 22, "{}", s.trials.len());
+    }
+
+    #[test]
+    fn noisy_losses_still_end_within_the_resolution() {
+        // A device whose loss jitters: some rates below capacity lose a frame or two.
+        let jitter = |rate: f64| {
+            let base = shaper(700_000.0)(rate);
+            if (rate as u64 / 1_000) % 7 == 3 {
+                base + 1e-6
+            } else {
+                base
+            }
+        };
+        let s = run(spec(vec![0.0]), jitter);
+        let b = s.brackets[0];
+        assert!(b.failed.unwrap() - b.passed.unwrap() <= 1_000.0, "{b:?}");
+    }
+
+    #[test]
+    fn bad_specs_are_refused_with_the_reason() {
+        let mut bad = spec(vec![0.0]);
+        bad.min_rate = 2e6;
+        assert!(ThroughputSearch::new(bad)
+            .unwrap_err()
+            .contains("lowest rate"));
+        let mut bad = spec(vec![1.0]);
+        assert!(ThroughputSearch::new(bad.clone())
+            .unwrap_err()
+            .contains("tolerances"));
+        bad.tolerances = vec![0.0];
+        bad.resolution = 0.0;
+        assert!(ThroughputSearch::new(bad)
+            .unwrap_err()
+            .contains("resolution"));
+    }
+}
