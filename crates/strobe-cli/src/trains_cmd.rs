@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 
 use clap::{Args, Subcommand};
 use strobe_analyze::trains::{Bottleneck, Counted, Summary};
-use strobe_control::text::duration_text;
+use strobe_control::text::{bps_text, duration_text};
 use strobe_control::trains::{
-    bps_text, run_experiment, Experiment, ExperimentKind, StepResult, TrainsReport, TrainsSpec,
+    run_experiment, Experiment, ExperimentKind, StepResult, TrainsReport, TrainsSpec,
 };
 use strobe_control::PlanOptions;
 

@@ -247,6 +247,29 @@ pub struct CalibrationUsed {
     pub offset_ns: f64,
 }
 
+/// The columns of one train in CSV, after whatever says which convoy it belongs to.
+pub const TRAIN_CSV_HEADER: &str = "train,frames_sent,frames_rx,lost,duplicates,reordered,head_latency_ns,dispersion_ns,l2_bps,l1_bps,second_half_l2_bps,second_half_l1_bps";
+
+/// One train as CSV cells ([`TRAIN_CSV_HEADER`]'s columns), empty where there is no value.
+pub fn train_csv_row(t: &strobe_analyze::trains::TrainResult) -> String {
+    let cell = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_default();
+    format!(
+        "{},{},{},{},{},{},{},{},{},{},{},{}",
+        t.train,
+        t.frames_sent,
+        t.frames_rx,
+        t.lost,
+        t.duplicates,
+        t.reordered,
+        cell(t.head_latency_ns),
+        t.dispersion_ns.map(|d| d.to_string()).unwrap_or_default(),
+        cell(t.l2_bps),
+        cell(t.l1_bps),
+        cell(t.second_half_l2_bps),
+        cell(t.second_half_l1_bps),
+    )
+}
+
 impl Results {
     /// The results of `report`, a run of `scenario`; latency corrected by `correction` when
     /// one is in use.
@@ -344,29 +367,10 @@ impl Results {
 
     /// Every convoy's trains as CSV, one row per train.
     pub fn trains_csv(&self) -> String {
-        let mut out = String::from(
-            "flow,train,frames_sent,frames_rx,lost,duplicates,reordered,head_latency_ns,dispersion_ns,l2_bps,l1_bps,second_half_l2_bps,second_half_l1_bps\n",
-        );
-        let cell = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_default();
+        let mut out = format!("flow,{TRAIN_CSV_HEADER}\n");
         for f in &self.flows {
             for t in f.convoy.iter().flat_map(|c| &c.trains) {
-                let _ = writeln!(
-                    out,
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                    csv_field(&f.name),
-                    t.train,
-                    t.frames_sent,
-                    t.frames_rx,
-                    t.lost,
-                    t.duplicates,
-                    t.reordered,
-                    cell(t.head_latency_ns),
-                    t.dispersion_ns.map(|d| d.to_string()).unwrap_or_default(),
-                    cell(t.l2_bps),
-                    cell(t.l1_bps),
-                    cell(t.second_half_l2_bps),
-                    cell(t.second_half_l1_bps),
-                );
+                let _ = writeln!(out, "{},{}", csv_field(&f.name), train_csv_row(t));
             }
         }
         out

@@ -30,6 +30,17 @@ pub fn pps_text(pps: f64) -> String {
     }
 }
 
+/// A bit rate with a unit that keeps it readable: `50.000 Mbit/s`, `9.844 Gbit/s`.
+pub fn bps_text(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.3} Gbit/s", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.3} Mbit/s", bps / 1e6)
+    } else {
+        format!("{:.3} kbit/s", bps / 1e3)
+    }
+}
+
 /// The clock that paced and stamped a run, in words.
 pub fn clock_name(c: ClockSource) -> &'static str {
     match c {

@@ -18,8 +18,9 @@ use strobe_engine::RunReport;
 use strobe_model::Scenario;
 
 use crate::plan::Pacing;
+use crate::results::{train_csv_row, TRAIN_CSV_HEADER};
 use crate::source::OneFlow;
-use crate::text::duration_text;
+use crate::text::{bps_text, duration_text};
 use crate::{ControlError, Results};
 
 /// Gap between trains when nothing says how long a train takes to pass: 1 ms, as long as a
@@ -145,20 +146,11 @@ impl TrainsSpec {
                     .ok_or_else(|| bad("gap", g, "give a positive duration, e.g. 1ms".into()))
             })
             .transpose()?;
-        let or_default = |given: &[u64], default: &[u64]| {
-            if given.is_empty() {
-                default.to_vec()
-            } else {
-                given.to_vec()
-            }
-        };
         let experiment = match self.experiment {
             ExperimentKind::Convoy => Experiment::Convoy,
-            ExperimentKind::Sizes => Experiment::FrameSizes(if self.sizes.is_empty() {
-                DEFAULT_SIZES.to_vec()
-            } else {
-                self.sizes.clone()
-            }),
+            ExperimentKind::Sizes => {
+                Experiment::FrameSizes(or_default(&self.sizes, &DEFAULT_SIZES))
+            }
             ExperimentKind::Lengths => {
                 Experiment::TrainLengths(or_default(&self.lengths, &DEFAULT_LENGTHS))
             }
@@ -185,6 +177,11 @@ impl TrainsSpec {
             baseline: self.baseline,
         })
     }
+}
+
+/// The values given, or the defaults when none are.
+fn or_default<T: Copy>(given: &[T], default: &[T]) -> Vec<T> {
+    if given.is_empty() { default } else { given }.to_vec()
 }
 
 /// An experiment as asked.
@@ -386,17 +383,6 @@ fn lab_bottleneck(prefix: &str, port: &str) -> Result<Option<Bottleneck>, Contro
     })
 }
 
-/// `50.000 Mbit/s`, `9.844 Gbit/s`.
-pub fn bps_text(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{:.3} Gbit/s", bps / 1e9)
-    } else if bps >= 1e6 {
-        format!("{:.3} Mbit/s", bps / 1e6)
-    } else {
-        format!("{:.3} kbit/s", bps / 1e3)
-    }
-}
-
 /// Runs `request`'s steps one after the other through `runner` (which prepares and runs a
 /// scenario as the front end does, with the step's label for its status), until all ran or
 /// `stop` is set.
@@ -469,30 +455,16 @@ impl TrainsReport {
     /// Every step's trains as CSV, one row per train, the step's shape in front.
     pub fn trains_csv(&self) -> String {
         use std::fmt::Write as _;
-        let mut out = String::from(
-            "frame_bytes,frames_per_train,gap_ns,train,frames_sent,frames_rx,lost,duplicates,reordered,head_latency_ns,dispersion_ns,l2_bps,l1_bps,second_half_l2_bps,second_half_l1_bps\n",
-        );
-        let cell = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_default();
+        let mut out = format!("frame_bytes,frames_per_train,gap_ns,{TRAIN_CSV_HEADER}\n");
         for s in &self.steps {
             for t in s.convoy.iter().flat_map(|c| &c.trains) {
                 let _ = writeln!(
                     out,
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    "{},{},{},{}",
                     s.step.frame_bytes,
                     s.step.frames_per_train,
                     s.step.gap_ns,
-                    t.train,
-                    t.frames_sent,
-                    t.frames_rx,
-                    t.lost,
-                    t.duplicates,
-                    t.reordered,
-                    cell(t.head_latency_ns),
-                    t.dispersion_ns.map(|d| d.to_string()).unwrap_or_default(),
-                    cell(t.l2_bps),
-                    cell(t.l1_bps),
-                    cell(t.second_half_l2_bps),
-                    cell(t.second_half_l1_bps),
+                    train_csv_row(t)
                 );
             }
         }
