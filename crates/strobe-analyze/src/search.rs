@@ -20,8 +20,12 @@ pub struct SearchSpec {
     /// unit as long as it is one unit throughout (frames per second, say).
     pub max_rate: f64,
     pub min_rate: f64,
-    /// The search ends for a tolerance when its passing and failing rates are this close.
+    /// The search ends for a tolerance when its passing and failing rates are this close…
     pub resolution: f64,
+    /// …or this close relative to the failing rate (0.005: within 0.5 %, MLRsearch's
+    /// default width goal), whichever is wider. 0: the absolute resolution alone.
+    #[serde(default)]
+    pub relative_resolution: f64,
     /// Loss ratios (0 to 1) to find the rate for, e.g. [0.0, 0.005].
     pub tolerances: Vec<f64>,
 }
@@ -44,6 +48,19 @@ pub struct Bracket {
     /// What the device forwarded in the failed trial closest to the interval, used to aim
     /// the next one.
     aim: Option<f64>,
+    /// The aim comes from the latest trial of this tolerance, and has not been tried.
+    #[serde(default)]
+    aim_fresh: bool,
+    /// Failures in a row since the last pass: an aim that keeps missing is not trusted.
+    #[serde(default)]
+    failures_in_a_row: u32,
+}
+
+impl SearchSpec {
+    /// How close the rates around `failed` must be for the search to end there.
+    pub fn width_goal(&self, failed: f64) -> f64 {
+        self.resolution.max(self.relative_resolution * failed)
+    }
 }
 
 impl Bracket {
@@ -51,7 +68,7 @@ impl Bracket {
         match (self.passed, self.failed) {
             // The maximum passed: nothing above it is asked.
             (Some(p), _) if p >= spec.max_rate => true,
-            (Some(p), Some(f)) => f - p <= spec.resolution,
+            (Some(p), Some(f)) => f - p <= spec.width_goal(f),
             // Failing down at the lowest rate: the rate is below what was asked to search.
             (None, Some(f)) => f <= spec.min_rate,
             _ => false,
@@ -65,29 +82,32 @@ impl Bracket {
         if self.failed.is_none() {
             return spec.max_rate;
         }
-        if self.passed.is_none() && hi - lo <= spec.resolution {
+        if self.passed.is_none() && hi - lo <= spec.width_goal(hi) {
             return lo;
         }
+        // Steps of the goal at the low end: a failure a step above a pass closes the
+        // interval whatever the failing rate.
+        let resolution = spec.width_goal(lo);
         let bisect = (lo + hi) / 2.0;
-        // Aim just below what the device forwarded at the failed rate (less the tolerated
-        // loss), by a resolution, so that the aimed trial passes and closes the interval.
+        // Aim just below the rate at which what the device forwarded at the failed rate
+        // makes the tolerated loss (forwarded / (1 − tolerance)), by half a resolution, so
+        // that the aimed trial passes and one a resolution above closes the interval.
         let guess = self
             .aim
-            .map(|forwarded| forwarded * (1.0 - self.tolerance) - spec.resolution / 2.0);
+            .map(|forwarded| forwarded / (1.0 - self.tolerance) - resolution / 2.0);
         match guess {
+            // A fresh aim inside the interval: try it (unless aims keep missing — noise, or
+            // a device whose loss does not follow the offered rate).
+            Some(g) if self.aim_fresh && self.failures_in_a_row <= 3 && g > lo && g < hi => g,
             // The aimed trial passed: one trial a resolution above it closes the interval
             // if the aim was right (and when that passes too, the aim is stale: bisect).
-            Some(g) if g <= lo && g > lo - spec.resolution && lo + spec.resolution < hi => {
-                lo + spec.resolution
-            }
-            Some(g) if g > lo && g < hi => {
-                // A guess that barely moves a bound shrinks the interval too little.
-                let shrink = (g - lo).min(hi - g) / (hi - lo);
-                if shrink >= 0.25 || hi - g <= spec.resolution {
-                    g
-                } else {
-                    bisect
-                }
+            Some(g) if g <= lo && g > lo - resolution && lo + resolution < hi => lo + resolution,
+            // Nothing passed yet and aims missed: step down from the lowest failure by a
+            // width that doubles with each failure (MLRsearch's external search), rather
+            // than halving all the way from the lowest rate.
+            _ if self.passed.is_none() => {
+                let width = spec.width_goal(hi) * 2f64.powi(self.failures_in_a_row.min(60) as i32);
+                (hi - width).max(bisect.min(lo + (hi - lo) / 4.0)).max(lo)
             }
             _ => bisect,
         }
@@ -116,7 +136,10 @@ impl ThroughputSearch {
                 spec.min_rate, spec.max_rate
             ));
         }
-        if spec.resolution <= 0.0 {
+        if !(spec.relative_resolution.is_finite() && spec.relative_resolution >= 0.0)
+            || spec.resolution < 0.0
+            || spec.width_goal(spec.min_rate.max(f64::MIN_POSITIVE)) <= 0.0
+        {
             return Err("the search's resolution must be above 0".into());
         }
         if spec.tolerances.is_empty() || spec.tolerances.iter().any(|t| !(0.0..1.0).contains(t)) {
@@ -130,6 +153,8 @@ impl ThroughputSearch {
                 passed: None,
                 failed: None,
                 aim: None,
+                aim_fresh: false,
+                failures_in_a_row: 0,
             })
             .collect();
         Ok(ThroughputSearch {
@@ -156,14 +181,19 @@ impl ThroughputSearch {
     /// Takes a trial's result: it passes or fails each tolerance.
     pub fn record(&mut self, trial: Trial) {
         let loss = trial.loss_ratio.clamp(0.0, 1.0);
+        // A trial outside a tolerance's interval tells it nothing new and leaves it as it is.
         for b in &mut self.brackets {
             if loss <= b.tolerance {
                 if b.passed.is_none_or(|p| trial.rate > p) {
                     b.passed = Some(trial.rate);
+                    b.aim_fresh = false;
+                    b.failures_in_a_row = 0;
                 }
             } else if b.failed.is_none_or(|f| trial.rate < f) {
                 b.failed = Some(trial.rate);
                 b.aim = Some(trial.rate * (1.0 - loss));
+                b.aim_fresh = true;
+                b.failures_in_a_row += 1;
             }
         }
         self.trials.push(trial);
@@ -190,7 +220,7 @@ pub fn binary_search_trials(
     if loss_at(hi) <= tolerance {
         return trials;
     }
-    while hi - lo > spec.resolution {
+    while hi - lo > spec.width_goal(hi) {
         let mid = (lo + hi) / 2.0;
         trials += 1;
         if loss_at(mid) <= tolerance {
@@ -234,6 +264,7 @@ mod tests {
             max_rate: 1_488_095.0,
             min_rate: 1_000.0,
             resolution: 1_000.0,
+            relative_resolution: 0.0,
             tolerances,
         }
     }

@@ -13,6 +13,7 @@ mod outputs;
 mod ports_cmd;
 mod reflect_cmd;
 mod results;
+mod rfc2544_cmd;
 mod serve_cmd;
 mod signals;
 mod trains_cmd;
@@ -59,6 +60,9 @@ enum Command {
     /// Convoys of packet trains: head latency, bandwidth and loss in one measurement, and
     /// sweeps over frame size and train length (IDI, convergence, expected vs measured).
     Trains(trains_cmd::TrainsArgs),
+    /// RFC 2544 benchmarks per frame size: throughput (NDR and PDR in one search), latency
+    /// of every frame at and below it, and the frame loss rate curve.
+    Rfc2544(rfc2544_cmd::Rfc2544Args),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +91,7 @@ fn main() -> ExitCode {
             | Command::Calibrate(_)
             | Command::Serve(_)
             | Command::Trains(_)
+            | Command::Rfc2544(_)
     );
     let installed = if long_running {
         signals::install().map(|_| ())
@@ -105,6 +110,7 @@ fn main() -> ExitCode {
         Command::Calibrate(args) => calibrate_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
         Command::Trains(args) => trains_cmd::run(args),
+        Command::Rfc2544(args) => rfc2544_cmd::run(args),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -22,6 +22,7 @@ pub mod pcap_space;
 pub mod plan;
 pub mod ports;
 pub mod results;
+pub mod rfc2544;
 pub mod run;
 pub mod source;
 pub mod text;

@@ -1,0 +1,377 @@
+//! `strobe rfc2544`: RFC 2544's throughput, latency and frame loss benchmarks per frame size;
+//! the benchmarks themselves are `strobe_control::rfc2544`.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use clap::{Args, ValueEnum};
+use strobe_control::rfc2544::{
+    run_benchmarks, Benchmark, LatencyResult, LossCurve, MaxSource, Rfc2544Report, Rfc2544Spec,
+    ThroughputResult, TrialResult, TrialRun, TrialRunner,
+};
+use strobe_control::text::{bps_text, duration_text, pps_text};
+use strobe_control::PlanOptions;
+use strobe_model::Scenario;
+
+use crate::failure::Failure;
+use crate::gen_cmd::{run_on_terminal, StatusView};
+use crate::lab_cmd::TX_PORT_HELP;
+use crate::outputs::{self, write_file, WriteFailures};
+use crate::signals;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Which {
+    /// The highest rate without loss (NDR) and with at most --pdr loss, per frame size.
+    Throughput,
+    /// Every frame's latency at the throughput and at shares of it (searches the
+    /// throughput first).
+    Latency,
+    /// The frame loss rate from the highest rate down in steps.
+    Loss,
+    /// All of them.
+    All,
+}
+
+#[derive(Args)]
+pub struct Rfc2544Args {
+    /// The benchmark to run.
+    #[arg(value_enum)]
+    which: Which,
+    #[arg(long, help = TX_PORT_HELP, value_name = "PORT", default_value = "lab:tx")]
+    port: String,
+    /// Where the frames arrive and are counted.
+    #[arg(long, value_name = "PORT", default_value = "lab:rx")]
+    rx: String,
+    /// UDP flow SRC:PORT-DST:PORT (default: the lab's generator to its sink).
+    #[arg(long, default_value = "198.18.0.1:1000-198.18.1.1:2000")]
+    udp: String,
+    /// Source MAC (on a lab port: the lab endpoint's own).
+    #[arg(long, value_name = "MAC")]
+    src_mac: Option<String>,
+    /// Destination MAC (on a lab port: its next hop's).
+    #[arg(long, value_name = "MAC")]
+    dst_mac: Option<String>,
+    /// Prefix of the lab that `lab:tx` / `lab:rx` ports refer to.
+    #[arg(long, default_value = "strobe", value_name = "PREFIX")]
+    lab: String,
+    /// Frame sizes, FCS included, or imix (default 64,128,256,512,1024,1280,1518).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    sizes: Vec<String>,
+    /// The link's line rate (layer 1): 100 % of each size's rate.
+    #[arg(long, default_value = "10g", value_name = "RATE")]
+    link: String,
+    /// The highest rate to try, when below the line rate (e.g. 500kpps, 2g). Default: the
+    /// line rate, or what the generator offers on the port when that is less.
+    #[arg(long, value_name = "RATE")]
+    max_rate: Option<String>,
+    /// Traffic time of each trial (RFC 2544 asks for 60s for the throughput).
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = crate::values::positive_text)]
+    trial: String,
+    /// How long the receiver keeps counting after a trial's last frame.
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    wait: String,
+    /// Pause after each trial for the DUT to settle.
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    settle: String,
+    /// Learning frames sent from the receive port before each trial (0: none).
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    learning: u64,
+    /// The search ends when its passing and failing rates are this close, in percent.
+    #[arg(long, default_value_t = 0.5, value_name = "PCT")]
+    resolution: f64,
+    /// Also find the partial-drop rate with at most this loss, in percent, in the same
+    /// search; 0: the no-drop rate alone.
+    #[arg(long, default_value_t = 0.5, value_name = "PCT")]
+    pdr: f64,
+    /// At most this many trials per throughput search.
+    #[arg(long, default_value_t = 30, value_name = "N")]
+    max_trials: usize,
+    /// Latency loads in percent of the throughput (default 100,90,50,10).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    latency_loads: Vec<f64>,
+    /// Trials per latency load; their frames are merged into one distribution.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    latency_trials: u32,
+    /// The loss curve's step, in percent of the highest rate.
+    #[arg(long, default_value_t = 10.0, value_name = "PCT")]
+    loss_step: f64,
+    /// Write every trial and the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write every trial as CSV to FILE, one row per trial.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// No status line while a trial runs.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+impl Rfc2544Args {
+    fn spec(&self) -> Rfc2544Spec {
+        Rfc2544Spec {
+            tests: match self.which {
+                Which::Throughput => vec![Benchmark::Throughput],
+                Which::Latency => vec![Benchmark::Latency],
+                Which::Loss => vec![Benchmark::Loss],
+                Which::All => Benchmark::ALL.to_vec(),
+            },
+            port: self.port.clone(),
+            rx: self.rx.clone(),
+            udp: self.udp.clone(),
+            src_mac: self.src_mac.clone(),
+            dst_mac: self.dst_mac.clone(),
+            sizes: self.sizes.clone(),
+            link: self.link.clone(),
+            max_rate: self.max_rate.clone(),
+            trial: self.trial.clone(),
+            wait: self.wait.clone(),
+            settle: self.settle.clone(),
+            learning: self.learning,
+            resolution_pct: self.resolution,
+            pdr_pct: (self.pdr > 0.0).then_some(self.pdr),
+            max_trials: self.max_trials,
+            latency_loads_pct: self.latency_loads.clone(),
+            latency_trials: self.latency_trials,
+            loss_step_pct: self.loss_step,
+        }
+    }
+}
+
+/// Runs each trial as `strobe gen` runs a scenario, and prints each trial's outcome.
+struct Terminal {
+    options: PlanOptions,
+    view: StatusView,
+}
+
+impl TrialRunner for Terminal {
+    type Error = Failure;
+
+    fn run(&mut self, trial: TrialRun) -> Result<(Scenario, strobe_engine::RunReport), Failure> {
+        let learning = trial.learning;
+        if !learning {
+            println!("== {}", trial.label);
+        }
+        let options = PlanOptions {
+            pacing: trial.pacing,
+            drain_ns: trial.drain_ns,
+            ..self.options.clone()
+        };
+        let view = StatusView {
+            quiet: self.view.quiet || learning,
+            ..self.view
+        };
+        run_on_terminal(trial.scenario, &options, view, false)
+    }
+
+    fn finished(&mut self, t: &TrialResult) {
+        println!("   {}", trial_text(t));
+    }
+}
+
+fn trial_text(t: &TrialResult) -> String {
+    let latency = t.latency.map_or(String::new(), |l| {
+        format!(
+            "; latency p50 {:.3}, p99 {:.3}, max {:.3} µs",
+            l.p50_ns / 1e3,
+            l.p99_ns / 1e3,
+            l.max_ns / 1e3
+        )
+    });
+    let asked = match t.asked_pps {
+        Some(a) if !t.offered_as_asked() => format!(" of {} asked", pps_text(a)),
+        _ => String::new(),
+    };
+    format!(
+        "offered {}{asked}: {} of {} frames lost ({:.4} %){}{latency}{}",
+        pps_text(t.offered_pps),
+        t.frames_lost,
+        t.frames_tx,
+        t.loss_ratio * 100.0,
+        if t.reordered + t.duplicates > 0 {
+            format!(", {} reordered, {} duplicated", t.reordered, t.duplicates)
+        } else {
+            String::new()
+        },
+        if t.interrupted { " (interrupted)" } else { "" }
+    )
+}
+
+pub fn run(args: Rfc2544Args) -> Result<(), Failure> {
+    outputs::check_all(&[
+        ("--json", args.json.as_deref()),
+        ("--csv", args.csv.as_deref()),
+    ])?;
+    let request = args.spec().request(&args.lab)?;
+    let mut terminal = Terminal {
+        options: PlanOptions {
+            lab_prefix: args.lab.clone(),
+            ..PlanOptions::default()
+        },
+        view: StatusView {
+            verbose: false,
+            quiet: args.quiet,
+        },
+    };
+    let signals = signals::install()?;
+    let report = run_benchmarks(&request, &signals.stop, &mut terminal)?;
+    // Files first: after a SIGHUP the terminal may be gone, and printing fails.
+    let mut failures = WriteFailures::default();
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+        failures.note(write_file(path, text.as_bytes()));
+    }
+    if let Some(path) = &args.csv {
+        failures.note(write_file(path, report.trials_csv().as_bytes()));
+    }
+    print_report(&report);
+    if let Some(f) = &report.failure {
+        failures.note(Err(Failure::Runtime(f.clone())));
+    }
+    if signals.stop.load(Ordering::Relaxed) {
+        eprintln!(
+            "interrupted after {} trials: the results above are from the trials that ran",
+            report.trials
+        );
+    }
+    failures.outcome(signals.outcome())
+}
+
+fn print_report(r: &Rfc2544Report) {
+    println!(
+        "RFC 2544 on a {} link: {} trials in {}, each {} of traffic, {} wait, {} settle, {} \
+         learning frames",
+        bps_text(r.link_bps),
+        r.trials,
+        duration_text(r.elapsed_ns),
+        duration_text(r.trial_ns),
+        duration_text(r.wait_ns),
+        duration_text(r.settle_ns),
+        r.learning_frames
+    );
+    if !r.throughput.is_empty() {
+        print_throughput(r);
+    }
+    for l in &r.latency {
+        print_latency(l);
+    }
+    if !r.latency.is_empty() {
+        println!("  (latency: {})", r.latency_method);
+    }
+    for c in &r.loss {
+        print_loss(c);
+    }
+}
+
+fn max_text(max_pps: f64, source: MaxSource) -> String {
+    format!(
+        "{} ({})",
+        pps_text(max_pps),
+        match source {
+            MaxSource::LineRate => "line rate",
+            MaxSource::Given => "given",
+            MaxSource::Generator => "the generator's most on this port",
+        }
+    )
+}
+
+fn print_throughput(r: &Rfc2544Report) {
+    let pdr = r.tolerances.get(1);
+    println!(
+        "throughput (NDR: no frame lost{}; resolution {:.2} %):",
+        pdr.map_or(String::new(), |t| format!(
+            "; PDR: at most {:.3} % lost",
+            t * 100.0
+        )),
+        r.relative_resolution * 100.0
+    );
+    println!(
+        "  {:>6} {:>13} {:>15} {:>8} {:>13} {:>7} {:>10}  highest rate",
+        "size", "NDR", "NDR, layer 1", "% line", "PDR", "trials", "time"
+    );
+    for t in &r.throughput {
+        print_throughput_row(t);
+    }
+}
+
+fn print_throughput_row(t: &ThroughputResult) {
+    let outcome = |i: usize| t.outcomes.get(i);
+    let rate = |i: usize| {
+        outcome(i).map_or("-".to_string(), |o| match o.rate {
+            Some(f) => format!(
+                "{}{}",
+                if o.lowest_failed_pps.is_none() {
+                    "≥ "
+                } else {
+                    ""
+                },
+                pps_text(f.pps)
+            ),
+            None => "none".into(),
+        })
+    };
+    let ndr = outcome(0).and_then(|o| o.rate);
+    println!(
+        "  {:>6} {:>13} {:>15} {:>8} {:>13} {:>7} {:>10}  {}{}",
+        t.size.size,
+        rate(0),
+        ndr.map_or("-".into(), |f| bps_text(f.l1_bps)),
+        ndr.map_or("-".into(), |f| format!("{:.2}", f.line_pct)),
+        rate(1),
+        t.trials.len(),
+        duration_text(t.elapsed_ns),
+        max_text(t.max_pps, t.max_source),
+        if t.outcomes.iter().any(|o| !o.resolved) {
+            " — not resolved (stopped, or the trial limit)"
+        } else {
+            ""
+        }
+    );
+}
+
+fn print_latency(l: &LatencyResult) {
+    if let Some(note) = &l.note {
+        println!("latency {} B: {note}", l.size.size);
+        return;
+    }
+    println!(
+        "latency {} B (loads in % of the throughput, {}):",
+        l.size.size,
+        l.throughput_pps.map_or("-".into(), pps_text)
+    );
+    println!(
+        "  {:>6} {:>13} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "load %", "rate", "frames", "lost", "min µs", "p50 µs", "p99 µs", "p99.9 µs", "max µs"
+    );
+    for p in &l.points {
+        let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.3}", v / 1e3));
+        let s = p.latency;
+        println!(
+            "  {:>6.0} {:>13} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            p.load_pct,
+            pps_text(p.rate.pps),
+            p.frames_tx,
+            p.frames_lost,
+            f(s.map(|s| s.min_ns)),
+            f(s.map(|s| s.p50_ns)),
+            f(s.map(|s| s.p99_ns)),
+            f(s.map(|s| s.p99_9_ns)),
+            f(s.map(|s| s.max_ns)),
+        );
+    }
+}
+
+fn print_loss(c: &LossCurve) {
+    println!(
+        "frame loss rate {} B (loads in % of {}):",
+        c.size.size,
+        max_text(c.max_pps, c.max_source)
+    );
+    for p in &c.points {
+        println!(
+            "  {:>6.0} % {:>13}: {:.4} % lost",
+            p.load_pct,
+            pps_text(p.rate.pps),
+            p.loss_ratio * 100.0
+        );
+    }
+}

@@ -1,0 +1,175 @@
+//! RFC 2544 through the lab's token-bucket DUT (needs root: the tests build their own labs
+//! and remove them): the throughput found per frame size is the shaper's rate in frames per
+//! second, in a few trials; latency and loss curve run on it; Ctrl-C keeps what ran.
+
+mod common;
+use std::process::Stdio;
+use std::sync::Mutex;
+
+use common::lab::TestLab;
+use common::*;
+
+/// The tests here time a shaper: one at a time, so that none loads the cores of another.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Short trials: 1 s of traffic, 200 ms for late frames, 100 ms to settle.
+const SHORT: [&str; 6] = ["--trial", "1s", "--wait", "200ms", "--settle", "100ms"];
+
+fn rfc2544(lab: &TestLab, json: &str, args: &[&str]) -> serde_json::Value {
+    ok(strobe()
+        .args(["rfc2544"])
+        .args(args)
+        .args(["--lab", &lab.prefix, "--quiet", "--json", json])
+        .args(SHORT)
+        .output()
+        .unwrap());
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
+#[test]
+fn the_throughput_through_a_shaper_is_its_rate_in_frames_per_second() {
+    let _serial = one_at_a_time();
+    let lab = TestLab::up("rt", "tbf:50mbit");
+    let dir = Scratch::new("rfc2544-throughput");
+    let (json, csv) = (dir.path("r.json"), dir.path("r.csv"));
+    let r = rfc2544(
+        &lab,
+        &json,
+        &["throughput", "--sizes", "256,1518", "--csv", &csv],
+    );
+    let throughput = r["throughput"].as_array().unwrap();
+    assert_eq!(throughput.len(), 2, "{r}");
+    let mut rows = 0;
+    for t in throughput {
+        let size: f64 = t["size"]["size"].as_str().unwrap().parse().unwrap();
+        // tbf counts frames without their FCS.
+        let shaper_pps = 50e6 / ((size - 4.0) * 8.0);
+        let ndr = t["outcomes"][0]["rate"]["pps"].as_f64().unwrap();
+        // A 1 s trial may also fill the shaper's 10 ms queue and bucket without loss: up
+        // to about 1 % above its rate; the resolution is 0.5 % below.
+        assert!(
+            ndr > shaper_pps * 0.985 && ndr < shaper_pps * 1.03,
+            "{size} B: NDR {ndr} pps against the shaper's {shaper_pps}: {t}"
+        );
+        assert_eq!(t["outcomes"][0]["resolved"], true);
+        let pdr = t["outcomes"][1]["rate"]["pps"].as_f64().unwrap();
+        assert!(pdr >= ndr, "PDR {pdr} below NDR {ndr}");
+        // The first trial sent as fast as the port took, well above the shaper (a debug build
+    // sends slower).
+        assert_eq!(t["max_source"], "generator", "{t}");
+        assert!(t["max_pps"].as_f64().unwrap() > 3.0 * shaper_pps, "{t}");
+        let trials = t["trials"].as_array().unwrap();
+        assert!(trials[0]["asked_pps"].is_null());
+        // Halving from the maximum to 0.5 % takes ten or more trials; the aimed search a
+        // few (generous: a noisy VM sometimes needs a bisection or two).
+        assert!(trials.len() <= 12, "{} trials: {t}", trials.len());
+        rows += trials.len();
+    }
+    assert_eq!(r["trials"].as_u64(), Some(rows as u64));
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(csv.lines().count(), rows + 1, "{csv}");
+    assert!(csv.starts_with("benchmark,size,load_pct,asked_pps,offered_pps,"));
+}
+
+#[test]
+fn all_benchmarks_run_from_one_command_and_a_stop_keeps_what_ran() {
+    let _serial = one_at_a_time();
+    let lab = TestLab::up("ra", "tbf:50mbit");
+    let dir = Scratch::new("rfc2544-all");
+    let json = dir.path("all.json");
+    let r = rfc2544(
+        &lab,
+        &json,
+        &[
+            "all",
+            "--sizes",
+            "1518",
+            "--latency-loads",
+            "100,50",
+            "--loss-step",
+            "25",
+            "--max-rate",
+            "8kpps",
+        ],
+    );
+    assert_eq!(
+        r["tests"],
+        serde_json::json!(["throughput", "latency", "loss"])
+    );
+    let ndr = r["throughput"][0]["outcomes"][0]["rate"]["pps"]
+        .as_f64()
+        .unwrap();
+    // Latency: every frame of the trial at 100 % and at 50 % of the throughput.
+    let points = r["latency"][0]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{r}");
+    for (p, load) in points.iter().zip([1.0, 0.5]) {
+        assert!((p["rate"]["pps"].as_f64().unwrap() - ndr * load).abs() < 1e-6);
+        let frames = p["frames_tx"].as_u64().unwrap();
+        assert_eq!(
+            p["latency"]["count"].as_u64(),
+            Some(frames - p["frames_lost"].as_u64().unwrap())
+        );
+    }
+    // Half the shaper's rate meets an empty queue: far below the full load's latency.
+    let p50 = |p: &serde_json::Value| p["latency"]["p50_ns"].as_f64().unwrap();
+    assert!(p50(&points[1]) < p50(&points[0]), "{points:?}");
+    assert!(r["latency_method"]
+        .as_str()
+        .unwrap()
+        .contains("every received frame"));
+    // The highest rate was given: 8 kpps, about twice the shaper's 4.13 kpps.
+    assert_eq!(r["throughput"][0]["max_source"], "given");
+    // Loss: from 8 kpps down in 25 % steps until two steps lose nothing: 100 % loses about
+    // half, 75 % a quarter, 50 % (4 kpps, below the shaper) and 25 % nothing.
+    let curve = r["loss"][0]["points"].as_array().unwrap();
+    let loads: Vec<f64> = curve
+        .iter()
+        .map(|p| p["load_pct"].as_f64().unwrap())
+        .collect();
+    assert_eq!(loads, [100.0, 75.0, 50.0, 25.0], "{curve:?}");
+    let loss = |i: usize| curve[i]["loss_ratio"].as_f64().unwrap();
+    assert!(
+        (0.4..0.55).contains(&loss(0)) && (0.2..0.35).contains(&loss(1)),
+        "{curve:?}"
+    );
+    assert_eq!((loss(2), loss(3)), (0.0, 0.0));
+    // Its first point is the throughput search's first trial, not run again.
+    assert_eq!(curve[0]["trial"], r["throughput"][0]["trials"][0]);
+
+    // Ctrl-C in the middle: exit 130, and the JSON holds the trials that ran.
+    let stopped = dir.path("stopped.json");
+    let child = strobe()
+        .args([
+            "rfc2544",
+            "all",
+            "--sizes",
+            "256,512,1518",
+            "--lab",
+            &lab.prefix,
+            "-q",
+        ])
+        .args(["--json", &stopped])
+        .args(SHORT)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    // SAFETY: kill(2) on the PID of the child this test started.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(rc, 0);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stopped).unwrap()).unwrap();
+    assert_eq!(r["interrupted"], true);
+    assert!(r["trials"].as_u64().unwrap() >= 1, "{r}");
+    let ran = r["throughput"][0]["trials"].as_array().unwrap();
+    assert!(ran.iter().filter(|t| t["interrupted"] == false).count() >= 1);
+}

@@ -1,0 +1,318 @@
+//! The benchmarks against a model: a generator that offers at most so much, in front of a
+//! DUT that forwards at most so much and drops the rest.
+
+use super::*;
+
+/// A model generator and DUT.
+struct Model {
+    /// The most the generator offers unpaced, and paced.
+    unpaced_pps: f64,
+    paced_pps: f64,
+    /// The DUT forwards up to this many frames per second.
+    capacity_pps: f64,
+    trial_s: f64,
+    /// Each frame's latency (µs) grows with the load, so loads are told apart.
+    asked: Vec<(Benchmark, Option<f64>)>,
+    /// Stop after this many trials.
+    stop_after: Option<usize>,
+    stopped: bool,
+}
+
+impl Model {
+    fn new(unpaced_pps: f64, paced_pps: f64, capacity_pps: f64) -> Model {
+        Model {
+            unpaced_pps,
+            paced_pps,
+            capacity_pps,
+            trial_s: 1.0,
+            asked: Vec::new(),
+            stop_after: None,
+            stopped: false,
+        }
+    }
+}
+
+impl Trials for Model {
+    type Error = ControlError;
+
+    fn run_trial(
+        &mut self,
+        benchmark: Benchmark,
+        size: &FrameSize,
+        offer: Offer,
+        _label: &str,
+    ) -> Result<Option<TrialOutcome>, ControlError> {
+        if self.stopped {
+            return Ok(None);
+        }
+        let asked_pps = match offer {
+            Offer::Paced(p) => Some(p),
+            Offer::Unpaced => None,
+        };
+        self.asked.push((benchmark, asked_pps));
+        let offered = asked_pps.map_or(self.unpaced_pps, |a| a.min(self.paced_pps));
+        let frames_tx = (offered * self.trial_s).round() as u64;
+        let forwarded = (self.capacity_pps * self.trial_s).round() as u64;
+        let frames_rx = frames_tx.min(forwarded);
+        let mut latency = FlowLatency::default();
+        let micros = (1.0 + 10.0 * offered / self.capacity_pps) as u64;
+        for k in 0..frames_rx.min(1000) {
+            latency.record(k * 1_000_000, k * 1_000_000 + micros * 1000);
+        }
+        if self.stop_after == Some(self.asked.len()) {
+            self.stopped = true;
+        }
+        Ok(Some(TrialOutcome {
+            result: TrialResult {
+                benchmark,
+                size: size.size.clone(),
+                asked_pps,
+                offered_pps: offered,
+                frames_tx,
+                frames_rx,
+                frames_lost: frames_tx - frames_rx,
+                loss_ratio: (frames_tx - frames_rx) as f64 / frames_tx as f64,
+                reordered: 0,
+                duplicates: 0,
+                latency: LatencyStats::from_histogram(latency.histogram()),
+                timestamps: None,
+                wall_ns: 1_000_000_000,
+                interrupted: self.stopped,
+                warnings: Vec::new(),
+                failures: Vec::new(),
+            },
+            latency: Some(latency),
+        }))
+    }
+
+    fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    fn failure(&self) -> Option<String> {
+        None
+    }
+}
+
+fn request(tests: &[Benchmark]) -> Rfc2544Request {
+    Rfc2544Spec {
+        tests: tests.to_vec(),
+        port: "null".into(),
+        rx: "null".into(),
+        ..Rfc2544Spec::default()
+    }
+    .request("strobe")
+    .unwrap()
+}
+
+fn size64() -> FrameSize {
+    FrameSize {
+        size: "64".into(),
+        mean_bytes: 64.0,
+        line_rate_pps: 10e9 / (84.0 * 8.0),
+    }
+}
+
+fn run(tests: &[Benchmark], model: &mut Model) -> Rfc2544Report {
+    run_sizes(&request(tests), &[size64()], model).unwrap()
+}
+
+#[test]
+fn the_ndr_is_the_dut_s_capacity_to_the_resolution_in_a_few_trials() {
+    let mut model = Model::new(1_100_000.0, 1_050_000.0, 104_166.0);
+    let report = run(&[Benchmark::Throughput], &mut model);
+    let t = &report.throughput[0];
+    // The first trial ran unpaced, and what it offered became the highest rate.
+    assert_eq!(model.asked[0], (Benchmark::Throughput, None));
+    assert_eq!(
+        (t.max_pps, t.max_source),
+        (1_100_000.0, MaxSource::Generator)
+    );
+    let ndr = t.ndr().unwrap().pps;
+    assert!((104_166.0 * 0.995..=104_166.0).contains(&ndr), "NDR {ndr}");
+    let o = &t.outcomes[0];
+    assert!(o.resolved && o.lowest_failed_pps.unwrap() - ndr <= 0.005 * 105_000.0);
+    // The PDR (0.5 %) is searched in the same trials: a shaper's is just above its NDR.
+    let pdr = t.outcomes[1].rate.unwrap().pps;
+    assert!(pdr >= ndr && pdr <= 104_166.0 / 0.995 + 1.0, "PDR {pdr}");
+    let rates: Vec<_> = t.trials.iter().map(|t| t.asked_pps).collect();
+    assert!(t.trials.len() <= 7, "{} trials: {rates:?}", t.trials.len());
+    assert_eq!(report.trials, t.trials.len());
+    // Rates read in every unit: 104 kpps of 64-byte frames are 70 Mbit/s at layer 1.
+    let f = t.ndr().unwrap();
+    assert!((f.l1_bps - ndr * 84.0 * 8.0).abs() < 1.0);
+    assert!((f.line_pct - 100.0 * ndr / size64().line_rate_pps).abs() < 1e-9);
+}
+
+#[test]
+fn a_generator_faster_than_the_line_is_held_to_the_line_rate() {
+    let line = size64().line_rate_pps;
+    let mut model = Model::new(2.0 * line, 2.0 * line, 2.0 * line);
+    let report = run(&[Benchmark::Throughput], &mut model);
+    let t = &report.throughput[0];
+    assert_eq!((t.max_pps, t.max_source), (line, MaxSource::LineRate));
+    assert_eq!(model.asked[1], (Benchmark::Throughput, Some(line)));
+    // Everything passed at the line rate: two trials, NDR = line rate.
+    assert_eq!(t.trials.len(), 2);
+    assert_eq!(t.ndr().unwrap().pps, line);
+}
+
+#[test]
+fn a_generator_that_paces_slower_than_it_sends_lowers_the_highest_rate() {
+    // Unpaced 1.1 Mpps, but paced at most 900 kpps; the DUT forwards 1 Mpps.
+    let mut model = Model::new(1_100_000.0, 900_000.0, 1_000_000.0);
+    let report = run(&[Benchmark::Throughput], &mut model);
+    let t = &report.throughput[0];
+    assert_eq!(t.max_source, MaxSource::Generator);
+    assert!(t.max_pps <= 900_000.0, "{}", t.max_pps);
+    // The DUT lost nothing at what the generator offered paced: that is the NDR, and the
+    // report says the generator limited it.
+    assert_eq!(t.ndr().unwrap().pps, t.max_pps);
+    assert!(t.trials.len() <= 4, "{} trials", t.trials.len());
+}
+
+#[test]
+fn latency_runs_at_shares_of_the_throughput_and_merges_its_trials() {
+    let mut model = Model::new(1_100_000.0, 1_100_000.0, 200_000.0);
+    let mut r = request(&[Benchmark::Latency]);
+    r.latency_trials = 2;
+    let report = run_sizes(&r, &[size64()], &mut model).unwrap();
+    // The throughput was searched for the latency's sake, and is reported.
+    assert_eq!(report.tests, [Benchmark::Throughput, Benchmark::Latency]);
+    let ndr = report.throughput[0].ndr().unwrap().pps;
+    let l = &report.latency[0];
+    assert_eq!(l.throughput_pps, Some(ndr));
+    let loads: Vec<f64> = l.points.iter().map(|p| p.load_pct).collect();
+    assert_eq!(loads, [100.0, 90.0, 50.0, 10.0]);
+    for p in &l.points {
+        assert_eq!(p.trials.len(), 2);
+        assert!((p.rate.pps - ndr * p.load_pct / 100.0).abs() < 1e-6);
+        // Both trials' frames are in the merged distribution.
+        let merged = p.latency.unwrap();
+        assert_eq!(merged.count, 2000);
+    }
+    // The model's latency grows with the load: the points are told apart.
+    assert!(l.points[0].latency.unwrap().p50_ns > l.points[3].latency.unwrap().p50_ns);
+    let latency_trials = model
+        .asked
+        .iter()
+        .filter(|(b, _)| *b == Benchmark::Latency)
+        .count();
+    assert_eq!(latency_trials, 8);
+}
+
+#[test]
+fn the_loss_curve_steps_down_until_two_steps_lose_nothing_and_shares_the_first_trial() {
+    let mut model = Model::new(1_000_000.0, 1_000_000.0, 650_000.0);
+    let report = run(&[Benchmark::Throughput, Benchmark::Loss], &mut model);
+    let c = &report.loss[0];
+    let loads: Vec<f64> = c.points.iter().map(|p| p.load_pct.round()).collect();
+    // 100 … 70 % lose; 60 and 50 % do not: the curve ends there.
+    assert_eq!(loads, [100.0, 90.0, 80.0, 70.0, 60.0, 50.0]);
+    assert!((c.points[0].loss_ratio - 0.35).abs() < 1e-6);
+    assert_eq!(c.points[4].loss_ratio, 0.0);
+    // The 100 % point is the throughput's first trial, not run again.
+    let unpaced = model.asked.iter().filter(|(_, a)| a.is_none()).count();
+    assert_eq!(unpaced, 1);
+    assert_eq!(c.points[0].trial, report.throughput[0].trials[0]);
+}
+
+#[test]
+fn a_stop_keeps_the_trials_done_and_says_so() {
+    let mut model = Model::new(1_100_000.0, 1_100_000.0, 100_000.0);
+    model.stop_after = Some(3);
+    let r = request(&[]);
+    let sizes = [size64(), size64()];
+    let report = run_sizes(&r, &sizes, &mut model).unwrap();
+    assert!(report.interrupted);
+    assert_eq!(model.asked.len(), 3);
+    let t = &report.throughput[0];
+    assert_eq!(t.trials.len(), 3);
+    assert!(t.trials[2].interrupted);
+    assert!(!t.outcomes[0].resolved);
+    assert_eq!(report.trials, 2, "the interrupted trial does not count");
+    assert!(report.latency.is_empty() && report.loss.is_empty());
+}
+
+#[test]
+fn a_spec_reads_as_json_with_defaults_and_names_what_is_wrong() {
+    let spec: Rfc2544Spec = serde_json::from_str(
+        r#"{"tests": ["loss", "throughput"], "sizes": ["64", "imix"], "trial": "2s",
+            "pdr_pct": null}"#,
+    )
+    .unwrap();
+    let r = spec.request("lab").unwrap();
+    assert_eq!(r.tests, [Benchmark::Throughput, Benchmark::Loss]);
+    assert_eq!(r.sizes, ["64", "imix"]);
+    assert_eq!((r.trial_ns, r.wait_ns), (2_000_000_000, 2_000_000_000));
+    assert_eq!(r.tolerances, [0.0]);
+    assert_eq!(r.link_bps, 10e9);
+    let all = Rfc2544Spec::default().request("lab").unwrap();
+    assert_eq!(all.tests, Benchmark::ALL);
+    assert_eq!(all.tolerances, [0.0, 0.005]);
+    assert_eq!(all.sizes.len(), 7);
+    assert!(serde_json::from_str::<Rfc2544Spec>(r#"{"trials": 5}"#).is_err());
+    let err = |spec: Rfc2544Spec| spec.request("lab").unwrap_err().to_string();
+    let base = Rfc2544Spec::default;
+    assert!(err(Rfc2544Spec {
+        trial: "0s".into(),
+        ..base()
+    })
+    .contains("trial `0s`"));
+    assert!(err(Rfc2544Spec {
+        resolution_pct: 0.0,
+        ..base()
+    })
+    .contains("resolution 0"));
+    assert!(err(Rfc2544Spec {
+        link: "fast".into(),
+        ..base()
+    })
+    .contains("link `fast`"));
+    assert!(err(Rfc2544Spec {
+        max_rate: Some("lots".into()),
+        ..base()
+    })
+    .contains("max rate"));
+    assert!(err(Rfc2544Spec {
+        latency_loads_pct: vec![150.0],
+        ..base()
+    })
+    .contains("latency load 150"));
+}
+
+#[test]
+fn learning_frames_go_back_from_the_receive_port() {
+    let mut r = request(&[]);
+    r.flow.flow.src_mac = Some("02:00:00:00:00:01".into());
+    r.flow.flow.dst_mac = Some("02:00:00:00:00:02".into());
+    let l = learning_flow(&r, "128").unwrap();
+    assert_eq!(l.flow.port, "null");
+    assert_eq!(
+        l.flow.udp.as_deref(),
+        Some("198.18.1.1:2000-198.18.0.1:1000")
+    );
+    assert_eq!(l.flow.src_mac.as_deref(), Some("02:00:00:00:00:02"));
+    assert_eq!(l.flow.count, Some(16));
+    assert!(l.rx.is_none());
+    assert_eq!(
+        reverse_udp("[2001:2::1]:1-[2001:2::2]:2").as_deref(),
+        Some("[2001:2::2]:2-[2001:2::1]:1")
+    );
+    assert_eq!(reverse_udp("nonsense"), None);
+}
+
+#[test]
+fn every_trial_is_one_csv_row() {
+    let mut model = Model::new(1_000_000.0, 1_000_000.0, 650_000.0);
+    let report = run(&[Benchmark::Throughput, Benchmark::Loss], &mut model);
+    let csv = report.trials_csv();
+    let rows = csv.lines().count() - 1;
+    let trials = report.throughput[0].trials.len() + report.loss[0].points.len();
+    assert_eq!(rows, trials);
+    assert!(csv
+        .lines()
+        .nth(1)
+        .unwrap()
+        .starts_with("throughput,64,,,1000000.000,"));
+}
