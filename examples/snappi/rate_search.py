@@ -5,8 +5,8 @@ which the device under test loses no frame, by binary search over trials.
     sudo strobe serve &
     python3 rate_search.py [http://127.0.0.1:8443 [LOW_PPS HIGH_PPS]]
 
-(strobe's own RFC 2544 methodology is planned; this shows the OTG API is enough to write
-one.)
+This shows the OTG API is enough to write one; strobe's own RFC 2544 methodology (aimed
+search, NDR and PDR at once, every trial kept) is `rfc2544.py` beside it.
 """
 import sys
 import time

@@ -31,3 +31,10 @@ def test_rate_search_finds_a_lossless_rate(server):
     out = run("rate_search.py", server.url, "1000", "4000")
     rate = float(re.search(r"throughput: (\d+) pps", out).group(1))
     assert 3900 <= rate <= 4000, out
+
+
+def test_rfc2544_reports_throughput_and_latency(server):
+    # The test lab's DUT is a cable: the throughput is the most the generator offers.
+    out = run("rfc2544.py", server.url, "1518")
+    assert re.search(r"1518 B: NDR \d+ pps, [\d.]+ Mbit/s at layer 1, after \d+ trials", out), out
+    assert re.search(r"1518 B at 50 %: latency p50 [\d.]+ µs", out), out

@@ -520,3 +520,31 @@ def test_the_trains_experiments_run_through_the_server(api, lab, server):
     assert bad.status_code == 400 and "trainz" in bad.text, bad.text
     bad = requests.post(f"{server.url}/strobe/trains", json={"link": "fast"}, timeout=10)
     assert bad.status_code == 400 and "link `fast`" in bad.text, bad.text
+
+
+def test_rfc2544_runs_through_the_server(api, lab, server):
+    # strobe's own endpoint beside OTG's: RFC 2544's benchmarks on the lab (a cable: it
+    # forwards everything up to the highest rate given), the report as `strobe rfc2544
+    # --json` writes it.
+    body = {"tests": ["latency"], "sizes": ["512"], "max_rate": "20kpps", "trial": "300ms",
+            "wait": "100ms", "settle": "0s", "learning": 4, "latency_loads_pct": [50],
+            "rx": f"afpacket:{lab.rx_netns}/{lab.rx_iface}"}
+    reply = requests.post(f"{server.url}/strobe/rfc2544", json=body, timeout=60)
+    assert reply.status_code == 200, reply.text
+    report = reply.json()
+    # The latency needs the throughput: it was searched, and is reported.
+    assert report["tests"] == ["throughput", "latency"], report
+    t = report["throughput"][0]
+    assert t["max_source"] == "given" and t["max_pps"] == 20000, t
+    ndr = t["outcomes"][0]["rate"]
+    assert ndr["pps"] == 20000 and len(t["trials"]) == 1, t
+    # 512-byte frames at 20 kpps: 81.92 Mbit/s at layer 2, 85.12 at layer 1.
+    assert abs(ndr["l2_bps"] - 81.92e6) < 1 and abs(ndr["l1_bps"] - 85.12e6) < 1, ndr
+    point = report["latency"][0]["points"][0]
+    assert point["load_pct"] == 50 and point["rate"]["pps"] == 10000, point
+    assert point["latency"]["count"] == point["frames_tx"] - point["frames_lost"] > 2000
+    assert report["trials"] == 2 and report["interrupted"] is False
+    bad = requests.post(f"{server.url}/strobe/rfc2544", json={"test": ["x"]}, timeout=10)
+    assert bad.status_code == 400 and "unknown field `test`" in bad.text, bad.text
+    bad = requests.post(f"{server.url}/strobe/rfc2544", json={"trial": "0s"}, timeout=10)
+    assert bad.status_code == 400 and "trial `0s`" in bad.text, bad.text

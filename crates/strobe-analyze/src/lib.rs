@@ -16,9 +16,11 @@ pub mod latency;
 pub mod physics;
 pub mod plot;
 mod report;
+pub mod rfc2544_plot;
 pub mod search;
 pub mod trains;
 pub mod trains_plot;
+mod xy;
 
 pub use bursts::BurstStats;
 pub use expectation::{l1_bits, Expectation, ParseExpectationError, FCS_BYTES, L1_OVERHEAD_BYTES};

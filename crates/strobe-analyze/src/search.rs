@@ -28,6 +28,20 @@ pub struct SearchSpec {
     pub relative_resolution: f64,
     /// Loss ratios (0 to 1) to find the rate for, e.g. [0.0, 0.005].
     pub tolerances: Vec<f64>,
+    /// How the next rate is chosen.
+    #[serde(default)]
+    pub method: SearchMethod,
+}
+
+/// How a search chooses the next rate after the first trial (at the maximum).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchMethod {
+    /// Aimed at what the device forwarded, bisection as the fallback.
+    #[default]
+    Aimed,
+    /// Halving the interval every trial: the plain binary search, for comparison.
+    Binary,
 }
 
 /// One trial: the rate offered and the share of frames lost (0 to 1).
@@ -89,6 +103,9 @@ impl Bracket {
         // interval whatever the failing rate.
         let resolution = spec.width_goal(lo);
         let bisect = (lo + hi) / 2.0;
+        if spec.method == SearchMethod::Binary {
+            return bisect.clamp(spec.min_rate, spec.max_rate);
+        }
         // Aim just below the rate at which what the device forwarded at the failed rate
         // makes the tolerated loss (forwarded / (1 − tolerance)), by half a resolution, so
         // that the aimed trial passes and one a resolution above closes the interval.
@@ -266,6 +283,7 @@ mod tests {
             resolution: 1_000.0,
             relative_resolution: 0.0,
             tolerances,
+            method: SearchMethod::Aimed,
         }
     }
 
@@ -288,6 +306,19 @@ mod tests {
                 "{capacity}: {} trials, binary search {plain}",
                 s.trials.len()
             );
+        }
+    }
+
+    #[test]
+    fn the_binary_method_halves_as_the_plain_binary_search_does() {
+        for capacity in [97_656.0, 412_000.0, 1_234_567.0] {
+            let mut binary = spec(vec![0.0]);
+            binary.method = SearchMethod::Binary;
+            let s = run(binary.clone(), shaper(capacity));
+            let plain = binary_search_trials(&binary, 0.0, shaper(capacity));
+            assert_eq!(s.trials.len(), plain, "{capacity}");
+            let found = s.results()[0].1.unwrap();
+            assert!(found <= capacity && capacity - found <= 1_000.0);
         }
     }
 

@@ -3,14 +3,11 @@
 //! IDI against the swept value. One HTML file with inline SVG, as the latency report.
 
 use maud::{html, Markup};
-use plotters::prelude::*;
 
 use crate::latency::LatencyStats;
-use crate::plot::{
-    decade_label, draw_grid, finish_figure, inline_svg, legend_sample, log_axis_over, page,
-    sized_figure, titled_chart, DRAWING_IS_INFALLIBLE, PALETTE, SIDE_BY_SIDE, TIME_Y_LABEL_AREA,
-};
+use crate::plot::{inline_svg, page, PALETTE};
 use crate::trains::{Convoy, Summary};
+use crate::xy::{level, xy_svg, Mark, Series};
 
 /// What the report shows.
 #[derive(Clone, Debug)]
@@ -34,128 +31,6 @@ pub struct StepFigures {
     pub every_frame_latency: Option<LatencyStats>,
     /// A constant-rate flow's latency at the heads' rate.
     pub baseline_latency: Option<LatencyStats>,
-}
-
-/// How a series is drawn.
-#[derive(Clone, Copy, PartialEq)]
-enum Mark {
-    Points,
-    Line,
-    Dashed,
-}
-
-struct Series {
-    label: String,
-    points: Vec<(f64, f64)>,
-    color: RGBColor,
-    mark: Mark,
-}
-
-/// A horizontal line across `x` labelled `label`.
-fn level(label: String, y: f64, x: (f64, f64), color: RGBColor) -> Series {
-    Series {
-        label,
-        points: vec![(x.0, y), (x.1, y)],
-        color,
-        mark: Mark::Dashed,
-    }
-}
-
-/// An x–y figure of `series` over whole-number x (trains, frames, bytes), the y axis linear
-/// from below the lowest value (or log).
-fn xy_svg(title: &str, x_desc: &str, y_desc: &str, series: &[Series], log_y: bool) -> String {
-    let all = || series.iter().flat_map(|s| s.points.iter().copied());
-    let (x_lo, x_hi) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (x, _)| {
-        (lo.min(x), hi.max(x))
-    });
-    let (x_lo, x_hi) = if x_lo.is_finite() && x_hi > x_lo {
-        (x_lo, x_hi)
-    } else {
-        (0.0, 1.0)
-    };
-    let mut svg = String::new();
-    {
-        let root = sized_figure(&mut svg, SIDE_BY_SIDE);
-        let mut builder = titled_chart(&root, title);
-        builder.y_label_area_size(TIME_Y_LABEL_AREA);
-        let has_data = all().next().is_some();
-        if log_y {
-            let (lo, hi, bold, light) = log_axis_over(all().map(|p| p.1));
-            let mut chart = builder
-                .build_cartesian_2d(
-                    x_lo..x_hi,
-                    (lo..hi)
-                        .log_scale()
-                        .with_key_points(bold)
-                        .with_light_points(light),
-                )
-                .expect(DRAWING_IS_INFALLIBLE);
-            draw_grid(
-                chart
-                    .configure_mesh()
-                    .x_desc(x_desc)
-                    .y_desc(y_desc)
-                    .x_label_formatter(&|&x| format!("{x:.0}"))
-                    .y_label_formatter(&|&v| decade_label(v)),
-            );
-            for s in series {
-                draw(&mut chart, s);
-            }
-            finish_figure(&root, &mut chart, has_data, SeriesLabelPosition::UpperRight);
-        } else {
-            let (y_lo, y_hi) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
-                (lo.min(p.1), hi.max(p.1))
-            });
-            let (y_lo, y_hi) = if y_lo.is_finite() {
-                let pad = ((y_hi - y_lo) * 0.1).max(y_hi.abs() * 0.01).max(1e-9);
-                ((y_lo - pad).max(0.0), y_hi + pad)
-            } else {
-                (0.0, 1.0)
-            };
-            let mut chart = builder
-                .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)
-                .expect(DRAWING_IS_INFALLIBLE);
-            draw_grid(
-                chart
-                    .configure_mesh()
-                    .x_desc(x_desc)
-                    .y_desc(y_desc)
-                    .x_label_formatter(&|&x| format!("{x:.0}")),
-            );
-            for s in series {
-                draw(&mut chart, s);
-            }
-            finish_figure(&root, &mut chart, has_data, SeriesLabelPosition::UpperRight);
-        }
-    }
-    svg
-}
-
-fn draw<'a, CT>(chart: &mut ChartContext<'a, SVGBackend<'a>, CT>, s: &Series)
-where
-    CT: CoordTranslate<From = (f64, f64)>,
-{
-    let color = s.color;
-    let anno = match s.mark {
-        Mark::Points => chart
-            .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
-            .expect(DRAWING_IS_INFALLIBLE),
-        Mark::Line => chart
-            .draw_series(LineSeries::new(
-                s.points.iter().copied(),
-                color.stroke_width(2),
-            ))
-            .expect(DRAWING_IS_INFALLIBLE),
-        Mark::Dashed => chart
-            .draw_series(DashedLineSeries::new(
-                s.points.iter().copied(),
-                8,
-                5,
-                color.stroke_width(2),
-            ))
-            .expect(DRAWING_IS_INFALLIBLE),
-    };
-    anno.label(s.label.clone()).legend(legend_sample(color));
 }
 
 /// Head latency of each train, with the heads' mean and, when measured, the baseline's

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use clap::{Args, ValueEnum};
+use strobe_analyze::search::SearchMethod;
 use strobe_control::rfc2544::{
     run_benchmarks, Benchmark, LatencyResult, LossCurve, MaxSource, Rfc2544Report, Rfc2544Spec,
     ThroughputResult, TrialResult, TrialRun, TrialRunner,
@@ -30,6 +31,12 @@ enum Which {
     Loss,
     /// All of them.
     All,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum SearchArg {
+    Aimed,
+    Binary,
 }
 
 #[derive(Args)]
@@ -86,6 +93,10 @@ pub struct Rfc2544Args {
     /// At most this many trials per throughput search.
     #[arg(long, default_value_t = 30, value_name = "N")]
     max_trials: usize,
+    /// How the throughput search picks its next rate: aimed at what the DUT forwarded, or
+    /// binary (halving every trial, for comparison).
+    #[arg(long, value_enum, default_value = "aimed")]
+    search: SearchArg,
     /// Latency loads in percent of the throughput (default 100,90,50,10).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     latency_loads: Vec<f64>,
@@ -101,6 +112,10 @@ pub struct Rfc2544Args {
     /// Write every trial as CSV to FILE, one row per trial.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
+    /// Write an HTML report: throughput in Mpps and Gbit/s against frame size, latency
+    /// percentiles against frame size and load, loss curves, and tables.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// No status line while a trial runs.
     #[arg(short, long)]
     quiet: bool,
@@ -130,6 +145,10 @@ impl Rfc2544Args {
             resolution_pct: self.resolution,
             pdr_pct: (self.pdr > 0.0).then_some(self.pdr),
             max_trials: self.max_trials,
+            search: match self.search {
+                SearchArg::Aimed => SearchMethod::Aimed,
+                SearchArg::Binary => SearchMethod::Binary,
+            },
             latency_loads_pct: self.latency_loads.clone(),
             latency_trials: self.latency_trials,
             loss_step_pct: self.loss_step,
@@ -223,6 +242,10 @@ pub fn run(args: Rfc2544Args) -> Result<(), Failure> {
     if let Some(path) = &args.csv {
         failures.note(write_file(path, report.trials_csv().as_bytes()));
     }
+    if let Some(path) = &args.html {
+        let html = strobe_analyze::rfc2544_plot::html_report("strobe rfc2544", &report.figures());
+        failures.note(write_file(path, html.as_bytes()));
+    }
     print_report(&report);
     if let Some(f) = &report.failure {
         failures.note(Err(Failure::Runtime(f.clone())));
@@ -263,26 +286,22 @@ fn print_report(r: &Rfc2544Report) {
 }
 
 fn max_text(max_pps: f64, source: MaxSource) -> String {
-    format!(
-        "{} ({})",
-        pps_text(max_pps),
-        match source {
-            MaxSource::LineRate => "line rate",
-            MaxSource::Given => "given",
-            MaxSource::Generator => "the generator's most on this port",
-        }
-    )
+    format!("{} ({})", pps_text(max_pps), source.describe())
 }
 
 fn print_throughput(r: &Rfc2544Report) {
     let pdr = r.tolerances.get(1);
     println!(
-        "throughput (NDR: no frame lost{}; resolution {:.2} %):",
+        "throughput (NDR: no frame lost{}; resolution {:.2} %; {} search):",
         pdr.map_or(String::new(), |t| format!(
             "; PDR: at most {:.3} % lost",
             t * 100.0
         )),
-        r.relative_resolution * 100.0
+        r.relative_resolution * 100.0,
+        match r.search {
+            SearchMethod::Aimed => "aimed",
+            SearchMethod::Binary => "binary",
+        }
     );
     println!(
         "  {:>6} {:>13} {:>15} {:>8} {:>13} {:>7} {:>10}  highest rate",

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use strobe_analyze::latency::LatencyStats;
-use strobe_analyze::search::{SearchSpec, ThroughputSearch, Trial};
+use strobe_analyze::search::{SearchMethod, SearchSpec, ThroughputSearch, Trial};
 use strobe_engine::latency::FlowLatency;
 use strobe_engine::RunReport;
 use strobe_model::Scenario;
@@ -103,6 +103,8 @@ pub struct Rfc2544Spec {
     pub pdr_pct: Option<f64>,
     /// At most this many trials per throughput search.
     pub max_trials: usize,
+    /// `aimed` (at what the DUT forwarded) or `binary` (halving, for comparison).
+    pub search: SearchMethod,
     /// Latency loads, in percent of the throughput (empty: [`DEFAULT_LATENCY_LOADS_PCT`]).
     pub latency_loads_pct: Vec<f64>,
     /// Trials per latency load, aggregated.
@@ -130,6 +132,7 @@ impl Default for Rfc2544Spec {
             resolution_pct: 0.5,
             pdr_pct: Some(0.5),
             max_trials: 30,
+            search: SearchMethod::Aimed,
             latency_loads_pct: Vec::new(),
             latency_trials: 1,
             loss_step_pct: 10.0,
@@ -155,6 +158,7 @@ pub struct Rfc2544Request {
     /// Loss ratios searched for: 0 (NDR) and the PDR's.
     pub tolerances: Vec<f64>,
     pub max_trials: usize,
+    pub search: SearchMethod,
     /// Shares of the throughput (0 to 1].
     pub latency_loads: Vec<f64>,
     pub latency_trials: u32,
@@ -259,6 +263,7 @@ impl Rfc2544Spec {
             relative_resolution,
             tolerances,
             max_trials: self.max_trials,
+            search: self.search,
             latency_loads,
             latency_trials: self.latency_trials,
             loss_step,
@@ -456,6 +461,7 @@ pub struct Rfc2544Report {
     pub learning_frames: u64,
     pub relative_resolution: f64,
     pub tolerances: Vec<f64>,
+    pub search: SearchMethod,
     /// How latency was measured, in words (every frame, and its timestamps).
     pub latency_method: String,
     pub throughput: Vec<ThroughputResult>,
@@ -578,6 +584,7 @@ pub(crate) fn run_sizes<T: Trials>(
         learning_frames: request.learning_frames,
         relative_resolution: request.relative_resolution,
         tolerances: request.tolerances.clone(),
+        search: request.search,
         latency_method: String::new(),
         throughput: Vec::new(),
         latency: Vec::new(),
@@ -845,6 +852,7 @@ impl<T: Trials> Session<'_, T> {
             resolution: 0.0,
             relative_resolution: r.relative_resolution,
             tolerances: r.tolerances.clone(),
+            method: r.search,
         })
         .map_err(ControlError::BadInput)?;
         search.record(Trial {
@@ -1252,7 +1260,94 @@ fn sleep_unless_stopped(ns: u64, stop: &AtomicBool) {
     }
 }
 
+impl MaxSource {
+    pub fn describe(self) -> &'static str {
+        match self {
+            MaxSource::LineRate => "line rate",
+            MaxSource::Given => "given",
+            MaxSource::Generator => "the most the port took",
+        }
+    }
+}
+
 impl Rfc2544Report {
+    /// What the HTML report draws.
+    pub fn figures(&self) -> strobe_analyze::rfc2544_plot::Rfc2544Figures {
+        use strobe_analyze::rfc2544_plot::{LatencyFigure, LossFigure, ThroughputFigure};
+        let mut notes = vec![format!(
+            "{} trials in {}: each {} of traffic, then {} for late frames and {} to settle; \
+             {} learning frames before each; a {} link. Throughput: the {} search to {:.2} % \
+             of the rate, NDR = no frame lost{}.",
+            self.trials,
+            duration_text(self.elapsed_ns),
+            duration_text(self.trial_ns),
+            duration_text(self.wait_ns),
+            duration_text(self.settle_ns),
+            self.learning_frames,
+            crate::text::bps_text(self.link_bps),
+            match self.search {
+                SearchMethod::Aimed => "aimed",
+                SearchMethod::Binary => "binary",
+            },
+            self.relative_resolution * 100.0,
+            self.tolerances.get(1).map_or(String::new(), |t| format!(
+                ", PDR = at most {:.3} % lost",
+                t * 100.0
+            ))
+        )];
+        if !self.latency.is_empty() {
+            notes.push(format!("Latency: {}.", self.latency_method));
+        }
+        if let Some(f) = &self.failure {
+            notes.push(format!("Ended by a failed trial: {f}"));
+        } else if self.interrupted {
+            notes.push("Stopped before the end: these are the trials that ran.".into());
+        }
+        strobe_analyze::rfc2544_plot::Rfc2544Figures {
+            notes,
+            throughput: self
+                .throughput
+                .iter()
+                .map(|t| ThroughputFigure {
+                    size: t.size.size.clone(),
+                    mean_bytes: t.size.mean_bytes,
+                    ndr_pps: t.ndr().map(|r| r.pps),
+                    pdr_pps: t.outcomes.get(1).and_then(|o| o.rate).map(|r| r.pps),
+                    max_pps: t.max_pps,
+                    max_source: t.max_source.describe().into(),
+                    line_rate_pps: t.size.line_rate_pps,
+                    trials: t.trials.len(),
+                    seconds: t.elapsed_ns as f64 / 1e9,
+                })
+                .collect(),
+            latency: self
+                .latency
+                .iter()
+                .map(|l| LatencyFigure {
+                    size: l.size.size.clone(),
+                    mean_bytes: l.size.mean_bytes,
+                    points: l
+                        .points
+                        .iter()
+                        .filter_map(|p| Some((p.load_pct, p.rate.pps, p.latency?)))
+                        .collect(),
+                })
+                .collect(),
+            loss: self
+                .loss
+                .iter()
+                .map(|c| LossFigure {
+                    size: c.size.size.clone(),
+                    points: c
+                        .points
+                        .iter()
+                        .map(|p| (p.load_pct, p.loss_ratio * 100.0))
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
     /// Every trial as CSV, one row each, in the order they ran within each benchmark.
     pub fn trials_csv(&self) -> String {
         use std::fmt::Write as _;

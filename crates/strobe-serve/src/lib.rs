@@ -23,6 +23,7 @@ use axum::Router;
 use serde_json::{json, Value};
 use strobe_control::capture::{Capture, CaptureFormat};
 use strobe_control::otg::scenario_from_otg;
+use strobe_control::rfc2544::{Rfc2544Spec, TrialRun, TrialRunner};
 use strobe_control::trains::TrainsSpec;
 use strobe_control::{ControlError, PlanOptions, RunHandle, RunState};
 use strobe_model::Scenario;
@@ -93,6 +94,7 @@ pub fn router(options: ServeOptions) -> Router {
         .route("/monitor/capture", post(get_capture))
         .route("/capabilities/version", get(get_version))
         .route("/strobe/trains", post(run_trains))
+        .route("/strobe/rfc2544", post(run_rfc2544))
         // The fallbacks read the body too: one left unread makes the connection close, and a
         // client's next request on it (keep-alive) fail.
         .fallback(|_: Bytes| async {
@@ -281,7 +283,6 @@ async fn set_config(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
 /// strobe's own endpoint beside OTG's: one of the convoy-of-packet-trains experiments
 /// (`strobe_control::trains::TrainsSpec` as JSON: convoy, frame-size or train-length
 /// sweep), run to its end; the reply is its report, as `strobe trains --json` writes it.
-/// Config and control requests wait for it; metrics do not (there are none of it).
 async fn run_trains(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     let spec: TrainsSpec = serde_json::from_slice(&body).map_err(|e| {
         validation(vec![format!(
@@ -290,6 +291,51 @@ async fn run_trains(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
              shaper, baseline)"
         )])
     })?;
+    run_method(&server, move |options| {
+        let request = spec.request(&options.lab_prefix)?;
+        let never = AtomicBool::new(false);
+        let mut runner = EngineRunner { options };
+        strobe_control::trains::run_experiment(&request, &never, |_, scenario, pacing| {
+            runner.run(TrialRun {
+                label: String::new(),
+                scenario,
+                pacing,
+                drain_ns: runner.options.drain_ns,
+                learning: false,
+            })
+        })
+    })
+    .await
+}
+
+/// strobe's own endpoint beside OTG's: RFC 2544's benchmarks
+/// (`strobe_control::rfc2544::Rfc2544Spec` as JSON), run to their end; the reply is their
+/// report, as `strobe rfc2544 --json` writes it.
+async fn run_rfc2544(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
+    let spec: Rfc2544Spec = serde_json::from_slice(&body).map_err(|e| {
+        validation(vec![format!(
+            "invalid RFC 2544 request: {e} (fields: tests = [throughput, latency, loss], \
+             port, rx, udp, src_mac, dst_mac, sizes, link, max_rate, trial, wait, settle, \
+             learning, resolution_pct, pdr_pct, max_trials, search, latency_loads_pct, \
+             latency_trials, loss_step_pct)"
+        )])
+    })?;
+    run_method(&server, move |options| {
+        let request = spec.request(&options.lab_prefix)?;
+        let never = AtomicBool::new(false);
+        strobe_control::rfc2544::run_benchmarks(&request, &never, &mut EngineRunner { options })
+    })
+    .await
+}
+
+/// Runs a methodology to its end, off the async workers; its report is the reply. Config
+/// and control requests wait for it; metrics do not (there are none of it). Refused while
+/// traffic runs: the method's own runs would compete with it for the ports.
+async fn run_method<T, F>(server: &Server, method: F) -> Reply
+where
+    T: serde::Serialize + Send + 'static,
+    F: FnOnce(PlanOptions) -> Result<T, ControlError> + Send + 'static,
+{
     let _control = server.control.lock().await;
     if server
         .state
@@ -302,30 +348,41 @@ async fn run_trains(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
         return Err(error(
             409,
             "validation",
-            vec!["traffic is running: stop it (control/state) before an experiment".into()],
+            vec!["traffic is running: stop it (control/state) before a methodology".into()],
         ));
     }
     let options = server.options.plan.clone();
-    let report = blocking(move || {
-        let request = spec.request(&options.lab_prefix)?;
-        let never = AtomicBool::new(false);
-        strobe_control::trains::run_experiment(&request, &never, |_, scenario, pacing| {
-            let options = PlanOptions {
-                pacing,
-                ..options.clone()
-            };
-            let plan = strobe_control::prepare(scenario, &options)?;
-            let stop = Arc::new(AtomicBool::new(false));
-            let report =
-                strobe_control::run::run_blocking(&plan, stop, 1_000_000_000, &mut |_| {})?;
-            Ok::<_, ControlError>((plan.scenario, report))
-        })
-    })
-    .await?
-    .map_err(control_error)?;
+    let report = blocking(move || method(options))
+        .await?
+        .map_err(control_error)?;
     let value = serde_json::to_value(&report)
         .map_err(|e| internal(vec![format!("cannot encode the report: {e}")]))?;
     Ok(ok_json(value))
+}
+
+/// Runs a methodology's scenarios as any run of the server's: the server's options, the
+/// method's pacing and drain.
+struct EngineRunner {
+    options: PlanOptions,
+}
+
+impl TrialRunner for EngineRunner {
+    type Error = ControlError;
+
+    fn run(
+        &mut self,
+        trial: TrialRun,
+    ) -> Result<(Scenario, strobe_engine::RunReport), ControlError> {
+        let options = PlanOptions {
+            pacing: trial.pacing,
+            drain_ns: trial.drain_ns,
+            ..self.options.clone()
+        };
+        let plan = strobe_control::prepare(trial.scenario, &options)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let report = strobe_control::run::run_blocking(&plan, stop, 1_000_000_000, &mut |_| {})?;
+        Ok((plan.scenario, report))
+    }
 }
 
 async fn get_config(State(server): State<Arc<Server>>) -> Response {
