@@ -548,3 +548,27 @@ def test_rfc2544_runs_through_the_server(api, lab, server):
     assert bad.status_code == 400 and "unknown field `test`" in bad.text, bad.text
     bad = requests.post(f"{server.url}/strobe/rfc2544", json={"trial": "0s"}, timeout=10)
     assert bad.status_code == 400 and "trial `0s`" in bad.text, bad.text
+
+
+def test_y1564_runs_through_the_server(api, lab, server):
+    # Y.1564 on the lab (a cable: every step up to CIR + EIR comes through, so the policing
+    # step fails — nothing polices — and says so).
+    body = {"tests": ["configuration"], "step": "300ms", "wait": "100ms", "settle": "0s",
+            "steps_pct": [50, 100],
+            "services": [{"name": "data", "size": "512", "cir": "20mbit", "eir": "10mbit",
+                          "max_ftd": "50ms", "max_fdv": "50ms"}],
+            "rx": f"afpacket:{lab.rx_netns}/{lab.rx_iface}"}
+    reply = requests.post(f"{server.url}/strobe/y1564", json=body, timeout=60)
+    assert reply.status_code == 200, reply.text
+    report = reply.json()
+    service = report["services"][0]
+    steps = service["configuration"]
+    assert [s["step"]["kind"] for s in steps] == ["cir", "cir", "cir_eir", "policing"], steps
+    assert [s["verdict"]["pass"] for s in steps] == [True, True, True, False], steps
+    assert "not policed" in steps[3]["verdict"]["failed"][0], steps[3]
+    # 50 % of the CIR is 10 Mbit/s at layer 1, and it came through.
+    assert steps[0]["measured"]["offered_bps"] == 10e6
+    assert abs(steps[0]["measured"]["ir_bps"] / 10e6 - 1) < 0.02, steps[0]
+    assert service["configuration_pass"] is False and report["pass"] is False
+    bad = requests.post(f"{server.url}/strobe/y1564", json={"services": []}, timeout=10)
+    assert bad.status_code == 400 and "at least one service" in bad.text, bad.text

@@ -309,6 +309,38 @@ pub fn html_report(title: &str, f: &Rfc2544Figures) -> String {
     page(title, body)
 }
 
+/// A table of a report: its title, column heads, and rows each marked passing or failing.
+#[derive(Clone, Debug)]
+pub struct Table {
+    pub title: String,
+    pub header: Vec<String>,
+    pub rows: Vec<(Vec<String>, bool)>,
+}
+
+/// A self-contained HTML report of notes and pass/fail tables (the Y.1564 step tables):
+/// failing rows are marked so that they stand out.
+pub fn table_report(title: &str, notes: &[String], tables: &[Table]) -> String {
+    let body = html! {
+        @for note in notes {
+            p.note { (note) }
+        }
+        @for t in tables {
+            h2 { (t.title) }
+            table {
+                thead { tr { @for h in &t.header { th { (h) } } } }
+                tbody {
+                    @for (row, pass) in &t.rows {
+                        tr style=(if *pass { "" } else { "background: #fde2e1" }) {
+                            @for c in row { td { (c) } }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    page(title, body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,6 +418,22 @@ mod tests {
         assert_eq!(html.matches("<td>100</td>").count(), 2);
         // 64-byte frames at 1 Mpps are 672 Mbit/s on the wire, 6.72 % of 10 GbE's 14.88 Mpps.
         assert!(html.contains("<td>672.000</td>") && html.contains("<td>6.720</td>"));
+    }
+
+    #[test]
+    fn a_table_report_marks_its_failing_rows() {
+        let table = Table {
+            title: "service `data`".into(),
+            header: vec!["step".into(), "verdict".into()],
+            rows: vec![
+                (vec!["25 %".into(), "PASS".into()], true),
+                (vec!["100 %".into(), "FAIL (FLR)".into()], false),
+            ],
+        };
+        let html = table_report("y", &["note".into()], &[table]);
+        assert_eq!(html.matches("<tr").count(), 3);
+        assert_eq!(html.matches("#fde2e1").count(), 1);
+        assert!(html.contains("<td>FAIL (FLR)</td>") && html.contains("service `data`"));
     }
 
     #[test]

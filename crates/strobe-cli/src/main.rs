@@ -18,6 +18,7 @@ mod serve_cmd;
 mod signals;
 mod trains_cmd;
 mod values;
+mod y1564_cmd;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -63,6 +64,9 @@ enum Command {
     /// RFC 2544 benchmarks per frame size: throughput (NDR and PDR in one search), latency
     /// of every frame at and below it, and the frame loss rate curve.
     Rfc2544(rfc2544_cmd::Rfc2544Args),
+    /// ITU-T Y.1564 service activation: per service the configuration steps up to its CIR,
+    /// CIR + EIR and a policing step, then all services at once; pass/fail per step.
+    Y1564(y1564_cmd::Y1564Args),
 }
 
 fn main() -> ExitCode {
@@ -92,6 +96,7 @@ fn main() -> ExitCode {
             | Command::Serve(_)
             | Command::Trains(_)
             | Command::Rfc2544(_)
+            | Command::Y1564(_)
     );
     let installed = if long_running {
         signals::install().map(|_| ())
@@ -111,6 +116,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Trains(args) => trains_cmd::run(args),
         Command::Rfc2544(args) => rfc2544_cmd::run(args),
+        Command::Y1564(args) => y1564_cmd::run(args),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,6 +1,7 @@
-//! RFC 2544 through the lab's token-bucket DUT (needs root: the tests build their own labs
-//! and remove them): the throughput found per frame size is the shaper's rate in frames per
-//! second, in a few trials; latency and loss curve run on it; Ctrl-C keeps what ran.
+//! RFC 2544 and Y.1564 through the lab's token-bucket DUT (needs root: the tests build their
+//! own labs and remove them): the throughput found per frame size is the shaper's rate in
+//! frames per second, in a few trials; latency and loss curve run on it; Ctrl-C keeps what
+//! ran; Y.1564's steps pass or fail as the shaper dictates.
 
 mod common;
 use std::process::Stdio;
@@ -175,4 +176,70 @@ fn all_benchmarks_run_from_one_command_and_a_stop_keeps_what_ran() {
     assert!(r["trials"].as_u64().unwrap() >= 1, "{r}");
     let ran = r["throughput"][0]["trials"].as_array().unwrap();
     assert!(ran.iter().filter(|t| t["interrupted"] == false).count() >= 1);
+}
+
+#[test]
+fn y1564_steps_pass_or_fail_as_the_shaper_dictates() {
+    let _serial = one_at_a_time();
+    let lab = TestLab::up("ry", "tbf:50mbit");
+    let dir = Scratch::new("y1564");
+    let (json, csv, html) = (dir.path("y.json"), dir.path("y.csv"), dir.path("y.html"));
+    // `fits`: CIR 40 Mbit/s under the 50 Mbit/s shaper, CIR + EIR 60 above it (the shaper
+    // polices the excess). `big`: a CIR of 60 Mbit/s, more than the shaper forwards.
+    let out = strobe()
+        .args(["y1564", "--lab", &lab.prefix, "--quiet"])
+        .args([
+            "--service",
+            "name=fits,udp=198.18.0.1:1000-198.18.1.1:2000,cir=40mbit,eir=20mbit",
+            "--service",
+            "name=big,udp=198.18.0.1:1001-198.18.1.1:2001,cir=60mbit",
+        ])
+        .args(["--step", "1s", "--performance", "1s", "--wait", "200ms"])
+        .args([
+            "--settle", "100ms", "--json", &json, "--csv", &csv, "--html", &html,
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // A failing service fails the command, and says which.
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("Y.1564: FAIL for"), "{stderr}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let verdicts = |k: usize| -> Vec<bool> {
+        r["services"][k]["configuration"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["verdict"]["pass"].as_bool().unwrap())
+            .collect()
+    };
+    // fits: 25, 50, 75, 100 % of the CIR, CIR + EIR (the CIR comes through), policing (at
+    // most CIR + EIR comes through): all pass.
+    assert_eq!(verdicts(0), [true; 6], "{}", r["services"][0]);
+    let policing = &r["services"][0]["configuration"][5]["measured"];
+    assert!(policing["ir_bps"].as_f64().unwrap() < 55e6, "{policing}");
+    assert!(policing["frames_lost"].as_u64().unwrap() > 0);
+    // big: up to 45 Mbit/s passes; at its CIR the shaper drops; policing brings it below.
+    assert_eq!(
+        verdicts(1),
+        [true, true, true, false, false],
+        "{}",
+        r["services"][1]
+    );
+    let at_cir = &r["services"][1]["configuration"][3]["verdict"]["failed"];
+    assert!(at_cir.to_string().contains("FLR"), "{at_cir}");
+    // Both at their CIR at once: 100 Mbit/s into 50: both lose.
+    for k in 0..2 {
+        assert_eq!(
+            r["services"][k]["performance_verdict"]["pass"], false,
+            "{}",
+            r["services"][k]
+        );
+    }
+    assert_eq!(r["pass"], false);
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 6 + 5 + 2, "{csv}");
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert!(html.contains("service `big`") && html.contains("#fde2e1"));
 }

@@ -27,6 +27,7 @@ pub mod run;
 pub mod source;
 pub mod text;
 pub mod trains;
+pub mod y1564;
 
 pub use plan::{prepare, Pacing, Plan, PlanOptions};
 pub use results::Results;

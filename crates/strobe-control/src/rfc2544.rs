@@ -1249,7 +1249,7 @@ fn reverse_udp(udp: &str) -> Option<String> {
     (!src.is_empty() && !dst.is_empty()).then(|| format!("{dst}-{src}"))
 }
 
-fn sleep_unless_stopped(ns: u64, stop: &AtomicBool) {
+pub(crate) fn sleep_unless_stopped(ns: u64, stop: &AtomicBool) {
     let until = Instant::now() + Duration::from_nanos(ns);
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();

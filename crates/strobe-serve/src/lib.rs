@@ -25,6 +25,7 @@ use strobe_control::capture::{Capture, CaptureFormat};
 use strobe_control::otg::scenario_from_otg;
 use strobe_control::rfc2544::{Rfc2544Spec, TrialRun, TrialRunner};
 use strobe_control::trains::TrainsSpec;
+use strobe_control::y1564::Y1564Spec;
 use strobe_control::{ControlError, PlanOptions, RunHandle, RunState};
 use strobe_model::Scenario;
 use tokio::sync::Mutex;
@@ -95,6 +96,7 @@ pub fn router(options: ServeOptions) -> Router {
         .route("/capabilities/version", get(get_version))
         .route("/strobe/trains", post(run_trains))
         .route("/strobe/rfc2544", post(run_rfc2544))
+        .route("/strobe/y1564", post(run_y1564))
         // The fallbacks read the body too: one left unread makes the connection close, and a
         // client's next request on it (keep-alive) fail.
         .fallback(|_: Bytes| async {
@@ -324,6 +326,26 @@ async fn run_rfc2544(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
         let request = spec.request(&options.lab_prefix)?;
         let never = AtomicBool::new(false);
         strobe_control::rfc2544::run_benchmarks(&request, &never, &mut EngineRunner { options })
+    })
+    .await
+}
+
+/// strobe's own endpoint beside OTG's: ITU-T Y.1564 service activation
+/// (`strobe_control::y1564::Y1564Spec` as JSON), run to its end; the reply is its report,
+/// as `strobe y1564 --json` writes it.
+async fn run_y1564(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
+    let spec: Y1564Spec = serde_json::from_slice(&body).map_err(|e| {
+        validation(vec![format!(
+            "invalid Y.1564 request: {e} (fields: tests = [configuration, performance], port, \
+             rx, src_mac, dst_mac, services = [{{name, udp, size, cir, eir, max_flr_pct, \
+             max_ftd, max_fdv}}], step, steps_pct, overshoot_pct, performance, wait, settle, \
+             ir_tolerance_pct)"
+        )])
+    })?;
+    run_method(&server, move |options| {
+        let request = spec.request(&options.lab_prefix)?;
+        let never = AtomicBool::new(false);
+        strobe_control::y1564::run_y1564(&request, &never, &mut EngineRunner { options })
     })
     .await
 }

@@ -1,0 +1,865 @@
+//! ITU-T Y.1564 service activation: per service (a flow with its committed and excess
+//! information rates, CIR and EIR), the service configuration test — steps at shares of the
+//! CIR, then CIR + EIR, then a policing step above CIR + EIR — each judged on its
+//! information rate (IR), frame loss ratio (FLR), frame transfer delay (FTD) and frame delay
+//! variation (FDV) against the service's acceptance criteria; then the service performance
+//! test, every service at its CIR at once for a set time. Pass or fail per step and per
+//! service.
+//!
+//! Rates are layer-1 bit rates (strobe's convention: what the frames occupy on the wire,
+//! preamble and inter-frame gap included), offered and measured alike. FTD is judged on the
+//! mean of every frame's delay (the maximum is reported too); FDV is the 99.9th percentile
+//! of the delays less their minimum (MEF 10.3's definition, at that percentile).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use strobe_analyze::latency::LatencyStats;
+use strobe_model::Scenario;
+
+use crate::rfc2544::{TrialRun, TrialRunner};
+use crate::source::OneFlow;
+use crate::text::{bps_text, duration_text};
+use crate::{ControlError, Results};
+
+/// One service as a user describes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServiceSpec {
+    pub name: String,
+    /// The service's UDP flow, SRC:PORT-DST:PORT (services must differ in it).
+    pub udp: String,
+    /// Frame size, FCS included, or `imix`.
+    pub size: String,
+    /// Committed information rate, e.g. `40mbit` (layer 1).
+    pub cir: String,
+    /// Excess information rate above the CIR (`0`: none).
+    pub eir: String,
+    /// Acceptance: the most frames lost, in percent.
+    pub max_flr_pct: f64,
+    /// Acceptance: the highest mean frame transfer delay, e.g. `10ms`.
+    pub max_ftd: String,
+    /// Acceptance: the highest frame delay variation, e.g. `5ms`.
+    pub max_fdv: String,
+}
+
+impl Default for ServiceSpec {
+    fn default() -> Self {
+        ServiceSpec {
+            name: String::new(),
+            udp: "198.18.0.1:1000-198.18.1.1:2000".into(),
+            size: "1518".into(),
+            cir: String::new(),
+            eir: "0".into(),
+            max_flr_pct: 0.0,
+            max_ftd: "10ms".into(),
+            max_fdv: "10ms".into(),
+        }
+    }
+}
+
+/// What to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Y1564Test {
+    Configuration,
+    Performance,
+}
+
+/// The test as a user asks for it: the command line's options, the server's request body.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Y1564Spec {
+    /// Which tests (empty: both).
+    pub tests: Vec<Y1564Test>,
+    pub port: String,
+    pub rx: String,
+    pub src_mac: Option<String>,
+    pub dst_mac: Option<String>,
+    pub services: Vec<ServiceSpec>,
+    /// Traffic time of each configuration step (Y.1564 suggests 60 s).
+    pub step: String,
+    /// The configuration test's steps below the CIR, in percent of it.
+    pub steps_pct: Vec<f64>,
+    /// The policing step offers CIR + EIR + this share of the CIR, in percent.
+    pub overshoot_pct: f64,
+    /// Traffic time of the performance test (Y.1564 suggests 15 min and more).
+    pub performance: String,
+    /// How long the receiver keeps counting after a step's last frame.
+    pub wait: String,
+    /// Pause between steps.
+    pub settle: String,
+    /// An information rate passes when it is at least this close to what it should be, in
+    /// percent (the measurement's own tolerance: a step's first and last frames, a
+    /// shaper's bucket).
+    pub ir_tolerance_pct: f64,
+}
+
+impl Default for Y1564Spec {
+    fn default() -> Self {
+        Y1564Spec {
+            tests: Vec::new(),
+            port: "lab:tx".into(),
+            rx: "lab:rx".into(),
+            src_mac: None,
+            dst_mac: None,
+            services: Vec::new(),
+            step: "5s".into(),
+            steps_pct: vec![25.0, 50.0, 75.0, 100.0],
+            overshoot_pct: 25.0,
+            performance: "60s".into(),
+            wait: "1s".into(),
+            settle: "500ms".into(),
+            ir_tolerance_pct: 2.0,
+        }
+    }
+}
+
+/// A service, checked and typed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Service {
+    pub name: String,
+    pub udp: String,
+    pub size: String,
+    pub cir_bps: f64,
+    pub eir_bps: f64,
+    /// Loss ratio (0 to 1).
+    pub max_flr: f64,
+    pub max_ftd_ns: u64,
+    pub max_fdv_ns: u64,
+}
+
+/// The test as asked, checked and typed.
+#[derive(Clone, Debug)]
+pub struct Y1564Request {
+    pub flow: OneFlow,
+    pub lab_prefix: String,
+    pub tests: Vec<Y1564Test>,
+    pub services: Vec<Service>,
+    pub step_ns: u64,
+    /// Shares of the CIR (0 to 1].
+    pub steps: Vec<f64>,
+    pub overshoot: f64,
+    pub performance_ns: u64,
+    pub wait_ns: u64,
+    pub settle_ns: u64,
+    pub ir_tolerance: f64,
+}
+
+fn bad(m: String) -> ControlError {
+    ControlError::BadInput(m)
+}
+
+fn duration(what: &str, text: &str) -> Result<u64, ControlError> {
+    strobe_timing::parse_duration_ns(text).map_err(|_| {
+        bad(format!(
+            "{what} `{text}`: give a duration, e.g. 5s or 500ms"
+        ))
+    })
+}
+
+fn bit_rate(what: &str, text: &str, zero_ok: bool) -> Result<f64, ControlError> {
+    if zero_ok && text.trim().trim_end_matches(|c: char| c.is_alphabetic()) == "0" {
+        return Ok(0.0);
+    }
+    strobe_analyze::physics::parse_line_rate_bps(text)
+        .map_err(|e| bad(format!("{what} `{text}`: {e} (a bit rate such as 40mbit)")))
+}
+
+impl ServiceSpec {
+    fn service(&self, index: usize) -> Result<Service, ControlError> {
+        let name = if self.name.is_empty() {
+            format!("service{}", index + 1)
+        } else {
+            self.name.clone()
+        };
+        let what = |field: &str| format!("service `{name}`: {field}");
+        if self.cir.is_empty() {
+            return Err(bad(format!(
+                "{}: give the committed information rate, e.g. cir=40mbit",
+                what("cir")
+            )));
+        }
+        let pct = self.max_flr_pct;
+        if !(pct.is_finite() && (0.0..=100.0).contains(&pct)) {
+            return Err(bad(format!(
+                "{} {pct}: give a percentage from 0 to 100",
+                what("max FLR")
+            )));
+        }
+        Ok(Service {
+            cir_bps: bit_rate(&what("cir"), &self.cir, false)?,
+            eir_bps: bit_rate(&what("eir"), &self.eir, true)?,
+            max_flr: pct / 100.0,
+            max_ftd_ns: duration(&what("max FTD"), &self.max_ftd)?,
+            max_fdv_ns: duration(&what("max FDV"), &self.max_fdv)?,
+            udp: self.udp.clone(),
+            size: self.size.clone(),
+            name,
+        })
+    }
+}
+
+impl Y1564Spec {
+    /// The request this spec makes, on the lab `lab_prefix` (for `lab:` ports).
+    pub fn request(&self, lab_prefix: &str) -> Result<Y1564Request, ControlError> {
+        if self.services.is_empty() {
+            return Err(bad(
+                "give at least one service, e.g. --service name=data,cir=40mbit,eir=10mbit".into(),
+            ));
+        }
+        let services = self
+            .services
+            .iter()
+            .enumerate()
+            .map(|(i, s)| s.service(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (i, a) in services.iter().enumerate() {
+            if let Some(b) = services[..i].iter().find(|b| b.name == a.name) {
+                return Err(bad(format!("two services are named `{}`", b.name)));
+            }
+            if let Some(b) = services[..i].iter().find(|b| b.udp == a.udp) {
+                return Err(bad(format!(
+                    "services `{}` and `{}` share the UDP flow {}: give each its own ports",
+                    b.name, a.name, a.udp
+                )));
+            }
+        }
+        let steps = self
+            .steps_pct
+            .iter()
+            .map(|&p| {
+                if p.is_finite() && p > 0.0 && p <= 100.0 {
+                    Ok(p / 100.0)
+                } else {
+                    Err(bad(format!(
+                        "step {p} %: give steps above 0 and at most 100 % of the CIR"
+                    )))
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let positive = |what: &str, text: &str| {
+            duration(what, text).and_then(|ns| {
+                if ns > 0 {
+                    Ok(ns)
+                } else {
+                    Err(bad(format!("{what} `{text}`: give a positive duration")))
+                }
+            })
+        };
+        let pct_ok = |what: &str, v: f64| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(v / 100.0)
+            } else {
+                Err(bad(format!("{what} {v}: give a percentage of 0 or more")))
+            }
+        };
+        let mut tests = if self.tests.is_empty() {
+            vec![Y1564Test::Configuration, Y1564Test::Performance]
+        } else {
+            self.tests.clone()
+        };
+        tests.sort();
+        tests.dedup();
+        Ok(Y1564Request {
+            flow: OneFlow {
+                flow: strobe_model::quick::QuickArgs {
+                    port: self.port.clone(),
+                    src_mac: self.src_mac.clone(),
+                    dst_mac: self.dst_mac.clone(),
+                    seed: 1,
+                    unbounded: true,
+                    ..Default::default()
+                },
+                rx: Some(self.rx.clone()),
+            },
+            lab_prefix: lab_prefix.to_string(),
+            tests,
+            services,
+            step_ns: positive("step", &self.step)?,
+            steps,
+            overshoot: pct_ok("overshoot", self.overshoot_pct)?,
+            performance_ns: positive("performance", &self.performance)?,
+            wait_ns: duration("wait", &self.wait)?,
+            settle_ns: duration("settle", &self.settle)?,
+            ir_tolerance: pct_ok("IR tolerance", self.ir_tolerance_pct)?,
+        })
+    }
+}
+
+/// Which step of the configuration test.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "pct")]
+pub enum StepKind {
+    /// A share of the CIR, in percent: every criterion applies.
+    Cir(f64),
+    /// CIR + EIR: at least the CIR must come through.
+    CirEir,
+    /// Above CIR + EIR: the network must police it to at most CIR + EIR (and still pass
+    /// the CIR).
+    Policing,
+}
+
+/// What one service showed in a step or in the performance test.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    pub offered_bps: f64,
+    /// Information rate at the receiver (layer 1).
+    pub ir_bps: f64,
+    pub frames_tx: u64,
+    pub frames_lost: u64,
+    pub flr: f64,
+    /// Every frame's delay.
+    pub ftd: Option<LatencyStats>,
+    /// p99.9 − min of the delays.
+    pub fdv_ns: Option<f64>,
+}
+
+/// A step or a performance test, judged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub pass: bool,
+    /// Each criterion that failed, in words.
+    pub failed: Vec<String>,
+}
+
+/// One configuration step of one service.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepResult {
+    pub step: StepKind,
+    pub measured: Measured,
+    pub verdict: Verdict,
+    pub warnings: Vec<String>,
+}
+
+/// One service's results.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServiceResult {
+    pub service: Service,
+    pub configuration: Vec<StepResult>,
+    /// Every configuration step passed (None: the test did not run or was stopped).
+    pub configuration_pass: Option<bool>,
+    pub performance: Option<Measured>,
+    pub performance_verdict: Option<Verdict>,
+}
+
+/// Everything the test measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Y1564Report {
+    pub tests: Vec<Y1564Test>,
+    pub step_ns: u64,
+    pub performance_ns: u64,
+    pub ir_tolerance: f64,
+    pub services: Vec<ServiceResult>,
+    /// Every service passed every test that ran.
+    pub pass: bool,
+    pub elapsed_ns: u64,
+    pub interrupted: bool,
+    pub failure: Option<String>,
+}
+
+/// The flow of `service` at `bps`, sending for `ns`.
+fn service_flow(request: &Y1564Request, service: &Service, bps: f64, ns: u64) -> OneFlow {
+    let mut flow = request.flow.clone();
+    flow.flow.udp = Some(service.udp.clone());
+    flow.flow.size = service.size.clone();
+    flow.flow.rate = format!("{bps:.0}bps");
+    flow.flow.duration = Some(format!("{ns}ns"));
+    flow
+}
+
+/// One scenario sending every service's flow at once (the performance test).
+fn all_services(request: &Y1564Request) -> Result<Scenario, ControlError> {
+    let mut merged: Option<Scenario> = None;
+    for (k, s) in request.services.iter().enumerate() {
+        let (scenario, _) = service_flow(request, s, s.cir_bps, request.performance_ns)
+            .scenario(&request.lab_prefix, false)?;
+        match &mut merged {
+            None => {
+                let mut scenario = scenario;
+                if let Some(f) = scenario.flows.first_mut() {
+                    f.name = s.name.clone();
+                }
+                merged = Some(scenario);
+            }
+            Some(m) => {
+                let mut flow = scenario.flows.into_iter().next().ok_or_else(|| {
+                    ControlError::Runtime(format!("service `{}` made no flow", s.name))
+                })?;
+                flow.name = s.name.clone();
+                flow.id = u16::try_from(k).map_err(|_| bad("too many services".into()))?;
+                m.flows.push(flow);
+            }
+        }
+    }
+    merged.ok_or_else(|| bad("no service".into()))
+}
+
+/// What `flow` of a run showed.
+fn measured(results: &Results, flow: usize, offered_bps: f64, mean_bytes: f64) -> Measured {
+    let f = results.flows.get(flow);
+    let get = |v: Option<u64>| v.unwrap_or(0);
+    let frames_tx = f.map_or(0, |f| get(f.frames_tx));
+    let frames_rx = f.map_or(0, |f| get(f.frames_rx_unique));
+    let frames_lost = f.map_or(0, |f| get(f.loss));
+    let bits = (mean_bytes + 20.0) * 8.0;
+    let ir_bps = match f.and_then(|f| Some((f.first_rx_ns?, f.last_rx_ns?))) {
+        Some((a, b)) if b > a && frames_rx >= 2 => {
+            (frames_rx - 1) as f64 * bits * 1e9 / (b - a) as f64
+        }
+        _ => 0.0,
+    };
+    let ftd = f.and_then(|f| f.latency.as_ref()).map(|l| l.raw);
+    Measured {
+        offered_bps,
+        ir_bps,
+        frames_tx,
+        frames_lost,
+        flr: if frames_tx > 0 {
+            frames_lost as f64 / frames_tx as f64
+        } else {
+            0.0
+        },
+        fdv_ns: ftd.map(|l| l.p99_9_ns - l.min_ns),
+        ftd,
+    }
+}
+
+/// Judges `m` as `step` (None: the performance test) of `s`.
+fn judge(s: &Service, step: Option<StepKind>, m: &Measured, tolerance: f64) -> Verdict {
+    let mut failed = Vec::new();
+    let ir_at_least = |want: f64, what: &str, failed: &mut Vec<String>| {
+        if m.ir_bps < want * (1.0 - tolerance) {
+            failed.push(format!(
+                "IR {} below {what} {}",
+                bps_text(m.ir_bps),
+                bps_text(want)
+            ));
+        }
+    };
+    let delay_and_loss = |failed: &mut Vec<String>| {
+        if m.flr > s.max_flr {
+            failed.push(format!(
+                "FLR {:.4} % above {:.4} %",
+                m.flr * 100.0,
+                s.max_flr * 100.0
+            ));
+        }
+        match m.ftd {
+            Some(ftd) if ftd.mean_ns > s.max_ftd_ns as f64 => failed.push(format!(
+                "FTD {} above {}",
+                duration_text(ftd.mean_ns as u64),
+                duration_text(s.max_ftd_ns)
+            )),
+            None => failed.push("no frame delay measured (nothing arrived)".into()),
+            _ => {}
+        }
+        if let Some(fdv) = m.fdv_ns {
+            if fdv > s.max_fdv_ns as f64 {
+                failed.push(format!(
+                    "FDV {} above {}",
+                    duration_text(fdv as u64),
+                    duration_text(s.max_fdv_ns)
+                ));
+            }
+        }
+    };
+    match step {
+        Some(StepKind::Cir(_)) | None => {
+            ir_at_least(m.offered_bps, "the offered", &mut failed);
+            delay_and_loss(&mut failed);
+        }
+        Some(StepKind::CirEir) => ir_at_least(s.cir_bps, "the CIR", &mut failed),
+        Some(StepKind::Policing) => {
+            ir_at_least(s.cir_bps, "the CIR", &mut failed);
+            let most = s.cir_bps + s.eir_bps;
+            if m.ir_bps > most * (1.0 + tolerance) {
+                failed.push(format!(
+                    "IR {} above CIR + EIR {}: not policed",
+                    bps_text(m.ir_bps),
+                    bps_text(most)
+                ));
+            }
+        }
+    }
+    Verdict {
+        pass: failed.is_empty(),
+        failed,
+    }
+}
+
+/// The steps of the configuration test for `s`, with the rate each offers.
+pub fn steps_of(request: &Y1564Request, s: &Service) -> Vec<(StepKind, f64)> {
+    let mut steps: Vec<(StepKind, f64)> = request
+        .steps
+        .iter()
+        .map(|&share| (StepKind::Cir(share * 100.0), s.cir_bps * share))
+        .collect();
+    if s.eir_bps > 0.0 {
+        steps.push((StepKind::CirEir, s.cir_bps + s.eir_bps));
+    }
+    steps.push((
+        StepKind::Policing,
+        s.cir_bps + s.eir_bps + request.overshoot * s.cir_bps,
+    ));
+    steps
+}
+
+fn step_name(step: StepKind) -> String {
+    match step {
+        StepKind::Cir(pct) => format!("{pct:.0} % of CIR"),
+        StepKind::CirEir => "CIR + EIR".into(),
+        StepKind::Policing => "policing".into(),
+    }
+}
+
+/// Runs `request` through `runner` until it ends or `stop` is set.
+pub fn run_y1564<R: TrialRunner>(
+    request: &Y1564Request,
+    stop: &AtomicBool,
+    runner: &mut R,
+) -> Result<Y1564Report, R::Error> {
+    let started = Instant::now();
+    let mut report = Y1564Report {
+        tests: request.tests.clone(),
+        step_ns: request.step_ns,
+        performance_ns: request.performance_ns,
+        ir_tolerance: request.ir_tolerance,
+        services: request
+            .services
+            .iter()
+            .map(|s| ServiceResult {
+                service: s.clone(),
+                configuration: Vec::new(),
+                configuration_pass: None,
+                performance: None,
+                performance_verdict: None,
+            })
+            .collect(),
+        pass: false,
+        elapsed_ns: 0,
+        interrupted: false,
+        failure: None,
+    };
+    let stopped = || stop.load(Ordering::Relaxed);
+    let total: usize = request
+        .services
+        .iter()
+        .map(|s| steps_of(request, s).len())
+        .sum();
+    let mut done = 0;
+    if request.tests.contains(&Y1564Test::Configuration) {
+        'services: for (k, s) in request.services.iter().enumerate() {
+            let steps = steps_of(request, s);
+            for (step, bps) in steps {
+                if stopped() {
+                    break 'services;
+                }
+                done += 1;
+                let label = format!(
+                    "configuration: service `{}`, {} ({}), step {done} of {total}",
+                    s.name,
+                    step_name(step),
+                    bps_text(bps)
+                );
+                let (scenario, pacing) = service_flow(request, s, bps, request.step_ns)
+                    .scenario(&request.lab_prefix, false)?;
+                let mean_bytes = scenario.flows.first().map_or(0.0, |f| f.size.mean());
+                let ran = runner.run(TrialRun {
+                    label,
+                    scenario,
+                    pacing,
+                    drain_ns: request.wait_ns,
+                    learning: false,
+                });
+                let (scenario, run) = match ran {
+                    Ok(r) => r,
+                    Err(_) if stopped() => break 'services,
+                    Err(e) => return Err(e),
+                };
+                if stopped() {
+                    break 'services;
+                }
+                let results = Results::new(&scenario, &run, None);
+                if !results.failures.is_empty() {
+                    report.failure = Some(results.failures.join("; "));
+                    break 'services;
+                }
+                let m = measured(&results, 0, bps, mean_bytes);
+                let verdict = judge(s, Some(step), &m, request.ir_tolerance);
+                report.services[k].configuration.push(StepResult {
+                    step,
+                    measured: m,
+                    verdict,
+                    warnings: results.warnings.clone(),
+                });
+                crate::rfc2544::sleep_unless_stopped(request.settle_ns, stop);
+            }
+            let r = &mut report.services[k];
+            r.configuration_pass = Some(r.configuration.iter().all(|s| s.verdict.pass));
+        }
+    }
+    if request.tests.contains(&Y1564Test::Performance) && !stopped() && report.failure.is_none() {
+        let scenario = all_services(request)?;
+        let means: Vec<f64> = scenario.flows.iter().map(|f| f.size.mean()).collect();
+        let label = format!(
+            "performance: {} services at their CIR for {}",
+            request.services.len(),
+            duration_text(request.performance_ns)
+        );
+        let ran = runner.run(TrialRun {
+            label,
+            scenario,
+            pacing: crate::plan::Pacing::Scheduled,
+            drain_ns: request.wait_ns,
+            learning: false,
+        });
+        match ran {
+            Ok((scenario, run)) if !stopped() => {
+                let results = Results::new(&scenario, &run, None);
+                if results.failures.is_empty() {
+                    for (k, s) in request.services.iter().enumerate() {
+                        let m = measured(&results, k, s.cir_bps, means[k]);
+                        report.services[k].performance_verdict =
+                            Some(judge(s, None, &m, request.ir_tolerance));
+                        report.services[k].performance = Some(m);
+                    }
+                } else {
+                    report.failure = Some(results.failures.join("; "));
+                }
+            }
+            Ok(_) => {}
+            Err(_) if stopped() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    report.interrupted = stopped();
+    report.pass = !report.interrupted
+        && report.failure.is_none()
+        && report.services.iter().all(|s| {
+            (!request.tests.contains(&Y1564Test::Configuration)
+                || s.configuration_pass == Some(true))
+                && (!request.tests.contains(&Y1564Test::Performance)
+                    || s.performance_verdict.as_ref().is_some_and(|v| v.pass))
+        });
+    report.elapsed_ns = started.elapsed().as_nanos() as u64;
+    Ok(report)
+}
+
+impl Y1564Report {
+    /// Every step and performance result as CSV, one row each.
+    pub fn csv(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::from(
+            "service,test,step,offered_bps,ir_bps,frames_tx,frames_lost,flr_pct,ftd_min_ns,\
+             ftd_mean_ns,ftd_max_ns,fdv_ns,pass,failed\n",
+        );
+        let mut row = |service: &str, test: &str, step: &str, m: &Measured, v: &Verdict| {
+            let f = |x: Option<f64>| x.map(|v| format!("{v:.1}")).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{service},{test},{step},{:.0},{:.0},{},{},{:.6},{},{},{},{},{},\"{}\"",
+                m.offered_bps,
+                m.ir_bps,
+                m.frames_tx,
+                m.frames_lost,
+                m.flr * 100.0,
+                f(m.ftd.map(|l| l.min_ns)),
+                f(m.ftd.map(|l| l.mean_ns)),
+                f(m.ftd.map(|l| l.max_ns)),
+                f(m.fdv_ns),
+                v.pass,
+                v.failed.join("; ").replace('"', "'")
+            );
+        };
+        for s in &self.services {
+            for st in &s.configuration {
+                row(
+                    &s.service.name,
+                    "configuration",
+                    &step_name(st.step),
+                    &st.measured,
+                    &st.verdict,
+                );
+            }
+            if let (Some(m), Some(v)) = (&s.performance, &s.performance_verdict) {
+                row(&s.service.name, "performance", "CIR", m, v);
+            }
+        }
+        out
+    }
+}
+
+/// A step's name, for tables.
+pub fn step_label(step: StepKind) -> String {
+    step_name(step)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service() -> Service {
+        Service {
+            name: "data".into(),
+            udp: "198.18.0.1:1000-198.18.1.1:2000".into(),
+            size: "1518".into(),
+            cir_bps: 40e6,
+            eir_bps: 20e6,
+            max_flr: 0.0,
+            max_ftd_ns: 10_000_000,
+            max_fdv_ns: 5_000_000,
+        }
+    }
+
+    fn stats(mean: f64, min: f64, p999: f64) -> LatencyStats {
+        LatencyStats {
+            count: 100,
+            min_ns: min,
+            mean_ns: mean,
+            stddev_ns: 1.0,
+            p50_ns: mean,
+            p90_ns: mean,
+            p99_ns: mean,
+            p99_9_ns: p999,
+            p99_99_ns: p999,
+            p99_999_ns: p999,
+            p99_9999_ns: p999,
+            max_ns: p999,
+        }
+    }
+
+    fn m(offered: f64, ir: f64, lost: u64, ftd: LatencyStats) -> Measured {
+        Measured {
+            offered_bps: offered,
+            ir_bps: ir,
+            frames_tx: 10_000,
+            frames_lost: lost,
+            flr: lost as f64 / 10_000.0,
+            fdv_ns: Some(ftd.p99_9_ns - ftd.min_ns),
+            ftd: Some(ftd),
+        }
+    }
+
+    #[test]
+    fn cir_steps_are_judged_on_every_criterion() {
+        let s = service();
+        let good = stats(1e6, 5e5, 2e6);
+        let v = judge(
+            &s,
+            Some(StepKind::Cir(100.0)),
+            &m(40e6, 39.9e6, 0, good),
+            0.02,
+        );
+        assert!(v.pass, "{v:?}");
+        let v = judge(
+            &s,
+            Some(StepKind::Cir(100.0)),
+            &m(40e6, 35e6, 3, good),
+            0.02,
+        );
+        assert!(!v.pass);
+        assert!(v.failed.iter().any(|f| f.starts_with("IR")), "{v:?}");
+        assert!(v.failed.iter().any(|f| f.starts_with("FLR")), "{v:?}");
+        let slow = stats(20e6, 5e5, 8e6);
+        let v = judge(&s, None, &m(40e6, 40e6, 0, slow), 0.02);
+        assert_eq!(v.failed.len(), 2, "{v:?}");
+        assert!(
+            v.failed[0].starts_with("FTD 20.000 ms above 10.000 ms"),
+            "{v:?}"
+        );
+        assert!(v.failed[1].starts_with("FDV"), "{v:?}");
+    }
+
+    #[test]
+    fn above_the_cir_only_the_rates_count() {
+        let s = service();
+        let lossy = stats(9e6, 5e5, 9.9e6);
+        // CIR + EIR offered, 50 Mbit/s through, many frames lost: passes (at least the CIR).
+        let v = judge(
+            &s,
+            Some(StepKind::CirEir),
+            &m(60e6, 50e6, 1000, lossy),
+            0.02,
+        );
+        assert!(v.pass, "{v:?}");
+        // Policing: 75 Mbit/s offered, 50 through: policed below CIR + EIR.
+        let v = judge(
+            &s,
+            Some(StepKind::Policing),
+            &m(75e6, 50e6, 3000, lossy),
+            0.02,
+        );
+        assert!(v.pass, "{v:?}");
+        // Not policed: everything came through.
+        let v = judge(&s, Some(StepKind::Policing), &m(75e6, 75e6, 0, lossy), 0.02);
+        assert!(!v.pass && v.failed[0].contains("not policed"), "{v:?}");
+        // Below the CIR.
+        let v = judge(&s, Some(StepKind::CirEir), &m(60e6, 30e6, 0, lossy), 0.02);
+        assert!(!v.pass && v.failed[0].contains("below the CIR"), "{v:?}");
+    }
+
+    #[test]
+    fn the_steps_climb_to_the_cir_then_above() {
+        let r = Y1564Spec {
+            services: vec![ServiceSpec {
+                cir: "40mbit".into(),
+                eir: "20mbit".into(),
+                ..ServiceSpec::default()
+            }],
+            ..Y1564Spec::default()
+        }
+        .request("lab")
+        .unwrap();
+        let s = &r.services[0];
+        assert_eq!(s.name, "service1");
+        let rates: Vec<f64> = steps_of(&r, s).iter().map(|x| x.1).collect();
+        assert_eq!(rates, [10e6, 20e6, 30e6, 40e6, 60e6, 70e6]);
+        // Without an EIR there is no CIR + EIR step.
+        let mut no_eir = s.clone();
+        no_eir.eir_bps = 0.0;
+        let kinds: Vec<StepKind> = steps_of(&r, &no_eir).iter().map(|x| x.0).collect();
+        assert_eq!(kinds.last(), Some(&StepKind::Policing));
+        assert!(!kinds.contains(&StepKind::CirEir));
+    }
+
+    #[test]
+    fn bad_specs_name_what_is_wrong() {
+        let err = |spec: Y1564Spec| spec.request("lab").unwrap_err().to_string();
+        assert!(err(Y1564Spec::default()).contains("at least one service"));
+        let one = |s: ServiceSpec| Y1564Spec {
+            services: vec![s],
+            ..Y1564Spec::default()
+        };
+        assert!(err(one(ServiceSpec::default())).contains("committed information rate"));
+        assert!(err(one(ServiceSpec {
+            cir: "fast".into(),
+            ..ServiceSpec::default()
+        }))
+        .contains("cir `fast`"));
+        let twice = Y1564Spec {
+            services: vec![
+                ServiceSpec {
+                    name: "a".into(),
+                    cir: "1mbit".into(),
+                    ..ServiceSpec::default()
+                },
+                ServiceSpec {
+                    name: "b".into(),
+                    cir: "1mbit".into(),
+                    ..ServiceSpec::default()
+                },
+            ],
+            ..Y1564Spec::default()
+        };
+        assert!(err(twice).contains("share the UDP flow"));
+        let spec: Y1564Spec = serde_json::from_str(
+            r#"{"services": [{"name": "v", "cir": "10mbit", "max_flr_pct": 0.1}], "step": "2s"}"#,
+        )
+        .unwrap();
+        let r = spec.request("lab").unwrap();
+        assert_eq!((r.step_ns, r.services[0].max_flr), (2_000_000_000, 0.001));
+        assert!(serde_json::from_str::<Y1564Spec>(r#"{"servicez": []}"#).is_err());
+    }
+}
