@@ -17,6 +17,8 @@ pub struct Rfc2544Figures {
     pub throughput: Vec<ThroughputFigure>,
     pub latency: Vec<LatencyFigure>,
     pub loss: Vec<LossFigure>,
+    /// Further tables (back-to-back), after the figures.
+    pub tables: Vec<Table>,
 }
 
 /// One frame size's throughput.
@@ -305,6 +307,9 @@ pub fn html_report(title: &str, f: &Rfc2544Figures) -> String {
                 figure { (inline_svg(loss_svg(&f.loss))) }
             }
         }
+        @for t in &f.tables {
+            (table_markup(t))
+        }
     };
     page(title, body)
 }
@@ -325,20 +330,26 @@ pub fn table_report(title: &str, notes: &[String], tables: &[Table]) -> String {
             p.note { (note) }
         }
         @for t in tables {
-            h2 { (t.title) }
-            table {
-                thead { tr { @for h in &t.header { th { (h) } } } }
-                tbody {
-                    @for (row, pass) in &t.rows {
-                        tr style=(if *pass { "" } else { "background: #fde2e1" }) {
-                            @for c in row { td { (c) } }
-                        }
+            (table_markup(t))
+        }
+    };
+    page(title, body)
+}
+
+fn table_markup(t: &Table) -> Markup {
+    html! {
+        h2 { (t.title) }
+        table {
+            thead { tr { @for h in &t.header { th { (h) } } } }
+            tbody {
+                @for (row, pass) in &t.rows {
+                    tr style=(if *pass { "" } else { "background: #fde2e1" }) {
+                        @for c in row { td { (c) } }
                     }
                 }
             }
         }
-    };
-    page(title, body)
+    }
 }
 
 #[cfg(test)]
@@ -395,6 +406,7 @@ mod tests {
                 size: "64".into(),
                 points: vec![(100.0, 50.0), (90.0, 44.0), (50.0, 0.0), (40.0, 0.0)],
             }],
+            tables: Vec::new(),
         }
     }
 

@@ -29,6 +29,9 @@ enum Which {
     Latency,
     /// The frame loss rate from the highest rate down in steps.
     Loss,
+    /// The longest burst at the highest rate forwarded without loss, and the DUT buffer it
+    /// implies (RFC 9004).
+    BackToBack,
     /// All of them.
     All,
 }
@@ -106,6 +109,12 @@ pub struct Rfc2544Args {
     /// The loss curve's step, in percent of the highest rate.
     #[arg(long, default_value_t = 10.0, value_name = "PCT")]
     loss_step: f64,
+    /// Back-to-back: searches for the longest burst, averaged (RFC 2544 asks for 50).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    b2b_searches: u32,
+    /// Back-to-back: the longest burst tried, as the time it lasts at the highest rate.
+    #[arg(long, default_value = "2s", value_name = "DURATION", value_parser = crate::values::positive_text)]
+    b2b_max: String,
     /// Write every trial and the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -128,6 +137,7 @@ impl Rfc2544Args {
                 Which::Throughput => vec![Benchmark::Throughput],
                 Which::Latency => vec![Benchmark::Latency],
                 Which::Loss => vec![Benchmark::Loss],
+                Which::BackToBack => vec![Benchmark::BackToBack],
                 Which::All => Benchmark::ALL.to_vec(),
             },
             port: self.port.clone(),
@@ -152,6 +162,8 @@ impl Rfc2544Args {
             latency_loads_pct: self.latency_loads.clone(),
             latency_trials: self.latency_trials,
             loss_step_pct: self.loss_step,
+            b2b_searches: self.b2b_searches,
+            b2b_max: self.b2b_max.clone(),
         }
     }
 }
@@ -282,6 +294,44 @@ fn print_report(r: &Rfc2544Report) {
     }
     for c in &r.loss {
         print_loss(c);
+    }
+    if !r.back_to_back.is_empty() {
+        print_back_to_back(r);
+    }
+}
+
+fn print_back_to_back(r: &Rfc2544Report) {
+    println!(
+        "back-to-back (the longest burst forwarded without loss, mean of the searches; buffer \
+         time = the burst at its rate (RFC 9004's implied DUT buffer time); held = the burst less \
+         what the DUT forwarded meanwhile at its throughput, and the time that takes to leave):"
+    );
+    println!(
+        "  {:>6} {:>13} {:>22} {:>12} {:>13} {:>10} {:>12}",
+        "size", "burst rate", "longest bursts", "mean", "buffer time", "held", "held drains"
+    );
+    for b in &r.back_to_back {
+        let each: Vec<String> = b
+            .searches
+            .iter()
+            .map(|s| match (s.frames, s.lowest_failed) {
+                (Some(f), None) => format!("≥{f}"),
+                (Some(f), Some(_)) => f.to_string(),
+                (None, _) => "none".into(),
+            })
+            .collect();
+        let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+        let t = |v: Option<f64>| v.map_or("-".into(), |ns| duration_text(ns as u64));
+        println!(
+            "  {:>6} {:>13} {:>22} {:>12} {:>13} {:>10} {:>12}",
+            b.size.size,
+            pps_text(b.burst_pps),
+            each.join(", "),
+            f(b.mean_frames),
+            t(b.implied_buffer_ns),
+            f(b.buffered_frames),
+            t(b.buffer_drain_ns)
+        );
     }
 }
 

@@ -97,11 +97,13 @@ fn all_benchmarks_run_from_one_command_and_a_stop_keeps_what_ran() {
             "25",
             "--max-rate",
             "8kpps",
+            "--b2b-searches",
+            "1",
         ],
     );
     assert_eq!(
         r["tests"],
-        serde_json::json!(["throughput", "latency", "loss"])
+        serde_json::json!(["throughput", "latency", "loss", "back_to_back"])
     );
     let ndr = r["throughput"][0]["outcomes"][0]["rate"]["pps"]
         .as_f64()
@@ -139,10 +141,18 @@ fn all_benchmarks_run_from_one_command_and_a_stop_keeps_what_ran() {
     assert_eq!((loss(2), loss(3)), (0.0, 0.0));
     // Its first point is the throughput search's first trial, not run again.
     assert_eq!(curve[0]["trial"], r["throughput"][0]["trials"][0]);
+    // Back-to-back: the shaper holds its 10 ms queue (68 750 bytes) and its 6 250-byte
+    // bucket: about 50 frames of 1514 bytes, which drain at its rate in about 12 ms.
+    let b2b = &r["back_to_back"][0];
+    let frames = b2b["mean_frames"].as_f64().unwrap();
+    assert!((40.0..=60.0).contains(&frames), "{b2b}");
+    let drain_ms = b2b["buffer_drain_ns"].as_f64().unwrap() / 1e6;
+    assert!((8.0..=16.0).contains(&drain_ms), "{b2b}");
     // The report draws throughput (frames, bits), latency (by size, by load twice), loss.
     let html = std::fs::read_to_string(&html).unwrap();
     assert_eq!(html.matches("<svg").count(), 6, "{html}");
     assert!(html.contains("frame loss rate") && html.contains("latency at the throughput"));
+    assert!(html.contains("Back-to-back frames (RFC 9004)"));
 
     // Ctrl-C in the middle: exit 130, and the JSON holds the trials that ran.
     let stopped = dir.path("stopped.json");

@@ -53,16 +53,23 @@ pub enum Benchmark {
     Throughput,
     Latency,
     Loss,
+    BackToBack,
 }
 
 impl Benchmark {
-    pub const ALL: [Benchmark; 3] = [Benchmark::Throughput, Benchmark::Latency, Benchmark::Loss];
+    pub const ALL: [Benchmark; 4] = [
+        Benchmark::Throughput,
+        Benchmark::Latency,
+        Benchmark::Loss,
+        Benchmark::BackToBack,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Benchmark::Throughput => "throughput",
             Benchmark::Latency => "latency",
             Benchmark::Loss => "loss",
+            Benchmark::BackToBack => "back_to_back",
         }
     }
 }
@@ -111,6 +118,10 @@ pub struct Rfc2544Spec {
     pub latency_trials: u32,
     /// The loss curve's step, in percent of the highest rate.
     pub loss_step_pct: f64,
+    /// Back-to-back: searches for the longest burst, averaged (RFC 2544 asks for 50).
+    pub b2b_searches: u32,
+    /// Back-to-back: the longest burst tried, as the time it lasts at the highest rate.
+    pub b2b_max: String,
 }
 
 impl Default for Rfc2544Spec {
@@ -136,6 +147,8 @@ impl Default for Rfc2544Spec {
             latency_loads_pct: Vec::new(),
             latency_trials: 1,
             loss_step_pct: 10.0,
+            b2b_searches: 3,
+            b2b_max: "2s".into(),
         }
     }
 }
@@ -164,6 +177,8 @@ pub struct Rfc2544Request {
     pub latency_trials: u32,
     /// Share of the highest rate (0 to 1].
     pub loss_step: f64,
+    pub b2b_searches: u32,
+    pub b2b_max_ns: u64,
 }
 
 impl Rfc2544Spec {
@@ -226,6 +241,9 @@ impl Rfc2544Spec {
         if self.latency_trials == 0 {
             return Err(bad("latency trials: give at least 1".into()));
         }
+        if self.b2b_searches == 0 {
+            return Err(bad("back-to-back searches: give at least 1".into()));
+        }
         let mut tests = if self.tests.is_empty() {
             Benchmark::ALL.to_vec()
         } else {
@@ -267,6 +285,8 @@ impl Rfc2544Spec {
             latency_loads,
             latency_trials: self.latency_trials,
             loss_step,
+            b2b_searches: self.b2b_searches,
+            b2b_max_ns: duration("back-to-back maximum", &self.b2b_max, false)?,
         })
     }
 }
@@ -450,6 +470,40 @@ pub struct LossCurve {
     pub points: Vec<LossPoint>,
 }
 
+/// One search for the longest burst the DUT forwards without loss.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BurstSearch {
+    /// The longest burst without loss (None: not even the shortest).
+    pub frames: Option<u64>,
+    /// The shortest burst that lost frames (None: the longest tried passed).
+    pub lowest_failed: Option<u64>,
+    pub resolved: bool,
+    pub trials: Vec<TrialResult>,
+}
+
+/// Back-to-back frames (RFC 2544 §26.4, RFC 9004) for one frame size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BackToBackResult {
+    pub size: FrameSize,
+    /// The longest burst tried.
+    pub max_frames: u64,
+    /// The rate the bursts left at (median of the trials').
+    pub burst_pps: f64,
+    pub searches: Vec<BurstSearch>,
+    /// Mean of the searches' longest bursts without loss.
+    pub mean_frames: Option<f64>,
+    /// RFC 9004's implied DUT buffer time: the mean burst over the rate it came at.
+    pub implied_buffer_ns: Option<f64>,
+    /// The DUT's throughput (NDR) for the size, when it was measured.
+    pub throughput_pps: Option<f64>,
+    /// What the DUT held when the burst ended: the burst less what it forwarded meanwhile
+    /// at its throughput, B × (1 − T / R).
+    pub buffered_frames: Option<f64>,
+    /// The time those frames take to leave at the throughput: how much queueing the DUT's
+    /// buffer amounts to.
+    pub buffer_drain_ns: Option<f64>,
+}
+
 /// Everything the benchmarks measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Rfc2544Report {
@@ -467,6 +521,7 @@ pub struct Rfc2544Report {
     pub throughput: Vec<ThroughputResult>,
     pub latency: Vec<LatencyResult>,
     pub loss: Vec<LossCurve>,
+    pub back_to_back: Vec<BackToBackResult>,
     pub trials: usize,
     pub elapsed_ns: u64,
     /// Stopped before the end (by the user or a failed trial): what ran is kept.
@@ -487,6 +542,8 @@ pub(crate) enum Offer {
     Paced(f64),
     /// As fast as the generator goes, for the trial's time.
     Unpaced,
+    /// This many frames as fast as the generator goes (back-to-back).
+    Burst(u64),
 }
 
 /// What the benchmarks need of a trial: the engine's is [`EngineTrials`]; the unit tests
@@ -589,6 +646,7 @@ pub(crate) fn run_sizes<T: Trials>(
         throughput: Vec::new(),
         latency: Vec::new(),
         loss: Vec::new(),
+        back_to_back: Vec::new(),
         trials: 0,
         elapsed_ns: 0,
         interrupted: false,
@@ -634,6 +692,24 @@ pub(crate) fn run_sizes<T: Trials>(
                 break;
             };
             report.loss.push(c);
+        }
+    }
+    if wants(Benchmark::BackToBack) {
+        for (i, size) in sizes.iter().enumerate() {
+            if session.stopped() {
+                break;
+            }
+            session.trials_after = session.estimate_after(Benchmark::BackToBack, sizes.len() - i);
+            let throughput = report
+                .throughput
+                .iter()
+                .find(|t| t.size.size == size.size)
+                .and_then(|t| t.ndr())
+                .map(|r| r.pps);
+            let Some(b) = session.back_to_back(i, size, throughput)? else {
+                break;
+            };
+            report.back_to_back.push(b);
         }
     }
     report.latency_method = latency_method(&report);
@@ -723,6 +799,7 @@ impl<T: Trials> Session<'_, T> {
             Benchmark::Latency => r.latency_loads.len() * r.latency_trials as usize,
             // Down to the knee and two clean steps; a third of the steps is typical.
             Benchmark::Loss => ((1.0 / r.loss_step) / 3.0).ceil() as usize + 2,
+            Benchmark::BackToBack => 6 * r.b2b_searches as usize,
         };
         let sizes = r.sizes.len();
         Benchmark::ALL
@@ -987,6 +1064,111 @@ impl<T: Trials> Session<'_, T> {
         Ok(Some(result))
     }
 
+    /// RFC 2544 §26.4 with RFC 9004's updates for one size: the longest burst at the
+    /// highest rate the DUT forwards without loss, searched `b2b_searches` times and
+    /// averaged, and the DUT buffer it implies.
+    fn back_to_back(
+        &mut self,
+        index: usize,
+        size: &FrameSize,
+        throughput_pps: Option<f64>,
+    ) -> Result<Option<BackToBackResult>, T::Error> {
+        let Some(max) = self.max_trial(index, size, Benchmark::BackToBack)? else {
+            return Ok(None);
+        };
+        let r = self.request;
+        let max_frames = ((max.max_pps * r.b2b_max_ns as f64 / 1e9).ceil() as u64).max(2);
+        let mut result = BackToBackResult {
+            size: size.clone(),
+            max_frames,
+            burst_pps: 0.0,
+            searches: Vec::new(),
+            mean_frames: None,
+            implied_buffer_ns: None,
+            throughput_pps,
+            buffered_frames: None,
+            buffer_drain_ns: None,
+        };
+        let mut rates = Vec::new();
+        for k in 0..r.b2b_searches {
+            if self.stopped() {
+                break;
+            }
+            let mut search = ThroughputSearch::new(SearchSpec {
+                max_rate: max_frames as f64,
+                min_rate: 1.0,
+                resolution: 1.0,
+                relative_resolution: r.relative_resolution,
+                tolerances: vec![0.0],
+                method: r.search,
+            })
+            .map_err(ControlError::BadInput)?;
+            let mut trials = Vec::new();
+            let mut stopped_early = false;
+            while let Some(frames) = search.next_rate() {
+                let frames = frames.round().max(1.0) as u64;
+                if trials.len() >= r.max_trials {
+                    stopped_early = true;
+                    break;
+                }
+                let label = format!(
+                    "back-to-back {} B, search {} of {}, trial {}: a burst of {frames} frames ({})",
+                    size.size,
+                    k + 1,
+                    r.b2b_searches,
+                    trials.len() + 1,
+                    self.progress(search_trials_left(&search))
+                );
+                let Some(t) =
+                    self.trial(Benchmark::BackToBack, size, Offer::Burst(frames), &label)?
+                else {
+                    stopped_early = true;
+                    break;
+                };
+                let t = t.result;
+                trials.push(t.clone());
+                if t.interrupted {
+                    stopped_early = true;
+                    break;
+                }
+                if t.offered_pps > 0.0 {
+                    rates.push(t.offered_pps);
+                }
+                search.record(Trial {
+                    rate: frames as f64,
+                    loss_ratio: t.loss_ratio,
+                });
+            }
+            let b = search.brackets[0];
+            result.searches.push(BurstSearch {
+                frames: b.passed.map(|f| f as u64),
+                lowest_failed: b.failed.map(|f| f as u64),
+                resolved: !stopped_early,
+                trials,
+            });
+        }
+        rates.sort_by(f64::total_cmp);
+        result.burst_pps = rates.get(rates.len() / 2).copied().unwrap_or(max.max_pps);
+        let found: Vec<f64> = result
+            .searches
+            .iter()
+            .filter(|s| s.resolved)
+            .filter_map(|s| s.frames.map(|f| f as f64))
+            .collect();
+        if !found.is_empty() && result.burst_pps > 0.0 {
+            let mean = found.iter().sum::<f64>() / found.len() as f64;
+            let rate = result.burst_pps;
+            result.mean_frames = Some(mean);
+            result.implied_buffer_ns = Some(mean / rate * 1e9);
+            if let Some(t) = throughput_pps.filter(|&t| t > 0.0 && t < rate) {
+                let buffered = mean * (1.0 - t / rate);
+                result.buffered_frames = Some(buffered);
+                result.buffer_drain_ns = Some(buffered / t * 1e9);
+            }
+        }
+        Ok(Some(result))
+    }
+
     /// RFC 2544 §26.3 for one size: loss from the highest rate down in steps until two
     /// steps in a row lose nothing.
     fn loss_curve(
@@ -1116,6 +1298,10 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
                 flow.flow.rate = "max".into();
                 flow.flow.duration = Some(format!("{}ns", r.trial_ns));
             }
+            Offer::Burst(frames) => {
+                flow.flow.rate = "max".into();
+                flow.flow.count = Some(frames);
+            }
         }
         let (mut scenario, pacing) = flow.scenario(&r.lab_prefix, false)?;
         // The link, not the model's default port speed, says what the line rate is.
@@ -1158,7 +1344,7 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
         let offered_pps = match offer {
             _ if frames_tx >= 2 && span_ns > 0 => (frames_tx - 1) as f64 * 1e9 / span_ns as f64,
             Offer::Paced(pps) => pps,
-            Offer::Unpaced => 0.0,
+            Offer::Unpaced | Offer::Burst(_) => 0.0,
         };
         let mut warnings = results.warnings.clone();
         if flow.is_some_and(|f| f.suspect) {
@@ -1171,7 +1357,7 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
             size: size.size.clone(),
             asked_pps: match offer {
                 Offer::Paced(pps) => Some(pps),
-                Offer::Unpaced => None,
+                Offer::Unpaced | Offer::Burst(_) => None,
             },
             offered_pps,
             frames_tx,
@@ -1345,7 +1531,55 @@ impl Rfc2544Report {
                         .collect(),
                 })
                 .collect(),
+            tables: self.back_to_back_table().into_iter().collect(),
         }
+    }
+
+    /// Back-to-back results as a report table.
+    fn back_to_back_table(&self) -> Option<strobe_analyze::rfc2544_plot::Table> {
+        if self.back_to_back.is_empty() {
+            return None;
+        }
+        let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+        let t = |v: Option<f64>| v.map_or("-".into(), |ns| duration_text(ns as u64));
+        Some(strobe_analyze::rfc2544_plot::Table {
+            title: "Back-to-back frames (RFC 9004)".into(),
+            header: [
+                "frame",
+                "burst rate pps",
+                "longest bursts without loss",
+                "mean",
+                "implied buffer time",
+                "held (less what left at the throughput)",
+                "held drains in",
+            ]
+            .iter()
+            .map(|h| h.to_string())
+            .collect(),
+            rows: self
+                .back_to_back
+                .iter()
+                .map(|b| {
+                    let each: Vec<String> = b
+                        .searches
+                        .iter()
+                        .map(|s| s.frames.map_or("none".into(), |f| f.to_string()))
+                        .collect();
+                    (
+                        vec![
+                            format!("{} B", b.size.size),
+                            format!("{:.1}", b.burst_pps),
+                            each.join(", "),
+                            f(b.mean_frames),
+                            t(b.implied_buffer_ns),
+                            f(b.buffered_frames),
+                            t(b.buffer_drain_ns),
+                        ],
+                        b.mean_frames.is_some(),
+                    )
+                })
+                .collect(),
+        })
     }
 
     /// Every trial as CSV, one row each, in the order they ran within each benchmark.
@@ -1397,6 +1631,11 @@ impl Rfc2544Report {
         for c in &self.loss {
             for p in &c.points {
                 row(&p.trial, Some(p.load_pct));
+            }
+        }
+        for b in &self.back_to_back {
+            for trial in b.searches.iter().flat_map(|s| &s.trials) {
+                row(trial, None);
             }
         }
         out

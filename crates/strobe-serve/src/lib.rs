@@ -316,10 +316,11 @@ async fn run_trains(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
 async fn run_rfc2544(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     let spec: Rfc2544Spec = serde_json::from_slice(&body).map_err(|e| {
         validation(vec![format!(
-            "invalid RFC 2544 request: {e} (fields: tests = [throughput, latency, loss], \
+            "invalid RFC 2544 request: {e} (fields: tests = [throughput, latency, loss, \
+             back_to_back], \
              port, rx, udp, src_mac, dst_mac, sizes, link, max_rate, trial, wait, settle, \
              learning, resolution_pct, pdr_pct, max_trials, search, latency_loads_pct, \
-             latency_trials, loss_step_pct)"
+             latency_trials, loss_step_pct, b2b_searches, b2b_max)"
         )])
     })?;
     run_method(&server, move |options| {

@@ -8,8 +8,10 @@ struct Model {
     /// The most the generator offers unpaced, and paced.
     unpaced_pps: f64,
     paced_pps: f64,
-    /// The DUT forwards up to this many frames per second.
+    /// The DUT forwards up to this many frames per second…
     capacity_pps: f64,
+    /// …and holds this many more in its buffer.
+    buffer_frames: u64,
     trial_s: f64,
     /// Each frame's latency (µs) grows with the load, so loads are told apart.
     asked: Vec<(Benchmark, Option<f64>)>,
@@ -24,6 +26,7 @@ impl Model {
             unpaced_pps,
             paced_pps,
             capacity_pps,
+            buffer_frames: 0,
             trial_s: 1.0,
             asked: Vec::new(),
             stop_after: None,
@@ -47,12 +50,15 @@ impl Trials for Model {
         }
         let asked_pps = match offer {
             Offer::Paced(p) => Some(p),
-            Offer::Unpaced => None,
+            Offer::Unpaced | Offer::Burst(_) => None,
         };
         self.asked.push((benchmark, asked_pps));
         let offered = asked_pps.map_or(self.unpaced_pps, |a| a.min(self.paced_pps));
-        let frames_tx = (offered * self.trial_s).round() as u64;
-        let forwarded = (self.capacity_pps * self.trial_s).round() as u64;
+        let (frames_tx, seconds) = match offer {
+            Offer::Burst(n) => (n, n as f64 / offered),
+            _ => ((offered * self.trial_s).round() as u64, self.trial_s),
+        };
+        let forwarded = (self.capacity_pps * seconds).round() as u64 + self.buffer_frames;
         let frames_rx = frames_tx.min(forwarded);
         let mut latency = FlowLatency::default();
         let micros = (1.0 + 10.0 * offered / self.capacity_pps) as u64;
@@ -215,6 +221,36 @@ fn the_loss_curve_steps_down_until_two_steps_lose_nothing_and_shares_the_first_t
     let unpaced = model.asked.iter().filter(|(_, a)| a.is_none()).count();
     assert_eq!(unpaced, 1);
     assert_eq!(c.points[0].trial, report.throughput[0].trials[0]);
+}
+
+#[test]
+fn back_to_back_finds_the_longest_burst_and_the_buffer_it_implies() {
+    // Bursts at 1 Mpps into a DUT forwarding 100 kpps with 900 frames of buffer: the longest
+    // burst without loss is 1000 frames (900 / (1 − 0.1)), which lasts 1 ms at 1 Mpps.
+    let mut model = Model::new(1_000_000.0, 1_000_000.0, 100_000.0);
+    model.buffer_frames = 900;
+    let report = run(&[Benchmark::Throughput, Benchmark::BackToBack], &mut model);
+    let b = &report.back_to_back[0];
+    assert_eq!(b.searches.len(), 3);
+    assert_eq!(b.max_frames, 2_000_000, "2 s at the highest rate");
+    for s in &b.searches {
+        let frames = s.frames.unwrap();
+        assert!((995..=1001).contains(&frames), "{frames}: {s:?}");
+        assert!(
+            s.resolved && s.trials.len() <= 12,
+            "{} trials",
+            s.trials.len()
+        );
+    }
+    let mean = b.mean_frames.unwrap();
+    assert!((b.implied_buffer_ns.unwrap() - mean / 1e6 * 1e9).abs() < 1e-6);
+    // The throughput found (the DUT's 100 kpps plus its buffer over the 1 s trials) corrects
+    // it: about 900 frames held, 9 ms of queue at that rate.
+    let t = b.throughput_pps.unwrap();
+    assert!((100_000.0..=101_000.0).contains(&t), "{t}");
+    let held = b.buffered_frames.unwrap();
+    assert!((890.0..=905.0).contains(&held), "{held}");
+    assert!((b.buffer_drain_ns.unwrap() - held / t * 1e9).abs() < 1.0);
 }
 
 #[test]
