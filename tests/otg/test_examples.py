@@ -38,3 +38,11 @@ def test_rfc2544_reports_throughput_and_latency(server):
     out = run("rfc2544.py", server.url, "1518")
     assert re.search(r"1518 B: NDR \d+ pps, [\d.]+ Mbit/s at layer 1, after \d+ trials", out), out
     assert re.search(r"1518 B at 50 %: latency p50 [\d.]+ µs", out), out
+
+
+def test_y1564_prints_each_step_with_its_verdict(server):
+    # The test lab's DUT is a cable: nothing polices, so the policing step fails.
+    out = run("y1564.py", server.url, "20mbit", "10mbit")
+    assert re.search(r"100 % of CIR: offered   20.00 Mbit/s, IR +[\d.]+ Mbit/s, FLR 0\.0000 % -> PASS", out), out
+    assert re.search(r"policing: .* -> FAIL IR .* not policed", out), out
+    assert "Y.1564: FAIL" in out, out
