@@ -167,23 +167,28 @@ fn latency_by_size_svg(l: &[LatencyFigure]) -> String {
     )
 }
 
-/// One percentile against the load, one line per frame size.
-fn latency_by_load_svg(l: &[LatencyFigure], label: &str, f: fn(&LatencyStats) -> f64) -> String {
-    let series: Vec<Series> = l
-        .iter()
+/// One line per frame size through its (x, y) points, in x order.
+fn line_per_size<'a>(sizes: impl Iterator<Item = (&'a str, Vec<(f64, f64)>)>) -> Vec<Series> {
+    sizes
         .zip(PALETTE.iter().cycle())
-        .map(|(s, &color)| {
-            let mut points: Vec<(f64, f64)> =
-                s.points.iter().map(|p| (p.0, f(&p.2) / 1e3)).collect();
+        .map(|((size, mut points), &color)| {
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
             Series {
-                label: format!("{} B", s.size),
+                label: format!("{size} B"),
                 points,
                 color,
                 mark: Mark::Line,
             }
         })
-        .collect();
+        .collect()
+}
+
+/// One percentile against the load, one line per frame size.
+fn latency_by_load_svg(l: &[LatencyFigure], label: &str, f: fn(&LatencyStats) -> f64) -> String {
+    let series = line_per_size(l.iter().map(|s| {
+        let points = s.points.iter().map(|p| (p.0, f(&p.2) / 1e3)).collect();
+        (s.size.as_str(), points)
+    }));
     xy_svg(
         &format!("latency {label} against the load"),
         "load (% of the throughput)",
@@ -194,20 +199,7 @@ fn latency_by_load_svg(l: &[LatencyFigure], label: &str, f: fn(&LatencyStats) ->
 }
 
 fn loss_svg(c: &[LossFigure]) -> String {
-    let series: Vec<Series> = c
-        .iter()
-        .zip(PALETTE.iter().cycle())
-        .map(|(s, &color)| {
-            let mut points = s.points.clone();
-            points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            Series {
-                label: format!("{} B", s.size),
-                points,
-                color,
-                mark: Mark::Line,
-            }
-        })
-        .collect();
+    let series = line_per_size(c.iter().map(|s| (s.size.as_str(), s.points.clone())));
     xy_svg(
         "frame loss rate",
         "load (% of the highest rate)",

@@ -9,6 +9,7 @@ mod failure;
 mod gen_cmd;
 mod lab_cmd;
 mod latency_out;
+mod methods;
 mod outputs;
 mod ports_cmd;
 mod reflect_cmd;

@@ -11,13 +11,11 @@ use strobe_control::rfc2544::{
     ThroughputResult, TrialResult, TrialRun, TrialRunner,
 };
 use strobe_control::text::{bps_text, duration_text, pps_text};
-use strobe_control::PlanOptions;
 use strobe_model::Scenario;
 
 use crate::failure::Failure;
-use crate::gen_cmd::{run_on_terminal, StatusView};
-use crate::lab_cmd::TX_PORT_HELP;
-use crate::outputs::{self, write_file, WriteFailures};
+use crate::methods::{write_outputs, MethodPorts, Terminal};
+use crate::outputs;
 use crate::signals;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -47,23 +45,11 @@ pub struct Rfc2544Args {
     /// The benchmark to run.
     #[arg(value_enum)]
     which: Which,
-    #[arg(long, help = TX_PORT_HELP, value_name = "PORT", default_value = "lab:tx")]
-    port: String,
-    /// Where the frames arrive and are counted.
-    #[arg(long, value_name = "PORT", default_value = "lab:rx")]
-    rx: String,
+    #[command(flatten)]
+    ports: MethodPorts,
     /// UDP flow SRC:PORT-DST:PORT (default: the lab's generator to its sink).
     #[arg(long, default_value = "198.18.0.1:1000-198.18.1.1:2000")]
     udp: String,
-    /// Source MAC (on a lab port: the lab endpoint's own).
-    #[arg(long, value_name = "MAC")]
-    src_mac: Option<String>,
-    /// Destination MAC (on a lab port: its next hop's).
-    #[arg(long, value_name = "MAC")]
-    dst_mac: Option<String>,
-    /// Prefix of the lab that `lab:tx` / `lab:rx` ports refer to.
-    #[arg(long, default_value = "strobe", value_name = "PREFIX")]
-    lab: String,
     /// Frame sizes, FCS included, or imix (default 64,128,256,512,1024,1280,1518).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     sizes: Vec<String>,
@@ -140,11 +126,11 @@ impl Rfc2544Args {
                 Which::BackToBack => vec![Benchmark::BackToBack],
                 Which::All => Benchmark::ALL.to_vec(),
             },
-            port: self.port.clone(),
-            rx: self.rx.clone(),
+            port: self.ports.port.clone(),
+            rx: self.ports.rx.clone(),
             udp: self.udp.clone(),
-            src_mac: self.src_mac.clone(),
-            dst_mac: self.dst_mac.clone(),
+            src_mac: self.ports.src_mac.clone(),
+            dst_mac: self.ports.dst_mac.clone(),
             sizes: self.sizes.clone(),
             link: self.link.clone(),
             max_rate: self.max_rate.clone(),
@@ -168,30 +154,14 @@ impl Rfc2544Args {
     }
 }
 
-/// Runs each trial as `strobe gen` runs a scenario, and prints each trial's outcome.
-struct Terminal {
-    options: PlanOptions,
-    view: StatusView,
-}
+/// The terminal's runner, printing each trial's outcome.
+struct Trials(Terminal);
 
-impl TrialRunner for Terminal {
+impl TrialRunner for Trials {
     type Error = Failure;
 
     fn run(&mut self, trial: TrialRun) -> Result<(Scenario, strobe_engine::RunReport), Failure> {
-        let learning = trial.learning;
-        if !learning {
-            println!("== {}", trial.label);
-        }
-        let options = PlanOptions {
-            pacing: trial.pacing,
-            drain_ns: trial.drain_ns,
-            ..self.options.clone()
-        };
-        let view = StatusView {
-            quiet: self.view.quiet || learning,
-            ..self.view
-        };
-        run_on_terminal(trial.scenario, &options, view, false)
+        self.0.run(trial)
     }
 
     fn finished(&mut self, t: &TrialResult) {
@@ -232,32 +202,20 @@ pub fn run(args: Rfc2544Args) -> Result<(), Failure> {
         ("--json", args.json.as_deref()),
         ("--csv", args.csv.as_deref()),
     ])?;
-    let request = args.spec().request(&args.lab)?;
-    let mut terminal = Terminal {
-        options: PlanOptions {
-            lab_prefix: args.lab.clone(),
-            ..PlanOptions::default()
-        },
-        view: StatusView {
-            verbose: false,
-            quiet: args.quiet,
-        },
-    };
+    let request = args.spec().request(&args.ports.lab)?;
+    let mut trials = Trials(Terminal::new(&args.ports.lab, args.quiet));
     let signals = signals::install()?;
-    let report = run_benchmarks(&request, &signals.stop, &mut terminal)?;
+    let report = run_benchmarks(&request, &signals.stop, &mut trials)?;
     // Files first: after a SIGHUP the terminal may be gone, and printing fails.
-    let mut failures = WriteFailures::default();
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
-        failures.note(write_file(path, text.as_bytes()));
-    }
-    if let Some(path) = &args.csv {
-        failures.note(write_file(path, report.trials_csv().as_bytes()));
-    }
-    if let Some(path) = &args.html {
-        let html = strobe_analyze::rfc2544_plot::html_report("strobe rfc2544", &report.figures());
-        failures.note(write_file(path, html.as_bytes()));
-    }
+    let mut failures = write_outputs(&[
+        (args.json.as_deref(), &|| {
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        }),
+        (args.csv.as_deref(), &|| report.trials_csv()),
+        (args.html.as_deref(), &|| {
+            strobe_analyze::rfc2544_plot::html_report("strobe rfc2544", &report.figures())
+        }),
+    ]);
     print_report(&report);
     if let Some(f) = &report.failure {
         failures.note(Err(Failure::Runtime(f.clone())));

@@ -6,16 +6,15 @@ use std::sync::atomic::Ordering;
 
 use clap::{Args, Subcommand};
 use strobe_analyze::trains::{Bottleneck, Counted, Summary};
+use strobe_control::rfc2544::{TrialRun, TrialRunner};
 use strobe_control::text::{bps_text, duration_text};
 use strobe_control::trains::{
     run_experiment, Experiment, ExperimentKind, StepResult, TrainsReport, TrainsSpec,
 };
-use strobe_control::PlanOptions;
 
 use crate::failure::Failure;
-use crate::gen_cmd::{run_on_terminal, StatusView};
-use crate::lab_cmd::TX_PORT_HELP;
-use crate::outputs::{self, write_file, WriteFailures};
+use crate::methods::{write_outputs, MethodPorts, Terminal};
+use crate::outputs;
 use crate::results::summary_text;
 use crate::signals;
 
@@ -69,23 +68,11 @@ struct LengthsArgs {
 
 #[derive(Args)]
 struct CommonArgs {
-    #[arg(long, help = TX_PORT_HELP, value_name = "PORT", default_value = "lab:tx")]
-    port: String,
-    /// Where the trains arrive and are measured.
-    #[arg(long, value_name = "PORT", default_value = "lab:rx")]
-    rx: String,
+    #[command(flatten)]
+    ports: MethodPorts,
     /// UDP flow SRC:PORT-DST:PORT (default: the lab's generator to its sink).
     #[arg(long, default_value = "198.18.0.1:1000-198.18.1.1:2000")]
     udp: String,
-    /// Source MAC (on a lab port: the lab endpoint's own).
-    #[arg(long, value_name = "MAC")]
-    src_mac: Option<String>,
-    /// Destination MAC (on a lab port: its next hop's).
-    #[arg(long, value_name = "MAC")]
-    dst_mac: Option<String>,
-    /// Prefix of the lab that `lab:tx` / `lab:rx` ports refer to.
-    #[arg(long, default_value = "strobe", value_name = "PREFIX")]
-    lab: String,
     /// Trains per convoy.
     #[arg(long, default_value_t = 100, value_name = "N")]
     trains: u64,
@@ -160,41 +147,31 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
         ("--csv", common.csv.as_deref()),
         ("--html", common.html.as_deref()),
     ])?;
-    let request = spec.request(&common.lab)?;
+    let request = spec.request(&common.ports.lab)?;
     let drain_ns = strobe_timing::parse_duration_ns(&common.drain)
         .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", common.drain)))?;
-    let options = PlanOptions {
-        lab_prefix: common.lab.clone(),
-        drain_ns,
-        ..PlanOptions::default()
-    };
-    let view = StatusView {
-        verbose: false,
-        quiet: common.quiet,
-    };
+    let mut terminal = Terminal::new(&common.ports.lab, common.quiet);
     let signals = signals::install()?;
     let report = run_experiment(&request, &signals.stop, |label, scenario, pacing| {
-        println!("== {label}");
-        let options = PlanOptions {
+        terminal.run(TrialRun {
+            label: label.to_string(),
+            scenario,
             pacing,
-            ..options.clone()
-        };
-        run_on_terminal(scenario, &options, view, false)
+            drain_ns,
+            learning: false,
+        })
     })?;
     // Files first: after a SIGHUP the terminal may be gone, and printing fails.
-    let mut failures = WriteFailures::default();
-    if let Some(path) = &common.json {
-        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
-        failures.note(write_file(path, text.as_bytes()));
-    }
-    if let Some(path) = &common.csv {
-        failures.note(write_file(path, report.trains_csv().as_bytes()));
-    }
-    if let Some(path) = &common.html {
-        let title = format!("strobe trains: {}", experiment_name(&report.experiment));
-        let html = strobe_analyze::trains_plot::html_report(&title, &report_figures(&report));
-        failures.note(write_file(path, html.as_bytes()));
-    }
+    let mut failures = write_outputs(&[
+        (common.json.as_deref(), &|| {
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        }),
+        (common.csv.as_deref(), &|| report.trains_csv()),
+        (common.html.as_deref(), &|| {
+            let title = format!("strobe trains: {}", experiment_name(&report.experiment));
+            strobe_analyze::trains_plot::html_report(&title, &report_figures(&report))
+        }),
+    ]);
     print_report(&report);
     for s in &report.steps {
         for w in &s.warnings {
@@ -218,11 +195,11 @@ impl CommonArgs {
     /// The options every experiment shares, as the run-control layer takes them.
     fn spec(&self) -> TrainsSpec {
         TrainsSpec {
-            port: self.port.clone(),
-            rx: self.rx.clone(),
+            port: self.ports.port.clone(),
+            rx: self.ports.rx.clone(),
             udp: self.udp.clone(),
-            src_mac: self.src_mac.clone(),
-            dst_mac: self.dst_mac.clone(),
+            src_mac: self.ports.src_mac.clone(),
+            dst_mac: self.ports.dst_mac.clone(),
             trains: self.trains,
             frames: self.frames,
             gap: self.gap.clone(),

@@ -6,18 +6,14 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use clap::Args;
-use strobe_control::rfc2544::{TrialRun, TrialRunner};
 use strobe_control::text::{bps_text, duration_text};
 use strobe_control::y1564::{
     run_y1564, step_label, Measured, ServiceSpec, Verdict, Y1564Report, Y1564Spec, Y1564Test,
 };
-use strobe_control::PlanOptions;
-use strobe_model::Scenario;
 
 use crate::failure::Failure;
-use crate::gen_cmd::{run_on_terminal, StatusView};
-use crate::lab_cmd::TX_PORT_HELP;
-use crate::outputs::{self, write_file, WriteFailures};
+use crate::methods::{write_outputs, MethodPorts, Terminal};
+use crate::outputs;
 use crate::signals;
 
 #[derive(Args)]
@@ -33,20 +29,8 @@ pub struct Y1564Args {
     /// eir, max_flr_pct, max_ftd, max_fdv.
     #[arg(long, value_name = "FILE")]
     services_file: Option<PathBuf>,
-    #[arg(long, help = TX_PORT_HELP, value_name = "PORT", default_value = "lab:tx")]
-    port: String,
-    /// Where the services' frames arrive and are measured.
-    #[arg(long, value_name = "PORT", default_value = "lab:rx")]
-    rx: String,
-    /// Source MAC (on a lab port: the lab endpoint's own).
-    #[arg(long, value_name = "MAC")]
-    src_mac: Option<String>,
-    /// Destination MAC (on a lab port: its next hop's).
-    #[arg(long, value_name = "MAC")]
-    dst_mac: Option<String>,
-    /// Prefix of the lab that `lab:tx` / `lab:rx` ports refer to.
-    #[arg(long, default_value = "strobe", value_name = "PREFIX")]
-    lab: String,
+    #[command(flatten)]
+    ports: MethodPorts,
     /// Traffic time of each configuration step (Y.1564 suggests 60s).
     #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = crate::values::positive_text)]
     step: String,
@@ -152,10 +136,10 @@ impl Y1564Args {
             } else {
                 Vec::new()
             },
-            port: self.port.clone(),
-            rx: self.rx.clone(),
-            src_mac: self.src_mac.clone(),
-            dst_mac: self.dst_mac.clone(),
+            port: self.ports.port.clone(),
+            rx: self.ports.rx.clone(),
+            src_mac: self.ports.src_mac.clone(),
+            dst_mac: self.ports.dst_mac.clone(),
             services,
             step: self.step.clone(),
             steps_pct: self.steps.clone(),
@@ -168,61 +152,29 @@ impl Y1564Args {
     }
 }
 
-/// Runs each step as `strobe gen` runs a scenario.
-struct Terminal {
-    options: PlanOptions,
-    view: StatusView,
-}
-
-impl TrialRunner for Terminal {
-    type Error = Failure;
-
-    fn run(&mut self, trial: TrialRun) -> Result<(Scenario, strobe_engine::RunReport), Failure> {
-        println!("== {}", trial.label);
-        let options = PlanOptions {
-            pacing: trial.pacing,
-            drain_ns: trial.drain_ns,
-            ..self.options.clone()
-        };
-        run_on_terminal(trial.scenario, &options, self.view, false)
-    }
-}
-
 pub fn run(args: Y1564Args) -> Result<(), Failure> {
     outputs::check_all(&[
         ("--json", args.json.as_deref()),
         ("--csv", args.csv.as_deref()),
         ("--html", args.html.as_deref()),
     ])?;
-    let request = args.spec()?.request(&args.lab)?;
-    let mut terminal = Terminal {
-        options: PlanOptions {
-            lab_prefix: args.lab.clone(),
-            ..PlanOptions::default()
-        },
-        view: StatusView {
-            verbose: false,
-            quiet: args.quiet,
-        },
-    };
+    let request = args.spec()?.request(&args.ports.lab)?;
+    let mut terminal = Terminal::new(&args.ports.lab, args.quiet);
     let signals = signals::install()?;
     let report = run_y1564(&request, &signals.stop, &mut terminal)?;
-    let mut failures = WriteFailures::default();
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
-        failures.note(write_file(path, text.as_bytes()));
-    }
-    if let Some(path) = &args.csv {
-        failures.note(write_file(path, report.csv().as_bytes()));
-    }
-    if let Some(path) = &args.html {
-        let html = strobe_analyze::rfc2544_plot::table_report(
-            "strobe y1564",
-            &report_notes(&report),
-            &report_tables(&report),
-        );
-        failures.note(write_file(path, html.as_bytes()));
-    }
+    let mut failures = write_outputs(&[
+        (args.json.as_deref(), &|| {
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        }),
+        (args.csv.as_deref(), &|| report.csv()),
+        (args.html.as_deref(), &|| {
+            strobe_analyze::rfc2544_plot::table_report(
+                "strobe y1564",
+                &report_notes(&report),
+                &report_tables(&report),
+            )
+        }),
+    ]);
     print_report(&report);
     if let Some(f) = &report.failure {
         failures.note(Err(Failure::Runtime(format!("a step failed to run: {f}"))));

@@ -1,0 +1,86 @@
+//! What the methodology commands (`trains`, `rfc2544`, `y1564`) share: the ports they send
+//! from and measure on, how they run each step on the terminal, and their output files.
+
+use std::path::Path;
+
+use clap::Args;
+use strobe_control::rfc2544::{TrialRun, TrialRunner};
+use strobe_control::PlanOptions;
+use strobe_model::Scenario;
+
+use crate::failure::Failure;
+use crate::gen_cmd::{run_on_terminal, StatusView};
+use crate::lab_cmd::TX_PORT_HELP;
+use crate::outputs::{write_file, WriteFailures};
+
+/// Where a methodology sends and measures.
+#[derive(Args)]
+pub struct MethodPorts {
+    #[arg(long, help = TX_PORT_HELP, value_name = "PORT", default_value = "lab:tx")]
+    pub port: String,
+    /// Where the frames arrive and are measured.
+    #[arg(long, value_name = "PORT", default_value = "lab:rx")]
+    pub rx: String,
+    /// Source MAC (on a lab port: the lab endpoint's own).
+    #[arg(long, value_name = "MAC")]
+    pub src_mac: Option<String>,
+    /// Destination MAC (on a lab port: its next hop's).
+    #[arg(long, value_name = "MAC")]
+    pub dst_mac: Option<String>,
+    /// Prefix of the lab that `lab:tx` / `lab:rx` ports refer to.
+    #[arg(long, default_value = "strobe", value_name = "PREFIX")]
+    pub lab: String,
+}
+
+/// Runs each step of a methodology as `strobe gen` runs a scenario: its label, then the
+/// status line (none for learning frames), warnings on stderr.
+pub struct Terminal {
+    options: PlanOptions,
+    quiet: bool,
+}
+
+impl Terminal {
+    pub fn new(lab: &str, quiet: bool) -> Terminal {
+        Terminal {
+            options: PlanOptions {
+                lab_prefix: lab.to_string(),
+                ..PlanOptions::default()
+            },
+            quiet,
+        }
+    }
+}
+
+impl TrialRunner for Terminal {
+    type Error = Failure;
+
+    fn run(&mut self, trial: TrialRun) -> Result<(Scenario, strobe_engine::RunReport), Failure> {
+        if !trial.learning {
+            println!("== {}", trial.label);
+        }
+        let options = PlanOptions {
+            pacing: trial.pacing,
+            drain_ns: trial.drain_ns,
+            ..self.options.clone()
+        };
+        let view = StatusView {
+            verbose: false,
+            quiet: self.quiet || trial.learning,
+        };
+        run_on_terminal(trial.scenario, &options, view, false)
+    }
+}
+
+/// A report's file and the text that goes into it, made only when the file is asked for.
+pub type Output<'a> = (Option<&'a Path>, &'a dyn Fn() -> String);
+
+/// Writes each asked-for file; what failed is collected for the exit status.
+pub fn write_outputs(files: &[Output<'_>]) -> WriteFailures {
+    let mut failures = WriteFailures::default();
+    for (path, text) in files {
+        if let Some(path) = path {
+            failures.note(write_file(path, text().as_bytes()));
+        }
+    }
+    failures
+}
