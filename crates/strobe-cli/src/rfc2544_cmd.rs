@@ -30,6 +30,9 @@ enum Which {
     /// The longest burst at the highest rate forwarded without loss, and the DUT buffer it
     /// implies (RFC 9004).
     BackToBack,
+    /// System recovery: 110 % of the throughput, then 50 %; the time until frames stop
+    /// being lost (searches the throughput first).
+    Recovery,
     /// All of them.
     All,
 }
@@ -101,6 +104,16 @@ pub struct Rfc2544Args {
     /// Back-to-back: the longest burst tried, as the time it lasts at the highest rate.
     #[arg(long, default_value = "2s", value_name = "DURATION", value_parser = crate::values::positive_text)]
     b2b_max: String,
+    /// System recovery: how long the overload at 110 % of the throughput lasts (the RFC asks
+    /// for 60s or more).
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = crate::values::positive_text)]
+    recovery_overload: String,
+    /// System recovery: how long the 50 % load after it is watched for loss.
+    #[arg(long, default_value = "2s", value_name = "DURATION", value_parser = crate::values::positive_text)]
+    recovery_window: String,
+    /// System recovery: the window's slices (the recovery time's resolution).
+    #[arg(long, default_value = "20ms", value_name = "DURATION", value_parser = crate::values::positive_text)]
+    recovery_slice: String,
     /// Write every trial and the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -124,6 +137,7 @@ impl Rfc2544Args {
                 Which::Latency => vec![Benchmark::Latency],
                 Which::Loss => vec![Benchmark::Loss],
                 Which::BackToBack => vec![Benchmark::BackToBack],
+                Which::Recovery => vec![Benchmark::Recovery],
                 Which::All => Benchmark::ALL.to_vec(),
             },
             port: self.ports.port.clone(),
@@ -150,6 +164,9 @@ impl Rfc2544Args {
             loss_step_pct: self.loss_step,
             b2b_searches: self.b2b_searches,
             b2b_max: self.b2b_max.clone(),
+            recovery_overload: self.recovery_overload.clone(),
+            recovery_window: self.recovery_window.clone(),
+            recovery_slice: self.recovery_slice.clone(),
         }
     }
 }
@@ -255,6 +272,9 @@ fn print_report(r: &Rfc2544Report) {
     }
     if !r.back_to_back.is_empty() {
         print_back_to_back(r);
+    }
+    for c in &r.recovery {
+        println!("system recovery {} B: {}", c.size.size, c.summary());
     }
 }
 

@@ -99,11 +99,15 @@ fn all_benchmarks_run_from_one_command_and_a_stop_keeps_what_ran() {
             "8kpps",
             "--b2b-searches",
             "1",
+            "--recovery-overload",
+            "2s",
+            "--recovery-window",
+            "400ms",
         ],
     );
     assert_eq!(
         r["tests"],
-        serde_json::json!(["throughput", "latency", "loss", "back_to_back"])
+        serde_json::json!(["throughput", "latency", "loss", "back_to_back", "recovery"])
     );
     let ndr = r["throughput"][0]["outcomes"][0]["rate"]["pps"]
         .as_f64()
@@ -148,11 +152,21 @@ fn all_benchmarks_run_from_one_command_and_a_stop_keeps_what_ran() {
     assert!((40.0..=60.0).contains(&frames), "{b2b}");
     let drain_ms = b2b["buffer_drain_ns"].as_f64().unwrap() / 1e6;
     assert!((8.0..=16.0).contains(&drain_ms), "{b2b}");
+    // System recovery: 110 % of the throughput for 2 s overflows the shaper's queue; at 50 %
+    // it drains, and nothing is lost after the first 20 ms slice or two.
+    let rec = &r["recovery"][0];
+    assert!(rec["outcome"]["overload"][1].as_u64().unwrap() > 0, "{rec}");
+    assert_eq!(
+        rec["outcome"]["slices"].as_array().unwrap().len(),
+        20,
+        "{rec}"
+    );
+    assert!(rec["recovery_ns"].as_u64().unwrap() <= 40_000_000, "{rec}");
     // The report draws throughput (frames, bits), latency (by size, by load twice), loss.
     let html = std::fs::read_to_string(&html).unwrap();
     assert_eq!(html.matches("<svg").count(), 6, "{html}");
     assert!(html.contains("frame loss rate") && html.contains("latency at the throughput"));
-    assert!(html.contains("Back-to-back frames (RFC 9004)"));
+    assert!(html.contains("Back-to-back frames (RFC 9004)") && html.contains("System recovery"));
 
     // Ctrl-C in the middle: exit 130, and the JSON holds the trials that ran.
     let stopped = dir.path("stopped.json");

@@ -43,6 +43,10 @@ pub const DEFAULT_LATENCY_LOADS_PCT: [f64; 4] = [100.0, 90.0, 50.0, 10.0];
 /// generator, not the DUT.
 const OFFERED_SHARE: f64 = 0.98;
 
+/// Slices of the recovery window, each a flow of its own: enough for a fine resolution,
+/// few enough to keep a run's flows light.
+const MAX_RECOVERY_SLICES: u64 = 1000;
+
 /// Learning frames go this fast: enough to be over in a few ms, slow enough for any DUT.
 const LEARNING_PPS: f64 = 10_000.0;
 
@@ -54,14 +58,16 @@ pub enum Benchmark {
     Latency,
     Loss,
     BackToBack,
+    Recovery,
 }
 
 impl Benchmark {
-    pub const ALL: [Benchmark; 4] = [
+    pub const ALL: [Benchmark; 5] = [
         Benchmark::Throughput,
         Benchmark::Latency,
         Benchmark::Loss,
         Benchmark::BackToBack,
+        Benchmark::Recovery,
     ];
 
     pub fn name(self) -> &'static str {
@@ -70,6 +76,7 @@ impl Benchmark {
             Benchmark::Latency => "latency",
             Benchmark::Loss => "loss",
             Benchmark::BackToBack => "back_to_back",
+            Benchmark::Recovery => "recovery",
         }
     }
 }
@@ -122,6 +129,13 @@ pub struct Rfc2544Spec {
     pub b2b_searches: u32,
     /// Back-to-back: the longest burst tried, as the time it lasts at the highest rate.
     pub b2b_max: String,
+    /// System recovery: how long the overload at 110 % of the throughput lasts (the RFC
+    /// asks for at least 60 s).
+    pub recovery_overload: String,
+    /// System recovery: how long the load at 50 % is watched for loss, and in slices of
+    /// what length (the recovery time's resolution).
+    pub recovery_window: String,
+    pub recovery_slice: String,
 }
 
 impl Default for Rfc2544Spec {
@@ -149,6 +163,9 @@ impl Default for Rfc2544Spec {
             loss_step_pct: 10.0,
             b2b_searches: 3,
             b2b_max: "2s".into(),
+            recovery_overload: "10s".into(),
+            recovery_window: "2s".into(),
+            recovery_slice: "20ms".into(),
         }
     }
 }
@@ -179,6 +196,9 @@ pub struct Rfc2544Request {
     pub loss_step: f64,
     pub b2b_searches: u32,
     pub b2b_max_ns: u64,
+    pub recovery_overload_ns: u64,
+    pub recovery_window_ns: u64,
+    pub recovery_slice_ns: u64,
 }
 
 impl Rfc2544Spec {
@@ -244,6 +264,15 @@ impl Rfc2544Spec {
         if self.b2b_searches == 0 {
             return Err(bad("back-to-back searches: give at least 1".into()));
         }
+        let recovery_window_ns = duration("recovery window", &self.recovery_window, false)?;
+        let recovery_slice_ns = duration("recovery slice", &self.recovery_slice, false)?;
+        if recovery_window_ns / recovery_slice_ns > MAX_RECOVERY_SLICES {
+            return Err(bad(format!(
+                "a recovery window of {} in slices of {} makes more than {MAX_RECOVERY_SLICES} \
+                 slices: give longer slices or a shorter window",
+                self.recovery_window, self.recovery_slice
+            )));
+        }
         let mut tests = if self.tests.is_empty() {
             Benchmark::ALL.to_vec()
         } else {
@@ -287,6 +316,9 @@ impl Rfc2544Spec {
             loss_step,
             b2b_searches: self.b2b_searches,
             b2b_max_ns: duration("back-to-back maximum", &self.b2b_max, false)?,
+            recovery_overload_ns: duration("recovery overload", &self.recovery_overload, false)?,
+            recovery_window_ns,
+            recovery_slice_ns,
         })
     }
 }
@@ -470,6 +502,52 @@ pub struct LossCurve {
     pub points: Vec<LossPoint>,
 }
 
+/// A system recovery trial: an overload, then a lower load watched slice by slice.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryPlan {
+    pub overload_pps: f64,
+    pub overload_ns: u64,
+    pub recovery_pps: f64,
+    pub slice_ns: u64,
+    pub slices: u64,
+}
+
+impl RecoveryPlan {
+    /// Frames in the overload, and in each slice of the lower load (at least one).
+    pub fn overload_frames(&self) -> u64 {
+        ((self.overload_pps * self.overload_ns as f64 / 1e9).round() as u64).max(1)
+    }
+
+    pub fn slice_frames(&self) -> u64 {
+        ((self.recovery_pps * self.slice_ns as f64 / 1e9).round() as u64).max(1)
+    }
+}
+
+/// What a recovery trial's flows showed: the overload's frames sent and lost, then each
+/// slice's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryOutcome {
+    pub overload: (u64, u64),
+    pub slices: Vec<(u64, u64)>,
+    pub wall_ns: u64,
+    pub warnings: Vec<String>,
+}
+
+/// System recovery (RFC 2544 §26.5) for one frame size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryResult {
+    pub size: FrameSize,
+    /// The throughput the loads are shares of (the NDR).
+    pub throughput_pps: Option<f64>,
+    pub plan: Option<RecoveryPlan>,
+    pub outcome: Option<RecoveryOutcome>,
+    /// From the load's reduction to the end of the last slice that lost a frame (0: none
+    /// did); None when the window ended still losing, or nothing was measured.
+    pub recovery_ns: Option<u64>,
+    /// Why there is no recovery time, when there is none.
+    pub note: Option<String>,
+}
+
 /// One search for the longest burst the DUT forwards without loss.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BurstSearch {
@@ -522,6 +600,7 @@ pub struct Rfc2544Report {
     pub latency: Vec<LatencyResult>,
     pub loss: Vec<LossCurve>,
     pub back_to_back: Vec<BackToBackResult>,
+    pub recovery: Vec<RecoveryResult>,
     pub trials: usize,
     pub elapsed_ns: u64,
     /// Stopped before the end (by the user or a failed trial): what ran is kept.
@@ -558,6 +637,13 @@ pub(crate) trait Trials {
         offer: Offer,
         label: &str,
     ) -> Result<Option<TrialOutcome>, Self::Error>;
+    /// Runs a system recovery trial; None when stopped before it began.
+    fn run_recovery(
+        &mut self,
+        size: &FrameSize,
+        plan: &RecoveryPlan,
+        label: &str,
+    ) -> Result<Option<RecoveryOutcome>, Self::Error>;
     /// Stopped by the user, or a trial failed: no further trial runs.
     fn stopped(&self) -> bool;
     /// The failure that ended the benchmarks, if one did.
@@ -647,14 +733,16 @@ pub(crate) fn run_sizes<T: Trials>(
         latency: Vec::new(),
         loss: Vec::new(),
         back_to_back: Vec::new(),
+        recovery: Vec::new(),
         trials: 0,
         elapsed_ns: 0,
         interrupted: false,
         failure: None,
     };
     let wants = |b: Benchmark| request.tests.contains(&b);
-    // The latency needs each size's throughput: it is searched even when not asked for.
-    if wants(Benchmark::Throughput) || wants(Benchmark::Latency) {
+    // The latency and system recovery need each size's throughput: it is searched even when
+    // not asked for.
+    if wants(Benchmark::Throughput) || wants(Benchmark::Latency) || wants(Benchmark::Recovery) {
         for (i, size) in sizes.iter().enumerate() {
             if session.stopped() {
                 break;
@@ -710,6 +798,17 @@ pub(crate) fn run_sizes<T: Trials>(
                 break;
             };
             report.back_to_back.push(b);
+        }
+    }
+    if wants(Benchmark::Recovery) {
+        for t in &report.throughput {
+            if session.stopped() {
+                break;
+            }
+            let Some(r) = session.recovery(t)? else {
+                break;
+            };
+            report.recovery.push(r);
         }
     }
     report.latency_method = latency_method(&report);
@@ -800,6 +899,7 @@ impl<T: Trials> Session<'_, T> {
             // Down to the knee and two clean steps; a third of the steps is typical.
             Benchmark::Loss => ((1.0 / r.loss_step) / 3.0).ceil() as usize + 2,
             Benchmark::BackToBack => 6 * r.b2b_searches as usize,
+            Benchmark::Recovery => 1,
         };
         let sizes = r.sizes.len();
         Benchmark::ALL
@@ -1169,6 +1269,78 @@ impl<T: Trials> Session<'_, T> {
         Ok(Some(result))
     }
 
+    /// RFC 2544 §26.5 for one size: 110 % of the throughput for a while, then 50 %; the
+    /// time from the reduction until frames stop being lost, to a slice's resolution.
+    fn recovery(&mut self, t: &ThroughputResult) -> Result<Option<RecoveryResult>, T::Error> {
+        let r = self.request;
+        let mut result = RecoveryResult {
+            size: t.size.clone(),
+            throughput_pps: t.ndr().map(|n| n.pps),
+            plan: None,
+            outcome: None,
+            recovery_ns: None,
+            note: None,
+        };
+        let Some(throughput) = result.throughput_pps else {
+            result.note = Some("no rate passed without loss: no throughput to overload".into());
+            return Ok(Some(result));
+        };
+        let overload_pps = 1.1 * throughput;
+        if overload_pps > t.max_pps * 1.000_001 {
+            result.note = Some(format!(
+                "110 % of the throughput ({}) is above the highest rate the port takes ({}): \
+                 the DUT cannot be overloaded from here",
+                pps_text(overload_pps),
+                pps_text(t.max_pps)
+            ));
+            return Ok(Some(result));
+        }
+        let plan = RecoveryPlan {
+            overload_pps,
+            overload_ns: r.recovery_overload_ns,
+            recovery_pps: 0.5 * throughput,
+            slice_ns: r.recovery_slice_ns,
+            slices: (r.recovery_window_ns / r.recovery_slice_ns).max(1),
+        };
+        result.plan = Some(plan);
+        let label = format!(
+            "recovery {} B: {} for {}, then {} watched for {} ({})",
+            t.size.size,
+            pps_text(plan.overload_pps),
+            duration_text(plan.overload_ns),
+            pps_text(plan.recovery_pps),
+            duration_text(plan.slices * plan.slice_ns),
+            self.progress(1)
+        );
+        let Some(outcome) = self.trials.run_recovery(&t.size, &plan, &label)? else {
+            return Ok(None);
+        };
+        self.trials_done += 1;
+        self.wall_done_ns += outcome.wall_ns;
+        if outcome.overload.1 == 0 {
+            result.note = Some(
+                "nothing was lost at 110 % of the throughput: the DUT was not overloaded, \
+                 there is no recovery to time (a longer overload fills deeper buffers)"
+                    .into(),
+            );
+        } else {
+            let last_lossy = outcome.slices.iter().rposition(|&(_, lost)| lost > 0);
+            result.recovery_ns = match last_lossy {
+                None => Some(0),
+                Some(k) if k + 1 == outcome.slices.len() => {
+                    result.note = Some(format!(
+                        "still losing frames at the end of the {} window: not recovered",
+                        duration_text(plan.slices * plan.slice_ns)
+                    ));
+                    None
+                }
+                Some(k) => Some((k as u64 + 1) * plan.slice_ns),
+            };
+        }
+        result.outcome = Some(outcome);
+        Ok(Some(result))
+    }
+
     /// RFC 2544 §26.3 for one size: loss from the highest rate down in steps until two
     /// steps in a row lose nothing.
     fn loss_curve(
@@ -1252,6 +1424,75 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
 
     fn failure(&self) -> Option<String> {
         self.failure.clone()
+    }
+
+    fn run_recovery(
+        &mut self,
+        size: &FrameSize,
+        plan: &RecoveryPlan,
+        label: &str,
+    ) -> Result<Option<RecoveryOutcome>, R::Error> {
+        if self.stopped() {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let r = self.request;
+        let mut flow = r.flow.clone();
+        flow.flow.size = size.size.clone();
+        flow.flow.rate = format!("{:.3}", plan.overload_pps);
+        flow.flow.count = Some(plan.overload_frames());
+        let (mut scenario, pacing) = flow.scenario(&r.lab_prefix, false)?;
+        if let Some(p) = scenario.ports.first_mut() {
+            p.speed_bps = r.link_bps as u64;
+        }
+        // Each slice of the lower load is a flow of its own, starting where the one before
+        // ends: its loss says whether the DUT still dropped frames then.
+        let Some(template) = scenario.flows.first().cloned() else {
+            return Err(ControlError::Runtime("the recovery flow is missing".into()).into());
+        };
+        scenario.flows[0].name = "overload".into();
+        for k in 0..plan.slices {
+            let mut slice = template.clone();
+            slice.id = u16::try_from(k + 1).map_err(|_| {
+                ControlError::BadInput("too many recovery slices for one run".into())
+            })?;
+            slice.name = format!("slice{k}");
+            slice.schedule.rate = Rate::Pps(plan.recovery_pps);
+            slice.schedule.duration = strobe_timing::Duration::Packets(plan.slice_frames());
+            slice.schedule.start_delay_ns = plan.overload_ns + k * plan.slice_ns;
+            scenario.flows.push(slice);
+        }
+        let ran = self.runner.run(TrialRun {
+            label: label.to_string(),
+            scenario,
+            pacing,
+            drain_ns: r.wait_ns,
+            learning: false,
+        });
+        let (scenario, run) = match ran {
+            Ok(ran) => ran,
+            Err(_) if self.stopped() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if self.stopped() {
+            return Ok(None);
+        }
+        let results = Results::new(&scenario, &run, None);
+        if !results.failures.is_empty() {
+            self.failure = Some(format!("{label}: {}", results.failures.join("; ")));
+            return Ok(None);
+        }
+        let counts =
+            |f: &crate::results::FlowResult| (f.frames_tx.unwrap_or(0), f.loss.unwrap_or(0));
+        let mut flows = results.flows.iter().map(counts);
+        let overload = flows.next().unwrap_or((0, 0));
+        sleep_unless_stopped(r.settle_ns, self.stop);
+        Ok(Some(RecoveryOutcome {
+            overload,
+            slices: flows.collect(),
+            wall_ns: started.elapsed().as_nanos() as u64,
+            warnings: results.warnings.clone(),
+        }))
     }
 
     /// Runs one trial: learning frames, the traffic, the wait, the settle time. None when
@@ -1446,6 +1687,39 @@ pub(crate) fn sleep_unless_stopped(ns: u64, stop: &AtomicBool) {
     }
 }
 
+impl RecoveryResult {
+    /// The outcome in one line.
+    pub fn summary(&self) -> String {
+        let (Some(plan), Some(o)) = (&self.plan, &self.outcome) else {
+            return self.note.clone().unwrap_or_default();
+        };
+        let lost_after: u64 = o.slices.iter().map(|s| s.1).sum();
+        format!(
+            "{} for {} lost {} of {} frames; then {}: {} lost in the {} after — {}",
+            pps_text(plan.overload_pps),
+            duration_text(plan.overload_ns),
+            o.overload.1,
+            o.overload.0,
+            pps_text(plan.recovery_pps),
+            lost_after,
+            duration_text(plan.slices * plan.slice_ns),
+            match (self.recovery_ns, &self.note) {
+                (Some(0), _) => format!(
+                    "recovered at once (no slice of {} lost a frame)",
+                    duration_text(plan.slice_ns)
+                ),
+                (Some(ns), _) => format!(
+                    "recovered within {} (to {})",
+                    duration_text(ns),
+                    duration_text(plan.slice_ns)
+                ),
+                (None, Some(note)) => note.clone(),
+                (None, None) => "not measured".into(),
+            }
+        )
+    }
+}
+
 impl MaxSource {
     pub fn describe(self) -> &'static str {
         match self {
@@ -1531,8 +1805,30 @@ impl Rfc2544Report {
                         .collect(),
                 })
                 .collect(),
-            tables: self.back_to_back_table().into_iter().collect(),
+            tables: self
+                .back_to_back_table()
+                .into_iter()
+                .chain(self.recovery_table())
+                .collect(),
         }
+    }
+
+    /// System recovery results as a report table.
+    fn recovery_table(&self) -> Option<strobe_analyze::rfc2544_plot::Table> {
+        (!self.recovery.is_empty()).then(|| strobe_analyze::rfc2544_plot::Table {
+            title: "System recovery (110 % of the throughput, then 50 %)".into(),
+            header: vec!["frame".into(), "recovery".into()],
+            rows: self
+                .recovery
+                .iter()
+                .map(|r| {
+                    (
+                        vec![format!("{} B", r.size.size), r.summary()],
+                        r.recovery_ns.is_some(),
+                    )
+                })
+                .collect(),
+        })
     }
 
     /// Back-to-back results as a report table.

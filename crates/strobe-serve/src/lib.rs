@@ -317,10 +317,11 @@ async fn run_rfc2544(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     let spec: Rfc2544Spec = serde_json::from_slice(&body).map_err(|e| {
         validation(vec![format!(
             "invalid RFC 2544 request: {e} (fields: tests = [throughput, latency, loss, \
-             back_to_back], \
+             back_to_back, recovery], \
              port, rx, udp, src_mac, dst_mac, sizes, link, max_rate, trial, wait, settle, \
              learning, resolution_pct, pdr_pct, max_trials, search, latency_loads_pct, \
-             latency_trials, loss_step_pct, b2b_searches, b2b_max)"
+             latency_trials, loss_step_pct, b2b_searches, b2b_max, recovery_overload, \
+             recovery_window, recovery_slice)"
         )])
     })?;
     run_method(&server, move |options| {

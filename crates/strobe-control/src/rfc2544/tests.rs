@@ -12,6 +12,8 @@ struct Model {
     capacity_pps: f64,
     /// …and holds this many more in its buffer.
     buffer_frames: u64,
+    /// After an overload it goes on losing frames this long.
+    recovery_lag_ns: u64,
     trial_s: f64,
     /// Each frame's latency (µs) grows with the load, so loads are told apart.
     asked: Vec<(Benchmark, Option<f64>)>,
@@ -27,6 +29,7 @@ impl Model {
             paced_pps,
             capacity_pps,
             buffer_frames: 0,
+            recovery_lag_ns: 0,
             trial_s: 1.0,
             asked: Vec::new(),
             stop_after: None,
@@ -88,6 +91,31 @@ impl Trials for Model {
                 failures: Vec::new(),
             },
             latency: Some(latency),
+        }))
+    }
+
+    fn run_recovery(
+        &mut self,
+        _size: &FrameSize,
+        plan: &RecoveryPlan,
+        _label: &str,
+    ) -> Result<Option<RecoveryOutcome>, ControlError> {
+        self.asked
+            .push((Benchmark::Recovery, Some(plan.overload_pps)));
+        let sent = plan.overload_frames();
+        let excess = (plan.overload_pps - self.capacity_pps) * plan.overload_ns as f64 / 1e9;
+        let lost = (excess.max(0.0) as u64).saturating_sub(self.buffer_frames);
+        let slices = (0..plan.slices)
+            .map(|k| {
+                let lossy = lost > 0 && k * plan.slice_ns < self.recovery_lag_ns;
+                (plan.slice_frames(), u64::from(lossy))
+            })
+            .collect();
+        Ok(Some(RecoveryOutcome {
+            overload: (sent, lost),
+            slices,
+            wall_ns: 1_000_000_000,
+            warnings: Vec::new(),
         }))
     }
 
@@ -251,6 +279,42 @@ fn back_to_back_finds_the_longest_burst_and_the_buffer_it_implies() {
     let held = b.buffered_frames.unwrap();
     assert!((890.0..=905.0).contains(&held), "{held}");
     assert!((b.buffer_drain_ns.unwrap() - held / t * 1e9).abs() < 1.0);
+}
+
+#[test]
+fn recovery_is_timed_from_the_reduction_to_the_last_lossy_slice() {
+    let mut model = Model::new(1_000_000.0, 1_000_000.0, 100_000.0);
+    model.recovery_lag_ns = 45_000_000;
+    let report = run(&[Benchmark::Recovery], &mut model);
+    // The throughput was searched for the recovery's sake.
+    assert_eq!(report.tests, [Benchmark::Throughput, Benchmark::Recovery]);
+    let r = &report.recovery[0];
+    let plan = r.plan.unwrap();
+    let t = r.throughput_pps.unwrap();
+    assert!(
+        (plan.overload_pps - 1.1 * t).abs() < 1e-6 && (plan.recovery_pps - 0.5 * t).abs() < 1e-6
+    );
+    assert_eq!((plan.slice_ns, plan.slices), (20_000_000, 100));
+    // Slices 0, 1 and 2 (0-60 ms) lost frames: recovered 60 ms after the reduction.
+    assert_eq!(r.recovery_ns, Some(60_000_000), "{r:?}");
+    // A DUT that never stops losing within the window is said to be so.
+    model.recovery_lag_ns = u64::MAX;
+    let report = run(&[Benchmark::Recovery], &mut model);
+    let r = &report.recovery[0];
+    assert_eq!(r.recovery_ns, None);
+    assert!(
+        r.note.as_deref().unwrap().contains("not recovered"),
+        "{r:?}"
+    );
+    // A DUT that forwards all the port takes cannot be overloaded from it: said so.
+    model.buffer_frames = 10_000_000;
+    let report = run(&[Benchmark::Recovery], &mut model);
+    let r = &report.recovery[0];
+    assert!(
+        r.note.as_deref().unwrap().contains("cannot be overloaded"),
+        "{r:?}"
+    );
+    assert!(r.plan.is_none() && r.recovery_ns.is_none());
 }
 
 #[test]
