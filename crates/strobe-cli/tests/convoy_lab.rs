@@ -56,8 +56,10 @@ fn convoys_through_shapers_of_10_50_and_200_mbit_read_their_rates() {
         let convoy = &step["convoy"];
         assert_eq!(convoy["frames_lost"], 0, "{dut}: {convoy}");
         let bytes: f64 = size.parse().unwrap();
+        // The median of the trains, strobe's headline: one train disturbed on this VM (a
+        // sender or receiver preempted mid-train) moves the mean of 20 by 2 % (seen in CI).
         let measured =
-            convoy["second_half_l2_bps"]["mean"].as_f64().unwrap() * (bytes - 4.0) / bytes;
+            convoy["second_half_l2_bps"]["median"].as_f64().unwrap() * (bytes - 4.0) / bytes;
         assert!(
             (measured / rate - 1.0).abs() < 0.02,
             "{dut}: second halves read {measured} bit/s"
