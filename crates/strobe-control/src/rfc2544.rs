@@ -1064,9 +1064,17 @@ impl<T: Trials> Session<'_, T> {
                     rate,
                     loss_ratio: t.loss_ratio,
                 });
+            } else if t.frames_lost > 0 {
+                // Less went out than asked, and the DUT lost frames of it: overloaded at what
+                // was offered (a DUT that cannot keep up may also slow the sender, as a veth
+                // path does). The failure counts at the rate offered.
+                search.record(Trial {
+                    rate: t.offered_pps,
+                    loss_ratio: t.loss_ratio,
+                });
             } else {
-                // The generator, not the DUT, fell short: what it offered is the most this
-                // port takes, and the trial counts at that rate.
+                // The sender fell short and nothing was lost: what it offered is the most
+                // this port takes, and the trial passes at that rate.
                 search.spec.max_rate = search.spec.max_rate.min(t.offered_pps);
                 result.max_pps = search.spec.max_rate;
                 result.max_source = MaxSource::Generator;
