@@ -68,6 +68,9 @@ pub struct Bracket {
     /// Failures in a row since the last pass: an aim that keeps missing is not trusted.
     #[serde(default)]
     failures_in_a_row: u32,
+    /// Passes in a row since the last failure: steps up from the highest pass grow with them.
+    #[serde(default)]
+    passes_in_a_row: u32,
 }
 
 impl SearchSpec {
@@ -126,6 +129,15 @@ impl Bracket {
                 let width = spec.width_goal(hi) * 2f64.powi(self.failures_in_a_row.min(60) as i32);
                 (hi - width).max(bisect.min(lo + (hi - lo) / 4.0)).max(lo)
             }
+            // The aims are stale and the interval still reaches far above the highest pass
+            // (to the first, unpaced trial, say): the device forwarded more than that
+            // overwhelmed trial said (a queue or bucket absorbed a burst, or noise). Step up
+            // from the highest pass by a width that doubles with each pass in a row (the
+            // external search upwards), never past the middle, rather than halving the
+            // whole range.
+            _ if hi > 1.5 * lo => {
+                (lo + resolution * 2f64.powi(self.passes_in_a_row.min(60) as i32)).min(bisect)
+            }
             _ => bisect,
         }
         .clamp(spec.min_rate, spec.max_rate)
@@ -172,6 +184,7 @@ impl ThroughputSearch {
                 aim: None,
                 aim_fresh: false,
                 failures_in_a_row: 0,
+                passes_in_a_row: 0,
             })
             .collect();
         Ok(ThroughputSearch {
@@ -205,12 +218,14 @@ impl ThroughputSearch {
                     b.passed = Some(trial.rate);
                     b.aim_fresh = false;
                     b.failures_in_a_row = 0;
+                    b.passes_in_a_row += 1;
                 }
             } else if b.failed.is_none_or(|f| trial.rate < f) {
                 b.failed = Some(trial.rate);
                 b.aim = Some(trial.rate * (1.0 - loss));
                 b.aim_fresh = true;
                 b.failures_in_a_row += 1;
+                b.passes_in_a_row = 0;
             }
         }
         self.trials.push(trial);
@@ -358,6 +373,40 @@ mod tests {
         let s = run(spec(vec![0.0]), jitter);
         let b = s.brackets[0];
         assert!(b.failed.unwrap() - b.passed.unwrap() <= 1_000.0, "{b:?}");
+    }
+
+    #[test]
+    fn stale_aims_step_up_from_the_highest_pass_instead_of_halving_the_range() {
+        // Seen on the lab's shaper in CI: trials far above its rate overwhelm the path and
+        // forward 9-13 % less than the shaper's rate, so their aims land low; rates just
+        // above the rate lose a few frames (its bucket absorbs some).
+        let capacity = 24_800.0;
+        let device = move |rate: f64| {
+            let forwarded = if rate > 3.0 * capacity {
+                0.87 * capacity
+            } else {
+                rate.min(capacity * 1.003)
+            };
+            1.0 - forwarded / rate
+        };
+        let spec = SearchSpec {
+            max_rate: 286_742.0,
+            min_rate: 100.0,
+            resolution: 0.0,
+            relative_resolution: 0.005,
+            tolerances: vec![0.0, 0.005],
+            method: SearchMethod::Aimed,
+        };
+        let s = run(spec, device);
+        let results = s.results();
+        let ndr = results[0].1.unwrap();
+        assert!(
+            ndr <= capacity * 1.003 && ndr > capacity * 0.99,
+            "NDR {ndr}"
+        );
+        let rates: Vec<u64> = s.trials.iter().map(|t| t.rate as u64).collect();
+        // Halving from the PDR's first pass to the first trial takes nine more trials.
+        assert!(s.trials.len() <= 10, "{} trials: {rates:?}", s.trials.len());
     }
 
     #[test]
