@@ -129,13 +129,13 @@ impl Bracket {
                 let width = spec.width_goal(hi) * 2f64.powi(self.failures_in_a_row.min(60) as i32);
                 (hi - width).max(bisect.min(lo + (hi - lo) / 4.0)).max(lo)
             }
-            // The aims are stale and the interval still reaches far above the highest pass
-            // (to the first, unpaced trial, say): the device forwarded more than that
-            // overwhelmed trial said (a queue or bucket absorbed a burst, or noise). Step up
-            // from the highest pass by a width that doubles with each pass in a row (the
-            // external search upwards), never past the middle, rather than halving the
-            // whole range.
-            _ if hi > 1.5 * lo => {
+            // The lowest failure forwarded less than a rate that passed (it overwhelmed the
+            // device: receive livelock, a queue or bucket that absorbed part of another
+            // trial), so its aim lands below the interval, and the interval still reaches far
+            // above the highest pass (to the first, unpaced trial, say). Step up from the
+            // highest pass by a width that doubles with each pass in a row (the external
+            // search upwards), never past the middle, rather than halving the whole range.
+            Some(g) if g <= lo && hi > 1.5 * lo => {
                 (lo + resolution * 2f64.powi(self.passes_in_a_row.min(60) as i32)).min(bisect)
             }
             _ => bisect,
