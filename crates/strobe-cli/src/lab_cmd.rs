@@ -14,10 +14,11 @@ pub use strobe_control::ports::{
 /// `--help` text of a transmit port (`gen --port`): every location form strobe opens.
 pub const TX_PORT_HELP: &str = "Port to send on, one of:
   lab:tx, lab:rx                 the lab's ends over AF_PACKET (`strobe lab up`; another lab: --lab PREFIX);
-                                 lab:tx@afxdp, lab:tx@afpacket-gso for those backends
+                                 lab:tx@afxdp, lab:tx@afpacket-gso, lab:tx@xdp-live for those backends
   afpacket:[NETNS/]IFACE         AF_PACKET on any interface (NETNS: a network namespace)
   afpacket-gso:[NETNS/]IFACE     AF_PACKET sending UDP segmentation batches (transmit only)
   afxdp:[NETNS/]IFACE[@QUEUE]    AF_XDP on one queue (default 0; --cores N takes QUEUE…QUEUE+N-1)
+  xdp-live:[NETNS/]IFACE         the kernel's XDP live-frame mode: no socket, no skb (transmit only)
   auto:[NETNS/]IFACE[@QUEUE]     AF_XDP when it works there, else AF_PACKET
   pcap:FILE                      a nanosecond pcap with each frame's scheduled time (transmit only)
   null                           drops every frame after all per-packet work (engine cost)";
@@ -32,7 +33,7 @@ macro_rules! rx_port_forms {
   afpacket:[NETNS/]IFACE         AF_PACKET on any interface, kernel receive timestamps
   afxdp:[NETNS/]IFACE[@QUEUE]    AF_XDP on one queue (default 0)
   auto:[NETNS/]IFACE[@QUEUE]     AF_XDP when it works there, else AF_PACKET
-(pcap:, null and afpacket-gso: only transmit)"
+(pcap:, null, afpacket-gso: and xdp-live: only transmit)"
     };
 }
 pub(crate) use rx_port_forms;

@@ -290,12 +290,8 @@ fn command_line() -> String {
 /// The lab whose namespaces a port location names, if any (found by asking the lab it
 /// would belong to; ports outside a lab find none).
 fn lab_of(location: &str) -> Option<strobe_lab::Lab> {
-    let netns = match strobe_io::Location::parse(location).ok()? {
-        strobe_io::Location::AfPacket { netns, .. }
-        | strobe_io::Location::AfXdp { netns, .. }
-        | strobe_io::Location::Auto { netns, .. } => netns?,
-        _ => return None,
-    };
+    let parsed = strobe_io::Location::parse(location).ok()?;
+    let netns = parsed.interface()?.0?;
     let prefix = netns
         .strip_suffix("-tx")
         .or_else(|| netns.strip_suffix("-rx"))?;

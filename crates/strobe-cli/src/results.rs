@@ -233,6 +233,9 @@ pub fn print_summary(r: &Results) {
                 duration_text(p.max_late_ns),
                 duration_text(p.shifted_ns)
             );
+            if let Some(refused) = p.xmit_errors {
+                println!("  refused by the driver after the hand-over: {refused} frames");
+            }
             if let Some(seg) = &p.segmentation {
                 println!(
                     "  UDP segmentation: {} superframes carried {} of {} frames{}",

@@ -4,6 +4,7 @@
 //! - exact per-flow counts through cable, bridge and router DUTs;
 //! - AF_XDP workers of `--cores 2` on the lab's multi-queue veths, one queue each, counted
 //!   per queue by the kernel (ethtool);
+//! - `xdp-live` (XDP live frames) paced and unpaced through a cable and a router;
 //! - loss detected exactly when the DUT drops every 1000th frame (nftables numgen);
 //! - frames checked at the sink by an independent capture (tcpdump) and decoder (tshark).
 
@@ -120,6 +121,50 @@ fn af_xdp_sends_and_receives_with_exact_counts() {
         r["rx_ports"][0]["timestamps"], "user",
         "AF_XDP receive stamps in user space"
     );
+}
+
+/// `lab:tx@xdp-live`: the kernel's live-frame mode sends what the engine wrote, paced and
+/// unpaced, through a cable and a router (whose near port the lab makes take XDP frames),
+/// every frame counted at the sink, none refused by the driver.
+#[test]
+fn xdp_live_sends_with_exact_counts_paced_and_unpaced() {
+    let dir = Scratch::new("live-xdp-live");
+    for (tag, dut) in [("l", "cable"), ("k", "router")] {
+        let lab = TestLab::up(tag, dut);
+        for (mode, count) in [
+            (&["--rate", "50kpps"][..], 20_000u64),
+            (&["--unpaced"][..], 200_000),
+        ] {
+            let json = dir.path(&format!("{tag}-{count}.json"));
+            let out = lab
+                .gen_command("lab:tx@xdp-live", "lab:rx")
+                .args(mode)
+                .args(["--count", &count.to_string(), "--json", &json])
+                .output()
+                .unwrap();
+            ok(out);
+            let r: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+            assert_exact(flow(&r), count, &format!("{dut} {mode:?}"));
+            let port = &r["ports"][0];
+            assert!(
+                port["backend"].as_str().unwrap().starts_with("xdp-live:"),
+                "{port}"
+            );
+            assert_eq!(port["xmit_errors"], 0, "{port}");
+        }
+        // The lab turned GRO on where tx0's frames arrive, so that they are taken.
+        let (ns, iface) = if dut == "cable" {
+            (lab.ns("rx"), "rx0")
+        } else {
+            (lab.ns("dut"), "dut0")
+        };
+        let features = sh_in(&ns, &format!("ethtool -k {iface}"));
+        assert!(
+            features.contains("generic-receive-offload: on"),
+            "{features}"
+        );
+    }
 }
 
 /// `lab:tx@afpacket-gso` with consecutive IP identifications: batches of 64 leave as UDP

@@ -63,6 +63,10 @@ fn capture_location(location: &str) -> Result<String, ControlError> {
             Some(ns) => format!("afpacket:{ns}/{iface}"),
             None => format!("afpacket:{iface}"),
         }),
+        Location::XdpLive { .. } => Err(bad(
+            "xdp-live frames leave through the driver's XDP path, which AF_PACKET captures on \
+             the sending side do not see — capture at the receiving port instead",
+        )),
         Location::Pcap(_) => Err(bad("a pcap: port only writes frames")),
         Location::Null => Err(bad("a null port has no wire")),
     }

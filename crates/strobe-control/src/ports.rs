@@ -71,14 +71,24 @@ fn lab_location(lab: &Lab, what: &str, location: &str) -> Result<String, Control
         "rx" => &lab.rx,
         other => {
             return Err(ControlError::BadInput(format!(
-                "{what}: unknown lab side `{other}` — accepted: lab:tx, lab:rx, lab:tx@afxdp, lab:rx@afxdp, lab:tx@afpacket-gso"
+                "{what}: unknown lab side `{other}` — accepted: lab:tx, lab:rx, lab:tx@afxdp, lab:rx@afxdp, lab:tx@afpacket-gso, lab:tx@xdp-live"
             )))
         }
     };
-    if !matches!(backend, "afpacket" | "afxdp" | "afpacket-gso") {
+    if !matches!(backend, "afpacket" | "afxdp" | "afpacket-gso" | "xdp-live") {
         return Err(ControlError::BadInput(format!(
-            "{what}: unknown backend `{backend}` — accepted: afpacket, afxdp, afpacket-gso"
+            "{what}: unknown backend `{backend}` — accepted: afpacket, afxdp, afpacket-gso, xdp-live"
         )));
+    }
+    if backend == "xdp-live" {
+        // A veth transmits XDP frames only while its peer can take them: GRO on gives the
+        // peer the NAPI instance that does (the lab's own ports, so strobe may set them).
+        let (netns, iface) = lab.veth_peer(endpoint);
+        strobe_io::netdev_features::set(Some(&netns), &iface, "rx-gro", true).map_err(|e| {
+            ControlError::BadInput(format!(
+                "{what}: cannot turn GRO on at {netns}/{iface}, which xdp-live needs: {e}"
+            ))
+        })?;
     }
     Ok(lab.port(endpoint, backend))
 }
@@ -99,10 +109,11 @@ pub fn resolve_lab_location(location: &str, prefix: &str) -> Result<String, Cont
 }
 
 /// Location forms strobe opens as they are written.
-const LOCATION_KINDS: [&str; 6] = [
+const LOCATION_KINDS: [&str; 7] = [
     "afpacket:",
     "afpacket-gso:",
     "afxdp:",
+    "xdp-live:",
     "auto:",
     "pcap:",
     "lab:",
@@ -173,11 +184,8 @@ pub fn check_locations(scenario: &Scenario) -> Result<(), ControlError> {
     for port in &scenario.ports {
         let location = Location::parse(&port.location)
             .map_err(|e| ControlError::BadInput(format!("port `{}`: {e}", port.name)))?;
-        let (netns, iface) = match &location {
-            Location::AfPacket { netns, iface, .. }
-            | Location::AfXdp { netns, iface, .. }
-            | Location::Auto { netns, iface, .. } => (netns.as_deref(), iface.as_str()),
-            Location::Pcap(_) | Location::Null => continue,
+        let Some((netns, iface)) = location.interface() else {
+            continue;
         };
         if let Err(e) = strobe_io::ifaddr::interface_mac(netns, iface) {
             let place = netns.map_or(String::new(), |ns| format!(" in network namespace `{ns}`"));

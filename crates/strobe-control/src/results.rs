@@ -47,6 +47,10 @@ pub struct PortResult {
     pub batch: usize,
     pub core: Option<usize>,
     pub segmentation: Option<SegmentationResult>,
+    /// Frames the driver refused after the hand-over (`xdp-live`: its transmit ring was
+    /// full); they count as sent and lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xmit_errors: Option<u64>,
     pub frames_tx: u64,
     pub bytes_tx: u64,
     pub late_frames: u64,
@@ -280,6 +284,16 @@ impl Results {
             .map(|f| flow_result(report, f, correction))
             .collect();
         let mut warnings: Vec<String> = report.ports.iter().filter_map(shortfall).collect();
+        for p in &report.ports {
+            if let Some(refused) = p.xmit_errors.filter(|&n| n > 0) {
+                warnings.push(format!(
+                    "port `{}`: the driver refused {refused} of {} frames after the hand-over \
+                     (its transmit ring was full: the receiver or the path behind it fell \
+                     behind); they count as sent and lost",
+                    p.name, p.frames
+                ));
+            }
+        }
         if let Some(line) = total_loss_warning(&flows) {
             warnings.push(line);
         }
@@ -452,6 +466,7 @@ fn port_result(p: &PortReport) -> PortResult {
             superframes: s.superframes,
             frames: s.frames,
         }),
+        xmit_errors: p.xmit_errors,
         frames_tx: p.frames,
         bytes_tx: p.bytes,
         late_frames: p.late_frames,

@@ -209,6 +209,9 @@ pub struct PortReport {
     pub core: Option<usize>,
     /// UDP segmentation batches, for backends that send them.
     pub segmentation: Option<strobe_io::Segmentation>,
+    /// Frames the driver refused after the hand-over (`xdp-live`: its transmit ring was
+    /// full), as it counts them; None where the backend waits for room instead.
+    pub xmit_errors: Option<u64>,
     /// Paced ports: the floor the hand-overs were coalesced to, and the ceiling it gives.
     pub pacing: Option<PortPacing>,
     /// Paced runs: hand-overs made, and frames that left in a hand-over with others.
@@ -892,6 +895,7 @@ pub fn run_port<B: Backend>(
         Ok(stats) if report.failure.is_none() => {
             report.frames = stats.frames.saturating_sub(probe_frames);
             report.segmentation = stats.segmentation;
+            report.xmit_errors = stats.xmit_errors;
         }
         finished => {
             if let Err(e) = finished {

@@ -63,6 +63,7 @@ impl Backend for Wide {
             frames: self.frames,
             bytes: 0,
             segmentation: None,
+            xmit_errors: None,
         })
     }
 }

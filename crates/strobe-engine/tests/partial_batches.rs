@@ -50,6 +50,7 @@ impl Backend for Stingy {
             frames: self.frames.len() as u64,
             bytes: 0,
             segmentation: None,
+            xmit_errors: None,
         })
     }
 }

@@ -541,6 +541,7 @@ impl AfPacketTx {
             in_flight: 0,
             stats: BackendStats {
                 segmentation: opts.gso.then(Segmentation::default),
+                xmit_errors: None,
                 ..BackendStats::default()
             },
         })

@@ -7,13 +7,11 @@ use crate::netns::in_netns;
 use crate::tsinfo::{control_socket, ifreq_for};
 use crate::{IoError, Location};
 
-/// The MAC address of the interface a port location names (`afpacket:`, `afxdp:`, `auto:`).
+/// The MAC address of the interface a port location names (`afpacket:`, `afxdp:`, `xdp-live:`, `auto:`).
 pub fn port_mac(location: &str) -> Result<[u8; 6], IoError> {
-    match Location::parse(location)? {
-        Location::AfPacket { netns, iface, .. }
-        | Location::AfXdp { netns, iface, .. }
-        | Location::Auto { netns, iface, .. } => interface_mac(netns.as_deref(), &iface),
-        Location::Pcap(_) | Location::Null => Err(IoError::Other(format!(
+    match Location::parse(location)?.interface() {
+        Some((netns, iface)) => interface_mac(netns, iface),
+        None => Err(IoError::Other(format!(
             "port `{location}` has no interface, so no MAC address"
         ))),
     }

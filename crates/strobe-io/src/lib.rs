@@ -20,6 +20,8 @@ mod rx;
 #[doc(hidden)]
 pub mod test_support;
 pub mod tsinfo;
+pub mod xdp_features;
+pub mod xdplive;
 
 pub use capture::{read_capture, CaptureInfo, CapturedFrame};
 pub use null::{slots_of, NullBackend};
@@ -71,6 +73,10 @@ pub struct BackendStats {
     /// Backends that send UDP segmentation batches (`afpacket-gso`): how many went, and
     /// how many of the frames they carried; None elsewhere.
     pub segmentation: Option<Segmentation>,
+    /// Frames the driver refused after the backend handed them over (its transmit ring was
+    /// full), as the driver counts them: `xdp-live` (XDP transmit drops instead of waiting).
+    /// None where the backend waits for room instead, or the driver does not count.
+    pub xmit_errors: Option<u64>,
 }
 
 /// Superframes sent, and the frames they carried (the rest went alone).
@@ -151,6 +157,11 @@ pub enum Location {
         iface: String,
         queue: u32,
     },
+    /// `xdp-live:`: the kernel's XDP live-frame mode (transmit only).
+    XdpLive {
+        netns: Option<String>,
+        iface: String,
+    },
     /// The best backend that works on the interface: AF_XDP, else AF_PACKET.
     Auto {
         netns: Option<String>,
@@ -162,7 +173,8 @@ pub enum Location {
 const LOCATION_FORMS: &str =
     "`pcap:FILE` (write a nanosecond pcap), `null` (drop after all per-packet work), \
 `afpacket:[NETNS/]IFACE`, `afpacket-gso:[NETNS/]IFACE` (AF_PACKET sending UDP segmentation \
-batches), `afxdp:[NETNS/]IFACE[@QUEUE]`, `auto:[NETNS/]IFACE[@QUEUE]`";
+batches), `afxdp:[NETNS/]IFACE[@QUEUE]`, `xdp-live:[NETNS/]IFACE` (the kernel's XDP live-frame mode, \
+transmit only), `auto:[NETNS/]IFACE[@QUEUE]`";
 
 impl std::fmt::Display for Location {
     /// The location as written (`Location::parse` reads it back).
@@ -185,6 +197,7 @@ impl std::fmt::Display for Location {
                 iface,
                 queue,
             } => write!(f, "afxdp:{}@{queue}", at(netns, iface)),
+            Location::XdpLive { netns, iface } => write!(f, "xdp-live:{}", at(netns, iface)),
             Location::Auto {
                 netns,
                 iface,
@@ -204,6 +217,18 @@ impl Location {
             *queue += k;
         }
         location
+    }
+
+    /// The interface a location sends on, with its network namespace; None for files and
+    /// `null`.
+    pub fn interface(&self) -> Option<(Option<&str>, &str)> {
+        match self {
+            Location::AfPacket { netns, iface, .. }
+            | Location::AfXdp { netns, iface, .. }
+            | Location::XdpLive { netns, iface }
+            | Location::Auto { netns, iface, .. } => Some((netns.as_deref(), iface.as_str())),
+            Location::Pcap(_) | Location::Null => None,
+        }
     }
 
     /// Whether the location writes a trace in scheduled time (a `pcap:` file).
@@ -241,6 +266,7 @@ impl Location {
                 iface,
                 gso: kind == "afpacket-gso",
             }),
+            "xdp-live" if queue.is_none() => Ok(Location::XdpLive { netns, iface }),
             "afxdp" => Ok(Location::AfXdp {
                 netns,
                 iface,
@@ -262,6 +288,7 @@ pub enum AnyBackend {
     Null(NullBackend),
     AfPacket(afpacket::AfPacketTx),
     AfXdp(afxdp::AfXdpTx),
+    XdpLive(xdplive::XdpLiveTx),
 }
 
 fn open_afpacket_tx(
@@ -338,6 +365,9 @@ impl AnyBackend {
                     .split()
                     .0,
             ),
+            Location::XdpLive { netns, iface } => {
+                AnyBackend::XdpLive(xdplive::XdpLiveTx::open(&iface, netns.as_deref())?)
+            }
             Location::Auto {
                 netns,
                 iface,
@@ -360,6 +390,7 @@ macro_rules! each_backend {
             AnyBackend::Null($b) => $body,
             AnyBackend::AfPacket($b) => $body,
             AnyBackend::AfXdp($b) => $body,
+            AnyBackend::XdpLive($b) => $body,
         }
     };
 }
@@ -448,6 +479,11 @@ impl AnyReceiver {
                     "port `{location}` cannot receive: afpacket-gso is a way of sending; receive with afpacket:IFACE"
                 )))
             }
+            Location::XdpLive { .. } => {
+                return Err(IoError::Other(format!(
+                    "port `{location}` cannot receive: xdp-live is a way of sending; receive with afxdp:IFACE or afpacket:IFACE"
+                )))
+            }
             Location::AfPacket { netns, iface, .. } => {
                 let opts = afpacket::AfPacketOptions {
                     hardware_timestamps,
@@ -510,6 +546,9 @@ pub fn open_duplex(location: &str, slots: usize) -> Result<(AnyBackend, AnyRecei
         Location::AfPacket { gso: true, .. } => Err(IoError::Other(format!(
             "port `{location}` cannot reflect: afpacket-gso is a way of sending; use afpacket:IFACE"
         ))),
+        Location::XdpLive { .. } => Err(IoError::Other(format!(
+            "port `{location}` cannot reflect: xdp-live is a way of sending; use afxdp:IFACE"
+        ))),
         Location::AfPacket { netns, iface, .. } => afpacket(&iface, netns.as_deref()),
         Location::Auto {
             netns,
@@ -568,6 +607,7 @@ mod location_tests {
             "afpacket:lab-tx/tx0",
             "afpacket-gso:tx0",
             "afxdp:ns/eth1@2",
+            "xdp-live:ns/eth1",
             "auto:eth1@0",
         ] {
             let parsed = Location::parse(text).unwrap();
@@ -610,16 +650,32 @@ mod location_tests {
         );
         assert!(Location::parse("afpacket-gso:tx0@1").is_err());
         // A way of sending only: refused before any interface is touched.
-        for open in [
-            AnyReceiver::open_with("afpacket-gso:tx0", false).err(),
-            open_duplex("afpacket-gso:tx0", 1).err(),
+        for (open, way) in [
+            (
+                AnyReceiver::open_with("afpacket-gso:tx0", false).err(),
+                "afpacket-gso",
+            ),
+            (open_duplex("afpacket-gso:tx0", 1).err(), "afpacket-gso"),
+            (
+                AnyReceiver::open_with("xdp-live:tx0", false).err(),
+                "xdp-live",
+            ),
+            (open_duplex("xdp-live:tx0", 1).err(), "xdp-live"),
         ] {
             let message = open.expect("refused").to_string();
             assert!(
-                message.contains("afpacket-gso is a way of sending"),
+                message.contains(&format!("{way} is a way of sending")),
                 "{message}"
             );
         }
+        assert_eq!(
+            Location::parse("xdp-live:lab/tx0").unwrap(),
+            Location::XdpLive {
+                netns: Some("lab".into()),
+                iface: "tx0".into(),
+            }
+        );
+        assert!(Location::parse("xdp-live:tx0@1").is_err());
         assert_eq!(
             Location::parse("afxdp:eth1@3").unwrap(),
             Location::AfXdp {

@@ -1,5 +1,6 @@
 //! A network device's offload features by name, as `ethtool -k` shows them
-//! (ETHTOOL_GSSET_INFO, ETHTOOL_GSTRINGS and ETHTOOL_GFEATURES).
+//! (ETHTOOL_GSSET_INFO, ETHTOOL_GSTRINGS and ETHTOOL_GFEATURES), and setting one, as
+//! `ethtool -K` does (ETHTOOL_SFEATURES).
 //!
 //! strobe reads them to know who cuts a UDP segmentation (GSO) batch into frames and who
 //! completes their checksums: the device (a NIC with USO) or the kernel before the driver.
@@ -13,6 +14,7 @@ use crate::IoError;
 const ETHTOOL_GSSET_INFO: u32 = 0x37;
 const ETHTOOL_GSTRINGS: u32 = 0x1b;
 const ETHTOOL_GFEATURES: u32 = 0x3a;
+const ETHTOOL_SFEATURES: u32 = 0x3b;
 const ETH_SS_FEATURES: u32 = 4;
 const ETH_GSTRING_LEN: usize = 32;
 
@@ -54,7 +56,7 @@ impl NetdevFeatures {
 }
 
 /// Runs one SIOCETHTOOL request whose data is `words` (a command header and its payload).
-fn ethtool_words(
+pub(crate) fn ethtool_words(
     sock: &std::os::fd::OwnedFd,
     iface: &str,
     words: &mut [u32],
@@ -77,49 +79,87 @@ fn ethtool_words(
     }
 }
 
-fn query_here(iface: &str) -> Result<NetdevFeatures, IoError> {
-    let sock = control_socket()?;
-    let fail = |what: &str, e: std::io::Error| {
-        if e.raw_os_error() == Some(libc::ENODEV) {
-            IoError::Other(format!("interface `{iface}` not found"))
-        } else {
-            IoError::Other(format!(
-                "cannot read the features of interface `{iface}` ({what}): {e}"
-            ))
-        }
-    };
+fn fail(iface: &str, what: &str, e: std::io::Error) -> IoError {
+    if e.raw_os_error() == Some(libc::ENODEV) {
+        IoError::Other(format!("interface `{iface}` not found"))
+    } else {
+        IoError::Other(format!("ethtool {what} on interface `{iface}`: {e}"))
+    }
+}
+
+/// The names of string set `set` of `iface` (ETH_SS_FEATURES, ETH_SS_STATS, …), in the
+/// kernel's order: bit or counter `i` has name `i`.
+pub(crate) fn string_set(
+    sock: &std::os::fd::OwnedFd,
+    iface: &str,
+    set: u32,
+) -> Result<Vec<String>, IoError> {
     // ethtool_sset_info: cmd, reserved, sset_mask (u64), then one u32 per set in the mask.
-    let mask = (1u64 << ETH_SS_FEATURES).to_ne_bytes();
+    let mask = (1u64 << set).to_ne_bytes();
     let word = |i: usize| u32::from_ne_bytes([mask[i], mask[i + 1], mask[i + 2], mask[i + 3]]);
     let mut info = [ETHTOOL_GSSET_INFO, 0, word(0), word(4), 0];
-    ethtool_words(&sock, iface, &mut info).map_err(|e| fail("GSSET_INFO", e))?;
+    ethtool_words(sock, iface, &mut info).map_err(|e| fail(iface, "GSSET_INFO", e))?;
     let count = info[4] as usize;
-    if [info[2], info[3]] != [word(0), word(4)] || count == 0 {
-        return Err(fail(
-            "GSSET_INFO",
-            std::io::Error::other("the kernel lists no features"),
-        ));
+    if [info[2], info[3]] != [word(0), word(4)] || count == 0 || count > 1 << 16 {
+        return Ok(Vec::new());
     }
     // ethtool_gstrings: cmd, string_set, len, then len names of 32 bytes.
     let mut strings = vec![0u32; 3 + count * ETH_GSTRING_LEN / 4];
-    strings[..3].copy_from_slice(&[ETHTOOL_GSTRINGS, ETH_SS_FEATURES, count as u32]);
-    ethtool_words(&sock, iface, &mut strings).map_err(|e| fail("GSTRINGS", e))?;
+    strings[..3].copy_from_slice(&[ETHTOOL_GSTRINGS, set, count as u32]);
+    ethtool_words(sock, iface, &mut strings).map_err(|e| fail(iface, "GSTRINGS", e))?;
     let bytes: Vec<u8> = strings[3..].iter().flat_map(|w| w.to_ne_bytes()).collect();
-    let names: Vec<String> = bytes
+    Ok(bytes
         .chunks(ETH_GSTRING_LEN)
         .map(|c| {
             let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
             String::from_utf8_lossy(&c[..end]).into_owned()
         })
-        .collect();
+        .collect())
+}
+
+fn feature_names(sock: &std::os::fd::OwnedFd, iface: &str) -> Result<Vec<String>, IoError> {
+    let names = string_set(sock, iface, ETH_SS_FEATURES)?;
+    if names.is_empty() {
+        return Err(fail(
+            iface,
+            "GSSET_INFO",
+            std::io::Error::other("the kernel lists no features"),
+        ));
+    }
+    Ok(names)
+}
+
+fn query_here(iface: &str) -> Result<NetdevFeatures, IoError> {
+    let sock = control_socket()?;
+    let names = feature_names(&sock, iface)?;
     // ethtool_gfeatures: cmd, size (blocks), then per block: available, requested, active,
     // never_changed.
-    let blocks = count.div_ceil(32);
+    let blocks = names.len().div_ceil(32);
     let mut features = vec![0u32; 2 + blocks * 4];
     features[..2].copy_from_slice(&[ETHTOOL_GFEATURES, blocks as u32]);
-    ethtool_words(&sock, iface, &mut features).map_err(|e| fail("GFEATURES", e))?;
+    ethtool_words(&sock, iface, &mut features).map_err(|e| fail(iface, "GFEATURES", e))?;
     let active: Vec<u32> = features[2..].chunks(4).map(|b| b[2]).collect();
     Ok(NetdevFeatures::from_words(&names, &active))
+}
+
+/// Switches feature `name` (`rx-gro`, …) of `iface` (inside namespace `netns`, or here) on
+/// or off, as `ethtool -K` does.
+pub fn set(netns: Option<&str>, iface: &str, name: &str, on: bool) -> Result<(), IoError> {
+    in_netns(netns, || {
+        let sock = control_socket()?;
+        let names = feature_names(&sock, iface)?;
+        let bit = names.iter().position(|n| n == name).ok_or_else(|| {
+            IoError::Other(format!("interface `{iface}` has no feature `{name}`"))
+        })?;
+        // ethtool_sfeatures: cmd, size (blocks), then per block: valid, requested.
+        let blocks = names.len().div_ceil(32);
+        let mut request = vec![0u32; 2 + blocks * 2];
+        request[..2].copy_from_slice(&[ETHTOOL_SFEATURES, blocks as u32]);
+        let (block, mask) = (bit / 32, 1u32 << (bit % 32));
+        request[2 + block * 2] = mask;
+        request[3 + block * 2] = if on { mask } else { 0 };
+        ethtool_words(&sock, iface, &mut request).map_err(|e| fail(iface, "SFEATURES", e))
+    })
 }
 
 /// The active features of `iface` (inside namespace `netns`, or here).

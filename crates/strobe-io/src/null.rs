@@ -96,6 +96,7 @@ mod tests {
                 frames: 6,
                 bytes: 360,
                 segmentation: None,
+                xmit_errors: None,
             }
         );
     }

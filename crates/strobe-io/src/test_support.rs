@@ -138,6 +138,26 @@ impl VethPair {
         self.netns.exec(args)
     }
 
+    /// Asserts that no XDP program stays on `iface` once what attached it was dropped.
+    /// Closing the link's descriptor detaches at once, unless another test thread is
+    /// spawning a process at that moment: the child holds a copy of every descriptor until
+    /// its exec closes them (close-on-exec), so the last reference, and the detach, can lag
+    /// by a few milliseconds. A program still there after seconds is left behind for real.
+    pub fn assert_no_xdp(&self, iface: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let shown = self.ip(&["link", "show", "dev", iface]);
+            if !shown.contains("xdp") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "XDP program left behind: {shown}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The promiscuity count of `iface`, as `ip -d link show` reports it.
     pub fn promiscuity(&self, iface: &str) -> u32 {
         let shown = self.ip(&["-d", "link", "show", iface]);
@@ -337,6 +357,75 @@ impl HeaderFuzz {
             buf[at..at + 4].copy_from_slice(&value.to_ne_bytes());
         }
     }
+}
+
+/// Captures on `iface` with tcpdump, runs `send`, waits until `want` frames of ours (from
+/// [`SRC_MAC`]) are in, and returns them with the capture file (the caller removes it).
+pub fn tcpdump_around(
+    lab: &VethPair,
+    iface: &str,
+    want: usize,
+    send: impl FnOnce(),
+) -> (Vec<Vec<u8>>, std::path::PathBuf) {
+    let path = std::env::temp_dir().join(format!("{}-{iface}.pcap", lab.ns()));
+    let mut child: std::process::Child = Command::new("ip")
+        .args(["netns", "exec", lab.ns(), "tcpdump", "-i", iface, "-w"])
+        .arg(&path)
+        // A snap length that fits our frames keeps tcpdump's ring slots small and many.
+        .args(["-U", "-s", "2048", "-B", "8192", "-n", "--immediate-mode"])
+        .args(["ether", "src", &mac_text(SRC_MAC)])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tcpdump is needed for this test (apt-get install -y tcpdump)");
+    // `ip netns exec` execs tcpdump in place, so this PID is tcpdump's.
+    struct StopOnDrop(u32);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            // SAFETY: signals only the child this test started, by its PID.
+            unsafe { libc::kill(self.0 as libc::pid_t, libc::SIGINT) };
+        }
+    }
+    let stopper = StopOnDrop(child.id());
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0
+        && !line.contains("listening on")
+    {
+        line.clear();
+    }
+    assert!(
+        line.contains("listening on"),
+        "tcpdump did not start: {line}"
+    );
+
+    send();
+
+    // tcpdump writes each frame as it comes (-U); wait until all are in, then stop it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let read = || -> Vec<Vec<u8>> {
+        let Ok(file) = std::fs::File::open(&path) else {
+            return Vec::new();
+        };
+        let Ok(mut reader) = pcap_file::pcap::PcapReader::new(file) else {
+            return Vec::new();
+        };
+        let mut frames = Vec::new();
+        while let Some(Ok(p)) = reader.next_packet() {
+            frames.push(p.data.into_owned());
+        }
+        frames
+    };
+    while read().len() < want && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(stopper);
+    child.wait().unwrap();
+    let mut summary = String::new();
+    let _ = std::io::Read::read_to_string(&mut stderr, &mut summary);
+    let frames = read();
+    assert_eq!(frames.len(), want, "tcpdump on {iface}: {summary}");
+    (frames, path)
 }
 
 #[cfg(test)]

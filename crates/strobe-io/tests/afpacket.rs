@@ -1,9 +1,8 @@
 //! The AF_PACKET backend on veth pairs inside network namespaces each test creates itself
 //! (and removes, also when it fails). Needs root, `ip` and `tcpdump`.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,8 +10,8 @@ use std::time::{Duration, Instant};
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use strobe_io::afpacket::{AfPacketOptions, AfPacketRx, AfPacketTx};
 use strobe_io::test_support::{
-    assert_all_arrived_in_order, collect, is_ours, mac_text, mixed_size, now_ns, pin_to_cpu,
-    send_all, udp_frame, VethPair, DST_MAC, SRC_MAC,
+    assert_all_arrived_in_order, collect, is_ours, mixed_size, now_ns, pin_to_cpu, send_all,
+    tcpdump_around, udp_frame, VethPair, DST_MAC, SRC_MAC,
 };
 use strobe_io::{Backend, Receiver};
 
@@ -160,68 +159,6 @@ fn udp_segmentation_batches_arrive_as_the_frames_written() {
     }
 }
 
-/// Captures on `iface` with tcpdump, runs `send`, and returns the captured frames of ours.
-fn tcpdump_around(lab: &VethPair, iface: &str, want: usize, send: impl FnOnce()) -> Vec<Vec<u8>> {
-    let path = std::env::temp_dir().join(format!("{}-{iface}.pcap", lab.ns()));
-    let mut child: Child = Command::new("ip")
-        .args(["netns", "exec", lab.ns(), "tcpdump", "-i", iface, "-w"])
-        .arg(&path)
-        // A snap length that fits our frames keeps tcpdump's ring slots small and many.
-        .args(["-U", "-s", "2048", "-B", "8192", "-n", "--immediate-mode"])
-        .args(["ether", "src", &mac_text(SRC_MAC)])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("tcpdump is needed for this test (apt-get install -y tcpdump)");
-    // `ip netns exec` execs tcpdump in place, so this PID is tcpdump's.
-    struct StopOnDrop(u32);
-    impl Drop for StopOnDrop {
-        fn drop(&mut self) {
-            // SAFETY: signals only the child this test started, by its PID.
-            unsafe { libc::kill(self.0 as libc::pid_t, libc::SIGINT) };
-        }
-    }
-    let stopper = StopOnDrop(child.id());
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while stderr.read_line(&mut line).unwrap() > 0 && !line.contains("listening on") {
-        line.clear();
-    }
-    assert!(
-        line.contains("listening on"),
-        "tcpdump did not start: {line}"
-    );
-
-    send();
-
-    // tcpdump writes each frame as it comes (-U); wait until all are in, then stop it.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let read = || -> Vec<Vec<u8>> {
-        let Ok(file) = std::fs::File::open(&path) else {
-            return Vec::new();
-        };
-        let Ok(mut reader) = pcap_file::pcap::PcapReader::new(file) else {
-            return Vec::new();
-        };
-        let mut frames = Vec::new();
-        while let Some(Ok(p)) = reader.next_packet() {
-            frames.push(p.data.into_owned());
-        }
-        frames
-    };
-    while read().len() < want && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    drop(stopper);
-    child.wait().unwrap();
-    let mut summary = String::new();
-    let _ = std::io::Read::read_to_string(&mut stderr, &mut summary);
-    let frames = read();
-    assert_eq!(frames.len(), want, "tcpdump on {iface}: {summary}");
-    let _ = std::fs::remove_file(&path);
-    frames
-}
-
 /// What the engine wrote is what the wire carried, as an independent capture and decoder
 /// see it. With the qdisc bypassed, taps on the sending interface never see the frames, so
 /// that case is captured on the peer.
@@ -235,9 +172,10 @@ fn tcpdump_capture_matches_what_was_written() {
         };
         let mut tx = AfPacketTx::open(&lab.a, lab.netns(), &opts).unwrap();
         let frames: Vec<Vec<u8>> = (0..300).map(|s| udp_frame(s, mixed_size(s * 13))).collect();
-        let captured = tcpdump_around(&lab, &capture_on, frames.len(), || {
+        let (captured, pcap) = tcpdump_around(&lab, &capture_on, frames.len(), || {
             send_all(&mut tx, &frames, 16);
         });
+        let _ = std::fs::remove_file(pcap);
         for (seq, (c, sent)) in captured.iter().zip(&frames).enumerate() {
             assert!(
                 c == sent,

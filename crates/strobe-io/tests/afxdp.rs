@@ -440,7 +440,7 @@ fn dropping_the_receiver_detaches_the_xdp_program() {
     );
     assert!(shown.contains("strobe_xsk"), "{shown}");
     drop(rx);
-    assert_detached(&lab, &lab.b);
+    lab.assert_no_xdp(&lab.b);
     drop(tx);
 }
 
@@ -469,27 +469,7 @@ fn drivers_without_native_xdp_get_the_generic_hook() {
     let shown = lab.ip(&["link", "show", "dev", &br]);
     assert!(shown.contains("prog/xdp"), "{shown}");
     drop(rx);
-    assert_detached(&lab, &br);
-}
-
-/// Asserts that no XDP program stays on `iface` after its receiver was dropped. Closing the
-/// link's descriptor detaches at once, unless another test thread is spawning a process at
-/// that moment: the child holds a copy of every descriptor until its exec closes them
-/// (close-on-exec), so the last reference, and the detach, can lag by a few milliseconds.
-/// A program still there after seconds is left behind for real.
-fn assert_detached(lab: &VethPair, iface: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let shown = lab.ip(&["link", "show", "dev", iface]);
-        if !shown.contains("xdp") {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "XDP program left behind: {shown}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    lab.assert_no_xdp(&br);
 }
 
 #[test]

@@ -119,6 +119,24 @@ impl Lab {
         format!("{backend}:{}/{}", e.netns, e.iface)
     }
 
+    /// The other end of `e`'s veth (namespace, interface): the DUT's near port, or on a
+    /// cable the other endpoint. XDP frames sent into a veth need that end set up to take
+    /// them.
+    pub fn veth_peer(&self, e: &Endpoint) -> (String, String) {
+        let from_tx = e.iface == self.tx.iface && e.netns == self.tx.netns;
+        if self.dut.has_namespace() {
+            let near = if from_tx {
+                topology::DUT_TX_SIDE
+            } else {
+                topology::DUT_RX_SIDE
+            };
+            (Role::Dut.netns(&self.prefix), near.to_string())
+        } else {
+            let other = if from_tx { &self.rx } else { &self.tx };
+            (other.netns.clone(), other.iface.clone())
+        }
+    }
+
     /// The lab's namespaces: generator, sink, and the DUT's if it has one.
     pub fn namespaces(&self) -> Vec<String> {
         let mut names = vec![self.tx.netns.clone(), self.rx.netns.clone()];

@@ -17,8 +17,8 @@ pub(crate) const MAC_BRIDGE: [u8; 6] = mac(0x1f);
 
 const TX_IFACE: &str = "tx0";
 const RX_IFACE: &str = "rx0";
-const DUT_TX_SIDE: &str = "dut0";
-const DUT_RX_SIDE: &str = "dut1";
+pub(crate) const DUT_TX_SIDE: &str = "dut0";
+pub(crate) const DUT_RX_SIDE: &str = "dut1";
 const BRIDGE: &str = "br0";
 
 /// The namespaces of a lab; every name is `{prefix}-{suffix}`.

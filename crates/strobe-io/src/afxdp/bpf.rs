@@ -1,5 +1,10 @@
 //! strobe's own XDP program, built instruction by instruction, and the bpf() calls that
-//! create its XSKMAP, load it, and attach it through a bpf_link.
+//! create its XSKMAP, load it, and attach it through a bpf_link. The instruction encoding and
+//! the loader are shared with the `xdp-live` backend.
+//!
+//! Written by hand rather than compiled from C or Rust: the programs are a few dozen
+//! instructions, and building BPF objects would need clang or bpf-linker on every machine
+//! that builds strobe; loading through libbpf would add a C library for the same few calls.
 //!
 //! The program is the classic AF_XDP redirect:
 //! `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);`
@@ -15,16 +20,25 @@ use crate::IoError;
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_PROG_LOAD: libc::c_long = 5;
+pub(crate) const BPF_PROG_RUN: libc::c_long = 10;
 const BPF_LINK_CREATE: libc::c_long = 28;
 
+pub(crate) const BPF_MAP_TYPE_ARRAY: u32 = 2;
+pub(crate) const BPF_MAP_TYPE_DEVMAP: u32 = 14;
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
+/// Map flag: the array's values can be mapped into user space.
+pub(crate) const BPF_F_MMAPABLE: u32 = 1 << 10;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 const BPF_ATTACH_XDP: u32 = 37;
-const BPF_FUNC_REDIRECT_MAP: i32 = 51;
-const BPF_PSEUDO_MAP_FD: u8 = 1;
+pub(crate) const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
+pub(crate) const BPF_FUNC_REDIRECT_MAP: i32 = 51;
+pub(crate) const BPF_FUNC_XDP_ADJUST_TAIL: i32 = 65;
+pub(crate) const BPF_FUNC_XDP_STORE_BYTES: i32 = 190;
+pub(crate) const BPF_PSEUDO_MAP_FD: u8 = 1;
 
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
-const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+pub(crate) const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+pub(crate) const XDP_DROP: i32 = 1;
 const XDP_PASS: i32 = 2;
 /// Offset of `rx_queue_index` in `struct xdp_md`.
 const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
@@ -35,7 +49,7 @@ const VERIFIER_LOG_BYTES: usize = 64 * 1024;
 /// One eBPF instruction (`struct bpf_insn`): the register nibbles are dst low, src high.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Insn {
+pub(crate) struct Insn {
     code: u8,
     regs: u8,
     off: i16,
@@ -43,7 +57,7 @@ struct Insn {
 }
 
 impl Insn {
-    const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+    pub(crate) const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
         Insn {
             code,
             regs: (src << 4) | (dst & 0x0f),
@@ -51,19 +65,61 @@ impl Insn {
             imm,
         }
     }
+
+    #[cfg(test)]
+    pub(crate) fn code(&self) -> u8 {
+        self.code
+    }
+
+    pub(crate) fn off(&self) -> i16 {
+        self.off
+    }
+
+    pub(crate) fn set_off(&mut self, off: i16) {
+        self.off = off;
+    }
+
+    /// A jump of class BPF_JMP that depends on a comparison (not a call, exit or `ja`).
+    pub(crate) fn is_conditional_jump(&self) -> bool {
+        self.code & 0x07 == 0x05 && !matches!(self.code & 0xf0, 0x00 | 0x80 | 0x90)
+    }
 }
 
 // Opcodes, as class | size or operation | mode or source.
 /// BPF_LDX (0x01) | BPF_W (0x00) | BPF_MEM (0x60).
-const LDX_MEM_W: u8 = 0x61;
+pub(crate) const LDX_MEM_W: u8 = 0x61;
+/// BPF_LDX (0x01) | BPF_DW (0x18) | BPF_MEM (0x60).
+pub(crate) const LDX_MEM_DW: u8 = 0x79;
+/// BPF_ST (0x02) | BPF_W (0x00) | BPF_MEM (0x60): store an immediate.
+pub(crate) const ST_MEM_W: u8 = 0x62;
+/// BPF_STX (0x03) | BPF_W (0x00) | BPF_MEM (0x60): store a register.
+pub(crate) const STX_MEM_W: u8 = 0x63;
+/// BPF_STX (0x03) | BPF_DW (0x18) | BPF_MEM (0x60).
+pub(crate) const STX_MEM_DW: u8 = 0x7b;
 /// BPF_LD (0x00) | BPF_DW (0x18) | BPF_IMM (0x00).
-const LD_IMM_DW: u8 = 0x18;
+pub(crate) const LD_IMM_DW: u8 = 0x18;
 /// BPF_ALU64 (0x07) | BPF_MOV (0xb0) | BPF_K (0x00).
-const ALU64_MOV_K: u8 = 0xb7;
+pub(crate) const ALU64_MOV_K: u8 = 0xb7;
+/// BPF_ALU64 (0x07) | BPF_MOV (0xb0) | BPF_X (0x08).
+pub(crate) const ALU64_MOV_X: u8 = 0xbf;
+/// BPF_ALU64 (0x07) | BPF_ADD (0x00) | BPF_K (0x00).
+pub(crate) const ALU64_ADD_K: u8 = 0x07;
+/// BPF_ALU64 (0x07) | BPF_AND (0x50) | BPF_K (0x00).
+pub(crate) const ALU64_AND_K: u8 = 0x57;
+/// BPF_JMP (0x05) | BPF_JEQ (0x10) | BPF_K (0x00).
+pub(crate) const JMP_JEQ_K: u8 = 0x15;
+/// BPF_JMP (0x05) | BPF_JNE (0x50) | BPF_K (0x00).
+pub(crate) const JMP_JNE_K: u8 = 0x55;
+/// BPF_JMP (0x05) | BPF_JNE (0x50) | BPF_X (0x08): compare two registers.
+pub(crate) const JMP_JNE_X: u8 = 0x5d;
+/// BPF_JMP (0x05) | BPF_JGT (0x20) | BPF_K (0x00), unsigned.
+pub(crate) const JMP_JGT_K: u8 = 0x25;
+/// BPF_JMP (0x05) | BPF_JLT (0xa0) | BPF_K (0x00), unsigned.
+pub(crate) const JMP_JLT_K: u8 = 0xa5;
 /// BPF_JMP (0x05) | BPF_CALL (0x80).
-const JMP_CALL: u8 = 0x85;
+pub(crate) const JMP_CALL: u8 = 0x85;
 /// BPF_JMP (0x05) | BPF_EXIT (0x90).
-const JMP_EXIT: u8 = 0x95;
+pub(crate) const JMP_EXIT: u8 = 0x95;
 
 /// r2 = ctx->rx_queue_index; r1 = &map; r3 = XDP_PASS; r0 = bpf_redirect_map(r1, r2, r3).
 fn redirect_program(map_fd: i32) -> [Insn; 6] {
@@ -79,7 +135,7 @@ fn redirect_program(map_fd: i32) -> [Insn; 6] {
 }
 
 /// Object names shown by `bpftool` (16 bytes, NUL-padded).
-fn object_name(name: &str) -> [u8; 16] {
+pub(crate) fn object_name(name: &str) -> [u8; 16] {
     let mut out = [0u8; 16];
     for (dst, src) in out.iter_mut().zip(name.bytes().take(15)) {
         *dst = src;
@@ -135,7 +191,7 @@ struct LinkCreateAttr {
     flags: u32,
 }
 
-fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> libc::c_long {
+pub(crate) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> libc::c_long {
     // SAFETY: attr is a live, fully initialised prefix of `union bpf_attr` for `cmd`, and
     // every pointer inside it points at memory that outlives the call.
     unsafe {
@@ -182,24 +238,15 @@ impl XdpAttachment {
         frags: bool,
     ) -> Result<XdpAttachment, IoError> {
         let map = create_xskmap(queue)?;
-        let key = queue;
-        let value = xsk_fd.as_raw_fd() as u32;
-        let mut update = MapUpdateAttr {
-            map_fd: map.as_raw_fd() as u32,
-            _pad: 0,
-            key: &key as *const u32 as u64,
-            value: &value as *const u32 as u64,
-            flags: 0,
-        };
-        if bpf(BPF_MAP_UPDATE_ELEM, &mut update) != 0 {
-            return Err(failed(
+        update_map(&map, queue, &(xsk_fd.as_raw_fd() as u32)).map_err(|e| {
+            failed(
                 format_args!(
                     "cannot put the AF_XDP socket of {iface} queue {queue} into the XSKMAP"
                 ),
-                io::Error::last_os_error(),
-            ));
-        }
-        let prog = load_program(&redirect_program(map.as_raw_fd()), frags)?;
+                e,
+            )
+        })?;
+        let prog = load_program(&redirect_program(map.as_raw_fd()), "strobe_xsk", frags)?;
 
         let (link, mode, note) = match create_link(&prog, ifindex, XDP_FLAGS_DRV_MODE) {
             Ok(link) => (link, AttachMode::Native, None),
@@ -223,18 +270,44 @@ impl XdpAttachment {
     }
 }
 
-fn create_xskmap(queue: u32) -> Result<OwnedFd, IoError> {
+/// Creates a map; the caller words the error.
+pub(crate) fn create_map(
+    map_type: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    name: &str,
+) -> io::Result<OwnedFd> {
     let mut attr = MapCreateAttr {
-        map_type: BPF_MAP_TYPE_XSKMAP,
+        map_type,
         key_size: 4,
-        value_size: 4,
-        max_entries: queue + 1,
-        map_flags: 0,
+        value_size,
+        max_entries,
+        map_flags,
         inner_map_fd: 0,
         numa_node: 0,
-        map_name: object_name("strobe_xsks"),
+        map_name: object_name(name),
     };
-    owned_fd(bpf(BPF_MAP_CREATE, &mut attr)).map_err(|e| match e.raw_os_error() {
+    owned_fd(bpf(BPF_MAP_CREATE, &mut attr))
+}
+
+/// Sets `map[key] = value` for a map with 4-byte keys; the caller words the error.
+pub(crate) fn update_map<V>(map: &OwnedFd, key: u32, value: &V) -> io::Result<()> {
+    let mut update = MapUpdateAttr {
+        map_fd: map.as_raw_fd() as u32,
+        _pad: 0,
+        key: &key as *const u32 as u64,
+        value: value as *const V as u64,
+        flags: 0,
+    };
+    if bpf(BPF_MAP_UPDATE_ELEM, &mut update) != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn create_xskmap(queue: u32) -> Result<OwnedFd, IoError> {
+    create_map(BPF_MAP_TYPE_XSKMAP, 4, queue + 1, 0, "strobe_xsks").map_err(|e| match e.raw_os_error() {
         Some(libc::ENOSYS) => IoError::Other(
             "this kernel has no bpf() system call (CONFIG_BPF_SYSCALL); AF_XDP receive needs it".into(),
         ),
@@ -249,9 +322,9 @@ fn create_xskmap(queue: u32) -> Result<OwnedFd, IoError> {
 /// then accept it on an MTU above one page.
 const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 
-/// Loads an XDP program (`frags`: multi-buffer aware); when the kernel refuses it, the error
-/// carries the verifier's log.
-fn load_program(insns: &[Insn], frags: bool) -> Result<OwnedFd, IoError> {
+/// Loads an XDP program named `name` (`frags`: multi-buffer aware); when the kernel refuses
+/// it, the error carries the verifier's log.
+pub(crate) fn load_program(insns: &[Insn], name: &str, frags: bool) -> Result<OwnedFd, IoError> {
     let license = c"Dual MIT/GPL";
     let attempt = |log: Option<&mut Vec<u8>>| {
         let (log_level, log_size, log_buf) = match log {
@@ -268,7 +341,7 @@ fn load_program(insns: &[Insn], frags: bool) -> Result<OwnedFd, IoError> {
             log_buf,
             kern_version: 0,
             prog_flags: if frags { BPF_F_XDP_HAS_FRAGS } else { 0 },
-            prog_name: object_name("strobe_xsk"),
+            prog_name: object_name(name),
             prog_ifindex: 0,
             expected_attach_type: BPF_ATTACH_XDP,
         };
@@ -287,7 +360,7 @@ fn load_program(insns: &[Insn], frags: bool) -> Result<OwnedFd, IoError> {
     let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
     let text = String::from_utf8_lossy(&log[..end]);
     let text = text.trim();
-    let err = failed("cannot load strobe's XDP program", err);
+    let err = failed(format_args!("cannot load strobe's XDP program {name}"), err);
     Err(if text.is_empty() {
         err
     } else {
@@ -295,7 +368,7 @@ fn load_program(insns: &[Insn], frags: bool) -> Result<OwnedFd, IoError> {
     })
 }
 
-fn create_link(prog: &OwnedFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
+pub(crate) fn create_link(prog: &OwnedFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
     let mut attr = LinkCreateAttr {
         prog_fd: prog.as_raw_fd() as u32,
         target_ifindex: ifindex,
@@ -410,12 +483,17 @@ mod tests {
         }
         // r0 = XDP_PASS with no exit: the verifier refuses to fall off the end.
         let broken = [Insn::new(ALU64_MOV_K, 0, 0, 0, XDP_PASS)];
-        let msg = load_program(&broken, false).unwrap_err().to_string();
-        assert!(msg.starts_with("cannot load strobe's XDP program"), "{msg}");
+        let msg = load_program(&broken, "broken", false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("cannot load strobe's XDP program broken"),
+            "{msg}"
+        );
         assert!(msg.contains("verifier log:\n"), "{msg}");
         // The real program loads (against a real XSKMAP).
         let map = create_xskmap(0).unwrap();
-        load_program(&redirect_program(map.as_raw_fd()), false).unwrap();
+        load_program(&redirect_program(map.as_raw_fd()), "strobe_xsk", false).unwrap();
     }
 
     #[test]

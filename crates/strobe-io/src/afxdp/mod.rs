@@ -26,9 +26,9 @@
 //! independent single-producer/single-consumer pairs over disjoint UMEM frames, so
 //! [`AfXdpPort::split`] hands each direction to its own thread with no lock between them.
 
-mod bpf;
+pub(crate) mod bpf;
 mod ring;
-mod sys;
+pub(crate) mod sys;
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;

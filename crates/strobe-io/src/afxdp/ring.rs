@@ -45,7 +45,7 @@ impl<T: Copy> Ring<T> {
         off: RingOffsets,
     ) -> std::io::Result<Self> {
         let len = off.desc as usize + entries as usize * std::mem::size_of::<T>();
-        let map = Mmap::ring(fd, len, page_offset)?;
+        let map = Mmap::shared(fd, len, page_offset)?;
         let base = map.as_ptr();
         let field = |offset: u64| {
             debug_assert!(offset as usize + 4 <= map.len());

@@ -14,7 +14,7 @@ pub(super) const PRIVILEGE_HINT: &str = "AF_XDP needs root or CAP_NET_ADMIN+CAP_
 
 /// Turns a failed step into an error that says what failed and, when the kernel refused for
 /// lack of privilege, which privileges are missing.
-pub(super) fn failed(step: impl std::fmt::Display, err: io::Error) -> IoError {
+pub(crate) fn failed(step: impl std::fmt::Display, err: io::Error) -> IoError {
     match err.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) => {
             IoError::Other(format!("{step}: {err}: {PRIVILEGE_HINT}"))
@@ -62,7 +62,7 @@ pub(super) fn umem_registered(bytes: u64) {
 }
 
 /// A shared or anonymous memory mapping, unmapped on drop.
-pub(super) struct Mmap {
+pub(crate) struct Mmap {
     ptr: NonNull<u8>,
     len: usize,
 }
@@ -91,8 +91,9 @@ impl Mmap {
         Self::checked(ptr, len)
     }
 
-    /// One of an AF_XDP socket's rings, at the kernel-defined page offset.
-    pub(super) fn ring(fd: &OwnedFd, len: usize, page_offset: u64) -> io::Result<Mmap> {
+    /// Shared memory of a kernel object at a page offset: one of an AF_XDP socket's rings,
+    /// or the values of a BPF array made mappable.
+    pub(crate) fn shared(fd: &OwnedFd, len: usize, page_offset: u64) -> io::Result<Mmap> {
         // SAFETY: mapping a socket's ring creates new shared memory the kernel keeps alive
         // while the mapping exists; nothing in this process aliases it yet.
         let ptr = unsafe {
@@ -116,11 +117,11 @@ impl Mmap {
         Ok(Mmap { ptr, len })
     }
 
-    pub(super) fn as_ptr(&self) -> *mut u8 {
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 }
@@ -133,7 +134,7 @@ impl Drop for Mmap {
 }
 
 /// Wraps a file descriptor returned by a system call, or the error it signalled.
-pub(super) fn owned_fd(rc: libc::c_long) -> io::Result<OwnedFd> {
+pub(crate) fn owned_fd(rc: libc::c_long) -> io::Result<OwnedFd> {
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -186,7 +187,7 @@ pub(super) fn getsockopt<T>(
 }
 
 /// Index of interface `name` in the calling thread's network namespace.
-pub(super) fn if_index(name: &str, netns: Option<&str>) -> Result<u32, IoError> {
+pub(crate) fn if_index(name: &str, netns: Option<&str>) -> Result<u32, IoError> {
     let place = match netns {
         Some(ns) => format!("network namespace `{ns}`"),
         None => "this network namespace".to_string(),
@@ -212,7 +213,7 @@ pub(super) fn if_index(name: &str, netns: Option<&str>) -> Result<u32, IoError> 
 
 /// What ethtool tells about an interface; each part is None when the driver does not say.
 #[derive(Clone, Debug, Default)]
-pub(super) struct LinkFacts {
+pub(crate) struct LinkFacts {
     pub driver: Option<String>,
     pub rx_queues: Option<u32>,
     pub tx_queues: Option<u32>,
@@ -254,7 +255,7 @@ struct EthtoolChannels {
 impl LinkFacts {
     /// Asks the driver of `name` (in the calling thread's namespace) for its name and queue
     /// counts. Failures only leave facts unknown: they are used for clearer messages.
-    pub(super) fn query(name: &str) -> LinkFacts {
+    pub(crate) fn query(name: &str) -> LinkFacts {
         // SAFETY: plain socket creation; the result is checked.
         let Ok(sock) = owned_fd(unsafe {
             libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)
@@ -284,7 +285,7 @@ impl LinkFacts {
     }
 
     /// The driver name for messages, `?` when unknown.
-    pub(super) fn driver_name(&self) -> &str {
+    pub(crate) fn driver_name(&self) -> &str {
         self.driver.as_deref().unwrap_or("?")
     }
 }
@@ -311,7 +312,7 @@ fn ethtool<T>(sock: &OwnedFd, name: &str, cmd: &mut T) -> io::Result<()> {
 }
 
 /// CLOCK_REALTIME in ns since the Unix epoch.
-pub(super) fn realtime_ns() -> u64 {
+pub(crate) fn realtime_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
