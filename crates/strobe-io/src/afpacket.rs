@@ -709,12 +709,7 @@ impl AfPacketTx {
         let n = self.reserve(wanted)?;
         let mut batch = TxBatch::new();
         for (id, buf) in slots.iter_mut().take(n).enumerate() {
-            batch.push(TxSlot {
-                id: id as u32,
-                buf,
-                len: 0,
-                scheduled_ns: 0,
-            });
+            batch.push(TxSlot::blank(id as u32, buf));
         }
         fill(&mut batch);
         self.check_lengths(&batch)?;
@@ -863,12 +858,7 @@ impl Backend for AfPacketTx {
                     self.max_frame_len,
                 )
             };
-            batch.push(TxSlot {
-                id: frame as u32,
-                buf,
-                len: 0,
-                scheduled_ns: 0,
-            });
+            batch.push(TxSlot::blank(frame as u32, buf));
             frame = self.next_frame(frame);
         }
         fill(&mut batch);

@@ -53,6 +53,18 @@ pub struct TxSlot<'a> {
     pub scheduled_ns: u64,
 }
 
+impl<'a> TxSlot<'a> {
+    /// Slot `id` over `buf`, for the engine to fill.
+    pub fn blank(id: u32, buf: &'a mut [u8]) -> TxSlot<'a> {
+        TxSlot {
+            id,
+            buf,
+            len: 0,
+            scheduled_ns: 0,
+        }
+    }
+}
+
 /// A batch of slots on the stack (no allocation per batch).
 pub type TxBatch<'a> = arrayvec::ArrayVec<TxSlot<'a>, MAX_BATCH>;
 

@@ -23,12 +23,7 @@ impl NullBackend {
 #[inline(always)]
 pub fn slots_of<'a>(slots: &'a mut [Box<[u8]>], count: usize, batch: &mut TxBatch<'a>) {
     for (id, buf) in slots.iter_mut().take(count.min(MAX_BATCH)).enumerate() {
-        batch.push(TxSlot {
-            id: id as u32,
-            buf,
-            len: 0,
-            scheduled_ns: 0,
-        });
+        batch.push(TxSlot::blank(id as u32, buf));
     }
 }
 

@@ -667,12 +667,7 @@ impl Backend for XdpLiveTx {
             let buf = unsafe {
                 std::slice::from_raw_parts_mut(self.value(id + 1).add(SLOT_HEADER), self.max_frame)
             };
-            batch.push(TxSlot {
-                id,
-                buf,
-                len: 0,
-                scheduled_ns: 0,
-            });
+            batch.push(TxSlot::blank(id, buf));
         }
         fill(&mut batch);
         let lens: arrayvec::ArrayVec<(u32, u32), MAX_BATCH> = batch

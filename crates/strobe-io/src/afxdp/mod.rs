@@ -980,12 +980,7 @@ impl Backend for AfXdpTx {
                     slot_size,
                 )
             };
-            batch.push(TxSlot {
-                id,
-                buf,
-                len: 0,
-                scheduled_ns: 0,
-            });
+            batch.push(TxSlot::blank(id, buf));
         }
         fill(&mut batch);
 
