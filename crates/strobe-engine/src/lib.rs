@@ -377,6 +377,12 @@ pub fn run_scenario(
                 port.name.clone()
             };
             let mut backend = backend;
+            backend
+                .set_paced(!(scheduled || opts.unpaced))
+                .map_err(|source| EngineError::Port {
+                    port: port.name.clone(),
+                    source,
+                })?;
             let pacing = if scheduled || opts.unpaced {
                 None
             } else {

@@ -139,6 +139,12 @@ pub trait Backend: Send {
     fn throughput_batch(&self) -> usize {
         UNPACED_BATCH
     }
+    /// Told once, before the first frame and before the run's clock starts, whether the run
+    /// is paced (frames at deadlines) or sends as fast as it can: a backend may trade
+    /// throughput for timing then, and get ready to send.
+    fn set_paced(&mut self, _paced: bool) -> Result<(), IoError> {
+        Ok(())
+    }
     /// Transmit up to `count` frames (at most [`MAX_BATCH`] and `slot_count()`): the backend
     /// picks free slots and calls `fill` once with all of them; the engine writes the frames
     /// and sets each slot's `len` and `scheduled_ns`. Returns how many frames were handed to
@@ -425,6 +431,9 @@ impl Backend for AnyBackend {
     }
     fn throughput_batch(&self) -> usize {
         each_backend!(self, b => b.throughput_batch())
+    }
+    fn set_paced(&mut self, paced: bool) -> Result<(), IoError> {
+        each_backend!(self, b => b.set_paced(paced))
     }
     fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
     where
