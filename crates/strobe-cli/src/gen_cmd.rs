@@ -94,6 +94,11 @@ pub struct GenArgs {
     /// Ignore deadlines and send as fast as possible.
     #[arg(long)]
     unpaced: bool,
+    /// Write every frame in strobe's engine, even where the port could generate the flow
+    /// itself (xdp-live's kernel program does for unpaced runs of one flow of one frame size
+    /// with counter fields): for comparing the two.
+    #[arg(long)]
+    engine_frames: bool,
     /// Transmit workers (cores) per transmit port: constant-rate flows stay whole on one
     /// worker, Poisson flows are split over all of them (independent Poisson sub-flows).
     /// At most 256; more workers than usable cores share them (a warning says so).
@@ -537,6 +542,7 @@ fn execute(
         seq_start: args.seq_start,
         measure_latency: !args.no_latency,
         latency_interval_ns,
+        engine_frames: args.engine_frames,
     };
     let view = StatusView {
         verbose: args.verbose,

@@ -218,13 +218,17 @@ pub fn print_summary(r: &Results) {
                 0.0
             };
             println!(
-                "  {} frames, {} bytes in {:.3} s: {:.3} Mpps, {:.2} ns/frame (batch {}{})",
+                "  {} frames, {} bytes in {:.3} s: {:.3} Mpps, {:.2} ns/frame ({}{})",
                 p.frames_tx,
                 p.bytes_tx,
                 secs,
                 mpps,
                 ns_per,
-                p.batch,
+                if p.in_kernel {
+                    "generated in the kernel".to_string()
+                } else {
+                    format!("batch {}", p.batch)
+                },
                 p.core.map(|c| format!(", core {c}")).unwrap_or_default()
             );
             println!(
@@ -233,6 +237,9 @@ pub fn print_summary(r: &Results) {
                 duration_text(p.max_late_ns),
                 duration_text(p.shifted_ns)
             );
+            if let Some(generation) = &p.generation {
+                println!("  frames: {generation}");
+            }
             if let Some(refused) = p.xmit_errors {
                 println!("  refused by the driver after the hand-over: {refused} frames");
             }
@@ -296,7 +303,7 @@ pub fn print_summary(r: &Results) {
     }
     for p in &r.rx_ports {
         println!(
-            "rx port {}: {} — {} frames, timestamps: {}; not strobe's: {}, another run's tag (stale or foreign): {}, unknown flow: {}, stamped outside the run: {}, truncated: {}, dropped by the kernel: {}",
+            "rx port {}: {} — {} frames, timestamps: {}; not strobe's: {}, another run's tag (stale or foreign): {}, unknown flow: {}, stamped outside the run: {}, truncated: {}, dropped by the kernel: {}{}",
             p.name,
             p.receiver,
             p.frames_rx,
@@ -306,7 +313,10 @@ pub fn print_summary(r: &Results) {
             p.unknown_flow,
             p.out_of_window,
             p.truncated,
-            p.kernel_drops
+            p.kernel_drops,
+            p.interface_drops
+                .map(|n| format!(", dropped by the interface before any socket: {n}"))
+                .unwrap_or_default()
         );
         if let Some(sync) = &p.hardware_clock {
             println!("  hardware timestamps mapped to CLOCK_REALTIME by a clock sync: {sync}");

@@ -41,6 +41,9 @@ pub struct PlanOptions {
     pub measure_latency: bool,
     /// Keep each flow's latency per interval of this length too (interval logs).
     pub latency_interval_ns: Option<u64>,
+    /// Write every frame in the engine, even where the backend could generate the flow
+    /// itself (`xdp-live`'s kernel program).
+    pub engine_frames: bool,
 }
 
 impl Default for PlanOptions {
@@ -61,6 +64,7 @@ impl Default for PlanOptions {
             seq_start: 0,
             measure_latency: true,
             latency_interval_ns: None,
+            engine_frames: engine.engine_frames,
         }
     }
 }
@@ -171,6 +175,7 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
         seq_start: options.seq_start,
         latency_interval_ns: options.latency_interval_ns,
         locations: Some(locations),
+        engine_frames: options.engine_frames,
         ..RunOptions::default()
     };
     Ok(Plan {

@@ -51,6 +51,13 @@ pub struct PortResult {
     /// full); they count as sent and lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xmit_errors: Option<u64>,
+    /// Who wrote the frames where the backend could generate them itself (`xdp-live`'s
+    /// kernel program), with where stamps were taken, or why the engine did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<String>,
+    /// The backend generated the frames itself (`generation` says how).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_kernel: bool,
     pub frames_tx: u64,
     pub bytes_tx: u64,
     pub late_frames: u64,
@@ -172,6 +179,10 @@ pub struct RxPortResult {
     pub out_of_window: u64,
     pub truncated: u64,
     pub kernel_drops: u64,
+    /// Frames the interface dropped on receive during the run before any socket saw them
+    /// (its backlog was full), as the kernel counts them; None where it keeps no counter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface_drops: Option<u64>,
     pub hardware_clock: Option<String>,
 }
 
@@ -291,6 +302,16 @@ impl Results {
                      (its transmit ring was full: the receiver or the path behind it fell \
                      behind); they count as sent and lost",
                     p.name, p.frames
+                ));
+            }
+        }
+        for p in &report.rx_ports {
+            if let Some(dropped) = p.interface_drops.filter(|&n| n > 0) {
+                warnings.push(format!(
+                    "rx port `{}`: the interface dropped {dropped} frames on receive before any \
+                     socket saw them (a full backlog: the receiving side's CPU fell behind, or \
+                     other traffic arrived there); strobe's frames among them count as lost",
+                    p.name
                 ));
             }
         }
@@ -467,6 +488,8 @@ fn port_result(p: &PortReport) -> PortResult {
             frames: s.frames,
         }),
         xmit_errors: p.xmit_errors,
+        generation: p.generation.clone(),
+        in_kernel: p.in_kernel,
         frames_tx: p.frames,
         bytes_tx: p.bytes,
         late_frames: p.late_frames,
@@ -518,6 +541,7 @@ fn rx_port_result(p: &strobe_engine::rx_worker::RxPortReport) -> RxPortResult {
         out_of_window: p.other.out_of_window,
         truncated: p.other.truncated,
         kernel_drops: p.drops.ring_full,
+        interface_drops: p.interface_drops,
         hardware_clock: p.hardware_clock.clone(),
     }
 }
@@ -616,6 +640,7 @@ pub fn timestamp_sources(r: &RunReport, flow: &FlowSpec) -> TimestampSources {
         .find(|p| p.name == flow.tx_port || p.name.starts_with(&split_part))
     {
         Some(p) if p.scheduled_time => "scheduled departure time (trace)".to_string(),
+        Some(p) if p.tx_stamps.is_some() => p.tx_stamps.clone().unwrap_or_default(),
         Some(_) => format!(
             "user space: CLOCK_REALTIME (TSC re-anchored every ms; kernel clocksource {}) taken \
              just before the hand-over to the backend",

@@ -9,6 +9,7 @@
 //! §2(B), RFC 1624). That makes the update stateless: no previous-packet state, no rescans,
 //! any template in any slot.
 
+use strobe_io::kernel_frames::{KernelChecksum, KernelField, KernelFlow, KernelStamp, KernelValue};
 use strobe_io::{TxSlot, MAX_BATCH};
 use strobe_model::{FlowSpec, Pattern};
 use strobe_wire::{bits, checksum, trailer, Built, Header};
@@ -433,6 +434,79 @@ impl FlowGenerator {
 
     pub fn frame_size(&self, template: u16) -> u32 {
         self.templates[template as usize].size
+    }
+
+    /// This flow as a backend can generate it by itself ([`KernelFlow`]): from the next
+    /// frame on, `frames` of them (None: until stopped), carrying transmit stamp `stamp`.
+    /// Why not, in words, when the flow needs what only the engine does: several
+    /// frame sizes, random or listed field values, fields not in whole bytes.
+    pub fn kernel_flow(
+        &self,
+        frames: Option<u64>,
+        stamp: KernelStamp,
+    ) -> Result<KernelFlow, String> {
+        let [t] = &self.templates[..] else {
+            return Err(format!(
+                "{} frame sizes (one template only)",
+                self.templates.len()
+            ));
+        };
+        let mut fields = Vec::with_capacity(self.fields.len());
+        for f in &self.fields {
+            let Some((at, bytes)) = f
+                .whole_bytes
+                .filter(|&(_, n)| matches!(n, 1 | 2 | 4 | 6 | 8))
+            else {
+                return Err(format!(
+                    "a varying field of {} bits at bit {} (whole fields of 1, 2, 4, 6 or 8 bytes only)",
+                    f.bit_len, f.bit_offset
+                ));
+            };
+            let ValueGen::Counter64(c) = &f.gen else {
+                return Err("random or listed field values (counters only)".into());
+            };
+            if c.k != 0 {
+                return Err("a counter already under way (a strobe bug)".into());
+            }
+            fields.push(KernelField {
+                at,
+                bytes,
+                start: c.start,
+                step: c.step,
+                count: c.count,
+            });
+        }
+        let n = self.fields.len();
+        let value = |src: u8| match src as usize {
+            i if i < n => KernelValue::Field(i),
+            i if i == n => KernelValue::Seq,
+            i if i == n + 1 => KernelValue::Stamp,
+            i => KernelValue::Checksum(i - n - 2),
+        };
+        let checksums = t
+            .csums
+            .iter()
+            .map(|c| KernelChecksum {
+                at: c.at,
+                base: c.base,
+                zero_as_ffff: c.zero_as_ffff,
+                terms: c
+                    .terms
+                    .iter()
+                    .map(|term| (value(term.src), term.shift))
+                    .collect(),
+            })
+            .collect();
+        Ok(KernelFlow {
+            frame: t.bytes.to_vec(),
+            fields,
+            seq: t.trailer_at.map(|at| (at + trailer::SEQ_OFFSET, self.seq)),
+            stamp: t
+                .trailer_at
+                .map(|at| (at + trailer::TIMESTAMP_OFFSET, stamp)),
+            checksums,
+            frames,
+        })
     }
 
     /// Writes this flow's next packets into `slots[which[0]]`, `slots[which[1]]`, … in

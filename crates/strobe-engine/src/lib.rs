@@ -460,7 +460,17 @@ pub fn run_scenario(
                 }
             }
         }
-        rx_jobs.push((port.name.clone(), receiver, tracker, hardware_sync));
+        let interface_drops = location
+            .interface()
+            .and_then(|(netns, iface)| strobe_io::ifdrops::InterfaceDrops::start(netns, iface))
+            .map(|d| (d, receiver.ring_drops_count_at_interface()));
+        rx_jobs.push((
+            port.name.clone(),
+            receiver,
+            tracker,
+            hardware_sync,
+            interface_drops,
+        ));
     }
 
     let pins = if opts.pin {
@@ -482,7 +492,7 @@ pub fn run_scenario(
         let rx_handles = rx_jobs
             .into_iter()
             .enumerate()
-            .map(|(i, (name, mut receiver, mut tracker, hardware_sync))| {
+            .map(|(i, (name, mut receiver, mut tracker, hardware_sync, interface_drops))| {
                 let (clock, live, rx_stop) = (&clock, &*live, &rx_stop);
                 let sink = opts.latency_interval_ns.map(|interval_ns| rx_worker::IntervalSink {
                     worker: i,
@@ -511,6 +521,16 @@ pub fn run_scenario(
                         };
                         run_rx(&thread_name, &mut receiver, &mut tracker, &ctx, rx_stop)
                         .map(|mut report| {
+                            // Frames the receiver's own ring refused are counted by it.
+                            report.interface_drops =
+                                interface_drops.as_ref().and_then(|(d, includes_ring)| {
+                                    let n = d.since_start()?;
+                                    Some(if *includes_ring {
+                                        n.saturating_sub(report.drops.ring_full)
+                                    } else {
+                                        n
+                                    })
+                                });
                             report.hardware_clock = hardware_sync.map(|(phc, sync)| {
                                 format!(
                                     "{phc} − CLOCK_REALTIME = {} ns, residual {:.0} ns, drift {:.0} ppb",

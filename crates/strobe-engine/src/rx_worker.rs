@@ -27,6 +27,10 @@ pub struct RxPortReport {
     pub frames: u64,
     pub other: OtherFrames,
     pub drops: RxDrops,
+    /// Frames the interface dropped on receive during the run before any socket saw them
+    /// (a full backlog), as the kernel counts them; None where it keeps no such counter.
+    /// Another run or traffic on the same interface counts here too.
+    pub interface_drops: Option<u64>,
     /// How the receive timestamps were taken: "kernel", "user", "hardware", "mixed" (see
     /// `timestamp_counts`), or "none".
     pub timestamps: &'static str,
@@ -59,6 +63,7 @@ pub fn run_rx<R: Receiver>(
         frames: 0,
         other: OtherFrames::default(),
         drops: RxDrops::default(),
+        interface_drops: None,
         timestamps: "none",
         timestamp_counts: TimestampCounts::default(),
         hardware_clock: None,

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use hdrhistogram::Histogram;
+use strobe_io::kernel_frames::{KernelFlow, KernelStamp};
 use strobe_io::{Backend, TimeBase, TxSlot, MAX_BATCH};
 use strobe_model::{FlowSpec, SizeSequence};
 use strobe_timing::{FloorEstimate, PathFloor, Schedule};
@@ -96,6 +97,9 @@ pub struct RunOptions {
     /// Every port's location, parsed, in the scenario's port order (the run-control layer
     /// parses them once); None: the engine parses the scenario's.
     pub locations: Option<Vec<strobe_io::Location>>,
+    /// Write every frame in the engine, even where the backend could generate the flow
+    /// itself (`xdp-live`'s kernel program): for comparing the two.
+    pub engine_frames: bool,
 }
 
 impl Default for RunOptions {
@@ -121,6 +125,7 @@ impl Default for RunOptions {
             pause: None,
             flow_switches: None,
             locations: None,
+            engine_frames: false,
         }
     }
 }
@@ -222,6 +227,14 @@ pub struct PortReport {
     /// Coalesced runs: how far each frame's estimated departure (its hand-over's start plus
     /// its position times the floor's spacing) was from its deadline, early or late.
     pub departure: Option<HandoverError>,
+    /// Who wrote the frames, when the backend could have generated them itself: the
+    /// backend's kernel program (and where stamps were taken), or the engine and why.
+    pub generation: Option<String>,
+    /// The backend generated the frames itself (see `generation`): no hand-overs, batch 0.
+    pub in_kernel: bool,
+    /// Where transmit stamps were taken, when not by the engine before the hand-over (a
+    /// backend's kernel program).
+    pub tx_stamps: Option<String>,
     /// Coalesced runs with a random or bursty flow: the gaps between the estimated
     /// departures judged against the port's flows' merged model as a perfect sender on the
     /// refined floor sends it, and against the plain model (as `strobe analyze` judges a
@@ -626,6 +639,34 @@ pub fn run_port<B: Backend>(
     let latency_measured = flows
         .iter()
         .any(|f| !f.rx_ports.is_empty() && f.metrics.latency.is_some());
+    let mut generation = None;
+    if let ([s], false, false) = (&states[..], paced || scheduled_time, opts.engine_frames) {
+        if let (Some(budget), Some(generator)) = (s.unpaced_budget, backend.kernel_generator()) {
+            // Every frame is stamped where latency is measured; elsewhere receivers only
+            // check that a frame's stamp belongs to the run.
+            let stamp = if latency_measured {
+                KernelStamp::PerFrame
+            } else {
+                KernelStamp::Fixed(clock.realtime_now_ns())
+            };
+            let frames = (budget != u64::MAX).then_some(budget);
+            let flow = s
+                .gen
+                .kernel_flow(frames, stamp)
+                .and_then(|f| generator.refuses(&f).map_or(Ok(f), Err));
+            match flow {
+                Ok(flow) => {
+                    let state = states.pop().expect("one flow state");
+                    return Ok(run_in_kernel(port_name, backend, state, &flow, clock, opts, stop));
+                }
+                Err(why) => {
+                    generation = Some(format!(
+                        "frames written by the engine, not in the kernel: its program cannot generate {why}"
+                    ))
+                }
+            }
+        }
+    }
     let mut coalesce = pacing
         .as_ref()
         .filter(|_| paced)
@@ -651,6 +692,7 @@ pub fn run_port<B: Backend>(
         backend: backend.describe(),
         scheduled_time,
         batch,
+        generation,
         pacing: pacing.filter(|_| paced).map(|p| PortPacing {
             max_batch: batch,
             ceiling_pps: p.floor.ceiling_pps(batch),
@@ -926,6 +968,156 @@ pub fn run_port<B: Backend>(
     report.planned_ns = first_deadline.map_or(0, |first| previous_deadline.saturating_sub(first));
     report.flows = states.into_iter().map(|s| s.report).collect();
     Ok(report)
+}
+
+/// How often a port whose frames the kernel generates looks at the stop switch, the time
+/// limit and the counters.
+const KERNEL_POLL: StdDuration = StdDuration::from_millis(1);
+
+/// Runs one flow that the backend generates itself (`xdp-live`'s kernel program) until its
+/// frame count, the time limit or `stop`: the worker only watches, and publishes counters.
+fn run_in_kernel<B: Backend>(
+    port_name: &str,
+    backend: &mut B,
+    mut state: FlowState,
+    flow: &KernelFlow,
+    clock: &Clock,
+    opts: &RunOptions,
+    stop: &AtomicBool,
+) -> PortReport {
+    let size = state.fixed.map_or(0, |(size, _)| size as u64);
+    let mut report = PortReport {
+        name: port_name.to_string(),
+        backend: backend.describe(),
+        batch: 0,
+        ..PortReport::default()
+    };
+    let mut wall = WallClock::new(clock);
+    let started = (clock.now_ticks(), wall.now_ns(clock));
+    report.t0_unix_ns = Some(started.1);
+    let mut ended = started.0;
+    let mut run = Err("the backend no longer offers to generate frames (a strobe bug)".to_string());
+    if let Some(generator) = backend.kernel_generator() {
+        let per_frame = matches!(flow.stamp, Some((_, KernelStamp::PerFrame)));
+        report.in_kernel = true;
+        report.generation = Some(format!(
+            "generated in the kernel by the backend's program: {} counter field{}, sequence numbers, {}",
+            flow.fields.len(),
+            if flow.fields.len() == 1 { "" } else { "s" },
+            if per_frame {
+                "a transmit stamp per frame"
+            } else {
+                "one fixed transmit stamp (latency not measured)"
+            }
+        ));
+        report.tx_stamps = per_frame.then(|| generator.stamp_source());
+        run = run_generator(generator, flow, &mut state, clock, opts, stop, &mut report)
+            .map_err(|e| e.to_string());
+        ended = clock.now_ticks();
+    }
+    let (first, last) = match &run {
+        Ok(r) => (r.first_ns, r.last_ns),
+        Err(_) => (None, None),
+    };
+    if let Err(e) = &run {
+        report.failure = Some(e.clone());
+        report.stopped_early = true;
+    }
+    let finished = backend.finish();
+    let frames = match (&run, &finished) {
+        (Ok(r), _) => r.frames,
+        (Err(_), Ok(stats)) => stats.frames,
+        _ => 0,
+    };
+    match finished {
+        Ok(stats) => report.xmit_errors = stats.xmit_errors,
+        Err(e) => {
+            report.failure.get_or_insert(e.to_string());
+            report.stopped_early = true;
+        }
+    }
+    report.frames = frames;
+    report.bytes = frames * size;
+    // From the first stamp to the last where frames carry their own, else the worker's
+    // view of the run (within the poll interval).
+    report.elapsed_ns = match (first, last) {
+        (Some(first), Some(last)) => last.saturating_sub(first),
+        _ => clock
+            .ticks_to_ns(ended.saturating_sub(started.0))
+            .saturating_sub(report.paused_ns),
+    };
+    let r = &mut state.report;
+    r.frames = frames;
+    r.bytes = frames * size;
+    r.first_ns = Some(first.map_or(0, |ns| ns.saturating_sub(started.1)));
+    r.last_ns = Some(last.map_or(report.elapsed_ns, |ns| ns.saturating_sub(started.1)));
+    if let Some(live) = &state.live {
+        live.publish_tx(r.id, r.frames, r.bytes);
+    }
+    report.flows = vec![state.report];
+    report
+}
+
+/// Starts the generator and watches it until the flow's end, the time limit, `stop` or the
+/// flow's switch; holds it while the run is paused.
+fn run_generator(
+    generator: &mut dyn strobe_io::kernel_frames::KernelGenerator,
+    flow: &KernelFlow,
+    state: &mut FlowState,
+    clock: &Clock,
+    opts: &RunOptions,
+    stop: &AtomicBool,
+    report: &mut PortReport,
+) -> Result<strobe_io::kernel_frames::KernelRun, strobe_io::IoError> {
+    let size = state.fixed.map_or(0, |(size, _)| size as u64);
+    // Held from the start when the run starts paused.
+    let paused_at_start = opts
+        .pause
+        .as_deref()
+        .is_some_and(|p| p.load(Ordering::Relaxed));
+    generator.hold(paused_at_start);
+    generator.start(flow)?;
+    let mut limit = opts
+        .time_limit_ns
+        .map(|ns| clock.now_ticks() + clock.ns_to_ticks(ns));
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            report.stopped_early = true;
+            break;
+        }
+        if generator.done() {
+            break;
+        }
+        if limit.is_some_and(|l| clock.now_ticks() >= l) {
+            report.stopped_early = true;
+            break;
+        }
+        if opts
+            .flow_switches
+            .as_ref()
+            .is_some_and(|s| s.is_stopped(&state.report.name))
+        {
+            break;
+        }
+        if opts
+            .pause
+            .as_deref()
+            .is_some_and(|p| p.load(Ordering::Relaxed))
+        {
+            generator.hold(true);
+            let paused = hold_while_paused(clock, opts.pause.as_deref(), stop);
+            generator.hold(false);
+            limit = limit.map(|l| l + paused);
+            report.paused_ns += clock.ticks_to_ns(paused);
+            continue;
+        }
+        if let Some(live) = &state.live {
+            let frames = generator.generated();
+            live.publish_tx(state.report.id, frames, frames * size);
+        }
+        std::thread::sleep(KERNEL_POLL);
+    }
+    generator.stop()
 }
 
 /// In coalesced runs, the sender counts as stalled when it was away (or a call took longer

@@ -11,6 +11,8 @@ pub mod afxdp;
 mod capture;
 pub mod clocksync;
 pub mod ifaddr;
+pub mod ifdrops;
+pub mod kernel_frames;
 pub mod netdev_features;
 pub mod netns;
 mod null;
@@ -21,6 +23,7 @@ mod rx;
 pub mod test_support;
 pub mod tsinfo;
 pub mod xdp_features;
+mod xdp_gen;
 pub mod xdplive;
 
 pub use capture::{read_capture, CaptureInfo, CapturedFrame};
@@ -144,6 +147,12 @@ pub trait Backend: Send {
     /// throughput for timing then, and get ready to send.
     fn set_paced(&mut self, _paced: bool) -> Result<(), IoError> {
         Ok(())
+    }
+    /// The backend's own frame generator, when it can write frames itself (`xdp-live`, in
+    /// the kernel): an unpaced run whose flow it can describe hands it the whole flow
+    /// instead of frames. Asked after `set_paced`, before the first frame.
+    fn kernel_generator(&mut self) -> Option<&mut dyn kernel_frames::KernelGenerator> {
+        None
     }
     /// Transmit up to `count` frames (at most [`MAX_BATCH`] and `slot_count()`): the backend
     /// picks free slots and calls `fill` once with all of them; the engine writes the frames
@@ -435,6 +444,9 @@ impl Backend for AnyBackend {
     fn set_paced(&mut self, paced: bool) -> Result<(), IoError> {
         each_backend!(self, b => b.set_paced(paced))
     }
+    fn kernel_generator(&mut self) -> Option<&mut dyn kernel_frames::KernelGenerator> {
+        each_backend!(self, b => b.kernel_generator())
+    }
     fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
     where
         F: FnOnce(&mut [TxSlot<'_>]),
@@ -468,6 +480,14 @@ fn open_afxdp_rx(iface: &str, queue: u32, netns: Option<&str>) -> Result<afxdp::
 }
 
 impl AnyReceiver {
+    /// Whether the frames this receiver's full ring refused also count in its interface's
+    /// receive drops: an AF_XDP socket's ring refuses them in the driver's XDP redirect,
+    /// which drivers such as veth count as dropped on receive; AF_PACKET's ring refuses
+    /// them after the stack took them.
+    pub fn ring_drops_count_at_interface(&self) -> bool {
+        matches!(self, AnyReceiver::AfXdp(_))
+    }
+
     /// Opens the receive side of a port location, with kernel or user-space timestamps.
     pub fn open(location: &str) -> Result<Self, IoError> {
         Self::open_with(location, false)

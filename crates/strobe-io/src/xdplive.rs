@@ -37,11 +37,14 @@ use crate::afxdp::bpf::{
     XDP_DROP,
 };
 use crate::afxdp::sys::{if_index, LinkFacts, Mmap};
+use crate::kernel_frames::{KernelFlow, KernelGenerator, KernelRun, KernelStamp};
 use crate::netdev_features::{ethtool_words, string_set};
 use crate::netns::in_netns;
 use crate::tsinfo::{control_socket, interface_mtu};
 use crate::xdp_features::{xdp_features, XDP_ACT_NDO_XMIT};
+use crate::xdp_gen::{self, GenState};
 use crate::{Backend, BackendStats, IoError, TimeBase, TxBatch, TxSlot, MAX_BATCH};
+use std::mem::offset_of;
 
 /// Slots in the ring (a power of two: the program wraps its index with a mask): four full
 /// hand-overs, so the engine fills the next while the kernel sends the last ones. More
@@ -247,14 +250,15 @@ struct Runner {
 }
 
 impl Runner {
-    fn start(prog: OwnedFd, iface: &str, batch: u32) -> Result<Runner, IoError> {
+    /// Starts running `prog` over pages initialised with `seed`, `batch` repetitions per
+    /// kernel batch.
+    fn start(prog: OwnedFd, iface: &str, batch: u32, seed: Vec<u8>) -> Result<Runner, IoError> {
         install_wake_handler()?;
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
         let thread = std::thread::Builder::new()
             .name(format!("xdp-live {iface}"))
             .spawn(move || {
-                let seed = seed_frame();
                 while !stopped.load(Ordering::Acquire) {
                     if let Err(e) = run_program(&prog, &seed, RUN_REPEAT, batch) {
                         // A signal ends a call early; the loop decides whether to go on.
@@ -344,10 +348,10 @@ fn seed_frame() -> [u8; SEED_LEN] {
 }
 
 /// One live-frame `BPF_PROG_RUN` of `repeat` repetitions.
-fn run_program(prog: &OwnedFd, seed: &[u8; SEED_LEN], repeat: u32, batch: u32) -> io::Result<()> {
+fn run_program(prog: &OwnedFd, seed: &[u8], repeat: u32, batch: u32) -> io::Result<()> {
     let mut attr = ProgRunAttr {
         prog_fd: prog.as_raw_fd() as u32,
-        data_size_in: SEED_LEN as u32,
+        data_size_in: seed.len() as u32,
         data_in: seed.as_ptr() as u64,
         repeat,
         flags: BPF_F_TEST_XDP_LIVE_FRAMES,
@@ -362,6 +366,11 @@ fn run_program(prog: &OwnedFd, seed: &[u8; SEED_LEN], repeat: u32, batch: u32) -
 
 /// The transmit side of `xdp-live:[NETNS/]IFACE`.
 pub struct XdpLiveTx {
+    /// Frames generated in the kernel (`KernelGenerator`), when the engine asked for that;
+    /// first, so that its runner stops before anything else goes.
+    generation: Option<Generation>,
+    /// Generation held (a paused run), also before it starts.
+    held: bool,
     iface: String,
     ifindex: u32,
     max_frame: usize,
@@ -515,6 +524,8 @@ impl XdpLiveTx {
             false,
         )?;
         let mut tx = XdpLiveTx {
+            generation: None,
+            held: false,
             iface: iface.to_string(),
             ifindex,
             max_frame,
@@ -595,7 +606,12 @@ impl XdpLiveTx {
             .try_clone()
             .map_err(|e| IoError::Other(format!("cannot share the xdp-live program: {e}")))?;
         let idle_before = self.idle_polls();
-        self.runner = Some(Runner::start(prog, &self.iface, self.run_batch)?);
+        self.runner = Some(Runner::start(
+            prog,
+            &self.iface,
+            self.run_batch,
+            seed_frame().to_vec(),
+        )?);
         let deadline = Instant::now() + RUNNER_START_LIMIT;
         while self.idle_polls() == idle_before {
             if self.runner.as_ref().is_none_or(Runner::failed) {
@@ -680,6 +696,9 @@ impl Backend for XdpLiveTx {
         }
         self.ensure_runner()
     }
+    fn kernel_generator(&mut self) -> Option<&mut dyn KernelGenerator> {
+        Some(self)
+    }
     fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
     where
         F: FnOnce(&mut [TxSlot<'_>]),
@@ -759,6 +778,11 @@ impl Backend for XdpLiveTx {
             }
             std::thread::sleep(Duration::from_micros(50));
         }
+        if let Some(generation) = &self.generation {
+            if generation.runner.is_some() {
+                KernelGenerator::stop(self)?;
+            }
+        }
         if let Some(Err(e)) = self.runner.as_mut().map(Runner::stop) {
             return Err(IoError::Other(format!(
                 "xdp-live:{}: the kernel's live-frame run failed: {e}",
@@ -782,6 +806,289 @@ impl Backend for XdpLiveTx {
             segmentation: None,
             xmit_errors,
         })
+    }
+}
+
+/// A flow generated in the kernel (see [`crate::xdp_gen`]): its program, state and runner.
+struct Generation {
+    // Field order is drop order: the runner stops before the state it reads is unmapped.
+    runner: Option<Runner>,
+    state: Mmap,
+    _map: OwnedFd,
+    frame_len: usize,
+    stamped: bool,
+}
+
+impl Generation {
+    fn state(&self) -> *mut xdp_gen::GenState {
+        self.state.as_ptr().cast()
+    }
+    /// A u64 of the state at `offset` (`offset_of!(GenState, …)`), as the program last
+    /// wrote it.
+    fn read(&self, offset: usize) -> u64 {
+        // SAFETY: the offset is of a u64 field of the state, which is live mapped memory,
+        // 8-aligned (a page-aligned mapping); the program updates it in place, so the read
+        // is volatile.
+        unsafe {
+            self.state
+                .as_ptr()
+                .add(offset)
+                .cast::<u64>()
+                .read_volatile()
+        }
+    }
+}
+
+/// CLOCK_REALTIME minus CLOCK_MONOTONIC now (wrapping), from a realtime reading between two
+/// monotonic ones: what turns `bpf_ktime_get_ns()` into the clock receivers stamp with.
+fn realtime_offset() -> u64 {
+    let read = |clock| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: ts is a valid timespec to write; both clocks exist on every Linux.
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    };
+    let before = read(libc::CLOCK_MONOTONIC);
+    let real = read(libc::CLOCK_REALTIME);
+    let after = read(libc::CLOCK_MONOTONIC);
+    real.wrapping_sub(before + (after - before) / 2)
+}
+
+impl KernelGenerator for XdpLiveTx {
+    fn refuses(&self, flow: &KernelFlow) -> Option<String> {
+        xdp_gen::refuses(flow, self.max_frame)
+    }
+
+    fn start(&mut self, flow: &KernelFlow) -> Result<(), IoError> {
+        if let Some(why) = KernelGenerator::refuses(self, flow) {
+            return Err(IoError::Other(format!(
+                "xdp-live:{} cannot generate this flow in the kernel: {why}",
+                self.iface
+            )));
+        }
+        if self.generation.is_some() || self.in_flight() > 0 {
+            return Err(IoError::Other(format!(
+                "xdp-live:{}: kernel generation starts once, before any frame (a strobe bug)",
+                self.iface
+            )));
+        }
+        // The ring's runner would keep the other core busy polling an empty ring.
+        if let Some(Err(e)) = self.runner.take().as_mut().map(Runner::stop) {
+            return Err(IoError::Other(format!(
+                "xdp-live:{}: the kernel's live-frame run failed: {e}",
+                self.iface
+            )));
+        }
+        let size = xdp_gen::state_size(flow.fields.len());
+        let map = create_map(
+            BPF_MAP_TYPE_ARRAY,
+            size as u32,
+            1,
+            BPF_F_MMAPABLE,
+            "strobe_gen",
+        )
+        .map_err(|e| kernel_error("cannot create the state of xdp-live's generator", e))?;
+        let state = Mmap::shared(&map, size.next_multiple_of(4096), 0)
+            .map_err(|e| kernel_error("cannot map the state of xdp-live's generator", e))?;
+        write_state(&state, flow, self.held);
+        let prog = load_program(
+            &xdp_gen::program(flow, map.as_raw_fd(), self._devmap.as_raw_fd()),
+            "strobe_gen",
+            false,
+        )?;
+        let mut generation = Generation {
+            runner: None,
+            state,
+            _map: map,
+            frame_len: flow.frame.len(),
+            stamped: matches!(flow.stamp, Some((_, KernelStamp::PerFrame))),
+        };
+        let seed = seed_of(flow);
+        generation.runner = Some(Runner::start(prog, &self.iface, self.run_batch, seed)?);
+        // Back once the program runs: frames are on their way, or it idles (held, or a
+        // flow of no frames).
+        let deadline = Instant::now() + RUNNER_START_LIMIT;
+        while generation.read(offset_of!(GenState, produced)) == 0
+            && generation.read(offset_of!(GenState, idle)) == 0
+        {
+            if generation.runner.as_ref().is_none_or(Runner::failed) {
+                let why = match generation.runner.as_mut().map(Runner::stop) {
+                    Some(Err(e)) => e,
+                    _ => "it stopped".into(),
+                };
+                return Err(IoError::Other(format!(
+                    "xdp-live:{}: the kernel's live-frame run failed: {why}",
+                    self.iface
+                )));
+            }
+            if Instant::now() > deadline {
+                return Err(IoError::Other(format!(
+                    "xdp-live:{}: the kernel did not start running strobe's generator within {} s",
+                    self.iface,
+                    RUNNER_START_LIMIT.as_secs()
+                )));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        self.generation = Some(generation);
+        Ok(())
+    }
+
+    fn generated(&self) -> u64 {
+        self.generation
+            .as_ref()
+            .map_or(0, |g| g.read(offset_of!(GenState, produced)))
+    }
+
+    fn done(&self) -> bool {
+        self.generation.as_ref().is_some_and(|g| {
+            g.read(offset_of!(GenState, produced)) >= g.read(offset_of!(GenState, limit))
+        })
+    }
+
+    fn hold(&mut self, on: bool) {
+        self.held = on;
+        if let Some(g) = &self.generation {
+            // SAFETY: an aligned u32 of the live mapped state, which the program only reads.
+            unsafe {
+                std::ptr::addr_of_mut!((*g.state()).hold).write_volatile(on as u32);
+            }
+        }
+    }
+
+    fn stop(&mut self) -> Result<KernelRun, IoError> {
+        let Some(g) = self.generation.as_mut() else {
+            return Ok(KernelRun::default());
+        };
+        // Stopped between kernel batches: every frame generated went to the driver.
+        let stopped = g.runner.take().map(|mut r| r.stop());
+        let frames = g.read(offset_of!(GenState, produced));
+        let refused = g.read(offset_of!(GenState, refused));
+        let (first, last) = (
+            g.read(offset_of!(GenState, first_ns)),
+            g.read(offset_of!(GenState, last_ns)),
+        );
+        let (stamped, frame_len) = (g.stamped, g.frame_len);
+        self.frames += frames;
+        self.bytes += frames * frame_len as u64;
+        if let Some(Err(e)) = stopped {
+            return Err(IoError::Other(format!(
+                "xdp-live:{}: the kernel's live-frame run failed: {e}",
+                self.iface
+            )));
+        }
+        if refused > 0 {
+            return Err(IoError::Other(format!(
+                "xdp-live:{}: the kernel handed strobe's generator {refused} pages shorter than the frame: a strobe bug, please report it",
+                self.iface
+            )));
+        }
+        Ok(KernelRun {
+            frames,
+            first_ns: (stamped && frames > 0).then_some(first),
+            last_ns: (stamped && frames > 0).then_some(last),
+        })
+    }
+
+    fn stamp_source(&self) -> String {
+        format!(
+            "stamped in the kernel per frame (bpf_ktime_get_ns, CLOCK_MONOTONIC moved to CLOCK_REALTIME at the start) as the program writes the frame, before the kernel sends its batch of {}: early by up to one batch's time",
+            self.run_batch
+        )
+    }
+}
+
+/// The first `n` frames strobe's generator program writes for `flow`, run without sending
+/// (`BPF_PROG_RUN`'s plain test mode, once per frame, each from `flow.frame` as a live-frame
+/// page starts): for checking the program against the engine. Needs what `xdp-live` needs.
+pub fn generated_frames(flow: &KernelFlow, n: usize) -> Result<Vec<Vec<u8>>, IoError> {
+    if let Some(why) = xdp_gen::refuses(flow, LIVE_FRAME_MAX) {
+        return Err(IoError::Other(format!("cannot generate this flow: {why}")));
+    }
+    let size = xdp_gen::state_size(flow.fields.len());
+    let map = create_map(
+        BPF_MAP_TYPE_ARRAY,
+        size as u32,
+        1,
+        BPF_F_MMAPABLE,
+        "strobe_gen",
+    )
+    .map_err(|e| kernel_error("cannot create the generator's state", e))?;
+    let state = Mmap::shared(&map, size.next_multiple_of(4096), 0)
+        .map_err(|e| kernel_error("cannot map the generator's state", e))?;
+    write_state(&state, flow, false);
+    // An empty DEVMAP: the redirect fails, which the test mode does not act on anyway.
+    let devmap = create_map(BPF_MAP_TYPE_DEVMAP, 4, 1, 0, "strobe_gen_dev")
+        .map_err(|e| kernel_error("cannot create a DEVMAP", e))?;
+    let prog = load_program(
+        &xdp_gen::program(flow, map.as_raw_fd(), devmap.as_raw_fd()),
+        "strobe_gen",
+        false,
+    )?;
+    let seed = seed_of(flow);
+    let mut frames = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut out = vec![0u8; seed.len()];
+        let mut attr = ProgRunAttr {
+            prog_fd: prog.as_raw_fd() as u32,
+            data_size_in: seed.len() as u32,
+            data_in: seed.as_ptr() as u64,
+            data_size_out: out.len() as u32,
+            data_out: out.as_mut_ptr() as u64,
+            repeat: 1,
+            ..ProgRunAttr::default()
+        };
+        if bpf::bpf(BPF_PROG_RUN, &mut attr) != 0 {
+            return Err(kernel_error(
+                "cannot test-run the generator",
+                io::Error::last_os_error(),
+            ));
+        }
+        out.truncate(attr.data_size_out as usize);
+        frames.push(out);
+    }
+    Ok(frames)
+}
+
+/// The frame the kernel's pages start as: the flow's first, with a fixed stamp in place.
+fn seed_of(flow: &KernelFlow) -> Vec<u8> {
+    let mut seed = flow.frame.clone();
+    if let Some((at, KernelStamp::Fixed(ns))) = flow.stamp {
+        seed[at..at + 8].copy_from_slice(&ns.to_be_bytes());
+    }
+    seed
+}
+
+/// Writes the generator's initial state for `flow` into its mapped value.
+fn write_state(state: &Mmap, flow: &KernelFlow, held: bool) {
+    let init = xdp_gen::GenState {
+        limit: flow.frames.unwrap_or(u64::MAX),
+        offset_ns: realtime_offset(),
+        seq: flow.seq.map_or(0, |(_, start)| start),
+        hold: held as u32,
+        ..Default::default()
+    };
+    // SAFETY: the mapping holds at least `state_size(fields)` bytes, page-aligned, and no
+    // program runs over it yet: plain writes of the state and one field state per field.
+    unsafe {
+        let base = state.as_ptr();
+        base.cast::<xdp_gen::GenState>().write(init);
+        let fields = base
+            .add(std::mem::size_of::<xdp_gen::GenState>())
+            .cast::<xdp_gen::FieldState>();
+        for (i, f) in flow.fields.iter().enumerate() {
+            fields.add(i).write(xdp_gen::FieldState {
+                cur: f.start & f.mask(),
+                k: 0,
+                count: f.count,
+                step: f.step & f.mask(),
+                start: f.start & f.mask(),
+                mask: f.mask(),
+            });
+        }
     }
 }
 

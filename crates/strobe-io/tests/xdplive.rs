@@ -5,7 +5,10 @@
 use std::time::{Duration, Instant};
 
 use strobe_io::afxdp::{AfXdpOptions, AfXdpPort, AfXdpRx};
-use strobe_io::test_support::{is_ours, mixed_size, send_all, tcpdump_around, udp_frame, VethPair};
+use strobe_io::kernel_frames::{KernelField, KernelFlow, KernelStamp};
+use strobe_io::test_support::{
+    is_ours, mixed_size, now_ns, send_all, tcpdump_around, udp_frame, VethPair,
+};
 use strobe_io::xdplive::{XdpDropSink, XdpLiveTx};
 use strobe_io::{Backend, Receiver};
 
@@ -283,4 +286,142 @@ fn into_a_peer_that_drops_in_xdp_every_frame_is_counted() {
     );
     drop(sink);
     lab.assert_no_xdp(&lab.b);
+}
+
+/// A frame whose UDP source port counts, with a sequence number and a stamp in its payload
+/// (UDP checksum 0, "none", so the rewritten port keeps the frame valid).
+fn counting_flow(frames: Option<u64>) -> KernelFlow {
+    let mut frame = udp_frame(0, 60);
+    frame[40..42].copy_from_slice(&[0, 0]);
+    KernelFlow {
+        frame,
+        fields: vec![KernelField {
+            at: 34,
+            bytes: 2,
+            start: 1000,
+            step: 1,
+            count: 1000,
+        }],
+        seq: Some((44, u32::MAX - 5)),
+        stamp: Some((48, KernelStamp::PerFrame)),
+        checksums: Vec::new(),
+        frames,
+    }
+}
+
+/// Frames generated in the kernel, into a peer that drops them in XDP: the generator stops
+/// at its count, every frame is dropped by the sink or counted as refused at transmit, a
+/// continuous flow stops when told and holds while held, and the programs detach.
+#[test]
+fn kernel_generation_counts_every_frame_and_stops() {
+    if !is_root() {
+        return;
+    }
+    let lab = VethPair::new("g");
+    let sink = XdpDropSink::attach(&lab.b, lab.netns()).unwrap();
+    let settle = |want: u64, refused: u64| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while sink.dropped().unwrap() + refused < want && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        sink.dropped().unwrap() + refused
+    };
+
+    const N: u64 = 3_000_000;
+    let mut total = 0;
+    for stamp in [KernelStamp::PerFrame, KernelStamp::Fixed(now_ns())] {
+        let mut flow = counting_flow(Some(N));
+        flow.stamp = Some((48, stamp));
+        let mut tx = XdpLiveTx::open(&lab.a, lab.netns()).unwrap();
+        tx.set_paced(false).unwrap();
+        let (run, took) = {
+            let g = tx
+                .kernel_generator()
+                .expect("xdp-live generates in the kernel");
+            assert_eq!(g.refuses(&flow), None);
+            g.start(&flow).unwrap();
+            let started = Instant::now();
+            let deadline = started + Duration::from_secs(30);
+            while !g.done() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert!(g.done(), "{} of {N} frames in 30 s", g.generated());
+            (g.stop().unwrap(), started.elapsed())
+        };
+        let stats = tx.finish().unwrap();
+        assert_eq!((run.frames, stats.frames), (N, N));
+        total += N;
+        let refused = stats.xmit_errors.expect("veth counts XDP transmit errors");
+        assert_eq!(
+            settle(total, refused),
+            total,
+            "dropped by the sink + refused ({refused})"
+        );
+        let secs = match (run.first_ns, run.last_ns) {
+            (Some(first), Some(last)) => {
+                assert!(last > first, "stamps of the first and last frame");
+                (last - first) as f64 / 1e9
+            }
+            // A fixed stamp: timed from the first frame (start returns once frames flow)
+            // to the count reached, within the 1 ms poll.
+            _ => {
+                assert!(
+                    matches!(stamp, KernelStamp::Fixed(_)),
+                    "per-frame stamps reported"
+                );
+                took.as_secs_f64()
+            }
+        };
+        eprintln!(
+            "kernel generation into an XDP drop, stamps {stamp:?}: {N} frames, {:.2} Mpps, {refused} refused",
+            N as f64 / secs / 1e6
+        );
+    }
+
+    // Continuous: held, nothing leaves; released, frames flow until stopped.
+    let before = sink.dropped().unwrap();
+    let mut tx = XdpLiveTx::open(&lab.a, lab.netns()).unwrap();
+    tx.set_paced(false).unwrap();
+    let run = {
+        let g = tx.kernel_generator().unwrap();
+        g.hold(true);
+        g.start(&counting_flow(None)).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(g.generated(), 0, "held generation sends nothing");
+        g.hold(false);
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!g.done());
+        g.stop().unwrap()
+    };
+    let stats = tx.finish().unwrap();
+    assert!(run.frames > 1000, "{} frames in 200 ms", run.frames);
+    let refused = stats.xmit_errors.unwrap();
+    assert_eq!(settle(before + run.frames, refused) - before, run.frames);
+    drop(tx);
+    drop(sink);
+    lab.assert_no_xdp(&lab.b);
+}
+
+/// A flow the program cannot write is refused with the reason, before anything runs.
+#[test]
+fn kernel_generation_refuses_fields_it_cannot_write() {
+    if !is_root() {
+        return;
+    }
+    let lab = VethPair::new("r");
+    let _sink = XdpDropSink::attach(&lab.b, lab.netns()).unwrap();
+    let mut tx = XdpLiveTx::open(&lab.a, lab.netns()).unwrap();
+    let g = tx.kernel_generator().unwrap();
+    let mut flow = counting_flow(Some(10));
+    flow.fields[0].bytes = 3;
+    let why = g.refuses(&flow).expect("a 3-byte field is refused");
+    assert!(why.contains("1, 2, 4, 6 or 8 bytes"), "{why}");
+    let err = g.start(&flow).expect_err("and not started").to_string();
+    assert!(
+        err.contains("cannot generate this flow in the kernel"),
+        "{err}"
+    );
+    let mut flow = counting_flow(Some(10));
+    flow.frame.truncate(40);
+    assert!(g.refuses(&flow).is_some(), "fields outside the frame");
 }

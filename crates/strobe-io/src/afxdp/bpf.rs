@@ -35,6 +35,10 @@ pub(crate) const BPF_FUNC_REDIRECT_MAP: i32 = 51;
 pub(crate) const BPF_FUNC_XDP_ADJUST_TAIL: i32 = 65;
 pub(crate) const BPF_FUNC_XDP_STORE_BYTES: i32 = 190;
 pub(crate) const BPF_PSEUDO_MAP_FD: u8 = 1;
+/// `ld_imm64` source: the address of an array map's value (imm = map fd, the next insn's imm
+/// = offset into value 0), with no lookup call.
+pub(crate) const BPF_PSEUDO_MAP_VALUE: u8 = 2;
+pub(crate) const BPF_FUNC_KTIME_GET_NS: i32 = 5;
 
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 pub(crate) const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
@@ -116,6 +120,29 @@ pub(crate) const JMP_JNE_X: u8 = 0x5d;
 pub(crate) const JMP_JGT_K: u8 = 0x25;
 /// BPF_JMP (0x05) | BPF_JLT (0xa0) | BPF_K (0x00), unsigned.
 pub(crate) const JMP_JLT_K: u8 = 0xa5;
+/// BPF_STX (0x03) | BPF_B (0x10) | BPF_MEM (0x60).
+pub(crate) const STX_MEM_B: u8 = 0x73;
+/// BPF_STX (0x03) | BPF_H (0x08) | BPF_MEM (0x60).
+pub(crate) const STX_MEM_H: u8 = 0x6b;
+/// BPF_ALU64 (0x07) | BPF_ADD (0x00) | BPF_X (0x08).
+pub(crate) const ALU64_ADD_X: u8 = 0x0f;
+/// BPF_ALU64 (0x07) | BPF_LSH (0x60) | BPF_K (0x00).
+pub(crate) const ALU64_LSH_K: u8 = 0x67;
+/// BPF_ALU64 (0x07) | BPF_RSH (0x70) | BPF_K (0x00), logical.
+pub(crate) const ALU64_RSH_K: u8 = 0x77;
+/// BPF_ALU64 (0x07) | BPF_AND (0x50) | BPF_X (0x08).
+pub(crate) const ALU64_AND_X: u8 = 0x5f;
+/// BPF_ALU64 (0x07) | BPF_XOR (0xa0) | BPF_K (0x00).
+pub(crate) const ALU64_XOR_K: u8 = 0xa7;
+/// BPF_ALU (0x04) | BPF_END (0xd0) | BPF_TO_BE (0x08): to big-endian, imm = 16, 32 or 64
+/// bits (the upper bits are cleared).
+pub(crate) const ALU_TO_BE: u8 = 0xdc;
+/// BPF_JMP (0x05) | BPF_JA (0x00): jump always.
+pub(crate) const JMP_JA: u8 = 0x05;
+/// BPF_JMP (0x05) | BPF_JGE (0x30) | BPF_X (0x08), unsigned.
+pub(crate) const JMP_JGE_X: u8 = 0x3d;
+/// BPF_JMP (0x05) | BPF_JGT (0x20) | BPF_X (0x08), unsigned.
+pub(crate) const JMP_JGT_X: u8 = 0x2d;
 /// BPF_JMP (0x05) | BPF_CALL (0x80).
 pub(crate) const JMP_CALL: u8 = 0x85;
 /// BPF_JMP (0x05) | BPF_EXIT (0x90).

@@ -1,0 +1,109 @@
+//! Frames a backend writes itself, in the kernel, rather than the engine writing each one:
+//! `xdp-live` generates them in its XDP program (the "in-kernel generation"), so a
+//! run needs one busy core (the kernel's) instead of two (engine and kernel), and no frame
+//! crosses from user space.
+//!
+//! The engine describes one flow as its frame template plus what changes per frame, in the
+//! same terms its own generator uses (see `strobe_engine::generator`): counter fields, the
+//! trailer's sequence number and transmit stamp, and checksums kept as a constant sum plus
+//! weighted terms. A backend that takes the description must produce byte for byte the frames
+//! the engine would (transmit stamps aside), which the tests check against the engine.
+
+/// A flow for a backend to generate by itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelFlow {
+    /// The first frame, without FCS, with valid checksums: every frame starts as this one.
+    pub frame: Vec<u8>,
+    pub fields: Vec<KernelField>,
+    /// Where the trailer's big-endian u32 sequence number goes, and its first value.
+    pub seq: Option<(usize, u32)>,
+    /// Where the trailer's big-endian u64 transmit stamp goes, and which.
+    pub stamp: Option<(usize, KernelStamp)>,
+    /// Checksums, innermost first (a later one may sum an earlier one).
+    pub checksums: Vec<KernelChecksum>,
+    /// Frames to send; None: until stopped.
+    pub frames: Option<u64>,
+}
+
+/// The transmit stamp a generated frame carries (CLOCK_REALTIME ns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelStamp {
+    /// Taken per frame, where the backend says ([`KernelGenerator::stamp_source`]).
+    PerFrame,
+    /// The same in every frame (latency is not measured: receivers only check that a
+    /// stamp belongs to the run), which spares a clock read per frame.
+    Fixed(u64),
+}
+
+/// A whole-byte field counting OTG-style: `start + (j % count)·step`, masked to the field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelField {
+    /// Byte offset of the field in the frame.
+    pub at: usize,
+    /// Its width in bytes: 1, 2, 4, 6 or 8.
+    pub bytes: usize,
+    pub start: u64,
+    pub step: u64,
+    /// Values before the counter starts over (>= 1).
+    pub count: u64,
+}
+
+impl KernelField {
+    pub fn mask(&self) -> u64 {
+        if self.bytes >= 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * self.bytes)) - 1
+        }
+    }
+}
+
+/// A value a checksum sums, reduced modulo 65535 as the engine does (a u64 as the sum of
+/// its two 32-bit halves).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelValue {
+    Field(usize),
+    Seq,
+    Stamp,
+    /// An earlier checksum's field value.
+    Checksum(usize),
+}
+
+/// A 16-bit Internet checksum at `at`: the complement of the one's-complement sum of `base`
+/// (everything constant) and each term's value times 2^shift.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelChecksum {
+    pub at: usize,
+    pub base: u64,
+    /// UDP: a computed 0 is sent as 0xFFFF.
+    pub zero_as_ffff: bool,
+    pub terms: Vec<(KernelValue, u8)>,
+}
+
+/// What a backend's kernel generation did, read when it stopped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelRun {
+    pub frames: u64,
+    /// Transmit stamps (CLOCK_REALTIME ns) of the first and last frame, when frames were
+    /// stamped.
+    pub first_ns: Option<u64>,
+    pub last_ns: Option<u64>,
+}
+
+/// A backend that can generate a [`KernelFlow`] by itself.
+pub trait KernelGenerator {
+    /// Why `flow` cannot be generated here (None: it can), checked before the run.
+    fn refuses(&self, flow: &KernelFlow) -> Option<String>;
+    /// Starts sending `flow`: returns once frames are on their way.
+    fn start(&mut self, flow: &KernelFlow) -> Result<(), crate::IoError>;
+    /// Frames generated so far.
+    fn generated(&self) -> u64;
+    /// Whether the flow's frame count is reached (never, for a flow without one).
+    fn done(&self) -> bool;
+    /// Holds (true) or resumes (false) generation.
+    fn hold(&mut self, on: bool);
+    /// Stops, and says what was sent. Every frame generated has been handed to the driver.
+    fn stop(&mut self) -> Result<KernelRun, crate::IoError>;
+    /// Where transmit stamps are taken and their bias, in words for the report.
+    fn stamp_source(&self) -> String;
+}

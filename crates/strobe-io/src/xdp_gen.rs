@@ -1,0 +1,380 @@
+//! The XDP program that generates a [`KernelFlow`] in the kernel, for `xdp-live`: the
+//! kernel initialises its live-frame pages with the flow's first frame, and on every
+//! repetition the program writes into the page only what changes (counter fields, the
+//! trailer's sequence number and transmit stamp, the checksums, incrementally), then
+//! redirects it. Pages keep what the program wrote when the kernel recycles them, and the
+//! program rewrites every byte that varies, so each frame is exactly the engine's.
+//!
+//! The program's state (counters, its frame budget, a hold switch) is the one value of an
+//! array map mapped into user space, addressed directly (`BPF_PSEUDO_MAP_VALUE`, no lookup
+//! call per frame).
+
+use crate::afxdp::bpf::{
+    Insn, ALU64_ADD_K, ALU64_ADD_X, ALU64_AND_K, ALU64_AND_X, ALU64_LSH_K, ALU64_MOV_K,
+    ALU64_MOV_X, ALU64_RSH_K, ALU64_XOR_K, ALU_TO_BE, BPF_FUNC_KTIME_GET_NS, BPF_FUNC_REDIRECT_MAP,
+    BPF_PSEUDO_MAP_FD, BPF_PSEUDO_MAP_VALUE, JMP_CALL, JMP_EXIT, JMP_JA, JMP_JGE_X, JMP_JGT_X,
+    JMP_JNE_K, JMP_JNE_X, LDX_MEM_DW, LDX_MEM_W, LD_IMM_DW, STX_MEM_B, STX_MEM_DW, STX_MEM_H,
+    STX_MEM_W, XDP_DROP,
+};
+use crate::kernel_frames::{KernelFlow, KernelStamp, KernelValue};
+use std::mem::offset_of;
+
+/// Most counter fields the program writes (each takes a stack slot and six words of state).
+pub(crate) const MAX_FIELDS: usize = 16;
+/// Most checksums it keeps.
+pub(crate) const MAX_CHECKSUMS: usize = 8;
+/// Most terms of one checksum.
+const MAX_TERMS: usize = 32;
+
+/// The program's state, as user space sees the map's value (followed by one
+/// [`FieldState`] per field).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct GenState {
+    /// Frames generated (written by the program).
+    pub produced: u64,
+    /// Frames to generate; the program idles once `produced` reaches it.
+    pub limit: u64,
+    /// Repetitions that generated nothing (held, or the budget reached).
+    pub idle: u64,
+    /// Repetitions whose page was shorter than the frame (never, unless the kernel changed).
+    pub refused: u64,
+    /// Transmit stamps of the first and last frame (stamped flows only).
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// CLOCK_REALTIME minus CLOCK_MONOTONIC, added to `bpf_ktime_get_ns()`.
+    pub offset_ns: u64,
+    /// The next sequence number.
+    pub seq: u32,
+    /// Nonzero: generate nothing (a paused run).
+    pub hold: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct FieldState {
+    pub cur: u64,
+    pub k: u64,
+    pub count: u64,
+    pub step: u64,
+    pub start: u64,
+    pub mask: u64,
+}
+
+const ST_PRODUCED: i16 = offset_of!(GenState, produced) as i16;
+const ST_LIMIT: i16 = offset_of!(GenState, limit) as i16;
+const ST_IDLE: i16 = offset_of!(GenState, idle) as i16;
+const ST_REFUSED: i16 = offset_of!(GenState, refused) as i16;
+const ST_FIRST: i16 = offset_of!(GenState, first_ns) as i16;
+const ST_LAST: i16 = offset_of!(GenState, last_ns) as i16;
+const ST_OFFSET: i16 = offset_of!(GenState, offset_ns) as i16;
+const ST_SEQ: i16 = offset_of!(GenState, seq) as i16;
+const ST_HOLD: i16 = offset_of!(GenState, hold) as i16;
+const ST_FIELDS: usize = std::mem::size_of::<GenState>();
+const FIELD_SIZE: usize = std::mem::size_of::<FieldState>();
+const F_CUR: usize = offset_of!(FieldState, cur);
+const F_K: usize = offset_of!(FieldState, k);
+const F_COUNT: usize = offset_of!(FieldState, count);
+const F_STEP: usize = offset_of!(FieldState, step);
+const F_START: usize = offset_of!(FieldState, start);
+const F_MASK: usize = offset_of!(FieldState, mask);
+
+/// Bytes of the state value for `fields` fields.
+pub(crate) fn state_size(fields: usize) -> usize {
+    ST_FIELDS + fields * FIELD_SIZE
+}
+
+/// Why the program cannot generate `flow` (None: it can), for frames of at most
+/// `max_frame` bytes.
+pub(crate) fn refuses(flow: &KernelFlow, max_frame: usize) -> Option<String> {
+    let len = flow.frame.len();
+    if len < 14 || len > max_frame {
+        return Some(format!(
+            "frames of {len} bytes (the kernel's pages take 14 to {max_frame})"
+        ));
+    }
+    if flow.fields.len() > MAX_FIELDS {
+        return Some(format!(
+            "{} varying fields (the kernel program writes at most {MAX_FIELDS})",
+            flow.fields.len()
+        ));
+    }
+    if flow.checksums.len() > MAX_CHECKSUMS
+        || flow.checksums.iter().any(|c| c.terms.len() > MAX_TERMS)
+    {
+        return Some("more checksum terms than the kernel program keeps".into());
+    }
+    let fits = |at: usize, n: usize| at.checked_add(n).is_some_and(|end| end <= len);
+    for f in &flow.fields {
+        if !matches!(f.bytes, 1 | 2 | 4 | 6 | 8) || !fits(f.at, f.bytes) || f.count == 0 {
+            return Some(format!(
+                "a field of {} bytes at byte {} (the kernel program writes whole fields of 1, 2, 4, 6 or 8 bytes)",
+                f.bytes, f.at
+            ));
+        }
+    }
+    let seq_ok = flow.seq.is_none_or(|(at, _)| fits(at, 4));
+    let stamp_ok = flow.stamp.is_none_or(|(at, _)| fits(at, 8));
+    let checks_ok = flow.checksums.iter().enumerate().all(|(c, k)| {
+        fits(k.at, 2)
+            && k.terms.iter().all(|&(v, shift)| {
+                shift < 16
+                    && match v {
+                        KernelValue::Field(i) => i < flow.fields.len(),
+                        KernelValue::Seq | KernelValue::Stamp => true,
+                        KernelValue::Checksum(i) => i < c,
+                    }
+            })
+    });
+    if !(seq_ok && stamp_ok && checks_ok) {
+        return Some("a trailer or checksum outside the frame (a strobe bug)".into());
+    }
+    None
+}
+
+/// Jumps to labels, resolved when the program is done.
+struct Asm {
+    p: Vec<Insn>,
+    labels: Vec<Option<usize>>,
+    jumps: Vec<(usize, usize)>,
+}
+
+impl Asm {
+    fn new() -> Asm {
+        Asm {
+            p: Vec::with_capacity(256),
+            labels: Vec::new(),
+            jumps: Vec::new(),
+        }
+    }
+    fn label(&mut self) -> usize {
+        self.labels.push(None);
+        self.labels.len() - 1
+    }
+    fn bind(&mut self, label: usize) {
+        self.labels[label] = Some(self.p.len());
+    }
+    fn op(&mut self, code: u8, dst: u8, src: u8, off: i16, imm: i32) {
+        self.p.push(Insn::new(code, dst, src, off, imm));
+    }
+    fn jump(&mut self, code: u8, dst: u8, src: u8, imm: i32, label: usize) {
+        self.jumps.push((self.p.len(), label));
+        self.op(code, dst, src, 0, imm);
+    }
+    /// A 64-bit immediate (two instructions).
+    fn imm64(&mut self, dst: u8, src: u8, lo: i32, hi: i32) {
+        self.op(LD_IMM_DW, dst, src, 0, lo);
+        self.op(0, 0, 0, 0, hi);
+    }
+    fn constant(&mut self, dst: u8, v: u64) {
+        self.imm64(dst, 0, v as u32 as i32, (v >> 32) as u32 as i32);
+    }
+    /// dst = the u64 at `off` of the state value (r7).
+    fn load(&mut self, dst: u8, off: usize) {
+        self.op(LDX_MEM_DW, dst, 7, off as i16, 0);
+    }
+    fn store(&mut self, off: usize, src: u8) {
+        self.op(STX_MEM_DW, 7, src, off as i16, 0);
+    }
+    /// dst = reduce(src): the two 32-bit halves added (uses r3).
+    fn reduce(&mut self, dst: u8, src: u8) {
+        self.op(ALU64_MOV_X, dst, src, 0, 0);
+        self.op(ALU64_RSH_K, dst, 0, 0, 32);
+        self.op(ALU64_MOV_X, 3, src, 0, 0);
+        self.op(ALU64_LSH_K, 3, 0, 0, 32);
+        self.op(ALU64_RSH_K, 3, 0, 0, 32);
+        self.op(ALU64_ADD_X, dst, 3, 0, 0);
+    }
+    fn finish(mut self) -> Vec<Insn> {
+        for (pc, label) in self.jumps {
+            let target = self.labels[label].expect("every label is bound");
+            self.p[pc].set_off((target as isize - pc as isize - 1) as i16);
+        }
+        self.p
+    }
+}
+
+/// The stack slot (offset from r10) of a value the checksums sum.
+fn slot(fields: usize, v: KernelValue) -> i16 {
+    let index = match v {
+        KernelValue::Field(i) => i,
+        KernelValue::Seq => fields,
+        KernelValue::Stamp => fields + 1,
+        KernelValue::Checksum(c) => fields + 2 + c,
+    };
+    -8 * (index as i16 + 1)
+}
+
+/// The program for `flow` (checked by [`refuses`]), with its state in map `state_fd` and
+/// the interface in DEVMAP `devmap_fd`:
+///
+/// ```text
+/// if (st->hold || st->produced >= st->limit) { st->idle++; return XDP_DROP }
+/// if (data + len > data_end) { st->refused++; return XDP_DROP }
+/// seq = st->seq++; write seq; for each field: write cur, step cur
+/// if stamped per frame: t = bpf_ktime_get_ns() + st->offset; write t; st->last = t;
+///     first ??= t
+/// for each checksum: sum = base + Σ value << shift; write ~fold(sum)
+/// st->produced++; return bpf_redirect_map(&devmap, 0, 0)
+/// ```
+pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<Insn> {
+    let n = flow.fields.len();
+    let mut a = Asm::new();
+    let (idle, refuse) = (a.label(), a.label());
+    // r6 ctx, r7 state, r8 packet data.
+    a.op(ALU64_MOV_X, 6, 1, 0, 0);
+    a.imm64(7, BPF_PSEUDO_MAP_VALUE, state_fd, 0);
+    a.op(LDX_MEM_W, 1, 7, ST_HOLD, 0);
+    a.jump(JMP_JNE_K, 1, 0, 0, idle);
+    a.load(1, ST_PRODUCED as usize);
+    a.load(2, ST_LIMIT as usize);
+    a.jump(JMP_JGE_X, 1, 2, 0, idle);
+    a.op(LDX_MEM_W, 8, 6, 0, 0);
+    a.op(LDX_MEM_W, 9, 6, 4, 0);
+    a.op(ALU64_MOV_X, 1, 8, 0, 0);
+    a.op(ALU64_ADD_K, 1, 0, 0, flow.frame.len() as i32);
+    a.jump(JMP_JGT_X, 1, 9, 0, refuse);
+
+    // The sequence number.
+    if let Some((at, _)) = flow.seq {
+        a.op(LDX_MEM_W, 1, 7, ST_SEQ, 0);
+        a.op(ALU64_MOV_X, 2, 1, 0, 0);
+        a.op(ALU64_ADD_K, 2, 0, 0, 1);
+        a.op(STX_MEM_W, 7, 2, ST_SEQ, 0);
+        a.op(STX_MEM_DW, 10, 1, slot(n, KernelValue::Seq), 0);
+        a.op(ALU_TO_BE, 1, 0, 0, 32);
+        a.op(STX_MEM_W, 8, 1, at as i16, 0);
+    } else {
+        a.op(ALU64_MOV_K, 1, 0, 0, 0);
+        a.op(STX_MEM_DW, 10, 1, slot(n, KernelValue::Seq), 0);
+    }
+
+    // Counter fields: write the current value, then step it.
+    for (i, f) in flow.fields.iter().enumerate() {
+        let base = ST_FIELDS + i * FIELD_SIZE;
+        let at = f.at as i16;
+        a.load(1, base + F_CUR);
+        if f.bytes <= 4 {
+            a.op(STX_MEM_DW, 10, 1, slot(n, KernelValue::Field(i)), 0);
+        } else {
+            a.reduce(2, 1);
+            a.op(STX_MEM_DW, 10, 2, slot(n, KernelValue::Field(i)), 0);
+        }
+        a.op(ALU64_MOV_X, 2, 1, 0, 0);
+        match f.bytes {
+            1 => a.op(STX_MEM_B, 8, 1, at, 0),
+            2 => {
+                a.op(ALU_TO_BE, 2, 0, 0, 16);
+                a.op(STX_MEM_H, 8, 2, at, 0);
+            }
+            4 => {
+                a.op(ALU_TO_BE, 2, 0, 0, 32);
+                a.op(STX_MEM_W, 8, 2, at, 0);
+            }
+            6 => {
+                a.op(ALU64_RSH_K, 2, 0, 0, 32);
+                a.op(ALU_TO_BE, 2, 0, 0, 16);
+                a.op(STX_MEM_H, 8, 2, at, 0);
+                a.op(ALU64_MOV_X, 2, 1, 0, 0);
+                a.op(ALU_TO_BE, 2, 0, 0, 32);
+                a.op(STX_MEM_W, 8, 2, at + 2, 0);
+            }
+            _ => {
+                a.op(ALU_TO_BE, 2, 0, 0, 64);
+                a.op(STX_MEM_DW, 8, 2, at, 0);
+            }
+        }
+        let (step, stored) = (a.label(), a.label());
+        a.load(2, base + F_K);
+        a.op(ALU64_ADD_K, 2, 0, 0, 1);
+        a.load(3, base + F_COUNT);
+        a.jump(JMP_JNE_X, 2, 3, 0, step);
+        a.op(ALU64_MOV_K, 2, 0, 0, 0);
+        a.load(1, base + F_START);
+        a.jump(JMP_JA, 0, 0, 0, stored);
+        a.bind(step);
+        a.load(4, base + F_STEP);
+        a.op(ALU64_ADD_X, 1, 4, 0, 0);
+        a.load(4, base + F_MASK);
+        a.op(ALU64_AND_X, 1, 4, 0, 0);
+        a.bind(stored);
+        a.store(base + F_K, 2);
+        a.store(base + F_CUR, 1);
+    }
+
+    // The transmit stamp, as late as the frame allows: only the checksums come after it.
+    if let Some((at, KernelStamp::PerFrame)) = flow.stamp {
+        let first_set = a.label();
+        a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_KTIME_GET_NS);
+        a.load(1, ST_OFFSET as usize);
+        a.op(ALU64_ADD_X, 0, 1, 0, 0);
+        a.store(ST_LAST as usize, 0);
+        a.load(1, ST_FIRST as usize);
+        a.jump(JMP_JNE_K, 1, 0, 0, first_set);
+        a.store(ST_FIRST as usize, 0);
+        a.bind(first_set);
+        a.reduce(2, 0);
+        a.op(STX_MEM_DW, 10, 2, slot(n, KernelValue::Stamp), 0);
+        a.op(ALU_TO_BE, 0, 0, 0, 64);
+        a.op(STX_MEM_DW, 8, 0, at as i16, 0);
+    } else {
+        // A fixed stamp is in the frame the pages start as; its value still counts.
+        let fixed = match flow.stamp {
+            Some((_, KernelStamp::Fixed(ns))) => (ns & 0xFFFF_FFFF) + (ns >> 32),
+            _ => 0,
+        };
+        a.constant(1, fixed);
+        a.op(STX_MEM_DW, 10, 1, slot(n, KernelValue::Stamp), 0);
+    }
+
+    // Checksums: the constant sum plus each value weighted, folded and complemented.
+    for (c, k) in flow.checksums.iter().enumerate() {
+        a.constant(1, k.base);
+        for &(v, shift) in &k.terms {
+            a.op(LDX_MEM_DW, 2, 10, slot(n, v), 0);
+            if shift > 0 {
+                a.op(ALU64_LSH_K, 2, 0, 0, shift as i32);
+            }
+            a.op(ALU64_ADD_X, 1, 2, 0, 0);
+        }
+        a.reduce(2, 1);
+        a.op(ALU64_MOV_X, 1, 2, 0, 0);
+        for _ in 0..3 {
+            a.op(ALU64_MOV_X, 2, 1, 0, 0);
+            a.op(ALU64_RSH_K, 2, 0, 0, 16);
+            a.op(ALU64_AND_K, 1, 0, 0, 0xFFFF);
+            a.op(ALU64_ADD_X, 1, 2, 0, 0);
+        }
+        a.op(ALU64_XOR_K, 1, 0, 0, 0xFFFF);
+        a.op(ALU64_AND_K, 1, 0, 0, 0xFFFF);
+        if k.zero_as_ffff {
+            let nonzero = a.label();
+            a.jump(JMP_JNE_K, 1, 0, 0, nonzero);
+            a.op(ALU64_MOV_K, 1, 0, 0, 0xFFFF);
+            a.bind(nonzero);
+        }
+        a.op(STX_MEM_DW, 10, 1, slot(n, KernelValue::Checksum(c)), 0);
+        a.op(ALU_TO_BE, 1, 0, 0, 16);
+        a.op(STX_MEM_H, 8, 1, k.at as i16, 0);
+    }
+
+    // Counted, then sent.
+    a.load(1, ST_PRODUCED as usize);
+    a.op(ALU64_ADD_K, 1, 0, 0, 1);
+    a.store(ST_PRODUCED as usize, 1);
+    a.imm64(1, BPF_PSEUDO_MAP_FD, devmap_fd, 0);
+    a.op(ALU64_MOV_K, 2, 0, 0, 0);
+    a.op(ALU64_MOV_K, 3, 0, 0, 0);
+    a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP);
+    a.op(JMP_EXIT, 0, 0, 0, 0);
+
+    for (label, counter) in [(idle, ST_IDLE), (refuse, ST_REFUSED)] {
+        a.bind(label);
+        a.load(1, counter as usize);
+        a.op(ALU64_ADD_K, 1, 0, 0, 1);
+        a.store(counter as usize, 1);
+        a.op(ALU64_MOV_K, 0, 0, 0, XDP_DROP);
+        a.op(JMP_EXIT, 0, 0, 0, 0);
+    }
+    a.finish()
+}
