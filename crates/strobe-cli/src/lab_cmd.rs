@@ -29,9 +29,10 @@ macro_rules! rx_port_forms {
     () => {
         "
   lab:rx, lab:tx                 the lab's ends over AF_PACKET (`strobe lab up`; another lab: --lab PREFIX);
-                                 lab:rx@afxdp for AF_XDP
+                                 lab:rx@afxdp for AF_XDP, lab:rx@afxdp-all for AF_XDP on
+                                 every queue (what xdp-live senders need)
   afpacket:[NETNS/]IFACE         AF_PACKET on any interface, kernel receive timestamps
-  afxdp:[NETNS/]IFACE[@QUEUE]    AF_XDP on one queue (default 0)
+  afxdp:[NETNS/]IFACE[@QUEUE]    AF_XDP on one queue (default 0); @* every queue
   auto:[NETNS/]IFACE[@QUEUE]     AF_XDP when it works there, else AF_PACKET
 (pcap:, null, afpacket-gso: and xdp-live: only transmit)"
     };

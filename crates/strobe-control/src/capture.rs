@@ -55,7 +55,7 @@ pub struct Capture {
 fn capture_location(location: &str) -> Result<String, ControlError> {
     let bad = |why: &str| ControlError::BadInput(format!("`{location}` cannot be captured: {why}"));
     match Location::parse(location).map_err(|e| ControlError::BadInput(e.to_string()))? {
-        Location::AfXdp { .. } | Location::Auto { .. } => Err(bad(
+        Location::AfXdp { .. } | Location::AfXdpAllQueues { .. } | Location::Auto { .. } => Err(bad(
             "its frames go to an AF_XDP socket, which AF_PACKET captures do not see — give the \
              port an AF_PACKET location (an interface name, afpacket:IFACE or lab:rx)",
         )),

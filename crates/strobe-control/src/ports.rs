@@ -71,14 +71,22 @@ fn lab_location(lab: &Lab, what: &str, location: &str) -> Result<String, Control
         "rx" => &lab.rx,
         other => {
             return Err(ControlError::BadInput(format!(
-                "{what}: unknown lab side `{other}` — accepted: lab:tx, lab:rx, lab:tx@afxdp, lab:rx@afxdp, lab:tx@afpacket-gso, lab:tx@xdp-live"
+                "{what}: unknown lab side `{other}` — accepted: lab:tx, lab:rx, lab:tx@afxdp, lab:rx@afxdp, lab:rx@afxdp-all, lab:tx@afpacket-gso, lab:tx@xdp-live"
             )))
         }
     };
-    if !matches!(backend, "afpacket" | "afxdp" | "afpacket-gso" | "xdp-live") {
+    if !matches!(
+        backend,
+        "afpacket" | "afxdp" | "afxdp-all" | "afpacket-gso" | "xdp-live"
+    ) {
         return Err(ControlError::BadInput(format!(
-            "{what}: unknown backend `{backend}` — accepted: afpacket, afxdp, afpacket-gso, xdp-live"
+            "{what}: unknown backend `{backend}` — accepted: afpacket, afxdp, afxdp-all (AF_XDP receiving on every queue), afpacket-gso, xdp-live"
         )));
+    }
+    if backend == "afxdp-all" {
+        // A socket on every receive queue: veth puts XDP frames (xdp-live's) on the queue
+        // of the CPU that sent them, not on queue 0 as the lab steers everything else.
+        return Ok(format!("{}@*", lab.port(endpoint, "afxdp")));
     }
     if backend == "xdp-live" {
         // A veth transmits XDP frames only while its peer can take them: GRO on gives the

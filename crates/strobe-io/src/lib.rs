@@ -184,6 +184,11 @@ pub enum Location {
         iface: String,
         queue: u32,
     },
+    /// `afxdp:[NETNS/]IFACE@*`: receive on every queue of the interface (a socket each).
+    AfXdpAllQueues {
+        netns: Option<String>,
+        iface: String,
+    },
     /// `xdp-live:`: the kernel's XDP live-frame mode (transmit only).
     XdpLive {
         netns: Option<String>,
@@ -200,7 +205,7 @@ pub enum Location {
 const LOCATION_FORMS: &str =
     "`pcap:FILE` (write a nanosecond pcap), `null` (drop after all per-packet work), \
 `afpacket:[NETNS/]IFACE`, `afpacket-gso:[NETNS/]IFACE` (AF_PACKET sending UDP segmentation \
-batches), `afxdp:[NETNS/]IFACE[@QUEUE]`, `xdp-live:[NETNS/]IFACE` (the kernel's XDP live-frame mode, \
+batches), `afxdp:[NETNS/]IFACE[@QUEUE]` (`@*`: receive on every queue), `xdp-live:[NETNS/]IFACE` (the kernel's XDP live-frame mode, \
 transmit only), `auto:[NETNS/]IFACE[@QUEUE]`";
 
 impl std::fmt::Display for Location {
@@ -224,6 +229,9 @@ impl std::fmt::Display for Location {
                 iface,
                 queue,
             } => write!(f, "afxdp:{}@{queue}", at(netns, iface)),
+            Location::AfXdpAllQueues { netns, iface } => {
+                write!(f, "afxdp:{}@*", at(netns, iface))
+            }
             Location::XdpLive { netns, iface } => write!(f, "xdp-live:{}", at(netns, iface)),
             Location::Auto {
                 netns,
@@ -252,6 +260,7 @@ impl Location {
         match self {
             Location::AfPacket { netns, iface, .. }
             | Location::AfXdp { netns, iface, .. }
+            | Location::AfXdpAllQueues { netns, iface }
             | Location::XdpLive { netns, iface }
             | Location::Auto { netns, iface, .. } => Some((netns.as_deref(), iface.as_str())),
             Location::Pcap(_) | Location::Null => None,
@@ -278,9 +287,10 @@ impl Location {
         if kind == "pcap" {
             return Ok(Location::Pcap(rest.to_string()));
         }
-        let (iface_part, queue) = match rest.rsplit_once('@') {
-            Some((i, q)) => (i, Some(q.parse::<u32>().map_err(|_| unknown())?)),
-            None => (rest, None),
+        let (iface_part, queue, all_queues) = match rest.rsplit_once('@') {
+            Some((i, "*")) if kind == "afxdp" => (i, None, true),
+            Some((i, q)) => (i, Some(q.parse::<u32>().map_err(|_| unknown())?), false),
+            None => (rest, None, false),
         };
         let (netns, iface) = netns::split_netns(iface_part);
         if iface.is_empty() || netns == Some("") {
@@ -294,6 +304,7 @@ impl Location {
                 gso: kind == "afpacket-gso",
             }),
             "xdp-live" if queue.is_none() => Ok(Location::XdpLive { netns, iface }),
+            "afxdp" if all_queues => Ok(Location::AfXdpAllQueues { netns, iface }),
             "afxdp" => Ok(Location::AfXdp {
                 netns,
                 iface,
@@ -360,6 +371,16 @@ fn open_afxdp(
     afxdp::AfXdpPort::open(iface, queue, netns, &opts)
 }
 
+/// The options of a socket that only receives, as [`open_afxdp`] sets them.
+fn afxdp_rx_options() -> afxdp::AfXdpOptions {
+    afxdp::AfXdpOptions {
+        rx: true,
+        frames: 2 * AFXDP_RX_FRAMES,
+        tx_frames: 1,
+        ..afxdp::AfXdpOptions::default()
+    }
+}
+
 impl AnyBackend {
     /// The time base a port location would have, without opening it.
     pub fn time_base_of(location: &str) -> Option<TimeBase> {
@@ -394,6 +415,11 @@ impl AnyBackend {
             ),
             Location::XdpLive { netns, iface } => {
                 AnyBackend::XdpLive(xdplive::XdpLiveTx::open(&iface, netns.as_deref())?)
+            }
+            Location::AfXdpAllQueues { iface, .. } => {
+                return Err(IoError::Other(format!(
+                    "port `{location}` cannot send: `@*` receives on every queue, a transmit port sends on one; use afxdp:{iface}@QUEUE"
+                )))
             }
             Location::Auto {
                 netns,
@@ -462,6 +488,7 @@ impl Backend for AnyBackend {
 pub enum AnyReceiver {
     AfPacket(afpacket::AfPacketRx),
     AfXdp(afxdp::AfXdpRx),
+    AfXdpQueues(afxdp::AfXdpRxQueues),
 }
 
 fn open_afpacket_rx(iface: &str, netns: Option<&str>) -> Result<afpacket::AfPacketRx, IoError> {
@@ -485,7 +512,7 @@ impl AnyReceiver {
     /// which drivers such as veth count as dropped on receive; AF_PACKET's ring refuses
     /// them after the stack took them.
     pub fn ring_drops_count_at_interface(&self) -> bool {
-        matches!(self, AnyReceiver::AfXdp(_))
+        matches!(self, AnyReceiver::AfXdp(_) | AnyReceiver::AfXdpQueues(_))
     }
 
     /// Opens the receive side of a port location, with kernel or user-space timestamps.
@@ -537,6 +564,9 @@ impl AnyReceiver {
                 iface,
                 queue,
             } => AnyReceiver::AfXdp(open_afxdp_rx(&iface, queue, netns.as_deref())?),
+            Location::AfXdpAllQueues { netns, iface } => AnyReceiver::AfXdpQueues(
+                afxdp::AfXdpRxQueues::open(&iface, netns.as_deref(), &afxdp_rx_options())?,
+            ),
             Location::Auto {
                 netns,
                 iface,
@@ -590,6 +620,9 @@ pub fn open_duplex(location: &str, slots: usize) -> Result<(AnyBackend, AnyRecei
         Location::XdpLive { .. } => Err(IoError::Other(format!(
             "port `{location}` cannot reflect: xdp-live is a way of sending; use afxdp:IFACE"
         ))),
+        Location::AfXdpAllQueues { iface, .. } => Err(IoError::Other(format!(
+            "port `{location}` cannot reflect: a reflector answers on the queue it receives on; use afxdp:{iface}@QUEUE"
+        ))),
         Location::AfPacket { netns, iface, .. } => afpacket(&iface, netns.as_deref()),
         Location::Auto {
             netns,
@@ -611,6 +644,7 @@ impl Receiver for AnyReceiver {
         match self {
             AnyReceiver::AfPacket(r) => r.describe(),
             AnyReceiver::AfXdp(r) => r.describe(),
+            AnyReceiver::AfXdpQueues(r) => r.describe(),
         }
     }
     fn poll<F>(&mut self, max: usize, each: F) -> Result<usize, IoError>
@@ -620,18 +654,21 @@ impl Receiver for AnyReceiver {
         match self {
             AnyReceiver::AfPacket(r) => r.poll(max, each),
             AnyReceiver::AfXdp(r) => r.poll(max, each),
+            AnyReceiver::AfXdpQueues(r) => r.poll(max, each),
         }
     }
     fn drops(&mut self) -> Result<RxDrops, IoError> {
         match self {
             AnyReceiver::AfPacket(r) => r.drops(),
             AnyReceiver::AfXdp(r) => r.drops(),
+            AnyReceiver::AfXdpQueues(r) => r.drops(),
         }
     }
     fn hardware_clock(&self) -> Option<String> {
         match self {
             AnyReceiver::AfPacket(r) => r.hardware_clock(),
             AnyReceiver::AfXdp(r) => r.hardware_clock(),
+            AnyReceiver::AfXdpQueues(r) => r.hardware_clock(),
         }
     }
 }
@@ -650,6 +687,7 @@ mod location_tests {
             "afxdp:ns/eth1@2",
             "xdp-live:ns/eth1",
             "auto:eth1@0",
+            "afxdp:ns/eth1@*",
         ] {
             let parsed = Location::parse(text).unwrap();
             assert_eq!(parsed.to_string(), text);
@@ -659,6 +697,19 @@ mod location_tests {
         assert_eq!(xdp.for_worker(3).to_string(), "afxdp:ns/eth1@5");
         let packet = Location::parse("afpacket:eth1").unwrap();
         assert_eq!(packet.for_worker(3), packet);
+        // Every queue is a receive form of AF_XDP only.
+        assert!(matches!(
+            Location::parse("afxdp:eth1@*").unwrap(),
+            Location::AfXdpAllQueues { .. }
+        ));
+        for text in ["auto:eth1@*", "afpacket:eth1@*", "xdp-live:eth1@*"] {
+            assert!(Location::parse(text).is_err(), "{text}");
+        }
+        let err = AnyBackend::open("afxdp:eth1@*", 1)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("cannot send"), "{err}");
         assert_eq!(
             Location::parse("pcap:x").unwrap().time_base(),
             TimeBase::Scheduled

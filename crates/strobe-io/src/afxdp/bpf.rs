@@ -254,25 +254,27 @@ pub(super) struct XdpAttachment {
 }
 
 impl XdpAttachment {
-    /// Creates the XSKMAP with `xsk_fd` at key `queue`, loads the program, and attaches it
-    /// to `ifindex` natively, falling back to generic mode.
+    /// Creates the XSKMAP with each socket at the key of its queue, loads the program, and
+    /// attaches it to `ifindex` natively, falling back to generic mode.
     pub(super) fn attach(
         iface: &str,
         driver: &str,
         ifindex: u32,
-        queue: u32,
-        xsk_fd: &OwnedFd,
+        sockets: &[(u32, &OwnedFd)],
         frags: bool,
     ) -> Result<XdpAttachment, IoError> {
-        let map = create_xskmap(queue)?;
-        update_map(&map, queue, &(xsk_fd.as_raw_fd() as u32)).map_err(|e| {
-            failed(
-                format_args!(
-                    "cannot put the AF_XDP socket of {iface} queue {queue} into the XSKMAP"
-                ),
-                e,
-            )
-        })?;
+        let highest = sockets.iter().map(|&(q, _)| q).max().unwrap_or(0);
+        let map = create_xskmap(highest)?;
+        for &(queue, xsk_fd) in sockets {
+            update_map(&map, queue, &(xsk_fd.as_raw_fd() as u32)).map_err(|e| {
+                failed(
+                    format_args!(
+                        "cannot put the AF_XDP socket of {iface} queue {queue} into the XSKMAP"
+                    ),
+                    e,
+                )
+            })?;
+        }
         let prog = load_program(&redirect_program(map.as_raw_fd()), "strobe_xsk", frags)?;
 
         let (link, mode, note) = match create_link(&prog, ifindex, XDP_FLAGS_DRV_MODE) {

@@ -90,6 +90,10 @@ pub struct AfXdpOptions {
     /// Load and attach strobe's XDP program and receive this queue's frames. Off by default:
     /// it takes every frame of the queue away from the kernel's stack.
     pub rx: bool,
+    /// With `rx`: attach the XDP program for this socket alone (true), or leave it to the
+    /// caller, which attaches one program for the sockets of several queues
+    /// ([`AfXdpRxQueues`]).
+    pub attach: bool,
 }
 
 impl Default for AfXdpOptions {
@@ -102,6 +106,7 @@ impl Default for AfXdpOptions {
             ring_size: 4096,
             need_wakeup: true,
             rx: false,
+            attach: true,
         }
     }
 }
@@ -626,15 +631,19 @@ impl AfXdpPort {
         let socket = Arc::new(socket);
         let rx = match rx {
             Some((ring, fill)) => {
-                let xdp = XdpAttachment::attach(
-                    &place.iface,
-                    facts.driver_name(),
-                    ifindex,
-                    place.queue,
-                    &socket.fd,
-                    layout.multi_buffer,
-                )?;
-                notes.extend(xdp.note.clone());
+                let xdp = if opts.attach {
+                    let xdp = XdpAttachment::attach(
+                        &place.iface,
+                        facts.driver_name(),
+                        ifindex,
+                        &[(place.queue, &socket.fd)],
+                        layout.multi_buffer,
+                    )?;
+                    notes.extend(xdp.note.clone());
+                    Some(xdp)
+                } else {
+                    None
+                };
                 Some(AfXdpRx {
                     ring,
                     fill,
@@ -1062,7 +1071,8 @@ impl Backend for AfXdpTx {
 pub struct AfXdpRx {
     ring: Consumer<libc::xdp_desc>,
     fill: Producer<u64>,
-    xdp: XdpAttachment,
+    /// The XDP program feeding this socket, when it has one of its own.
+    xdp: Option<XdpAttachment>,
     socket: Arc<Socket>,
     layout: Layout,
     place: Place,
@@ -1078,7 +1088,9 @@ pub struct AfXdpRx {
 impl AfXdpRx {
     /// Whether the XDP program runs in the driver (true) or in the generic SKB path.
     pub fn native_xdp(&self) -> bool {
-        self.xdp.mode == AttachMode::Native
+        self.xdp
+            .as_ref()
+            .is_some_and(|x| x.mode == AttachMode::Native)
     }
 
     /// Wakes the kernel to refill from the fill ring, if it asked for that.
@@ -1234,6 +1246,115 @@ impl Receiver for AfXdpRx {
         Ok(RxDrops {
             ring_full: stats.rx_dropped + stats.rx_ring_full,
         })
+    }
+}
+
+/// Every receive queue of an interface, an AF_XDP socket each, fed by one XDP program: a
+/// driver puts a frame on the queue it picks (veth puts XDP frames on the sending CPU's),
+/// and a receiver bound to one queue would not see the others'. The queues are polled in
+/// turn by one worker.
+pub struct AfXdpRxQueues {
+    // Field order is drop order: detach the program before the sockets close.
+    xdp: XdpAttachment,
+    queues: Vec<AfXdpRx>,
+    /// The queue polled first next time, so that none waits behind a busy one.
+    next: usize,
+}
+
+impl AfXdpRxQueues {
+    /// Opens a socket on each receive queue of `iface` (in `netns`) and attaches strobe's
+    /// program for all of them.
+    pub fn open(
+        iface: &str,
+        netns: Option<&str>,
+        opts: &AfXdpOptions,
+    ) -> Result<AfXdpRxQueues, IoError> {
+        let (queue_count, driver, ifindex) = in_netns(netns, || {
+            let facts = LinkFacts::query(iface);
+            let ifindex = sys::if_index(iface, netns)?;
+            Ok((
+                facts.rx_queues.unwrap_or(1).max(1),
+                facts.driver_name().to_string(),
+                ifindex,
+            ))
+        })?;
+        let per_queue = AfXdpOptions {
+            rx: true,
+            attach: false,
+            ..opts.clone()
+        };
+        let mut queues = Vec::with_capacity(queue_count as usize);
+        for queue in 0..queue_count {
+            let rx = AfXdpPort::open(iface, queue, netns, &per_queue)?
+                .split()
+                .1
+                .ok_or_else(|| {
+                    IoError::Other(format!(
+                        "afxdp:{iface}@{queue}: the socket has no receive side"
+                    ))
+                })?;
+            queues.push(rx);
+        }
+        let sockets: Vec<(u32, &OwnedFd)> = queues
+            .iter()
+            .map(|q| (q.place.queue, &q.socket.fd))
+            .collect();
+        let frags = queues.iter().any(|q| q.layout.multi_buffer);
+        let xdp = in_netns(netns, || {
+            XdpAttachment::attach(iface, &driver, ifindex, &sockets, frags)
+        })?;
+        Ok(AfXdpRxQueues {
+            xdp,
+            queues,
+            next: 0,
+        })
+    }
+}
+
+impl Receiver for AfXdpRxQueues {
+    fn describe(&self) -> String {
+        let first = &self.queues[0];
+        let place = match &first.place.netns {
+            Some(ns) => format!("{ns}/{}", first.place.iface),
+            None => first.place.iface.clone(),
+        };
+        format!(
+            "afxdp:{place} RX on all {} queues ({}, XDP {} via bpf_link, {} frames of {} bytes per queue; timestamps: strobe's CLOCK_REALTIME right after dequeue, XDP gives no kernel RX timestamp here)",
+            self.queues.len(),
+            first.mode.name(),
+            if self.xdp.mode == AttachMode::Native {
+                "native"
+            } else {
+                "generic"
+            },
+            first.layout.rx_frames,
+            first.layout.frame_size
+        )
+    }
+
+    fn poll<F>(&mut self, max: usize, mut each: F) -> Result<usize, IoError>
+    where
+        F: FnMut(&RxFrame<'_>),
+    {
+        let n = self.queues.len();
+        let mut delivered = 0;
+        for k in 0..n {
+            if delivered >= max {
+                break;
+            }
+            let q = (self.next + k) % n;
+            delivered += self.queues[q].poll(max - delivered, &mut each)?;
+        }
+        self.next = (self.next + 1) % n;
+        Ok(delivered)
+    }
+
+    fn drops(&mut self) -> Result<RxDrops, IoError> {
+        let mut total = RxDrops::default();
+        for q in &mut self.queues {
+            total.ring_full += q.drops()?.ring_full;
+        }
+        Ok(total)
     }
 }
 
