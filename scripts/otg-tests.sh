@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
-need_apt tcpdump iproute2 python3-venv
+# promtool (in Debian's prometheus) lints the server's /metrics exposition.
+need_apt tcpdump iproute2 python3-venv prometheus
 venv=target/otg-venv
 stamp="$venv/.requirements"
 if ! cmp -s tests/otg/requirements.txt "$stamp" 2>/dev/null; then

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod reply;
+mod scrape;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
@@ -94,6 +95,7 @@ pub fn router(options: ServeOptions) -> Router {
         .route("/monitor/metrics", post(get_metrics))
         .route("/monitor/capture", post(get_capture))
         .route("/capabilities/version", get(get_version))
+        .route("/metrics", get(get_prometheus))
         .route("/strobe/trains", post(run_trains))
         .route("/strobe/rfc2544", post(run_rfc2544))
         .route("/strobe/y1564", post(run_y1564))
@@ -827,6 +829,20 @@ async fn get_metrics(State(server): State<Arc<Server>>, headers: HeaderMap, body
         )),
     };
     reply.map(ok_json).map_err(|e| validation(vec![e]))
+}
+
+/// `GET /metrics`: Prometheus' text exposition of the config's ports and flows and the runs
+/// (see [`scrape`]). Works before any config (run counters only).
+async fn get_prometheus(State(server): State<Arc<Server>>) -> Response {
+    let text = {
+        let session = server.state.lock().await;
+        scrape::exposition(session.scenario.as_ref(), &session.runs)
+    };
+    (
+        [(axum::http::header::CONTENT_TYPE, scrape::CONTENT_TYPE)],
+        text,
+    )
+        .into_response()
 }
 
 fn no_config() -> OtgError {

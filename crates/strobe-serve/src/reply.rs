@@ -90,14 +90,14 @@ fn transmit(t: Transmit) -> &'static str {
 /// The counters of every flow of the config in its order, from the newest run that sends
 /// it (zeros for a flow no run sent), with the index of that run; each run's metrics are
 /// read once.
-struct Latest {
-    flows: Vec<(FlowMetrics, Option<usize>)>,
+pub(crate) struct Latest {
+    pub(crate) flows: Vec<(FlowMetrics, Option<usize>)>,
     /// Each run's own metrics, oldest first.
     runs: Vec<Metrics>,
 }
 
 impl Latest {
-    fn of(scenario: &Scenario, runs: &[Arc<RunHandle>]) -> Latest {
+    pub(crate) fn of(scenario: &Scenario, runs: &[Arc<RunHandle>]) -> Latest {
         let metrics: Vec<Metrics> = runs.iter().map(|r| r.metrics()).collect();
         let mut newest: HashMap<&str, (usize, &FlowMetrics)> = HashMap::new();
         for (i, m) in metrics.iter().enumerate() {
@@ -121,7 +121,7 @@ impl Latest {
 
     /// Port counters: one run's own (a receive port counts every frame it saw), or with
     /// flows from several runs, their flows' counters added up per port.
-    fn ports(&self, scenario: &Scenario) -> Vec<PortMetrics> {
+    pub(crate) fn ports(&self, scenario: &Scenario) -> Vec<PortMetrics> {
         let mut used: Vec<usize> = self.flows.iter().filter_map(|(_, i)| *i).collect();
         used.sort_unstable();
         used.dedup();
