@@ -39,6 +39,12 @@ pub struct ServeArgs {
     /// How long receivers keep counting after the last frame was sent, e.g. 200ms.
     #[arg(long, default_value = "500ms", value_parser = crate::values::positive_text)]
     drain: String,
+    /// Require this token from every client, for the API and /metrics alike
+    /// (`Authorization: Bearer TOKEN`, or in the location URL: http://strobe:TOKEN@HOST:PORT).
+    /// A server listening beyond loopback always requires one: without --token it makes one
+    /// up and prints it. At least 16 characters.
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
 }
 
 /// Reads `--location-map`: a TOML table of name → location.
@@ -69,6 +75,29 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         .unwrap_or_default();
     let drain_ns = strobe_timing::parse_duration_ns(&args.drain)
         .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", args.drain)))?;
+    if let Some(token) = args.token.as_deref() {
+        if token.len() < 16 || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(Failure::BadInput(
+                "--token: give at least 16 characters without spaces (e.g. the output of \
+                 `openssl rand -hex 16`), or leave it out to have one made up"
+                    .into(),
+            ));
+        }
+    }
+    // Beyond loopback the server is reachable by others: never without a token.
+    let token = match args.token {
+        Some(token) => Some(token),
+        None if strobe_serve::auth::needs_token(&args.listen) => {
+            Some(strobe_serve::auth::new_token())
+        }
+        None => None,
+    };
+    let token_note = token.as_ref().map(|t| {
+        format!(
+            "; every request needs the token {t} (Authorization: Bearer {t}, or \
+             snappi.api(location=\"SCHEME://strobe:{t}@ADDRESS\"))"
+        )
+    });
     let options = ServeOptions {
         plan: PlanOptions {
             lab_prefix: args.lab,
@@ -77,6 +106,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         },
         locations,
         no_extensions: args.no_extensions,
+        token,
     };
     let signals = signals::install()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -90,10 +120,11 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
     };
-    let announce = |scheme: &str, address: SocketAddr| {
+    let announce = move |scheme: &str, address: SocketAddr| {
         eprintln!(
             "strobe serve: Open Traffic Generator API on {scheme}://{address} (snappi: \
-             snappi.api(location=\"{scheme}://{address}\")); Ctrl-C stops"
+             snappi.api(location=\"{scheme}://{address}\")){}; Ctrl-C stops",
+            token_note.as_deref().unwrap_or_default()
         );
     };
     let cannot_listen = |e: std::io::Error| {

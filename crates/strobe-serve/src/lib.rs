@@ -7,6 +7,7 @@
 //! metrics request reads the run-control watcher's copy of the counters.
 #![forbid(unsafe_code)]
 
+pub mod auth;
 mod reply;
 mod scrape;
 
@@ -53,6 +54,8 @@ pub struct ServeOptions {
     /// Leave strobe's `x_strobe` detail out of flow metrics for every client (it is left
     /// out for gosnappi, which refuses fields the OTG model does not name, anyway).
     pub no_extensions: bool,
+    /// The token every request must carry (see [`auth`]); None: none is asked for.
+    pub token: Option<String>,
 }
 
 /// The server's state: the config last set and the runs started. Requests that change
@@ -84,12 +87,13 @@ struct Session {
 
 /// The server's routes.
 pub fn router(options: ServeOptions) -> Router {
+    let token: Option<Arc<str>> = options.token.as_deref().map(Arc::from);
     let server = Arc::new(Server {
         options,
         control: Mutex::new(()),
         state: Mutex::new(Session::default()),
     });
-    Router::new()
+    let routes = Router::new()
         .route("/config", post(set_config).get(get_config))
         .route("/control/state", post(set_control_state))
         .route("/monitor/metrics", post(get_metrics))
@@ -112,7 +116,14 @@ pub fn router(options: ServeOptions) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        .with_state(server)
+        .with_state(server);
+    match token {
+        Some(token) => routes.layer(axum::middleware::from_fn_with_state(
+            token,
+            auth::require_token,
+        )),
+        None => routes,
+    }
 }
 
 /// Serves on `listener` until `shutdown` completes; a run still going is stopped first.
