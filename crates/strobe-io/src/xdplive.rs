@@ -882,18 +882,7 @@ impl KernelGenerator for XdpLiveTx {
                 self.iface
             )));
         }
-        let size = xdp_gen::state_size(flow.fields.len());
-        let map = create_map(
-            BPF_MAP_TYPE_ARRAY,
-            size as u32,
-            1,
-            BPF_F_MMAPABLE,
-            "strobe_gen",
-        )
-        .map_err(|e| kernel_error("cannot create the state of xdp-live's generator", e))?;
-        let state = Mmap::shared(&map, size.next_multiple_of(4096), 0)
-            .map_err(|e| kernel_error("cannot map the state of xdp-live's generator", e))?;
-        write_state(&state, flow, self.held);
+        let (map, state) = state_map(flow, self.held)?;
         let prog = load_program(
             &xdp_gen::program(flow, map.as_raw_fd(), self._devmap.as_raw_fd()),
             "strobe_gen",
@@ -1008,18 +997,7 @@ pub fn generated_frames(flow: &KernelFlow, n: usize) -> Result<Vec<Vec<u8>>, IoE
     if let Some(why) = xdp_gen::refuses(flow, LIVE_FRAME_MAX) {
         return Err(IoError::Other(format!("cannot generate this flow: {why}")));
     }
-    let size = xdp_gen::state_size(flow.fields.len());
-    let map = create_map(
-        BPF_MAP_TYPE_ARRAY,
-        size as u32,
-        1,
-        BPF_F_MMAPABLE,
-        "strobe_gen",
-    )
-    .map_err(|e| kernel_error("cannot create the generator's state", e))?;
-    let state = Mmap::shared(&map, size.next_multiple_of(4096), 0)
-        .map_err(|e| kernel_error("cannot map the generator's state", e))?;
-    write_state(&state, flow, false);
+    let (map, _state) = state_map(flow, false)?;
     // An empty DEVMAP: the redirect fails, which the test mode does not act on anyway.
     let devmap = create_map(BPF_MAP_TYPE_DEVMAP, 4, 1, 0, "strobe_gen_dev")
         .map_err(|e| kernel_error("cannot create a DEVMAP", e))?;
@@ -1060,6 +1038,24 @@ fn seed_of(flow: &KernelFlow) -> Vec<u8> {
         seed[at..at + 8].copy_from_slice(&ns.to_be_bytes());
     }
     seed
+}
+
+/// The generator's state for `flow`: its one-value array, mapped, holding the initial state
+/// (generation held when `held`).
+fn state_map(flow: &KernelFlow, held: bool) -> Result<(OwnedFd, Mmap), IoError> {
+    let size = xdp_gen::state_size(flow.fields.len());
+    let map = create_map(
+        BPF_MAP_TYPE_ARRAY,
+        size as u32,
+        1,
+        BPF_F_MMAPABLE,
+        "strobe_gen",
+    )
+    .map_err(|e| kernel_error("cannot create the state of xdp-live's generator", e))?;
+    let state = Mmap::shared(&map, size.next_multiple_of(4096), 0)
+        .map_err(|e| kernel_error("cannot map the state of xdp-live's generator", e))?;
+    write_state(&state, flow, held);
+    Ok((map, state))
 }
 
 /// Writes the generator's initial state for `flow` into its mapped value.
