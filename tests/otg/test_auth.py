@@ -87,7 +87,8 @@ def test_beyond_loopback_a_token_is_made_up_and_required(lab):
         proc.wait(timeout=20)
 
 
-def test_a_short_token_is_refused():
-    out = subprocess.run([STROBE, "serve", "--listen", "127.0.0.1:0", "--token", "short"],
-                         capture_output=True, text=True, timeout=30)
-    assert out.returncode != 0 and "at least 16 characters" in out.stderr, out.stderr
+def test_a_token_that_cannot_travel_is_refused():
+    for bad in ["short", "with@and/in-a-url-0123", "nön-ascii-token-0123"]:
+        out = subprocess.run([STROBE, "serve", "--listen", "127.0.0.1:0", "--token", bad],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode != 0 and "at least 16 characters" in out.stderr, (bad, out.stderr)

@@ -42,7 +42,7 @@ pub struct ServeArgs {
     /// Require this token from every client, for the API and /metrics alike
     /// (`Authorization: Bearer TOKEN`, or in the location URL: http://strobe:TOKEN@HOST:PORT).
     /// A server listening beyond loopback always requires one: without --token it makes one
-    /// up and prints it. At least 16 characters.
+    /// up and prints it. At least 16 characters of A-Z, a-z, 0-9, `.`, `_`, `~`, `-`.
     #[arg(long, value_name = "TOKEN")]
     token: Option<String>,
 }
@@ -76,10 +76,12 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
     let drain_ns = strobe_timing::parse_duration_ns(&args.drain)
         .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", args.drain)))?;
     if let Some(token) = args.token.as_deref() {
-        if token.len() < 16 || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        // Characters that go into a header and a URL's password as they are.
+        let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '~' | '-');
+        if token.len() < 16 || !token.chars().all(plain) {
             return Err(Failure::BadInput(
-                "--token: give at least 16 characters without spaces (e.g. the output of \
-                 `openssl rand -hex 16`), or leave it out to have one made up"
+                "--token: give at least 16 characters of A-Z, a-z, 0-9, `.`, `_`, `~` and `-` \
+                 (e.g. the output of `openssl rand -hex 16`), or leave it out to have one made up"
                     .into(),
             ));
         }

@@ -654,10 +654,22 @@ pub fn run_port<B: Backend>(
                 .gen
                 .kernel_flow(frames, stamp)
                 .and_then(|f| generator.refuses(&f).map_or(Ok(f), Err));
-            match flow {
-                Ok(flow) => {
+            // Held from the start when the run starts paused.
+            generator.hold(
+                opts.pause
+                    .as_deref()
+                    .is_some_and(|p| p.load(Ordering::Relaxed)),
+            );
+            match flow.map(|flow| generator.start(&flow).map(|()| flow)) {
+                Ok(Ok(flow)) => {
                     let state = states.pop().expect("one flow state");
                     return Ok(run_in_kernel(port_name, backend, state, &flow, clock, opts, stop));
+                }
+                // The engine's ring path still works: fall back to it, saying why.
+                Ok(Err(e)) => {
+                    generation = Some(format!(
+                        "frames written by the engine: generating them in the kernel failed to start ({e})"
+                    ))
                 }
                 Err(why) => {
                     generation = Some(format!(
@@ -992,6 +1004,8 @@ fn run_in_kernel<B: Backend>(
         batch: 0,
         ..PortReport::default()
     };
+    // The generator runs already (started by the caller, which waited for its first frame):
+    // the run's time counts from here.
     let mut wall = WallClock::new(clock);
     let started = (clock.now_ticks(), wall.now_ns(clock));
     report.t0_unix_ns = Some(started.1);
@@ -1011,9 +1025,10 @@ fn run_in_kernel<B: Backend>(
             }
         ));
         report.tx_stamps = per_frame.then(|| generator.stamp_source());
-        run = run_generator(generator, flow, &mut state, clock, opts, stop, &mut report)
-            .map_err(|e| e.to_string());
-        ended = clock.now_ticks();
+        let (result, watched_until) =
+            run_generator(generator, &mut state, clock, opts, stop, &mut report);
+        run = result.map_err(|e| e.to_string());
+        ended = watched_until;
     }
     let (first, last) = match &run {
         Ok(r) => (r.first_ns, r.last_ns),
@@ -1039,9 +1054,9 @@ fn run_in_kernel<B: Backend>(
     report.frames = frames;
     report.bytes = frames * size;
     // From the first stamp to the last where frames carry their own, else the worker's
-    // view of the run (within the poll interval).
+    // view of the run (within the poll interval); a pause is not sending time.
     report.elapsed_ns = match (first, last) {
-        (Some(first), Some(last)) => last.saturating_sub(first),
+        (Some(first), Some(last)) => last.saturating_sub(first).saturating_sub(report.paused_ns),
         _ => clock
             .ticks_to_ns(ended.saturating_sub(started.0))
             .saturating_sub(report.paused_ns),
@@ -1058,25 +1073,21 @@ fn run_in_kernel<B: Backend>(
     report
 }
 
-/// Starts the generator and watches it until the flow's end, the time limit, `stop` or the
-/// flow's switch; holds it while the run is paused.
+/// Watches the running generator until the flow's end, the time limit, `stop` or the
+/// flow's switch, holding it while the run is paused; then stops it. Returns what it sent
+/// and when the watch ended (before the stop, which waits for the kernel).
 fn run_generator(
     generator: &mut dyn strobe_io::kernel_frames::KernelGenerator,
-    flow: &KernelFlow,
     state: &mut FlowState,
     clock: &Clock,
     opts: &RunOptions,
     stop: &AtomicBool,
     report: &mut PortReport,
-) -> Result<strobe_io::kernel_frames::KernelRun, strobe_io::IoError> {
+) -> (
+    Result<strobe_io::kernel_frames::KernelRun, strobe_io::IoError>,
+    u64,
+) {
     let size = state.fixed.map_or(0, |(size, _)| size as u64);
-    // Held from the start when the run starts paused.
-    let paused_at_start = opts
-        .pause
-        .as_deref()
-        .is_some_and(|p| p.load(Ordering::Relaxed));
-    generator.hold(paused_at_start);
-    generator.start(flow)?;
     let mut limit = opts
         .time_limit_ns
         .map(|ns| clock.now_ticks() + clock.ns_to_ticks(ns));
@@ -1117,7 +1128,8 @@ fn run_generator(
         }
         std::thread::sleep(KERNEL_POLL);
     }
-    generator.stop()
+    let watched_until = clock.now_ticks();
+    (generator.stop(), watched_until)
 }
 
 /// In coalesced runs, the sender counts as stalled when it was away (or a call took longer

@@ -509,10 +509,14 @@ fn open_afxdp_rx(iface: &str, queue: u32, netns: Option<&str>) -> Result<afxdp::
 impl AnyReceiver {
     /// Whether the frames this receiver's full ring refused also count in its interface's
     /// receive drops: an AF_XDP socket's ring refuses them in the driver's XDP redirect,
-    /// which drivers such as veth count as dropped on receive; AF_PACKET's ring refuses
+    /// which veth in native mode counts as dropped on receive; AF_PACKET's ring refuses
     /// them after the stack took them.
     pub fn ring_drops_count_at_interface(&self) -> bool {
-        matches!(self, AnyReceiver::AfXdp(_) | AnyReceiver::AfXdpQueues(_))
+        match self {
+            AnyReceiver::AfPacket(_) => false,
+            AnyReceiver::AfXdp(r) => r.ring_drops_count_at_interface(),
+            AnyReceiver::AfXdpQueues(r) => r.ring_drops_count_at_interface(),
+        }
     }
 
     /// Opens the receive side of a port location, with kernel or user-space timestamps.

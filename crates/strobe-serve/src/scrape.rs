@@ -101,8 +101,10 @@ pub fn exposition(scenario: Option<&Scenario>, runs: &[Arc<RunHandle>]) -> Strin
     families.push(started.family);
 
     if let Some(scenario) = scenario {
-        port_families(scenario, runs, &mut families);
-        flow_families(scenario, runs, &mut families);
+        // One snapshot for ports and flows alike, so that one scrape agrees with itself.
+        let latest = Latest::of(scenario, runs);
+        port_families(scenario, &latest, &mut families);
+        flow_families(&latest, runs, &mut families);
     }
     // Families without a sample (no ports yet) are not written: the format has no empty
     // family.
@@ -115,8 +117,8 @@ pub fn exposition(scenario: Option<&Scenario>, runs: &[Arc<RunHandle>]) -> Strin
     String::from_utf8(out).unwrap_or_default()
 }
 
-fn port_families(scenario: &Scenario, runs: &[Arc<RunHandle>], out: &mut Vec<MetricFamily>) {
-    let ports = Latest::of(scenario, runs).ports(scenario);
+fn port_families(scenario: &Scenario, latest: &Latest, out: &mut Vec<MetricFamily>) {
+    let ports = latest.ports(scenario);
     type Get = fn(&strobe_control::PortMetrics) -> u64;
     let counters: [(&str, &str, Get); 4] = [
         (
@@ -171,8 +173,7 @@ fn port_families(scenario: &Scenario, runs: &[Arc<RunHandle>], out: &mut Vec<Met
     }
 }
 
-fn flow_families(scenario: &Scenario, runs: &[Arc<RunHandle>], out: &mut Vec<MetricFamily>) {
-    let latest = Latest::of(scenario, runs);
+fn flow_families(latest: &Latest, runs: &[Arc<RunHandle>], out: &mut Vec<MetricFamily>) {
     let flows: Vec<_> = latest.flows.iter().map(|(m, run)| (m, *run)).collect();
     let labels = |m: &strobe_control::FlowMetrics| (m.name.clone(), m.tx_port.clone());
     type Get = fn(&strobe_control::FlowMetrics) -> u64;

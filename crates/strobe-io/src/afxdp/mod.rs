@@ -659,6 +659,7 @@ impl AfXdpPort {
                         Box::default()
                     },
                     gathered: 0,
+                    driver: facts.driver_name().to_string(),
                 })
             }
             None => None,
@@ -1083,6 +1084,8 @@ pub struct AfXdpRx {
     gather: Box<[u8]>,
     /// Bytes of the frame being gathered (its whole length, also beyond `gather`).
     gathered: usize,
+    /// The interface's driver.
+    driver: String,
 }
 
 impl AfXdpRx {
@@ -1091,6 +1094,13 @@ impl AfXdpRx {
         self.xdp
             .as_ref()
             .is_some_and(|x| x.mode == AttachMode::Native)
+    }
+
+    /// Whether the frames this socket's full ring refuses also count in the interface's
+    /// receive drops: veth counts a failed redirect in native XDP mode so; generic mode and
+    /// other drivers leave them out (or count them elsewhere).
+    pub fn ring_drops_count_at_interface(&self) -> bool {
+        self.native_xdp() && self.driver == "veth"
     }
 
     /// Wakes the kernel to refill from the fill ring, if it asked for that.
@@ -1272,11 +1282,13 @@ impl AfXdpRxQueues {
         let (queue_count, driver, ifindex) = in_netns(netns, || {
             let facts = LinkFacts::query(iface);
             let ifindex = sys::if_index(iface, netns)?;
-            Ok((
-                facts.rx_queues.unwrap_or(1).max(1),
-                facts.driver_name().to_string(),
-                ifindex,
-            ))
+            let queues = facts.rx_queues.filter(|&n| n > 0).ok_or_else(|| {
+                IoError::Other(format!(
+                    "afxdp:{iface}@*: cannot tell how many receive queues {iface} has (ethtool -l \
+                     does not say); name the queue: afxdp:{iface}@QUEUE"
+                ))
+            })?;
+            Ok((queues, facts.driver_name().to_string(), ifindex))
         })?;
         let per_queue = AfXdpOptions {
             rx: true,
@@ -1308,6 +1320,13 @@ impl AfXdpRxQueues {
             queues,
             next: 0,
         })
+    }
+}
+
+impl AfXdpRxQueues {
+    /// See [`AfXdpRx::ring_drops_count_at_interface`].
+    pub fn ring_drops_count_at_interface(&self) -> bool {
+        self.xdp.mode == AttachMode::Native && self.queues[0].driver == "veth"
     }
 }
 

@@ -1,0 +1,195 @@
+//! The engine's side of backends that generate frames themselves (xdp-live's kernel
+//! program), against a model backend: which runs it hands over (and with which stamp), the
+//! report it makes of them, and the fall-back to writing frames itself when the backend's
+//! generator cannot start. The kernel program itself is tested in tests/generator.rs.
+
+use std::sync::atomic::AtomicBool;
+
+use strobe_engine::{run_port, Clock, RunOptions};
+use strobe_io::kernel_frames::{KernelFlow, KernelGenerator, KernelRun, KernelStamp};
+use strobe_io::{Backend, BackendStats, IoError, TimeBase, TxBatch, TxSlot};
+use strobe_model::{load_scenario, FlowSpec, LatencyMode, NoFiles};
+
+/// A backend with a model generator: it "sends" a flow's frames at once when started, or
+/// refuses to start when `fail` says so.
+struct Generating {
+    slots: Vec<Box<[u8]>>,
+    engine_frames: u64,
+    fail: bool,
+    started: Option<KernelFlow>,
+    generated: u64,
+}
+
+impl Generating {
+    fn new(fail: bool) -> Generating {
+        Generating {
+            slots: (0..64)
+                .map(|_| vec![0u8; 2048].into_boxed_slice())
+                .collect(),
+            engine_frames: 0,
+            fail,
+            started: None,
+            generated: 0,
+        }
+    }
+}
+
+impl KernelGenerator for Generating {
+    fn refuses(&self, _: &KernelFlow) -> Option<String> {
+        None
+    }
+    fn start(&mut self, flow: &KernelFlow) -> Result<(), IoError> {
+        if self.fail {
+            return Err(IoError::Other("no live frames here".into()));
+        }
+        self.started = Some(flow.clone());
+        self.generated = flow.frames.unwrap_or(0);
+        Ok(())
+    }
+    fn generated(&self) -> u64 {
+        self.generated
+    }
+    fn done(&self) -> bool {
+        self.started.as_ref().is_some_and(|f| f.frames.is_some())
+    }
+    fn hold(&mut self, _: bool) {}
+    fn stop(&mut self) -> Result<KernelRun, IoError> {
+        Ok(KernelRun {
+            frames: self.generated,
+            first_ns: None,
+            last_ns: None,
+        })
+    }
+    fn stamp_source(&self) -> String {
+        "the model's".into()
+    }
+}
+
+impl Backend for Generating {
+    fn describe(&self) -> String {
+        "generating".into()
+    }
+    fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+    fn max_frame_len(&self) -> usize {
+        2048
+    }
+    fn time_base(&self) -> TimeBase {
+        TimeBase::RealTime
+    }
+    fn kernel_generator(&mut self) -> Option<&mut dyn KernelGenerator> {
+        Some(self)
+    }
+    fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
+    where
+        F: FnOnce(&mut [TxSlot<'_>]),
+    {
+        let mut batch = TxBatch::new();
+        strobe_io::slots_of(&mut self.slots, count, &mut batch);
+        fill(&mut batch);
+        self.engine_frames += batch.len() as u64;
+        Ok(batch.len())
+    }
+    fn finish(&mut self) -> Result<BackendStats, IoError> {
+        Ok(BackendStats {
+            frames: self.engine_frames + self.generated,
+            ..BackendStats::default()
+        })
+    }
+}
+
+fn flow(vary: &str, latency: bool) -> Vec<FlowSpec> {
+    let text = format!(
+        "[[ports]]\nname = \"p\"\nlocation = \"null\"\n\n[[ports]]\nname = \"q\"\nlocation = \"null\"\n\n[[flows]]\nname = \"f\"\ntx = \"p\"\nsize = 64\nduration = {{ fixed_packets = {{ packets = 1000 }} }}\n[[flows.packet]]\nethernet = {{}}\n[[flows.packet]]\nipv4 = {{ src = \"198.18.0.1\", dst = \"198.18.1.1\" }}\n[[flows.packet]]\nudp = {{ src_port = {vary}, dst_port = 2 }}\n"
+    );
+    let mut scenario = load_scenario(&text, "t.toml", &NoFiles).unwrap();
+    scenario.flows[0].rx_ports = vec!["q".into()];
+    scenario.flows[0].metrics.latency = latency.then_some(LatencyMode::StoreForward);
+    scenario.flows
+}
+
+fn run(
+    backend: &mut Generating,
+    flows: &[FlowSpec],
+    opts: RunOptions,
+) -> strobe_engine::PortReport {
+    run_port(
+        "p",
+        backend,
+        flows,
+        &Clock::monotonic(),
+        &opts,
+        None,
+        &AtomicBool::new(false),
+    )
+    .unwrap()
+}
+
+fn unpaced() -> RunOptions {
+    RunOptions {
+        unpaced: true,
+        ..RunOptions::default()
+    }
+}
+
+#[test]
+fn an_unpaced_counter_flow_is_handed_over_whole() {
+    let counting = "{ increment = { start = 1000, step = 1, count = 10 } }";
+    for (latency, per_frame) in [(true, true), (false, false)] {
+        let mut backend = Generating::new(false);
+        let report = run(&mut backend, &flow(counting, latency), unpaced());
+        let flow = backend.started.expect("the flow was handed over");
+        assert_eq!(flow.frames, Some(1000));
+        assert_eq!(flow.fields.len(), 1);
+        assert_eq!(flow.seq.map(|(_, start)| start), Some(0));
+        assert_eq!(
+            matches!(flow.stamp, Some((_, KernelStamp::PerFrame))),
+            per_frame,
+            "a stamp per frame only where latency is measured"
+        );
+        assert_eq!(backend.engine_frames, 0, "the engine wrote no frame");
+        assert!(report.in_kernel);
+        assert_eq!((report.frames, report.flows[0].frames), (1000, 1000));
+        assert_eq!(report.bytes, 64_000);
+        assert_eq!(report.tx_stamps.is_some(), per_frame, "{report:?}");
+        assert!(report
+            .generation
+            .unwrap()
+            .contains("generated in the kernel"));
+    }
+}
+
+#[test]
+fn what_the_generator_cannot_do_the_engine_does_and_says_why() {
+    // Random values: refused before starting.
+    let mut backend = Generating::new(false);
+    let random = "{ random = { min = 1, max = 9, seed = 1, count = 0 } }";
+    let report = run(&mut backend, &flow(random, true), unpaced());
+    assert!(backend.started.is_none());
+    assert_eq!(backend.engine_frames, 1000);
+    assert!(!report.in_kernel);
+    assert!(report.generation.unwrap().contains("random"));
+
+    // A generator that fails to start: the engine's frames after all.
+    let mut backend = Generating::new(true);
+    let report = run(&mut backend, &flow("7", true), unpaced());
+    assert_eq!((backend.engine_frames, report.frames), (1000, 1000));
+    assert!(!report.in_kernel);
+    assert!(report.generation.unwrap().contains("failed to start"));
+
+    // Paced runs, and --engine-frames, never hand the flow over.
+    for opts in [
+        RunOptions::default(),
+        RunOptions {
+            engine_frames: true,
+            ..unpaced()
+        },
+    ] {
+        let mut backend = Generating::new(false);
+        let report = run(&mut backend, &flow("7", true), opts);
+        assert!(backend.started.is_none());
+        assert_eq!(backend.engine_frames, 1000);
+        assert!(!report.in_kernel && report.generation.is_none());
+    }
+}
