@@ -78,7 +78,7 @@ def server_rate(args, api):
     control(api, "start")
     req = api.metrics_request()
     req.flow.flow_names = ["f0"]
-    replies_ms, raw_ms, window = [], [], []
+    replies_ms, raw_ms, prom_ms, window = [], [], [], []
     body = json.dumps({"choice": "flow", "flow": {"flow_names": ["f0"]}})
     session = requests.Session()
     started = time.perf_counter()
@@ -89,6 +89,10 @@ def server_rate(args, api):
         session.post(args.url + "/monitor/metrics", data=body,
                      headers={"Content-Type": "application/json"}).raise_for_status()
         raw_ms.append((time.perf_counter() - t) * 1e3)
+        # A Prometheus scrape of GET /metrics too, as a scraper would (every poll here).
+        t = time.perf_counter()
+        session.get(args.url + "/metrics").raise_for_status()
+        prom_ms.append((time.perf_counter() - t) * 1e3)
         t = time.perf_counter()
         m = api.get_metrics(req).flow_metrics[0]
         done = time.perf_counter()
@@ -101,7 +105,7 @@ def server_rate(args, api):
         time.sleep(0.05)
     control(api, "stop")
     (t0, f0), (t1, f1) = window[0], window[-1]
-    return (f1 - f0) / (t1 - t0), replies_ms, raw_ms
+    return (f1 - f0) / (t1 - t0), replies_ms, raw_ms, prom_ms
 
 
 def cmd_round(args):
@@ -109,12 +113,12 @@ def cmd_round(args):
     # Alternate which goes first, round by round.
     if args.round % 2:
         cli = cli_rate(args)
-        served, replies, raw = server_rate(args, api)
+        served, replies, raw, prom = server_rate(args, api)
     else:
-        served, replies, raw = server_rate(args, api)
+        served, replies, raw, prom = server_rate(args, api)
         cli = cli_rate(args)
     row = {"kind": "rate", "round": args.round, "cli_pps": cli, "serve_pps": served,
-           "metrics_reply_ms": replies, "metrics_http_ms": raw}
+           "metrics_reply_ms": replies, "metrics_http_ms": raw, "prometheus_ms": prom}
     with open(args.out, "a") as f:
         f.write(json.dumps(row) + "\n")
     print(f"round {args.round}: cli {cli:,.0f} pps, serve {served:,.0f} pps "
@@ -166,6 +170,7 @@ def cmd_summarize(args):
     starts = [r for r in rows if r["kind"] == "startup"]
     replies = sorted(ms for r in rates for ms in r["metrics_reply_ms"])
     raw = sorted(ms for r in rates for ms in r.get("metrics_http_ms", []))
+    prom = sorted(ms for r in rates for ms in r.get("prometheus_ms", []))
     ratios = [r["serve_pps"] / r["cli_pps"] for r in rates]
     cfg_first = [r["config_to_first_frame_ms"] for r in starts if r["config_to_first_frame_ms"]]
     start_first = [r["start_to_first_frame_ms"] for r in starts if r["start_to_first_frame_ms"]]
@@ -186,6 +191,12 @@ def cmd_summarize(args):
             "median": statistics.median(raw) if raw else None,
             "p99": raw[min(len(raw) - 1, int(0.99 * len(raw)))] if raw else None,
             "max": raw[-1] if raw else None,
+        },
+        "prometheus_ms": {
+            "n": len(prom),
+            "median": statistics.median(prom) if prom else None,
+            "p99": prom[min(len(prom) - 1, int(0.99 * len(prom)))] if prom else None,
+            "max": prom[-1] if prom else None,
         },
         "config_to_first_frame_ms_median": statistics.median(cfg_first) if cfg_first else None,
         "start_to_first_frame_ms_median": statistics.median(start_first) if start_first else None,
@@ -208,6 +219,10 @@ def cmd_markdown(args):
           f"{h['median']:.2f} ms, p99 {h['p99']:.2f} ms, max {h['max']:.2f} ms |")
     print(f"| the same through snappi's get_metrics (n={m['n']}) | median {m['median']:.2f} ms, "
           f"p99 {m['p99']:.2f} ms, max {m['max']:.2f} ms |")
+    p = s.get("prometheus_ms") or {}
+    if p.get("n"):
+        print(f"| a Prometheus scrape (`GET /metrics`) in the same polls (n={p['n']}) | median "
+              f"{p['median']:.2f} ms, p99 {p['p99']:.2f} ms, max {p['max']:.2f} ms |")
     print(f"| set_config (2 ports, 10 flows) to first frame (median of {s['startup_rounds']}) | "
           f"{s['config_to_first_frame_ms_median']:.1f} ms |")
     print(f"| start request to first frame | {s['start_to_first_frame_ms_median']:.1f} ms |")
