@@ -96,7 +96,7 @@ fn all_benchmarks_run_from_one_command_and_a_stop_keeps_what_ran() {
             "--loss-step",
             "25",
             "--max-rate",
-            "8kpps",
+            "7kpps",
             "--b2b-searches",
             "1",
             "--recovery-overload",
@@ -127,11 +127,12 @@ fn all_benchmarks_run_from_one_command_and_a_stop_keeps_what_ran() {
         .as_str()
         .unwrap()
         .contains("every received frame"));
-    // The highest rate was given: 8 kpps, about twice the shaper's 4.13 kpps.
+    // The highest rate was given: 7 kpps, 1.7 times the shaper's 4.13 kpps.
     assert_eq!(r["throughput"][0]["max_source"], "given");
-    // Loss: from 8 kpps down in 25 % steps until two steps lose nothing: 100 % loses about
-    // half, 75 % a quarter (less when the overloaded DUT also slows the sender, as it can
-    // on this VM), 50 % (4 kpps, below the shaper) and 25 % nothing.
+    // Loss: from 7 kpps down in 25 % steps until two steps lose nothing: 100 % loses about
+    // 40 %, 75 % a fifth (less when the overloaded DUT also slows the sender, as it can
+    // on this VM), 50 % (3.5 kpps, 85 % of the shaper) and 25 % nothing. (At 4 kpps, 97 %
+    // of the shaper, a sender that caught up after a stall overran its 10 ms queue in CI.)
     let curve = r["loss"][0]["points"].as_array().unwrap();
     let loads: Vec<f64> = curve
         .iter()
