@@ -66,10 +66,13 @@ class Server:
         self.port = _free_port()
         self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.log = open(f"/tmp/strobe-serve-{self.port}.log", "w+")
+        # Its runs are recorded in a history of its own (never the user's); --db overrides.
+        self.db = f"/tmp/strobe-serve-{self.port}.db"
         self.proc = subprocess.Popen(
             [STROBE, "serve", "--listen", f"127.0.0.1:{self.port}", "--lab", lab.prefix,
              "--drain", drain, *extra],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT,
+            env=dict(os.environ, STROBE_DB=self.db))
         deadline = time.time() + 20
         while time.time() < deadline:
             try:
@@ -93,6 +96,11 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.remove(self.db + suffix)
+            except FileNotFoundError:
+                pass
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,10 @@ use crate::lab_cmd::{rx_port_forms, TX_PORT_HELP};
 use crate::latency_out::{self, LatencyOutputs};
 use crate::outputs::{self, write_file, WriteFailures};
 use crate::results::{print_convoys, print_latency, print_summary, print_verdicts, Status};
+use crate::runs_cmd;
 use crate::signals;
 use strobe_control::calibration::Correction;
+use strobe_control::history::{Provenance, Recorder};
 
 /// Flows up to which `--latency-html` alone collects latency over time (see `execute`).
 const HTML_OVER_TIME_MAX_FLOWS: usize = 64;
@@ -138,6 +140,8 @@ pub struct GenArgs {
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    #[command(flatten)]
+    history: crate::runs_cmd::HistoryArgs,
     /// Write per-flow results as CSV to FILE.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
@@ -244,8 +248,10 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
         .map(strobe_control::calibration::load)
         .transpose()?;
     check_outputs(&args)?;
+    let mut recorder = args.history.recorder()?;
+    let provenance = runs_cmd::provenance("gen");
     if !args.rates.is_empty() {
-        return sweep(&args, correction.as_ref());
+        return sweep(&args, correction.as_ref(), &mut recorder, &provenance);
     }
     let (scenario, pacing) = load(&args)?;
     let (scenario, report) = execute(&args, scenario, pacing)?;
@@ -263,10 +269,23 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
     if let Some(path) = &args.trains_csv {
         failures.note(write_file(path, results.trains_csv().as_bytes()));
     }
+    let signal = signals::install()?.signal();
+    let record = runs_cmd::engine_record(
+        &provenance,
+        signal,
+        config(&args, None),
+        &scenario,
+        &report,
+        &results,
+    );
+    let recorded = runs_cmd::keep(&mut recorder, &record);
     print_summary(&results);
     print_latency(&results);
     print_convoys(&results);
     print_verdicts(&results);
+    if let Some(line) = recorded {
+        println!("{line}");
+    }
     for failure in &results.failures {
         failures.note(Err(Failure::Runtime(failure.clone())));
     }
@@ -276,6 +295,22 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
         failures.note(check_max_loss(args.max_loss, &results));
     }
     failures.outcome(signals.outcome())
+}
+
+/// What the history records as a run's config: the command line's arguments, and the
+/// scenario file's text as it was when the run started (and the rate of a sweep's step).
+fn config(args: &GenArgs, sweep_rate: Option<&str>) -> serde_json::Value {
+    let file = args.scenario.as_ref().map(|path| {
+        serde_json::json!({
+            "path": path,
+            "text": std::fs::read_to_string(path).ok(),
+        })
+    });
+    serde_json::json!({
+        "args": std::env::args().skip(1).collect::<Vec<_>>(),
+        "scenario_file": file,
+        "sweep_rate": sweep_rate,
+    })
 }
 
 /// `--max-loss` judges finished runs only: a run a signal stopped lost the frames still in
@@ -333,7 +368,12 @@ fn check_max_loss(max_loss: Option<f64>, results: &Results) -> Result<(), Failur
 }
 
 /// `--rates`: one run per rate, then latency against load.
-fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure> {
+fn sweep(
+    args: &GenArgs,
+    correction: Option<&Correction>,
+    recorder: &mut Recorder,
+    provenance: &Provenance,
+) -> Result<(), Failure> {
     if args.scenario.is_some() {
         return Err(Failure::BadInput(
             "--rates sweeps the one-flow options' --rate; for a scenario file, run it once per rate".into(),
@@ -362,8 +402,21 @@ fn sweep(args: &GenArgs, correction: Option<&Correction>) -> Result<(), Failure>
         println!("== offered load {rate}");
         let (scenario, report) = execute(args, scenario, pacing)?;
         let results = Results::new(&scenario, &report, correction);
+        // Each rate is a run of its own in the history, its rate in its config.
+        let record = runs_cmd::engine_record(
+            provenance,
+            signals.signal(),
+            config(args, Some(rate)),
+            &scenario,
+            &report,
+            &results,
+        );
+        let recorded = runs_cmd::keep(recorder, &record);
         print_latency(&results);
         print_verdicts(&results);
+        if let Some(line) = recorded {
+            println!("{line}");
+        }
         runs.push(SweepStep {
             rate: rate.clone(),
             point: results.load_point(&scenario),

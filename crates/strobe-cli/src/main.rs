@@ -15,6 +15,7 @@ mod ports_cmd;
 mod reflect_cmd;
 mod results;
 mod rfc2544_cmd;
+mod runs_cmd;
 mod serve_cmd;
 mod signals;
 mod trains_cmd;
@@ -68,6 +69,9 @@ enum Command {
     /// ITU-T Y.1564 service activation: per service the configuration steps up to its CIR,
     /// CIR + EIR and a policing step, then all services at once; pass/fail per step.
     Y1564(y1564_cmd::Y1564Args),
+    /// The run history: every run recorded (list, show, compare latency distributions,
+    /// export, import, label, delete).
+    Runs(runs_cmd::RunsArgs),
 }
 
 fn main() -> ExitCode {
@@ -118,6 +122,7 @@ fn main() -> ExitCode {
         Command::Trains(args) => trains_cmd::run(args),
         Command::Rfc2544(args) => rfc2544_cmd::run(args),
         Command::Y1564(args) => y1564_cmd::run(args),
+        Command::Runs(args) => runs_cmd::run(args),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

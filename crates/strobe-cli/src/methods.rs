@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use clap::Args;
+use strobe_control::history::Recorder;
 use strobe_control::rfc2544::{TrialRun, TrialRunner};
 use strobe_control::PlanOptions;
 use strobe_model::Scenario;
@@ -83,4 +84,22 @@ pub fn write_outputs(files: &[Output<'_>]) -> WriteFailures {
         }
     }
     failures
+}
+
+/// Records a methodology's whole report in the run history (config: its command line);
+/// returns the line that says where, for the end of the output.
+pub fn record_report(
+    recorder: &mut Recorder,
+    kind: &str,
+    report: &impl serde::Serialize,
+    outcome: String,
+) -> Option<String> {
+    let record = strobe_control::history::method_record(
+        &crate::runs_cmd::provenance(kind),
+        &outcome,
+        serde_json::json!({ "args": std::env::args().skip(1).collect::<Vec<_>>() }),
+        serde_json::to_value(report).unwrap_or_default(),
+        Default::default(),
+    );
+    crate::runs_cmd::keep(recorder, &record)
 }

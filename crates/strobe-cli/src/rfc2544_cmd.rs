@@ -50,6 +50,8 @@ pub struct Rfc2544Args {
     which: Which,
     #[command(flatten)]
     ports: MethodPorts,
+    #[command(flatten)]
+    history: crate::runs_cmd::HistoryArgs,
     /// UDP flow SRC:PORT-DST:PORT (default: the lab's generator to its sink).
     #[arg(long, default_value = "198.18.0.1:1000-198.18.1.1:2000")]
     udp: String,
@@ -220,6 +222,7 @@ pub fn run(args: Rfc2544Args) -> Result<(), Failure> {
         ("--csv", args.csv.as_deref()),
     ])?;
     let request = args.spec().request(&args.ports.lab)?;
+    let mut recorder = args.history.recorder()?;
     let mut trials = Trials(Terminal::new(&args.ports.lab, args.quiet));
     let signals = signals::install()?;
     let report = run_benchmarks(&request, &signals.stop, &mut trials)?;
@@ -233,6 +236,8 @@ pub fn run(args: Rfc2544Args) -> Result<(), Failure> {
             strobe_analyze::rfc2544_plot::html_report("strobe rfc2544", &report.figures())
         }),
     ]);
+    let outcome = crate::runs_cmd::outcome(signals.signal(), report.failure.as_slice());
+    let recorded = crate::methods::record_report(&mut recorder, "rfc2544", &report, outcome);
     print_report(&report);
     if let Some(f) = &report.failure {
         failures.note(Err(Failure::Runtime(f.clone())));
@@ -242,6 +247,9 @@ pub fn run(args: Rfc2544Args) -> Result<(), Failure> {
             "interrupted after {} trials: the results above are from the trials that ran",
             report.trials
         );
+    }
+    if let Some(line) = recorded {
+        println!("{line}");
     }
     failures.outcome(signals.outcome())
 }

@@ -36,6 +36,8 @@ pub struct ServeArgs {
     /// which refuses fields the model does not name, it is always left out).
     #[arg(long)]
     no_extensions: bool,
+    #[command(flatten)]
+    history: crate::runs_cmd::HistoryArgs,
     /// How long receivers keep counting after the last frame was sent, e.g. 200ms.
     #[arg(long, default_value = "500ms", value_parser = crate::values::positive_text)]
     drain: String,
@@ -100,6 +102,16 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
              snappi.api(location=\"SCHEME://strobe:{t}@ADDRESS\"))"
         )
     });
+    // Opened once here so that a --db that cannot be written fails at start, not at the
+    // first run's end; each recording opens it again (off the request's way).
+    let history = args
+        .history
+        .recorder()?
+        .path()
+        .map(|path| strobe_serve::RunHistory {
+            path: path.to_owned(),
+            build: crate::runs_cmd::build(),
+        });
     let options = ServeOptions {
         plan: PlanOptions {
             lab_prefix: args.lab,
@@ -109,6 +121,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         locations,
         no_extensions: args.no_extensions,
         token,
+        history,
     };
     let signals = signals::install()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -70,6 +70,8 @@ struct LengthsArgs {
 struct CommonArgs {
     #[command(flatten)]
     ports: MethodPorts,
+    #[command(flatten)]
+    history: crate::runs_cmd::HistoryArgs,
     /// UDP flow SRC:PORT-DST:PORT (default: the lab's generator to its sink).
     #[arg(long, default_value = "198.18.0.1:1000-198.18.1.1:2000")]
     udp: String,
@@ -148,6 +150,7 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
         ("--html", common.html.as_deref()),
     ])?;
     let request = spec.request(&common.ports.lab)?;
+    let mut recorder = common.history.recorder()?;
     let drain_ns = strobe_timing::parse_duration_ns(&common.drain)
         .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", common.drain)))?;
     let mut terminal = Terminal::new(&common.ports.lab, common.quiet);
@@ -172,7 +175,21 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
             strobe_analyze::trains_plot::html_report(&title, &report_figures(&report))
         }),
     ]);
+    let step_failures: Vec<String> = report
+        .steps
+        .iter()
+        .flat_map(|s| {
+            s.failures
+                .iter()
+                .map(|f| format!("{}: {f}", s.step.label()))
+        })
+        .collect();
+    let outcome = crate::runs_cmd::outcome(signals.signal(), &step_failures);
+    let recorded = crate::methods::record_report(&mut recorder, "trains", &report, outcome);
     print_report(&report);
+    if let Some(line) = recorded {
+        println!("{line}");
+    }
     for s in &report.steps {
         for w in &s.warnings {
             eprintln!("warning: {}: {w}", s.step.label());

@@ -31,6 +31,8 @@ pub struct Y1564Args {
     services_file: Option<PathBuf>,
     #[command(flatten)]
     ports: MethodPorts,
+    #[command(flatten)]
+    history: crate::runs_cmd::HistoryArgs,
     /// Traffic time of each configuration step (Y.1564 suggests 60s).
     #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = crate::values::positive_text)]
     step: String,
@@ -159,6 +161,7 @@ pub fn run(args: Y1564Args) -> Result<(), Failure> {
         ("--html", args.html.as_deref()),
     ])?;
     let request = args.spec()?.request(&args.ports.lab)?;
+    let mut recorder = args.history.recorder()?;
     let mut terminal = Terminal::new(&args.ports.lab, args.quiet);
     let signals = signals::install()?;
     let report = run_y1564(&request, &signals.stop, &mut terminal)?;
@@ -175,7 +178,16 @@ pub fn run(args: Y1564Args) -> Result<(), Failure> {
             )
         }),
     ]);
+    let outcome = match crate::runs_cmd::outcome(signals.signal(), report.failure.as_slice()) {
+        done if done == "completed" && report.pass => "completed: PASS".to_owned(),
+        done if done == "completed" => "completed: FAIL".to_owned(),
+        other => other,
+    };
+    let recorded = crate::methods::record_report(&mut recorder, "y1564", &report, outcome);
     print_report(&report);
+    if let Some(line) = recorded {
+        println!("{line}");
+    }
     if let Some(f) = &report.failure {
         failures.note(Err(Failure::Runtime(format!("a step failed to run: {f}"))));
     } else if !report.pass && !signals.stop.load(Ordering::Relaxed) {

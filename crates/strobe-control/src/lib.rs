@@ -13,10 +13,12 @@
 //!   sweeps) with the bottleneck's prediction beside the measurement.
 //! - [`results`]: a finished run's [`Results`], one serde schema for every front end, with
 //!   the run's warnings collected; [`calibration`] files that correct their latency.
+//! - [`history`]: a run as the run history (strobe-history's SQLite database) records it.
 #![forbid(unsafe_code)]
 
 pub mod calibration;
 pub mod capture;
+pub mod history;
 pub mod otg;
 pub mod pcap_space;
 pub mod plan;
@@ -31,7 +33,9 @@ pub mod y1564;
 
 pub use plan::{prepare, Pacing, Plan, PlanOptions};
 pub use results::Results;
-pub use run::{start, FlowMetrics, Metrics, PortMetrics, RunHandle, RunState, Transmit};
+pub use run::{
+    start, start_then, FlowMetrics, Metrics, PortMetrics, RunEnd, RunHandle, RunState, Transmit,
+};
 
 /// Why a plan cannot run or a run failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -162,7 +162,27 @@ pub struct RunHandle {
 }
 
 /// Starts `plan` and returns at once; `stop` ends it early (results are kept).
-pub fn start(mut plan: Plan) -> Result<RunHandle, ControlError> {
+pub fn start(plan: Plan) -> Result<RunHandle, ControlError> {
+    start_then(plan, |_| {})
+}
+
+/// How a run ended, for whoever [`start_then`] was given.
+pub struct RunEnd<'a> {
+    pub scenario: &'a Scenario,
+    /// The engine's report, or why the run failed.
+    pub report: Result<&'a RunReport, &'a ControlError>,
+    pub results: Option<&'a Results>,
+    /// [`RunHandle::stop`] ended it (not its own end).
+    pub stopped: bool,
+}
+
+/// [`start`], and `after` is called on the run's watcher thread (never a worker) once the
+/// run is over, before the handle's [`RunHandle::wait`] or drop returns: for work with the
+/// final results that must not be lost when the handle goes (recording the run).
+pub fn start_then(
+    mut plan: Plan,
+    after: impl FnOnce(RunEnd<'_>) + Send + 'static,
+) -> Result<RunHandle, ControlError> {
     let stop = Arc::new(AtomicBool::new(false));
     let pause = Arc::new(AtomicBool::new(false));
     plan.options.pause = Some(pause.clone());
@@ -185,7 +205,7 @@ pub fn start(mut plan: Plan) -> Result<RunHandle, ControlError> {
         std::thread::Builder::new()
             .name("run-control".into())
             .spawn(move || {
-                let result = run_blocking(&plan, stop, TICK_NS, &mut |tick| {
+                let result = run_blocking(&plan, stop.clone(), TICK_NS, &mut |tick| {
                     let mut v = lock(&view);
                     if let Some(pacing) = tick.ready {
                         v.pacing = pacing.to_vec();
@@ -207,18 +227,26 @@ pub fn start(mut plan: Plan) -> Result<RunHandle, ControlError> {
                     .as_ref()
                     .ok()
                     .map(|report| Arc::new(Results::new(&scenario, report, None)));
-                let mut v = lock(&view);
-                match &result {
-                    Ok(report) => {
-                        v.state = RunState::Finished;
-                        v.report = Some(report.clone());
-                        v.results = results;
-                    }
-                    Err(e) => {
-                        v.state = RunState::Failed;
-                        v.error = Some(e.to_string());
+                {
+                    let mut v = lock(&view);
+                    match &result {
+                        Ok(report) => {
+                            v.state = RunState::Finished;
+                            v.report = Some(report.clone());
+                            v.results = results.clone();
+                        }
+                        Err(e) => {
+                            v.state = RunState::Failed;
+                            v.error = Some(e.to_string());
+                        }
                     }
                 }
+                after(RunEnd {
+                    scenario: &scenario,
+                    report: result.as_ref().map(|r| &**r),
+                    results: results.as_deref(),
+                    stopped: stop.load(Ordering::Relaxed),
+                });
                 result
             })
             .map_err(|e| {

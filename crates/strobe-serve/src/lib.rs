@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+mod record;
 mod reply;
 mod scrape;
 
@@ -32,6 +33,7 @@ use strobe_control::{ControlError, PlanOptions, RunHandle, RunState};
 use strobe_model::Scenario;
 use tokio::sync::Mutex;
 
+pub use record::RunHistory;
 use reply::{error, internal, ok_json, validation, OtgError};
 
 /// What a handler answers: a JSON reply or an OTG error.
@@ -56,6 +58,8 @@ pub struct ServeOptions {
     pub no_extensions: bool,
     /// The token every request must carry (see [`auth`]); None: none is asked for.
     pub token: Option<String>,
+    /// Where runs started through the server are recorded (None: nowhere).
+    pub history: Option<RunHistory>,
 }
 
 /// The server's state: the config last set and the runs started. Requests that change
@@ -306,7 +310,7 @@ async fn run_trains(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
              shaper, baseline)"
         )])
     })?;
-    run_method(&server, move |options| {
+    run_method(&server, "trains", &body, move |options| {
         let request = spec.request(&options.lab_prefix)?;
         let never = AtomicBool::new(false);
         let mut runner = EngineRunner { options };
@@ -337,7 +341,7 @@ async fn run_rfc2544(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
              recovery_window, recovery_slice)"
         )])
     })?;
-    run_method(&server, move |options| {
+    run_method(&server, "rfc2544", &body, move |options| {
         let request = spec.request(&options.lab_prefix)?;
         let never = AtomicBool::new(false);
         strobe_control::rfc2544::run_benchmarks(&request, &never, &mut EngineRunner { options })
@@ -357,7 +361,7 @@ async fn run_y1564(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
              ir_tolerance_pct)"
         )])
     })?;
-    run_method(&server, move |options| {
+    run_method(&server, "y1564", &body, move |options| {
         let request = spec.request(&options.lab_prefix)?;
         let never = AtomicBool::new(false);
         strobe_control::y1564::run_y1564(&request, &never, &mut EngineRunner { options })
@@ -368,7 +372,7 @@ async fn run_y1564(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
 /// Runs a methodology to its end, off the async workers; its report is the reply. Config
 /// and control requests wait for it; metrics do not (there are none of it). Refused while
 /// traffic runs: the method's own runs would compete with it for the ports.
-async fn run_method<T, F>(server: &Server, method: F) -> Reply
+async fn run_method<T, F>(server: &Server, kind: &str, body: &Bytes, method: F) -> Reply
 where
     T: serde::Serialize + Send + 'static,
     F: FnOnce(PlanOptions) -> Result<T, ControlError> + Send + 'static,
@@ -389,12 +393,27 @@ where
         ));
     }
     let options = server.options.plan.clone();
-    let report = blocking(move || method(options))
-        .await?
-        .map_err(control_error)?;
-    let value = serde_json::to_value(&report)
-        .map_err(|e| internal(vec![format!("cannot encode the report: {e}")]))?;
-    Ok(ok_json(value))
+    let started = strobe_history::now_unix_ns();
+    let outcome = blocking(move || method(options)).await?;
+    let encoded: Result<Value, String> = match &outcome {
+        Ok(report) => {
+            serde_json::to_value(report).map_err(|e| format!("cannot encode the report: {e}"))
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    if let Some(history) = server.options.history.clone() {
+        let request = serde_json::from_slice(body).unwrap_or(Value::Null);
+        let (kind, recorded) = (kind.to_owned(), encoded.clone());
+        blocking(move || {
+            let report = recorded.as_ref().map_err(String::as_str);
+            record::method(Some(&history), &kind, request, started, report)
+        })
+        .await?;
+    }
+    match outcome {
+        Err(e) => Err(control_error(e)),
+        Ok(_) => encoded.map(ok_json).map_err(|m| internal(vec![m])),
+    }
 }
 
 /// Runs a methodology's scenarios as any run of the server's: the server's options, the
@@ -554,9 +573,20 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
             }
             let subset = select_flows(scenario, &flow_names);
             let options = server.options.plan.clone();
+            let after = record::after_run(
+                server.options.history.clone(),
+                server.state.lock().await.config.clone(),
+                match flow_names.is_empty() {
+                    true => "POST /control/state flow_transmit start".to_owned(),
+                    false => format!(
+                        "POST /control/state flow_transmit start {}",
+                        flow_names.join(",")
+                    ),
+                },
+            );
             let started = blocking(move || {
                 let plan = strobe_control::prepare(subset, &options)?;
-                let handle = strobe_control::start(plan)?;
+                let handle = strobe_control::start_then(plan, after)?;
                 // Ports are opened and probed before the first frame: wait for that, so
                 // a port that cannot be opened is this request's error.
                 while handle.metrics().state == RunState::Starting && !handle.is_finished() {

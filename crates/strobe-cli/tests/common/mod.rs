@@ -6,8 +6,15 @@ pub mod lab;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The strobe under test. Its runs are recorded in a history under the build's scratch
+/// folder (shared by every test, as a user's is by their runs), never the user's own.
 pub fn strobe() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_strobe"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_strobe"));
+    command.env(
+        "STROBE_DB",
+        concat!(env!("CARGO_TARGET_TMPDIR"), "/runs.db"),
+    );
+    command
 }
 
 pub fn examples_dir() -> PathBuf {

@@ -1,0 +1,276 @@
+//! Several runs' latency side by side: a percentile table (one column per run and flow) and
+//! their CCDFs overlaid on one log-scale figure, from the stored histograms.
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use strobe_analyze::latency::{LatencyStats, PERCENTILES};
+use strobe_analyze::plot::ccdf_svg;
+
+use crate::{rfc3339, StoredRun};
+
+/// One distribution in a comparison: a flow of a run.
+pub struct Series {
+    pub run_id: i64,
+    pub flow: String,
+    /// `#ID flow`, with the run's label when it has one.
+    pub name: String,
+    pub hist: Histogram<u64>,
+    pub stats: LatencyStats,
+}
+
+/// The distributions of the runs compared, in the order the runs were given.
+pub struct Comparison {
+    pub series: Vec<Series>,
+    /// One line per run: id, when, what ran.
+    pub runs: Vec<String>,
+}
+
+/// Collects the histograms of `runs` (only flow `flow` when given). Fails with a message
+/// when a run has no latency to compare, or the flow asked for.
+pub fn compare(runs: &[StoredRun], flow: Option<&str>) -> Result<Comparison, String> {
+    let mut series = Vec::new();
+    let mut lines = Vec::new();
+    for run in runs {
+        let r = &run.record;
+        lines.push(format!(
+            "#{} {} {}{}: {}",
+            run.id,
+            rfc3339(r.started_unix_ns),
+            r.kind,
+            r.label
+                .as_deref()
+                .map(|l| format!(" [{l}]"))
+                .unwrap_or_default(),
+            r.command
+        ));
+        let mut found = 0;
+        for h in r
+            .histograms
+            .iter()
+            .filter(|h| flow.is_none_or(|f| f == h.flow))
+        {
+            let hist = h.decode().ok_or_else(|| {
+                format!(
+                    "run {}: the histogram of flow {:?} does not decode",
+                    run.id, h.flow
+                )
+            })?;
+            let Some(stats) = LatencyStats::from_histogram(&hist) else {
+                continue;
+            };
+            found += 1;
+            let label = r
+                .label
+                .as_deref()
+                .map(|l| format!(" ({l})"))
+                .unwrap_or_default();
+            series.push(Series {
+                run_id: run.id,
+                flow: h.flow.clone(),
+                name: format!("#{} {}{label}", run.id, h.flow),
+                hist,
+                stats,
+            });
+        }
+        if found == 0 {
+            return Err(match flow {
+                Some(f) => format!(
+                    "run {} has no latency for flow {f:?} (its flows with latency: {})",
+                    run.id,
+                    flow_names(run)
+                ),
+                None => format!(
+                    "run {} measured no latency (no flow of it had a receiver and \
+                     instrumented frames), so there is nothing to compare",
+                    run.id
+                ),
+            });
+        }
+    }
+    Ok(Comparison {
+        series,
+        runs: lines,
+    })
+}
+
+fn flow_names(run: &StoredRun) -> String {
+    let names: Vec<&str> = run
+        .record
+        .histograms
+        .iter()
+        .map(|h| h.flow.as_str())
+        .collect();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The table's rows for one series: (label, µs with 3 decimals, or "-" for a percentile
+/// its frames are too few to resolve).
+fn cells(stats: &LatencyStats) -> Vec<(&'static str, String)> {
+    stats
+        .rows()
+        .iter()
+        .map(|&(label, ns)| {
+            let resolved = PERCENTILES
+                .iter()
+                .find(|(name, _)| *name == label)
+                .is_none_or(|&(_, q)| stats.resolves(q));
+            let cell = match resolved {
+                true => format!("{:.3}", ns / 1e3),
+                false => "-".to_owned(),
+            };
+            (label, cell)
+        })
+        .collect()
+}
+
+impl Comparison {
+    /// The percentile table as text, latencies in µs; a column per series.
+    pub fn table(&self) -> String {
+        let width = self
+            .series
+            .iter()
+            .map(|s| s.name.chars().count())
+            .max()
+            .unwrap_or(0)
+            .clamp(12, 40);
+        let mut out = String::new();
+        let _ = write!(out, "{:<10}", "µs");
+        for s in &self.series {
+            let name: String = s.name.chars().take(width).collect();
+            let _ = write!(out, " {name:>width$}");
+        }
+        out.push('\n');
+        let _ = write!(out, "{:<10}", "frames");
+        for s in &self.series {
+            let _ = write!(out, " {:>width$}", s.stats.count);
+        }
+        out.push('\n');
+        let columns: Vec<_> = self.series.iter().map(|s| cells(&s.stats)).collect();
+        for (row, (name, _)) in columns.first().into_iter().flatten().enumerate() {
+            let _ = write!(out, "{name:<10}");
+            for column in &columns {
+                let _ = write!(out, " {:>width$}", column[row].1);
+            }
+            out.push('\n');
+        }
+        out += "(\"-\": too few frames to resolve that percentile)\n";
+        out
+    }
+
+    /// The CCDFs overlaid: one standalone SVG.
+    pub fn svg(&self) -> String {
+        let curves: Vec<(&str, &Histogram<u64>)> = self
+            .series
+            .iter()
+            .map(|s| (s.name.as_str(), &s.hist))
+            .collect();
+        ccdf_svg("latency CCDF of the runs compared", &curves)
+    }
+
+    /// A self-contained page: the runs, the table and the overlaid CCDFs.
+    pub fn html(&self) -> String {
+        let mut out = String::from(
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>strobe: runs compared\
+             </title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:\
+             collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}\
+             th:first-child,td:first-child{text-align:left}</style></head><body>\n\
+             <h1>Runs compared</h1>\n<ul>\n",
+        );
+        for line in &self.runs {
+            let _ = writeln!(out, "<li>{}</li>", escape(line));
+        }
+        out += "</ul>\n<p>Latency of every instrumented frame, from each run's stored \
+                HdrHistogram (3 significant digits), in µs; \"-\": too few frames to resolve that \
+                percentile.</p>\n<table><tr><th></th>";
+        for s in &self.series {
+            let _ = write!(out, "<th>{}</th>", escape(&s.name));
+        }
+        out += "</tr>\n<tr><td>frames</td>";
+        for s in &self.series {
+            let _ = write!(out, "<td>{}</td>", s.stats.count);
+        }
+        out += "</tr>\n";
+        let columns: Vec<_> = self.series.iter().map(|s| cells(&s.stats)).collect();
+        for (row, (name, _)) in columns.first().into_iter().flatten().enumerate() {
+            let _ = write!(out, "<tr><td>{name}</td>");
+            for column in &columns {
+                let _ = write!(out, "<td>{}</td>", column[row].1);
+            }
+            out += "</tr>\n";
+        }
+        out += "</table>\n";
+        out += &self.svg();
+        out += "\n</body></html>\n";
+        out
+    }
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::record;
+
+    #[test]
+    fn the_table_reads_each_runs_histogram() {
+        let a = StoredRun {
+            id: 1,
+            record: record("gen", "a", &[("f1", &[1_000, 2_000, 3_000])]),
+        };
+        let b = StoredRun {
+            id: 2,
+            record: record(
+                "gen",
+                "b",
+                &[("f1", &[10_000, 10_000]), ("f2", &[20_000, 20_000])],
+            ),
+        };
+        let c = compare(&[a, b], None).unwrap();
+        assert_eq!(
+            c.series.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            ["#1 f1", "#2 f1", "#2 f2"]
+        );
+        let table = c.table();
+        let p50: Vec<&str> = table
+            .lines()
+            .find(|l| l.starts_with("p50 "))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(p50, ["p50", "2.000", "10.007", "20.015"]);
+        // Three frames resolve p50 and p90, not p99 (it would just be the maximum).
+        let p99 = table.lines().find(|l| l.starts_with("p99 ")).unwrap();
+        assert_eq!(
+            p99.split_whitespace().collect::<Vec<_>>(),
+            ["p99", "-", "-", "-"]
+        );
+        assert!(c.html().contains("<svg") && c.svg().contains("#2 f2"));
+    }
+
+    #[test]
+    fn a_run_without_latency_or_flow_is_named() {
+        let a = StoredRun {
+            id: 4,
+            record: record("rfc2544", "a", &[]),
+        };
+        let err = compare(std::slice::from_ref(&a), None).err().unwrap();
+        assert!(err.contains("run 4 measured no latency"), "{err}");
+        let b = StoredRun {
+            id: 5,
+            record: record("gen", "b", &[("f1", &[5])]),
+        };
+        let err = compare(&[b], Some("f9")).err().unwrap();
+        assert!(err.contains("flow \"f9\"") && err.contains("f1"), "{err}");
+    }
+}

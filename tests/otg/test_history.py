@@ -1,0 +1,104 @@
+"""Runs started through `strobe serve` land in the run history: a snappi traffic run (with its
+OTG config, its results and every flow's latency histogram, decoded here by HdrHistogram's
+Python implementation and checked against snappi's own metrics), a run the server's shutdown
+stops, and a methodology run through strobe's endpoint."""
+import json
+import subprocess
+import time
+
+import requests
+import snappi
+from hdrh.histogram import HdrHistogram
+
+from conftest import STROBE, Server
+from otg_helpers import add_flow, base_config, flow_metrics, run_to_end, transmit
+
+
+def runs(db, *args):
+    out = subprocess.run([STROBE, "runs", "--db", db, *args], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def wait_for_runs(db, n, timeout=20):
+    """The history's runs once there are `n` (a run is recorded by its watcher once over)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        rows = json.loads(runs(db, "list", "--json", "--limit", "0"))
+        if len(rows) >= n:
+            return rows
+        time.sleep(0.2)
+    raise AssertionError(f"{n} runs expected in the history, found {rows}")
+
+
+def test_server_runs_are_recorded_with_config_results_and_histograms(lab, tmp_path):
+    db = str(tmp_path / "runs.db")
+    server = Server(lab, extra=("--db", db))
+    try:
+        api = snappi.api(location=server.url, verify=False)
+        cfg = base_config(api, lab)
+        f = add_flow(cfg, "timed", packets=3000, pps=10000, size=256)
+        f.packet.ethernet().ipv4().udp()
+        f.metrics.latency.enable = True
+        f.metrics.latency.mode = f.metrics.latency.STORE_FORWARD
+        api.set_config(cfg)
+        final = run_to_end(api, ["timed"])["timed"]
+        assert final.frames_rx == 3000, final
+
+        rows = wait_for_runs(db, 1)
+        row = rows[0]
+        assert (row["kind"], row["origin"]) == ("otg", "api"), row
+        assert row["command"] == "POST /control/state flow_transmit start timed", row
+        assert row["summary"]["frames_tx"] == 3000 and row["summary"]["frames_rx"] == 3000, row
+        run = json.loads(runs(db, "show", str(row["id"]), "--json"))
+        # The config as the client sent it, and the results' schema of `strobe gen --json`.
+        assert run["config"]["flows"][0]["name"] == "timed", run["config"]
+        assert run["config"]["flows"][0]["duration"]["fixed_packets"]["packets"] == 3000
+        assert run["results"]["flows"][0]["frames_rx"] == 3000
+        assert "kernel" in run["timestamp_sources"]["timed"]["rx"], run["timestamp_sources"]
+        # The stored histogram, decoded independently, holds every frame, and its extremes
+        # are snappi's latency figures within the histogram's precision (3 digits).
+        [hist] = run["histograms"]
+        h = HdrHistogram.decode(hist["encoded"])
+        assert h.get_total_count() == 3000
+        lat = final.latency
+        assert abs(h.get_max_value() - lat.maximum_ns) <= lat.maximum_ns * 1e-3 + 1, (
+            h.get_max_value(), lat.maximum_ns)
+        assert abs(h.get_min_value() - lat.minimum_ns) <= lat.minimum_ns * 1e-3 + 1, (
+            h.get_min_value(), lat.minimum_ns)
+        assert abs(h.get_mean_value() - lat.average_ns) <= lat.average_ns * 2e-3 + 1
+
+        # A run without an end, still going when the server is told to stop: recorded as
+        # stopped, with what it sent.
+        cfg = base_config(api, lab)
+        f = add_flow(cfg, "endless", pps=5000, size=128)
+        f.packet.ethernet().ipv4().udp()
+        api.set_config(cfg)
+        transmit(api, "start", ["endless"])
+        deadline = time.time() + 10
+        while flow_metrics(api, ["endless"])["endless"].frames_tx < 1000:
+            assert time.time() < deadline, "the endless flow did not send"
+            time.sleep(0.1)
+    finally:
+        server.stop()
+    assert server.proc.returncode == 0, server.output()
+    rows = wait_for_runs(db, 2, timeout=1)
+    assert rows[1]["outcome"] == "stopped", rows[1]
+    assert rows[1]["summary"]["frames_tx"] >= 1000, rows[1]
+
+
+def test_a_methodology_through_the_server_is_recorded(lab, tmp_path):
+    db = str(tmp_path / "runs.db")
+    server = Server(lab, extra=("--db", db))
+    try:
+        body = {"experiment": "convoy", "size": 256, "trains": 4, "frames": 8, "gap": "2ms",
+                "rx": f"afpacket:{lab.rx_netns}/{lab.rx_iface}"}
+        reply = requests.post(f"{server.url}/strobe/trains", json=body, timeout=60)
+        assert reply.status_code == 200, reply.text
+        [row] = wait_for_runs(db, 1)
+        assert (row["kind"], row["origin"], row["outcome"]) == ("trains", "api", "completed")
+        run = json.loads(runs(db, "show", str(row["id"]), "--json"))
+        assert run["config"] == body
+        assert run["results"] == reply.json()
+    finally:
+        server.stop()
