@@ -68,6 +68,32 @@ def test_server_runs_are_recorded_with_config_results_and_histograms(lab, tmp_pa
             h.get_min_value(), lat.minimum_ns)
         assert abs(h.get_mean_value() - lat.average_ns) <= lat.average_ns * 2e-3 + 1
 
+        # The same history over HTTP (strobe's endpoints beside OTG's), as the CLI has it.
+        listed = requests.get(f"{server.url}/strobe/runs", params={"limit": 0}, timeout=10)
+        assert listed.status_code == 200, listed.text
+        assert listed.json() == json.loads(runs(db, "list", "--json", "--limit", "0"))
+        one = requests.get(f"{server.url}/strobe/runs/{row['id']}", timeout=10).json()
+        assert one == run
+        cmp = requests.get(f"{server.url}/strobe/runs/compare",
+                           params={"ids": f"{row['id']},{row['id']}"}, timeout=10).json()
+        assert [s["name"] for s in cmp["series"]] == [f"#{row['id']} timed"] * 2, cmp
+        series = cmp["series"][0]
+        assert series["stats"]["count"] == 3000
+        assert series["stats"]["p50_ns"] == h.get_value_at_percentile(50)
+        # CCDF points: latency rising, the fraction slower falling to 0 at the maximum.
+        xs = [p[0] for p in series["ccdf"]]
+        ys = [p[1] for p in series["ccdf"]]
+        assert xs == sorted(xs) and ys == sorted(ys, reverse=True) and ys[-1] == 0
+        assert xs[-1] == h.get_max_value()
+        for path, code, text in [("/strobe/runs/999", 404, "no run 999"),
+                                 ("/strobe/runs/abc", 400, "not a run id"),
+                                 ("/strobe/runs?limit=many", 400, "limit `many`"),
+                                 ("/strobe/runs?colour=red", 400, "colour"),
+                                 ("/strobe/runs/compare", 400, "ids=1,2")]:
+            bad = requests.get(server.url + path, timeout=10)
+            assert bad.status_code == code and text in bad.text, (path, bad.text)
+            assert bad.json()["kind"] == "validation"
+
         # A run without an end, still going when the server is told to stop: recorded as
         # stopped, with what it sent.
         cfg = base_config(api, lab)
@@ -100,5 +126,9 @@ def test_a_methodology_through_the_server_is_recorded(lab, tmp_path):
         run = json.loads(runs(db, "show", str(row["id"]), "--json"))
         assert run["config"] == body
         assert run["results"] == reply.json()
+        # Deleted over HTTP: gone from the list.
+        gone = requests.delete(f"{server.url}/strobe/runs/{row['id']}", timeout=10)
+        assert gone.status_code == 200, gone.text
+        assert requests.get(f"{server.url}/strobe/runs", timeout=10).json() == []
     finally:
         server.stop()

@@ -128,7 +128,43 @@ fn cells(stats: &LatencyStats) -> Vec<(&'static str, String)> {
         .collect()
 }
 
+impl Series {
+    /// The CCDF as (latency in ns, fraction of frames slower), one point per recorded
+    /// bucket (its highest value); the last point's fraction is 0.
+    pub fn ccdf(&self) -> Vec<(u64, f64)> {
+        let total = self.hist.len().max(1);
+        let mut at_or_below = 0u64;
+        self.hist
+            .iter_recorded()
+            .map(|bucket| {
+                at_or_below += bucket.count_since_last_iteration();
+                let above = total.saturating_sub(at_or_below);
+                (bucket.value_iterated_to(), above as f64 / total as f64)
+            })
+            .collect()
+    }
+}
+
 impl Comparison {
+    /// The comparison as JSON for a browser to draw: the runs, and per series its
+    /// statistics and CCDF points (`[latency_ns, fraction slower]`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let series: Vec<serde_json::Value> = self
+            .series
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "run_id": s.run_id,
+                    "flow": s.flow,
+                    "name": s.name,
+                    "stats": s.stats,
+                    "ccdf": s.ccdf(),
+                })
+            })
+            .collect();
+        serde_json::json!({ "runs": self.runs, "series": series })
+    }
+
     /// The percentile table as text, latencies in µs; a column per series.
     pub fn table(&self) -> String {
         let width = self
@@ -256,6 +292,14 @@ mod tests {
             ["p99", "-", "-", "-"]
         );
         assert!(c.html().contains("<svg") && c.svg().contains("#2 f2"));
+        // The CCDF: every frame above the first bucket but the last, none above the last.
+        let ccdf = c.series[0].ccdf();
+        assert_eq!(ccdf.len(), 3);
+        assert_eq!(ccdf[0], (1000, 2.0 / 3.0));
+        assert_eq!(ccdf[2].1, 0.0);
+        let j = c.to_json();
+        assert_eq!(j["series"][2]["name"], "#2 f2");
+        assert_eq!(j["series"][0]["ccdf"][1][1], 1.0 / 3.0);
     }
 
     #[test]

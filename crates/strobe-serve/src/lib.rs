@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+mod history_api;
 mod record;
 mod reply;
 mod scrape;
@@ -107,6 +108,12 @@ pub fn router(options: ServeOptions) -> Router {
         .route("/strobe/trains", post(run_trains))
         .route("/strobe/rfc2544", post(run_rfc2544))
         .route("/strobe/y1564", post(run_y1564))
+        .route("/strobe/runs", get(history_api::list))
+        .route("/strobe/runs/compare", get(history_api::compare))
+        .route(
+            "/strobe/runs/{id}",
+            get(history_api::show).delete(history_api::delete),
+        )
         // The fallbacks read the body too: one left unread makes the connection close, and a
         // client's next request on it (keep-alive) fail.
         .fallback(|_: Bytes| async {
