@@ -595,6 +595,7 @@ fn execute(
         seq_start: args.seq_start,
         measure_latency: !args.no_latency,
         latency_interval_ns,
+        live_latency: false,
         engine_frames: args.engine_frames,
     };
     let view = StatusView {

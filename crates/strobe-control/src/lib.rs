@@ -34,7 +34,8 @@ pub mod y1564;
 pub use plan::{prepare, Pacing, Plan, PlanOptions};
 pub use results::Results;
 pub use run::{
-    start, start_then, FlowMetrics, Metrics, PortMetrics, RunEnd, RunHandle, RunState, Transmit,
+    start, start_then, FlowMetrics, IntervalLatency, Metrics, PortMetrics, RunEnd, RunHandle,
+    RunState, Transmit,
 };
 
 /// Why a plan cannot run or a run failed.

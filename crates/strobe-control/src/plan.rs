@@ -41,6 +41,9 @@ pub struct PlanOptions {
     pub measure_latency: bool,
     /// Keep each flow's latency per interval of this length too (interval logs).
     pub latency_interval_ns: Option<u64>,
+    /// Show those intervals live ([`crate::RunHandle::latency_intervals`]) instead of
+    /// keeping them in the report (a server's runs: no end to bound their number).
+    pub live_latency: bool,
     /// Write every frame in the engine, even where the backend could generate the flow
     /// itself (`xdp-live`'s kernel program).
     pub engine_frames: bool,
@@ -64,6 +67,7 @@ impl Default for PlanOptions {
             seq_start: 0,
             measure_latency: true,
             latency_interval_ns: None,
+            live_latency: false,
             engine_frames: engine.engine_frames,
         }
     }
@@ -174,6 +178,7 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
         run_tag: options.run_tag,
         seq_start: options.seq_start,
         latency_interval_ns: options.latency_interval_ns,
+        live_latency_intervals: options.live_latency,
         locations: Some(locations),
         engine_frames: options.engine_frames,
         ..RunOptions::default()

@@ -141,6 +141,76 @@ struct LiveView {
     results: Option<Arc<Results>>,
     /// Why it failed, when it did.
     error: Option<String>,
+    /// Each flow's latency per interval, oldest first (live runs, see
+    /// [`crate::PlanOptions::live_latency`]), at most [`MAX_LIVE_INTERVALS`].
+    intervals: Vec<IntervalLatency>,
+    /// Intervals dropped from the front to keep within the bound.
+    intervals_dropped: u64,
+}
+
+/// Latency intervals a run keeps for its live view (the oldest go first): an hour of one
+/// flow at 500 ms, or a minute of 120 flows.
+pub const MAX_LIVE_INTERVALS: usize = 7200;
+
+/// One flow's latency during one interval of a live run, in ns.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct IntervalLatency {
+    /// Its position among the run's intervals so far (a cursor for `since`).
+    pub index: u64,
+    pub flow: String,
+    /// Start of the interval, CLOCK_REALTIME ns.
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub frames: u64,
+    pub min_ns: f64,
+    pub p50_ns: f64,
+    pub p90_ns: f64,
+    pub p99_ns: f64,
+    pub p99_9_ns: f64,
+    pub max_ns: f64,
+}
+
+impl LiveView {
+    /// Decodes finished intervals into the live series (on the watcher thread).
+    fn add_intervals(
+        &mut self,
+        scenario: &Scenario,
+        intervals: &[strobe_engine::intervals::EncodedInterval],
+    ) {
+        for i in intervals {
+            let Some(hist) = strobe_analyze::latency::decode_histogram(&i.encoded) else {
+                continue;
+            };
+            let Some(stats) = strobe_analyze::latency::LatencyStats::from_histogram(&hist) else {
+                continue;
+            };
+            let flow = scenario
+                .flows
+                .iter()
+                .find(|f| f.id == i.flow_id)
+                .map(|f| f.name.clone())
+                .unwrap_or_else(|| format!("flow {}", i.flow_id));
+            let index = self.intervals_dropped + self.intervals.len() as u64;
+            self.intervals.push(IntervalLatency {
+                index,
+                flow,
+                start_ns: i.start_ns,
+                duration_ns: i.duration_ns,
+                frames: stats.count,
+                min_ns: stats.min_ns,
+                p50_ns: stats.p50_ns,
+                p90_ns: stats.p90_ns,
+                p99_ns: stats.p99_ns,
+                p99_9_ns: stats.p99_9_ns,
+                max_ns: stats.max_ns,
+            });
+        }
+        if self.intervals.len() > MAX_LIVE_INTERVALS {
+            let excess = self.intervals.len() - MAX_LIVE_INTERVALS;
+            self.intervals.drain(..excess);
+            self.intervals_dropped += excess as u64;
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -198,8 +268,11 @@ pub fn start_then(
         report: None,
         results: None,
         error: None,
+        intervals: Vec::new(),
+        intervals_dropped: 0,
     }));
     let scenario = Arc::new(plan.scenario.clone());
+    let live_latency = plan.options.live_latency_intervals;
     let thread = {
         let (stop, view, scenario) = (stop.clone(), view.clone(), scenario.clone());
         std::thread::Builder::new()
@@ -210,6 +283,9 @@ pub fn start_then(
                     if let Some(pacing) = tick.ready {
                         v.pacing = pacing.to_vec();
                         return;
+                    }
+                    if !tick.intervals.is_empty() {
+                        v.add_intervals(&scenario, tick.intervals);
                     }
                     v.state = RunState::Running;
                     if tick.started {
@@ -231,6 +307,10 @@ pub fn start_then(
                     let mut v = lock(&view);
                     match &result {
                         Ok(report) => {
+                            // A live run's last intervals finished after its last tick.
+                            if live_latency {
+                                v.add_intervals(&scenario, &report.latency_intervals);
+                            }
                             v.state = RunState::Finished;
                             v.report = Some(report.clone());
                             v.results = results.clone();
@@ -342,6 +422,14 @@ impl RunHandle {
             v.last.as_ref(),
             v.previous.as_ref(),
         )
+    }
+
+    /// Each flow's latency per interval from `since` (an [`IntervalLatency::index`]) on, for
+    /// a run with live latency intervals; empty for others.
+    pub fn latency_intervals(&self, since: u64) -> Vec<IntervalLatency> {
+        let v = lock(&self.view);
+        let skip = since.saturating_sub(v.intervals_dropped) as usize;
+        v.intervals.iter().skip(skip).cloned().collect()
     }
 
     /// The engine's full report once the run has finished well (None before).

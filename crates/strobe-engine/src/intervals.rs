@@ -108,6 +108,12 @@ impl IntervalCollector {
         }
     }
 
+    /// The intervals finished so far, handed out (a live view): the report will not hold
+    /// them.
+    pub fn take_finished(&mut self) -> Vec<EncodedInterval> {
+        std::mem::take(&mut self.done)
+    }
+
     pub fn extend(&mut self, snapshots: impl Iterator<Item = Snapshot>) {
         for s in snapshots {
             self.add(s);

@@ -267,6 +267,9 @@ pub struct Tick<'a> {
     pub elapsed_ns: u64,
     pub flows: &'a [live::FlowSnapshot],
     pub rx_other: u64,
+    /// Per-flow latency intervals finished since the last tick, when the run hands them
+    /// to its watcher ([`RunOptions::live_latency_intervals`]); empty otherwise.
+    pub intervals: &'a [intervals::EncodedInterval],
 }
 
 /// Runs every port of the scenario: a receive worker for each port that some flow names as
@@ -406,6 +409,7 @@ pub fn run_scenario(
             elapsed_ns: 0,
             flows: &[],
             rx_other: 0,
+            intervals: &[],
         });
     }
     let ids = next_id;
@@ -602,6 +606,7 @@ pub fn run_scenario(
             elapsed_ns: 0,
             flows: &vec![live::FlowSnapshot::default(); n_flows],
             rx_other: 0,
+            intervals: &[],
         });
         // Watch until every transmitter is done, from a core no transmitter spins on.
         let _off_tx_cores = pin::KeepOff::cores(&tx_cores);
@@ -619,12 +624,17 @@ pub fn run_scenario(
                 for (id, snap) in live.snapshot().iter().enumerate() {
                     flows[parent[id] as usize].add(snap);
                 }
+                let fresh = match (&mut collector, opts.live_latency_intervals) {
+                    (Some(c), true) => c.take_finished(),
+                    _ => Vec::new(),
+                };
                 on_tick(&Tick {
                     ready: None,
                     started: false,
                     elapsed_ns,
                     flows: &flows,
                     rx_other: live.rx_other.load(Ordering::Relaxed),
+                    intervals: &fresh,
                 });
             }
         }

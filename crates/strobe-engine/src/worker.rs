@@ -77,6 +77,9 @@ pub struct RunOptions {
     pub hardware_timestamps: bool,
     /// Keep each flow's latency per interval of this length too (interval logs).
     pub latency_interval_ns: Option<u64>,
+    /// Hand each finished interval to the watcher's next tick (a live view) rather than
+    /// keep it for the report; the report keeps only those finished after the last tick.
+    pub live_latency_intervals: bool,
     /// Receive workers never yield their core (user-space receive timestamps, as on AF_XDP,
     /// then do not wait for a worker's wake-up).
     pub rx_busy_poll: bool,
@@ -118,6 +121,7 @@ impl Default for RunOptions {
             tx_workers: 1,
             hardware_timestamps: false,
             latency_interval_ns: None,
+            live_latency_intervals: false,
             rx_busy_poll: false,
             run_tag: None,
             seq_start: 0,

@@ -44,6 +44,11 @@ type Reply = Result<Response, OtgError>;
 /// value as a version range that its own version must fall in).
 pub const API_SPEC_VERSION: &str = "^1.58.0";
 
+/// Runs with at most this many flows show their latency per interval live.
+const LIVE_LATENCY_MAX_FLOWS: usize = 64;
+/// The length of those intervals.
+const LIVE_LATENCY_INTERVAL_NS: u64 = 500_000_000;
+
 /// Largest request body taken (a config of 65 536 flows is about 50 MB of JSON).
 const MAX_BODY: usize = 128 << 20;
 
@@ -108,6 +113,7 @@ pub fn router(options: ServeOptions) -> Router {
         .route("/strobe/trains", post(run_trains))
         .route("/strobe/rfc2544", post(run_rfc2544))
         .route("/strobe/y1564", post(run_y1564))
+        .route("/strobe/latency", get(live_latency))
         .route("/strobe/runs", get(history_api::list))
         .route("/strobe/runs/compare", get(history_api::compare))
         .route(
@@ -448,6 +454,36 @@ impl TrialRunner for EngineRunner {
     }
 }
 
+/// strobe's own endpoint: each flow's latency per 500 ms interval (min, p50, p90, p99,
+/// p99.9, max, frames) of the runs the server holds, those starting after `since`
+/// (CLOCK_REALTIME ns; 0 or none: all kept), oldest first. For runs of at most 64 flows;
+/// intervals appear about a second after they end (receivers may lag one).
+async fn live_latency(
+    State(server): State<Arc<Server>>,
+    axum::extract::Query(query): axum::extract::Query<HashMap<String, String>>,
+) -> Reply {
+    let since = match query.get("since").map(|s| s.parse::<u64>()) {
+        None => 0,
+        Some(Ok(ns)) => ns,
+        Some(Err(_)) => {
+            return Err(validation(vec![
+                "latency: since must be a time in ns since the Unix epoch (0: all)".into(),
+            ]))
+        }
+    };
+    let runs = server.state.lock().await.runs.clone();
+    let mut intervals: Vec<strobe_control::IntervalLatency> = runs
+        .iter()
+        .flat_map(|r| r.latency_intervals(0))
+        .filter(|i| i.start_ns > since)
+        .collect();
+    intervals.sort_by_key(|i| i.start_ns);
+    Ok(ok_json(json!({
+        "interval_ns": LIVE_LATENCY_INTERVAL_NS,
+        "intervals": intervals,
+    })))
+}
+
 async fn get_config(State(server): State<Arc<Server>>) -> Response {
     let session = server.state.lock().await;
     ok_json(session.config.clone().unwrap_or_else(|| json!({})))
@@ -579,7 +615,13 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                 stop_and_wait(run.clone()).await?;
             }
             let subset = select_flows(scenario, &flow_names);
-            let options = server.options.plan.clone();
+            let mut options = server.options.plan.clone();
+            // Latency per interval for live views (GET /strobe/latency); each interval copies
+            // every flow's histogram on the receive path, so only for a few flows.
+            if subset.flows.len() <= LIVE_LATENCY_MAX_FLOWS {
+                options.latency_interval_ns = Some(LIVE_LATENCY_INTERVAL_NS);
+                options.live_latency = true;
+            }
             let after = record::after_run(
                 server.options.history.clone(),
                 server.state.lock().await.config.clone(),
