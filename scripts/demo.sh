@@ -5,6 +5,9 @@
 # strobe under sudo when not root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
+# The dashboard's chart library (strobe serve), embedded by the build.
+need_web
 cargo build --release --quiet -p strobe-cli
 if [ "$(id -u)" -eq 0 ]; then
     exec target/release/strobe demo "$@"

@@ -6,8 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
-# promtool (in Debian's prometheus) lints the server's /metrics exposition.
-need_apt tcpdump iproute2 python3-venv prometheus
+# promtool (in Debian's prometheus) lints the server's /metrics exposition; the dashboard
+# is tested in Debian's chromium through its chromedriver.
+need_apt tcpdump iproute2 python3-venv prometheus chromium chromium-driver
+need_web
 venv=target/otg-venv
 stamp="$venv/.requirements"
 if ! cmp -s tests/otg/requirements.txt "$stamp" 2>/dev/null; then

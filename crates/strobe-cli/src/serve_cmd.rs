@@ -96,6 +96,11 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         }
         None => None,
     };
+    // The page takes the token from its address's fragment (never sent over the wire).
+    let dashboard_token = token
+        .as_ref()
+        .map(|t| format!("#token={t}"))
+        .unwrap_or_default();
     let token_note = token.as_ref().map(|t| {
         format!(
             "; every request needs the token {t} (Authorization: Bearer {t}, or \
@@ -141,6 +146,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
              snappi.api(location=\"{scheme}://{address}\")){}; Ctrl-C stops",
             token_note.as_deref().unwrap_or_default()
         );
+        eprintln!("strobe serve: dashboard on {scheme}://{address}/{dashboard_token}");
     };
     let cannot_listen = |e: std::io::Error| {
         if e.kind() == std::io::ErrorKind::InvalidInput {

@@ -12,6 +12,7 @@ mod history_api;
 mod record;
 mod reply;
 mod scrape;
+mod web;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -113,7 +114,13 @@ pub fn router(options: ServeOptions) -> Router {
         .route("/strobe/trains", post(run_trains))
         .route("/strobe/rfc2544", post(run_rfc2544))
         .route("/strobe/y1564", post(run_y1564))
+        .route("/", get(web::index))
+        .route("/ui/app.js", get(web::app_js))
+        .route("/ui/app.css", get(web::app_css))
+        .route("/ui/uPlot.iife.min.js", get(web::uplot_js))
+        .route("/ui/uPlot.min.css", get(web::uplot_css))
         .route("/strobe/latency", get(live_latency))
+        .route("/strobe/config-toml", post(set_config_toml))
         .route("/strobe/runs", get(history_api::list))
         .route("/strobe/runs/compare", get(history_api::compare))
         .route(
@@ -279,13 +286,41 @@ async fn set_config(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
         .await?
     };
     let read = read.map_err(|errors| validation(errors.0))?;
-    // Checked as a run would be (lab ports, MACs, options), so that a config that cannot
-    // run is refused here, with the reason.
+    install_config(&server, read.scenario, read.warnings, read.captures, config).await
+}
+
+/// strobe's own endpoint beside OTG's: a strobe scenario in TOML (as `strobe gen` reads
+/// from a file) as the config, checked as `POST /config` checks an OTG one. `GET /config`
+/// then answers `{"x_strobe_toml": TEXT}`. Files a scenario names are read relative to
+/// the server's working directory.
+async fn set_config_toml(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
+    let text = String::from_utf8(body.to_vec())
+        .map_err(|_| validation(vec!["the TOML scenario is not UTF-8 text".into()]))?;
+    let _control = server.control.lock().await;
+    let (read, text) = blocking(move || {
+        let res = strobe_control::source::FileResources::cwd();
+        let read = strobe_model::load_scenario(&text, "scenario.toml", &res);
+        (read, text)
+    })
+    .await?;
+    let scenario = read.map_err(|e| validation(vec![e.to_string()]))?;
+    let config = json!({ "x_strobe_toml": text });
+    install_config(&server, scenario, Vec::new(), Vec::new(), config).await
+}
+
+/// Checks `scenario` as a run would be checked (lab ports, MACs, options) and makes it the
+/// server's config, stopping what runs; the reply lists the warnings.
+async fn install_config(
+    server: &Arc<Server>,
+    scenario: Scenario,
+    mut warnings: Vec<String>,
+    captures: Vec<(String, CaptureFormat)>,
+    config: Value,
+) -> Reply {
     let options = server.options.plan.clone();
-    let scenario = read.scenario.clone();
-    let mut warnings = read.warnings;
+    let checked_scenario = scenario.clone();
     let checked = blocking(move || {
-        let plan = strobe_control::prepare(scenario, &options)?;
+        let plan = strobe_control::prepare(checked_scenario, &options)?;
         strobe_control::ports::check_locations(&plan.scenario)?;
         Ok(plan)
     });
@@ -302,13 +337,13 @@ async fn set_config(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     }
     let mut session = server.state.lock().await;
     session.runs.clear();
-    let captures = std::mem::take(&mut session.capturing);
+    let old_captures = std::mem::take(&mut session.capturing);
     // Ending a capture joins its thread: off the async workers.
-    blocking(move || drop(captures)).await?;
+    blocking(move || drop(old_captures)).await?;
     session.captured.clear();
     session.config = Some(config);
-    session.scenario = Some(read.scenario);
-    session.capture_ports = read.captures;
+    session.scenario = Some(scenario);
+    session.capture_ports = captures;
     Ok(ok_json(json!({ "warnings": warnings })))
 }
 

@@ -1,0 +1,240 @@
+"""The dashboard at `/` in a real browser (Debian's chromium, headless, driven by Selenium and
+chromedriver): load it, set a config, start a lab run, watch the live charts update, stop it,
+find the run in the history, open its report and the comparison of two runs. Screenshots go
+to target/dashboard-screenshots/ (test artefacts)."""
+import json
+import os
+import time
+
+import pytest
+import requests
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from conftest import Server
+
+SHOTS = os.path.join(os.path.dirname(__file__), "..", "..", "target", "dashboard-screenshots")
+
+
+@pytest.fixture
+def browser():
+    options = Options()
+    options.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1400,1800"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def shot(driver, name):
+    os.makedirs(SHOTS, exist_ok=True)
+    driver.save_screenshot(os.path.join(SHOTS, name + ".png"))
+
+
+def wait(driver, condition, timeout=20, what=""):
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: condition(d))
+    except Exception:
+        shot(driver, "failed-" + what.replace(" ", "-"))
+        raise AssertionError(f"the dashboard did not show {what} within {timeout} s; "
+                             f"browser log: {driver.get_log('browser')}")
+
+
+def otg_config(lab, name, packets=None, pps=5000):
+    flow = {"name": name, "tx_rx": {"choice": "port", "port": {"tx_name": "tx", "rx_names": ["rx"]}},
+            "size": {"choice": "fixed", "fixed": 128}, "rate": {"choice": "pps", "pps": pps},
+            "metrics": {"enable": True, "latency": {"enable": True, "mode": "store_forward"}},
+            "packet": [{"choice": "ethernet"}, {"choice": "ipv4"}, {"choice": "udp"}]}
+    if packets:
+        flow["duration"] = {"choice": "fixed_packets", "fixed_packets": {"packets": packets}}
+    return {"ports": [{"name": "tx", "location": "lab:tx"},
+                      {"name": "rx", "location": f"{lab.rx_netns}/{lab.rx_iface}"}],
+            "flows": [flow]}
+
+
+def set_editor(driver, text):
+    # The editor's value set as a paste would, without typing thousands of keys.
+    driver.execute_script("document.getElementById('config-text').value = arguments[0];", text)
+
+
+def test_the_dashboard_runs_watches_and_compares_in_a_browser(lab, tmp_path, browser):
+    db = str(tmp_path / "runs.db")
+    server = Server(lab, extra=("--db", db))
+    try:
+        browser.get(server.url + "/")
+        assert browser.title == "strobe"
+        wait(browser, lambda d: d.find_element(By.ID, "server-state").text == "no config",
+             what="the server's state")
+        assert not browser.find_element(By.ID, "notice").is_displayed(), "the chart library is missing"
+
+        # A config with a mistake: the server's own OTG error, shown beside the editor.
+        bad = otg_config(lab, "live")
+        bad["flows"][0]["rate"] = {"choice": "pps", "pps": -5}
+        set_editor(browser, json.dumps(bad))
+        browser.find_element(By.ID, "config-apply").click()
+        msg = browser.find_element(By.ID, "config-message")
+        wait(browser, lambda d: "error" in msg.get_attribute("class") and "rate" in msg.text,
+             what="the config's error")
+        reply = requests.post(server.url + "/config", json=bad, timeout=10)
+        assert reply.status_code == 400 and reply.json()["errors"][0] in msg.text, (reply.text, msg.text)
+
+        # A good one, started from the page: the flow table and the three charts move.
+        set_editor(browser, json.dumps(otg_config(lab, "live")))
+        browser.find_element(By.ID, "config-apply").click()
+        wait(browser, lambda d: msg.text.startswith("config set"), what="the config accepted")
+        browser.find_element(By.ID, "traffic-start").click()
+        wait(browser, lambda d: d.find_element(By.ID, "server-state").text == "traffic running",
+             what="traffic running")
+        rate = browser.find_element(By.ID, "chart-rate")
+        first = int(rate.get_attribute("data-updates") or 0)
+        wait(browser, lambda d: int(rate.get_attribute("data-updates") or 0) >= first + 3,
+             what="the rate chart updating")
+        latency = browser.find_element(By.ID, "chart-latency")
+        wait(browser, lambda d: int(latency.get_attribute("data-points") or 0) >= 3,
+             what="latency intervals on the chart")
+        # The chart draws what the server measured: its last rate sample near 5 kpps.
+        rates = browser.execute_script(
+            "return charts.rate.plot.data.slice(1).map(s => s[s.length - 1]);")
+        assert any(4000 <= r <= 6000 for r in rates), rates
+        rows = browser.find_elements(By.CSS_SELECTOR, "#flows tbody tr")
+        assert rows and rows[0].find_elements(By.TAG_NAME, "td")[0].text == "live"
+        shot(browser, "1-traffic-running")
+
+        browser.find_element(By.ID, "traffic-stop").click()
+        wait(browser, lambda d: d.find_element(By.ID, "server-state").text == "idle", what="traffic stopped")
+        # A second, short run from the API, to compare with.
+        requests.post(server.url + "/config", json=otg_config(lab, "short", packets=3000, pps=10000),
+                      timeout=10).raise_for_status()
+        api_reply = requests.post(server.url + "/control/state", json={
+            "choice": "traffic", "traffic": {"choice": "flow_transmit",
+                                             "flow_transmit": {"state": "start"}}}, timeout=10)
+        api_reply.raise_for_status()
+        deadline = time.time() + 20
+        while len(requests.get(server.url + "/strobe/runs", timeout=10).json()) < 2:
+            assert time.time() < deadline, "the two runs were not recorded"
+            time.sleep(0.2)
+
+        # The history: both runs; one opened; both compared.
+        browser.find_element(By.ID, "tab-history").click()
+        wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#runs tbody tr")) == 2,
+             what="two runs in the history")
+        runs = browser.find_elements(By.CSS_SELECTOR, "#runs tbody tr")
+        commands = [r.find_elements(By.TAG_NAME, "td")[-1].text for r in runs]
+        assert all("flow_transmit start" in c for c in commands), commands
+        runs[-1].click()  # the oldest: the run started from the page
+        wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#run-flows tbody tr"),
+             what="the run's report")
+        report = browser.find_element(By.ID, "run-report").text
+        assert "live" in report and "stopped" in report, report
+        shot(browser, "2-history-report")
+        for box in browser.find_elements(By.CSS_SELECTOR, "#runs tbody input[type=checkbox]"):
+            box.click()
+        browser.find_element(By.ID, "compare-selected").click()
+        ccdf = browser.find_element(By.ID, "chart-ccdf")
+        wait(browser, lambda d: ccdf.get_attribute("data-series") == "2", what="the comparison")
+        assert ccdf.find_elements(By.TAG_NAME, "canvas"), "no chart drawn"
+        table = browser.find_element(By.ID, "compare-table").text
+        assert "live" in table and "short" in table and "p99" in table, table
+        # Its numbers are the server's comparison of the stored histograms.
+        ids = sorted(r["id"] for r in requests.get(server.url + "/strobe/runs", timeout=10).json())
+        cmp = requests.get(server.url + "/strobe/runs/compare",
+                           params={"ids": ",".join(map(str, reversed(ids)))}, timeout=10).json()
+        short = next(s for s in cmp["series"] if s["flow"] == "short")
+        assert f"{short['stats']['count']:,}" in table, table
+        shot(browser, "3-comparison")
+
+        # A filter that matches nothing empties the list; a bad one says why.
+        browser.find_element(By.ID, "filter-text").send_keys("no-such-run")
+        browser.find_element(By.ID, "filter-apply").click()
+        wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, "#runs tbody tr"), what="an empty list")
+        browser.find_element(By.ID, "filter-since").send_keys("yesterday-ish")
+        browser.find_element(By.ID, "filter-apply").click()
+        wait(browser, lambda d: "since" in d.find_element(By.ID, "history-message").text,
+             what="the filter's error")
+    finally:
+        transmit_safely(server)
+        server.stop()
+
+
+def transmit_safely(server):
+    try:
+        requests.post(server.url + "/control/state", json={
+            "choice": "traffic", "traffic": {"choice": "flow_transmit",
+                                             "flow_transmit": {"state": "stop"}}}, timeout=10)
+    except requests.RequestException:
+        pass
+
+
+def test_the_dashboard_needs_the_token_like_the_api(lab, browser):
+    server = Server(lab, extra=("--token", "dashboard-test-token-0123"))
+    try:
+        assert requests.get(server.url + "/", timeout=10).status_code == 401
+        # With the token in the address's fragment (never sent to the server, kept for the
+        # page's own requests).
+        browser.get(server.url.replace("http://", "http://strobe:dashboard-test-token-0123@") +
+                    "/#token=dashboard-test-token-0123")
+        wait(browser, lambda d: d.find_element(By.ID, "server-state").text == "no config",
+             what="the server's state with the token")
+    finally:
+        server.stop()
+
+
+TOML = """
+[[ports]]
+name = "west"
+location = "lab:tx"
+
+[[ports]]
+name = "east"
+location = "lab:rx"
+
+[[flows]]
+name = "west-to-east"
+tx = "west"
+rx = "east"
+size = 128
+rate = { pps = 10000 }
+duration = { fixed_packets = { packets = 2000 } }
+
+[[flows.packet]]
+ethernet = {}
+[[flows.packet]]
+ipv4 = { src = "198.18.0.1", dst = "198.18.1.1" }
+[[flows.packet]]
+udp = { src_port = 1000, dst_port = 2000 }
+"""
+
+
+def test_a_toml_scenario_is_a_config_from_the_page(lab, browser):
+    server = Server(lab)
+    try:
+        browser.get(server.url + "/")
+        wait(browser, lambda d: d.find_element(By.ID, "server-state").text == "no config",
+             what="the server's state")
+        browser.find_element(By.CSS_SELECTOR, "#config-format option[value=toml]").click()
+        # A mistake first: the scenario loader's message, with its line.
+        set_editor(browser, TOML.replace("size = 128", "size = 12"))
+        browser.find_element(By.ID, "config-apply").click()
+        msg = browser.find_element(By.ID, "config-message")
+        wait(browser, lambda d: "error" in msg.get_attribute("class") and "size" in msg.text,
+             what="the TOML error")
+        assert "scenario.toml:14:8" in msg.text, msg.text
+        set_editor(browser, TOML)
+        browser.find_element(By.ID, "config-apply").click()
+        wait(browser, lambda d: msg.text.startswith("config set"), what="the TOML config accepted")
+        assert requests.get(server.url + "/config", timeout=10).json() == {"x_strobe_toml": TOML}
+        browser.find_element(By.ID, "traffic-start").click()
+        wait(browser, lambda d: any(
+            r.find_elements(By.TAG_NAME, "td")[3].text == "2,000"
+            for r in d.find_elements(By.CSS_SELECTOR, "#flows tbody tr")), what="2000 frames received")
+    finally:
+        transmit_safely(server)
+        server.stop()
