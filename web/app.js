@@ -93,7 +93,6 @@ const charts = {
 
 // Samples of the metrics polls: time (s) and per flow its values.
 const samples = { t: [], byFlow: new Map() };
-const latencySeries = { t: [], byFlow: new Map(), cursor: 0 };
 
 function remember(store, t, values) {
   store.t.push(t);
@@ -178,30 +177,34 @@ async function pollMetrics() {
   charts.loss.draw(loss.names, loss.data);
 }
 
+// Latency per interval: by interval start (s), each series' value; intervals are asked
+// for again from a few intervals back (a run whose receivers lag publishes late), and an
+// interval seen twice simply overwrites itself.
+const latency = { byTime: new Map(), names: new Set(), newestNs: 0 };
+
 async function pollLatency() {
-  const reply = await api("strobe/latency?since=" + latencySeries.cursor);
+  const since = latency.newestNs ? latency.newestNs - 4 * 500e6 : 0;
+  const reply = await api("strobe/latency?since=" + since);
   for (const i of reply.intervals) {
-    latencySeries.cursor = Math.max(latencySeries.cursor, i.start_ns);
+    latency.newestNs = Math.max(latency.newestNs, i.start_ns);
     const t = (i.start_ns + i.duration_ns / 2) / 1e9;
-    const values = {};
-    values[i.flow + " p50"] = i.p50_ns / 1e3;
-    values[i.flow + " p99"] = i.p99_ns / 1e3;
-    values[i.flow + " max"] = i.max_ns / 1e3;
-    // Intervals of several flows share a time: one sample each.
-    if (latencySeries.t.length && latencySeries.t[latencySeries.t.length - 1] === t) {
-      for (const [name, v] of Object.entries(values)) {
-        if (!latencySeries.byFlow.has(name)) {
-          latencySeries.byFlow.set(name, new Array(latencySeries.t.length).fill(null));
-        }
-        const list = latencySeries.byFlow.get(name);
-        list[list.length - 1] = v;
-      }
-    } else {
-      remember(latencySeries, t, values);
+    if (!latency.byTime.has(t)) latency.byTime.set(t, {});
+    const at = latency.byTime.get(t);
+    for (const [stat, key] of [["p50", "p50_ns"], ["p99", "p99_ns"], ["max", "max_ns"]]) {
+      const name = `${i.flow} ${stat}`;
+      latency.names.add(name);
+      at[name] = i[key] / 1e3;
     }
   }
-  const lat = chartData(latencySeries, (k) => k);
-  charts.latency.draw(lat.names, lat.data);
+  const times = [...latency.byTime.keys()].sort((a, b) => a - b);
+  for (const t of times.slice(0, Math.max(0, times.length - KEEP_POINTS))) latency.byTime.delete(t);
+  const kept = times.slice(-KEEP_POINTS);
+  const names = [...latency.names].sort();
+  const data = [kept].concat(names.map((n) => kept.map((t) => {
+    const v = latency.byTime.get(t)[n];
+    return v === undefined ? null : v;
+  })));
+  charts.latency.draw(names, data);
 }
 
 async function poll() {
@@ -266,7 +269,8 @@ async function transmit(state) {
       body: JSON.stringify({ choice: "traffic", traffic: { choice: "flow_transmit", flow_transmit: { state, flow_names: [] } } }),
     });
     const warnings = (reply && reply.warnings) || [];
-    message(out, state === "start" ? "started" : "stopped" + (warnings.length ? "; " + warnings.join("; ") : ""), "ok");
+    const done = state === "start" ? "started" : "stopped";
+    message(out, done + (warnings.length ? "; " + warnings.join("; ") : ""), "ok");
   } catch (e) {
     message(out, e.message, "error");
   }
@@ -421,23 +425,30 @@ async function compareSelected() {
     const ys = new Array(xs.length).fill(null);
     let k = 0;
     let current = null;
+    let before = null; // the fraction before the current step
     const first = s.ccdf[0][0] / 1e3;
     const last = s.ccdf[s.ccdf.length - 1][0] / 1e3;
     xs.forEach((x, i) => {
       while (k < s.ccdf.length && s.ccdf[k][0] / 1e3 <= x) {
+        before = current;
         current = s.ccdf[k][1];
         k += 1;
       }
+      // At its maximum the fraction drops to 0, off a log scale: the curve ends there at
+      // the level it had, so the last step (the slowest frames) is drawn to the maximum.
       if (x >= first && x < last && current > 0) ys[i] = current;
+      else if (x === last) ys[i] = before !== null ? before : 1;
     });
     data.push(ys);
   }
+  const maxCount = Math.max(...cmp.series.map((s) => s.stats.count));
   const el = $("chart-ccdf");
   if (ccdfPlot) ccdfPlot.destroy();
   if (typeof uPlot !== "undefined") {
     ccdfPlot = new uPlot({
       width: Math.max(el.clientWidth, 300), height: 320,
-      scales: { x: { time: false, distr: 3 }, y: { distr: 3, range: [1e-6, 1] } },
+      // Down to one frame in the largest run (below 1e-6 for runs of more than a million).
+      scales: { x: { time: false, distr: 3 }, y: { distr: 3, range: [Math.min(1e-6, 1 / maxCount), 1] } },
       axes: [{ label: "latency (µs)" }, {
         label: "fraction of frames slower", size: 70,
         values: (u, ticks) => ticks.map((v) => (v >= 0.01 ? String(v) : v.toExponential(0))),

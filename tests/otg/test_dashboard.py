@@ -97,9 +97,16 @@ def test_the_dashboard_runs_watches_and_compares_in_a_browser(lab, tmp_path, bro
         first = int(rate.get_attribute("data-updates") or 0)
         wait(browser, lambda d: int(rate.get_attribute("data-updates") or 0) >= first + 3,
              what="the rate chart updating")
-        latency = browser.find_element(By.ID, "chart-latency")
-        wait(browser, lambda d: int(latency.get_attribute("data-points") or 0) >= 3,
+        # Latency intervals drawn with values (p50 <= p99 <= max of one interval).
+        wait(browser, lambda d: d.execute_script(
+            "const p = charts.latency.plot; if (!p) return 0;"
+            "return p.data[1].filter(v => v !== null).length;") >= 3,
              what="latency intervals on the chart")
+        names, last = browser.execute_script(
+            "const p = charts.latency.plot; const i = p.data[0].length - 1;"
+            "return [charts.latency.names, p.data.slice(1).map(s => s[i])];")
+        assert names == ["live max", "live p50", "live p99"], names
+        assert 0 < last[1] <= last[2] <= last[0], (names, last)
         # The chart draws what the server measured: its last rate sample near 5 kpps.
         rates = browser.execute_script(
             "return charts.rate.plot.data.slice(1).map(s => s[s.length - 1]);")
@@ -149,6 +156,14 @@ def test_the_dashboard_runs_watches_and_compares_in_a_browser(lab, tmp_path, bro
                            params={"ids": ",".join(map(str, reversed(ids)))}, timeout=10).json()
         short = next(s for s in cmp["series"] if s["flow"] == "short")
         assert f"{short['stats']['count']:,}" in table, table
+        # Each curve runs to its run's slowest frame (the last step is drawn).
+        ends = browser.execute_script(
+            "return ccdfPlot.data.slice(1).map(ys => {"
+            "  let i = ys.length - 1; while (i >= 0 && ys[i] === null) i--;"
+            "  return [ccdfPlot.data[0][i], ys[i]]; });")
+        for series, (x, y) in zip(cmp["series"], ends):
+            assert abs(x - series["ccdf"][-1][0] / 1e3) < 1e-9, (x, series["ccdf"][-1])
+            assert y == series["ccdf"][-2][1] > 0, (y, series["ccdf"][-2:])
         shot(browser, "3-comparison")
 
         # A filter that matches nothing empties the list; a bad one says why.

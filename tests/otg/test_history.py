@@ -49,6 +49,8 @@ def test_server_runs_are_recorded_with_config_results_and_histograms(lab, tmp_pa
         row = rows[0]
         assert (row["kind"], row["origin"]) == ("otg", "api"), row
         assert row["command"] == "POST /control/state flow_transmit start timed", row
+        # Every frame left before the stop request (which only ended the drain): completed.
+        assert row["outcome"] == "completed", row
         assert row["summary"]["frames_tx"] == 3000 and row["summary"]["frames_rx"] == 3000, row
         run = json.loads(runs(db, "show", str(row["id"]), "--json"))
         # The config as the client sent it, and the results' schema of `strobe gen --json`.

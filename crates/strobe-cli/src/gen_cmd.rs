@@ -398,13 +398,17 @@ fn sweep(
         }
         let mut step = base.clone();
         step.flow.rate = rate.clone();
+        let step_provenance = Provenance {
+            started_unix_ns: strobe_history::now_unix_ns(),
+            ..provenance.clone()
+        };
         let (scenario, pacing) = step.scenario(&args.lab, args.unpaced)?;
         println!("== offered load {rate}");
         let (scenario, report) = execute(args, scenario, pacing)?;
         let results = Results::new(&scenario, &report, correction);
         // Each rate is a run of its own in the history, its rate in its config.
         let record = runs_cmd::engine_record(
-            provenance,
+            &step_provenance,
             signals.signal(),
             config(args, Some(rate)),
             &scenario,

@@ -128,7 +128,8 @@ enum RunsCommand {
 
 #[derive(Args)]
 struct ListArgs {
-    /// Only runs of this kind: gen, trains, rfc2544, y1564, serve.
+    /// Only runs of this kind: gen, trains, rfc2544, y1564, otg (traffic started through
+    /// strobe serve).
     #[arg(long)]
     kind: Option<String>,
     /// Only runs started since a time (2026-11-27, 2026-11-27T08:00:00Z, UTC) or an age
@@ -230,8 +231,8 @@ pub fn run(args: RunsArgs) -> Result<(), Failure> {
                     .map_err(|e| Failure::BadInput(format!("{}: {e}", file.display())))?;
                 records.push(record);
             }
-            for (file, record) in files.iter().zip(&records) {
-                let id = db.record(record).map_err(failed)?;
+            let ids = db.record_all(&records).map_err(failed)?;
+            for (file, id) in files.iter().zip(ids) {
                 println!("{}: imported as run {id}", file.display());
             }
             Ok(())
@@ -303,7 +304,8 @@ fn print_rows(rows: &[RunRow], path: &std::path::Path, total: u64) {
 
 fn show(run: &strobe_history::StoredRun) {
     let r = &run.record;
-    let seconds = (r.finished_unix_ns - r.started_unix_ns).max(0) as f64 / 1e9;
+    // Imported records are untrusted: no arithmetic that can overflow.
+    let seconds = r.finished_unix_ns.saturating_sub(r.started_unix_ns).max(0) as f64 / 1e9;
     println!("run {}: {} ({}), {}", run.id, r.kind, r.origin, r.outcome);
     if let Some(label) = &r.label {
         println!("  label:    {label}");

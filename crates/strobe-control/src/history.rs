@@ -15,7 +15,7 @@ pub use strobe_history::{chosen_path, HistoryError};
 /// What a record says about where a run came from, beyond what it measured.
 #[derive(Clone, Debug)]
 pub struct Provenance {
-    /// `gen`, `trains`, `rfc2544`, `y1564`, `demo`, `serve`.
+    /// `gen`, `trains`, `rfc2544`, `y1564`, `otg` (traffic through `strobe serve`).
     pub kind: String,
     /// `cli` or `api`.
     pub origin: String,

@@ -486,7 +486,12 @@ pub fn run_scenario(
     let rx_stop = AtomicBool::new(false);
     // Per-interval latency for interval logs: workers send snapshots, the watcher collects.
     let (interval_tx, interval_rx) = std::sync::mpsc::channel();
-    let origin_ns = clock.realtime_now_ns();
+    let mut origin_ns = clock.realtime_now_ns();
+    // Live intervals start on whole multiples of their length, so that the intervals of
+    // runs that overlap (a server's) share their boundaries.
+    if let (true, Some(step)) = (opts.live_latency_intervals, opts.latency_interval_ns) {
+        origin_ns -= origin_ns % step.max(1);
+    }
     let mut collector = opts
         .latency_interval_ns
         .map(|step| intervals::IntervalCollector::new(origin_ns, step, parent.clone()));

@@ -49,7 +49,7 @@ pub enum HistoryError {
 /// One run, as it is recorded and exported.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
-    /// What ran: `gen`, `trains`, `rfc2544`, `y1564`, `demo`, `serve`.
+    /// What ran: `gen`, `trains`, `rfc2544`, `y1564`, `otg` (traffic through `strobe serve`).
     pub kind: String,
     /// `cli` or `api`.
     pub origin: String,
@@ -197,55 +197,19 @@ impl History {
 
     /// Stores a run in one transaction; returns its id.
     pub fn record(&mut self, run: &RunRecord) -> Result<i64, HistoryError> {
-        let tx = self.conn.transaction()?;
-        let s = &run.summary;
-        let json = |v: &serde_json::Value| v.to_string();
-        tx.execute(
-            "INSERT INTO runs (kind, origin, command, started_ns, finished_ns, outcome, host, \
-             user, strobe_version, strobe_commit, label, flows, frames_tx, frames_rx, \
-             frames_lost, tx_pps, p50_ns, p99_ns, p99_9999_ns, max_ns, config, results, \
-             timestamp_sources, calibration) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \
-             ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
-            params![
-                run.kind,
-                run.origin,
-                run.command,
-                run.started_unix_ns,
-                run.finished_unix_ns,
-                run.outcome,
-                run.host,
-                run.user,
-                run.strobe_version,
-                run.strobe_commit,
-                run.label,
-                s.flows.map(clamp_i64),
-                s.frames_tx.map(clamp_i64),
-                s.frames_rx.map(clamp_i64),
-                s.frames_lost.map(clamp_i64),
-                s.tx_pps,
-                s.p50_ns,
-                s.p99_ns,
-                s.p99_9999_ns,
-                s.max_ns,
-                json(&run.config),
-                json(&run.results),
-                json(&run.timestamp_sources),
-                run.calibration.as_ref().map(json),
-            ],
-        )?;
-        let id = tx.last_insert_rowid();
-        {
-            let mut insert = tx.prepare(
-                "INSERT INTO histograms (run_id, flow, encoding, data) VALUES (?1, ?2, ?3, ?4)",
-            )?;
-            for h in &run.histograms {
-                insert.execute(params![id, h.flow, HISTOGRAM_ENCODING, h.encoded])?;
-            }
-        }
-        tx.commit()?;
-        Ok(id)
+        Ok(self.record_all(std::slice::from_ref(run))?[0])
     }
 
+    /// Stores runs in one transaction (all or none); returns their ids.
+    pub fn record_all(&mut self, runs: &[RunRecord]) -> Result<Vec<i64>, HistoryError> {
+        let tx = self.conn.transaction()?;
+        let ids = runs
+            .iter()
+            .map(|run| insert(&tx, run))
+            .collect::<Result<Vec<_>, _>>()?;
+        tx.commit()?;
+        Ok(ids)
+    }
     /// The runs `filter` selects, oldest first, without their configs and results.
     pub fn list(&self, filter: &Filter) -> Result<Vec<RunRow>, HistoryError> {
         let mut sql = String::from(
@@ -388,6 +352,55 @@ impl History {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(rows)
     }
+}
+
+/// One run's rows, inside the caller's transaction.
+fn insert(tx: &rusqlite::Transaction<'_>, run: &RunRecord) -> Result<i64, HistoryError> {
+    let s = &run.summary;
+    let json = |v: &serde_json::Value| v.to_string();
+    tx.execute(
+        "INSERT INTO runs (kind, origin, command, started_ns, finished_ns, outcome, host, \
+         user, strobe_version, strobe_commit, label, flows, frames_tx, frames_rx, \
+         frames_lost, tx_pps, p50_ns, p99_ns, p99_9999_ns, max_ns, config, results, \
+         timestamp_sources, calibration) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \
+         ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
+        params![
+            run.kind,
+            run.origin,
+            run.command,
+            run.started_unix_ns,
+            run.finished_unix_ns,
+            run.outcome,
+            run.host,
+            run.user,
+            run.strobe_version,
+            run.strobe_commit,
+            run.label,
+            s.flows.map(clamp_i64),
+            s.frames_tx.map(clamp_i64),
+            s.frames_rx.map(clamp_i64),
+            s.frames_lost.map(clamp_i64),
+            s.tx_pps,
+            s.p50_ns,
+            s.p99_ns,
+            s.p99_9999_ns,
+            s.max_ns,
+            json(&run.config),
+            json(&run.results),
+            json(&run.timestamp_sources),
+            run.calibration.as_ref().map(json),
+        ],
+    )?;
+    let id = tx.last_insert_rowid();
+    {
+        let mut insert = tx.prepare(
+            "INSERT INTO histograms (run_id, flow, encoding, data) VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        for h in &run.histograms {
+            insert.execute(params![id, h.flow, HISTOGRAM_ENCODING, h.encoded])?;
+        }
+    }
+    Ok(id)
 }
 
 /// A run as an export file's text: a JSON object with the record (histograms in base64).

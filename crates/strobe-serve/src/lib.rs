@@ -45,8 +45,9 @@ type Reply = Result<Response, OtgError>;
 /// value as a version range that its own version must fall in).
 pub const API_SPEC_VERSION: &str = "^1.58.0";
 
-/// Runs with at most this many flows show their latency per interval live.
-const LIVE_LATENCY_MAX_FLOWS: usize = 64;
+/// Runs with at most this many flows show their latency per interval live (each interval
+/// copies every flow's cumulative histogram, about 230 KB, on the receive path).
+const LIVE_LATENCY_MAX_FLOWS: usize = 16;
 /// The length of those intervals.
 const LIVE_LATENCY_INTERVAL_NS: u64 = 500_000_000;
 
@@ -336,10 +337,11 @@ async fn install_config(
         stop_and_wait(run).await?;
     }
     let mut session = server.state.lock().await;
-    session.runs.clear();
+    // Dropping a run joins its watcher thread (which may still be recording it), and ending
+    // a capture joins its thread: both off the async workers.
+    let old_runs = std::mem::take(&mut session.runs);
     let old_captures = std::mem::take(&mut session.capturing);
-    // Ending a capture joins its thread: off the async workers.
-    blocking(move || drop(old_captures)).await?;
+    blocking(move || drop((old_runs, old_captures))).await?;
     session.captured.clear();
     session.config = Some(config);
     session.scenario = Some(scenario);
@@ -441,23 +443,25 @@ where
         ));
     }
     let options = server.options.plan.clone();
-    let started = strobe_history::now_unix_ns();
-    let outcome = blocking(move || method(options)).await?;
-    let encoded: Result<Value, String> = match &outcome {
-        Ok(report) => {
-            serde_json::to_value(report).map_err(|e| format!("cannot encode the report: {e}"))
-        }
-        Err(e) => Err(e.to_string()),
-    };
-    if let Some(history) = server.options.history.clone() {
-        let request = serde_json::from_slice(body).unwrap_or(Value::Null);
-        let (kind, recorded) = (kind.to_owned(), encoded.clone());
-        blocking(move || {
-            let report = recorded.as_ref().map_err(String::as_str);
-            record::method(Some(&history), &kind, request, started, report)
-        })
-        .await?;
-    }
+    let history = server.options.history.clone();
+    let request = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let kind = kind.to_owned();
+    // Recorded on the same blocking thread as the method ran, so that a request the
+    // shutdown abandons still leaves its run in the history.
+    let (outcome, encoded) = blocking(move || {
+        let started = strobe_history::now_unix_ns();
+        let outcome = method(options);
+        let encoded: Result<Value, String> = match &outcome {
+            Ok(report) => {
+                serde_json::to_value(report).map_err(|e| format!("cannot encode the report: {e}"))
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        let report = encoded.as_ref().map_err(String::as_str);
+        record::method(history.as_ref(), &kind, request, started, report);
+        (outcome, encoded)
+    })
+    .await?;
     match outcome {
         Err(e) => Err(control_error(e)),
         Ok(_) => encoded.map(ok_json).map_err(|m| internal(vec![m])),
@@ -491,7 +495,7 @@ impl TrialRunner for EngineRunner {
 
 /// strobe's own endpoint: each flow's latency per 500 ms interval (min, p50, p90, p99,
 /// p99.9, max, frames) of the runs the server holds, those starting after `since`
-/// (CLOCK_REALTIME ns; 0 or none: all kept), oldest first. For runs of at most 64 flows;
+/// (CLOCK_REALTIME ns; 0 or none: all kept), oldest first. For runs of at most 16 flows;
 /// intervals appear about a second after they end (receivers may lag one).
 async fn live_latency(
     State(server): State<Arc<Server>>,

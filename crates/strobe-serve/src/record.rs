@@ -52,9 +52,12 @@ pub fn after_run(
         let config = config.unwrap_or(Value::Null);
         let record = match (end.report, end.results) {
             (Ok(report), Some(results)) => {
-                let outcome = match (end.stopped, results.failures.first()) {
+                // Stopped: a stop request (or the server's shutdown) cut a port's schedule
+                // short. A stop after every frame had left (snappi's usual "wait until
+                // stopped, then stop") only ends the drain: the run completed.
+                let cut_short = end.stopped && results.ports.iter().any(|p| p.stopped_early);
+                let outcome = match (cut_short, results.failures.first()) {
                     (_, Some(f)) => format!("failed: {f}"),
-                    // By a stop request, or by the server's shutdown.
                     (true, None) => "stopped".to_owned(),
                     (false, None) => "completed".to_owned(),
                 };
