@@ -362,6 +362,27 @@ async function showRun(id) {
     cell(tr, v, "text");
   }
   card.appendChild(table);
+  // A note on the run ("irqbalance off"), kept in the history.
+  const labelRow = document.createElement("div");
+  labelRow.className = "controls";
+  const labelInput = document.createElement("input");
+  labelInput.id = "run-label";
+  labelInput.placeholder = "label this run…";
+  labelInput.value = run.label || "";
+  const labelSave = document.createElement("button");
+  labelSave.id = "run-label-save";
+  labelSave.textContent = "Save label";
+  labelSave.addEventListener("click", async () => {
+    try {
+      await api(`strobe/runs/${id}/label`, { method: "PUT", body: JSON.stringify({ label: labelInput.value }) });
+      await loadRuns();
+      for (const tr of $("runs").tBodies[0].rows) tr.classList.toggle("chosen", tr.dataset.id === String(id));
+    } catch (e) {
+      message($("history-message"), e.message, "error");
+    }
+  });
+  labelRow.append(labelInput, labelSave);
+  card.appendChild(labelRow);
   const flows = run.results && run.results.flows;
   if (Array.isArray(flows)) {
     const ft = document.createElement("table");

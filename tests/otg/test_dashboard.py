@@ -9,6 +9,7 @@ import time
 import pytest
 import requests
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -41,7 +42,11 @@ def shot(driver, name):
 
 def wait(driver, condition, timeout=20, what=""):
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: condition(d))
+        # The page rebuilds its tables on every poll: an element read as it is replaced is
+        # read again at the next poll.
+        return WebDriverWait(driver, timeout, poll_frequency=0.2,
+                             ignored_exceptions=[StaleElementReferenceException]).until(
+            lambda d: condition(d))
     except Exception:
         shot(driver, "failed-" + what.replace(" ", "-"))
         raise AssertionError(f"the dashboard did not show {what} within {timeout} s; "
@@ -111,8 +116,8 @@ def test_the_dashboard_runs_watches_and_compares_in_a_browser(lab, tmp_path, bro
         rates = browser.execute_script(
             "return charts.rate.plot.data.slice(1).map(s => s[s.length - 1]);")
         assert any(4000 <= r <= 6000 for r in rates), rates
-        rows = browser.find_elements(By.CSS_SELECTOR, "#flows tbody tr")
-        assert rows and rows[0].find_elements(By.TAG_NAME, "td")[0].text == "live"
+        wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#flows tbody tr td").text == "live",
+             what="the flow in the table")
         shot(browser, "1-traffic-running")
 
         browser.find_element(By.ID, "traffic-stop").click()
@@ -141,6 +146,14 @@ def test_the_dashboard_runs_watches_and_compares_in_a_browser(lab, tmp_path, bro
              what="the run's report")
         report = browser.find_element(By.ID, "run-report").text
         assert "live" in report and "stopped" in report, report
+        # A label typed in the report lands in the history and in the list.
+        browser.find_element(By.ID, "run-label").send_keys("irqbalance off")
+        browser.find_element(By.ID, "run-label-save").click()
+        wait(browser, lambda d: any("[irqbalance off]" in r.text
+                                    for r in d.find_elements(By.CSS_SELECTOR, "#runs tbody tr")),
+             what="the label in the list")
+        labelled = [r for r in requests.get(server.url + "/strobe/runs", timeout=10).json() if r["label"]]
+        assert [r["label"] for r in labelled] == ["irqbalance off"], labelled
         shot(browser, "2-history-report")
         for box in browser.find_elements(By.CSS_SELECTOR, "#runs tbody input[type=checkbox]"):
             box.click()
@@ -149,7 +162,7 @@ def test_the_dashboard_runs_watches_and_compares_in_a_browser(lab, tmp_path, bro
         wait(browser, lambda d: ccdf.get_attribute("data-series") == "2", what="the comparison")
         assert ccdf.find_elements(By.TAG_NAME, "canvas"), "no chart drawn"
         table = browser.find_element(By.ID, "compare-table").text
-        assert "live" in table and "short" in table and "p99" in table, table
+        assert "live (irqbalance off)" in table and "short" in table and "p99" in table, table
         # Its numbers are the server's comparison of the stored histograms.
         ids = sorted(r["id"] for r in requests.get(server.url + "/strobe/runs", timeout=10).json())
         cmp = requests.get(server.url + "/strobe/runs/compare",

@@ -87,6 +87,17 @@ def test_server_runs_are_recorded_with_config_results_and_histograms(lab, tmp_pa
         ys = [p[1] for p in series["ccdf"]]
         assert xs == sorted(xs) and ys == sorted(ys, reverse=True) and ys[-1] == 0
         assert xs[-1] == h.get_max_value()
+        # A label over HTTP, as `strobe runs label` sets it; then removed.
+        url = f"{server.url}/strobe/runs/{row['id']}/label"
+        assert requests.put(url, json={"label": "baseline"}, timeout=10).status_code == 200
+        assert json.loads(runs(db, "show", str(row["id"]), "--json"))["label"] == "baseline"
+        assert requests.put(url, json={"label": None}, timeout=10).status_code == 200
+        assert json.loads(runs(db, "show", str(row["id"]), "--json"))["label"] is None
+        for body in ({"label": 5}, {"text": "x"}, {"label": "x" * 1001}):
+            bad = requests.put(url, json=body, timeout=10)
+            assert bad.status_code == 400 and "label" in bad.text, (body, bad.text)
+        assert requests.put(f"{server.url}/strobe/runs/999/label", json={"label": "x"},
+                            timeout=10).status_code == 404
         for path, code, text in [("/strobe/runs/999", 404, "no run 999"),
                                  ("/strobe/runs/abc", 400, "not a run id"),
                                  ("/strobe/runs?limit=many", 400, "limit `many`"),

@@ -99,6 +99,41 @@ pub async fn delete(State(server): State<Arc<Server>>, Path(id): Path<String>) -
     Ok(ok_json(json!({ "deleted": id })))
 }
 
+/// `PUT /strobe/runs/{id}/label` with `{"label": TEXT}` (null or "" removes it): the note
+/// `strobe runs label` sets, shown in lists and comparisons.
+pub async fn label(
+    State(server): State<Arc<Server>>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Reply {
+    let id = run_id(&id)?;
+    let value: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| validation(vec![format!("runs label: the body is not JSON: {e}")]))?;
+    let label = match value.get("label") {
+        Some(serde_json::Value::String(text)) if !text.is_empty() => Some(text.clone()),
+        Some(serde_json::Value::String(_)) | Some(serde_json::Value::Null) => None,
+        _ => {
+            return Err(validation(vec![
+                "runs label: give {\"label\": TEXT} (null or \"\" removes it)".into(),
+            ]))
+        }
+    };
+    if label.as_ref().is_some_and(|l| l.len() > MAX_LABEL) {
+        return Err(validation(vec![format!(
+            "runs label: at most {MAX_LABEL} bytes"
+        )]));
+    }
+    let reply = json!({ "id": id, "label": label });
+    with_history(&server, move |db| {
+        db.set_label(id, label.as_deref()).map_err(history_error)
+    })
+    .await?;
+    Ok(ok_json(reply))
+}
+
+/// The longest label taken (a note, not a document).
+const MAX_LABEL: usize = 1000;
+
 /// `GET /strobe/runs/compare?ids=1,2[&flow=NAME]`: the runs' latency side by side — per run
 /// and flow its statistics and CCDF points `[latency_ns, fraction slower]`.
 pub async fn compare(

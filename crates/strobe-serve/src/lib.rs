@@ -128,6 +128,10 @@ pub fn router(options: ServeOptions) -> Router {
             "/strobe/runs/{id}",
             get(history_api::show).delete(history_api::delete),
         )
+        .route(
+            "/strobe/runs/{id}/label",
+            axum::routing::put(history_api::label),
+        )
         // The fallbacks read the body too: one left unread makes the connection close, and a
         // client's next request on it (keep-alive) fail.
         .fallback(|_: Bytes| async {
