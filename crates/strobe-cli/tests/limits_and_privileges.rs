@@ -190,12 +190,6 @@ fn a_worker_that_cannot_start_is_an_error_not_a_panic() {
 }
 
 /// Runs `command` with `sh` in namespace `netns`; its stdout.
-fn sh_in(netns: &str, command: &str) -> String {
-    ok(Command::new("ip")
-        .args(["netns", "exec", netns, "sh", "-c", command])
-        .output()
-        .expect("ip (apt-get install iproute2)"))
-}
 
 /// Frames of `size` bytes (FCS included) from `tx` to the lab's receiver, counted there by
 /// strobe and by tcpdump + tshark, which also checks every UDP checksum (it covers the

@@ -9,7 +9,7 @@
 //! - frames checked at the sink by an independent capture (tcpdump) and decoder (tshark).
 
 mod common;
-use common::lab::{Capture, TestLab};
+use common::lab::{drops_in, sh_in, Capture, TestLab};
 use common::*;
 
 use std::process::Command;
@@ -23,6 +23,26 @@ fn assert_exact(f: &serde_json::Value, frames: u64, what: &str) {
     assert_eq!(f["frames_tx"], frames, "{what}: {f}");
     assert_eq!(f["frames_rx"], frames, "{what}: {f}");
     assert_eq!(f["loss"], 0, "{what}: {f}");
+    assert_eq!(f["duplicates"], 0, "{what}: {f}");
+    assert_eq!(f["reordered"], 0, "{what}: {f}");
+}
+
+/// All of `frames` sent, and each received once and in order or counted dropped: at the
+/// receiving interface, in the receiver's ring, or (`dut_drops`) inside the DUT.
+fn assert_accounted(r: &serde_json::Value, frames: u64, dut_drops: u64, what: &str) {
+    let (f, rx) = (flow(r), &r["rx_ports"][0]);
+    assert_eq!(f["frames_tx"], frames, "{what}: {f}");
+    let received = f["frames_rx"].as_u64().unwrap();
+    let dropped = rx["interface_drops"].as_u64().unwrap_or(0)
+        + rx["kernel_drops"].as_u64().unwrap()
+        + dut_drops;
+    assert_eq!(
+        received + dropped,
+        frames,
+        "{what}: received {received} + dropped {dropped} ({dut_drops} in the DUT): {rx} {f}"
+    );
+    assert!(received > frames / 2, "{what}: {f}");
+    assert_eq!(f["frames_rx_unique"], received, "{what}: {f}");
     assert_eq!(f["duplicates"], 0, "{what}: {f}");
     assert_eq!(f["reordered"], 0, "{what}: {f}");
 }
@@ -136,6 +156,7 @@ fn xdp_live_sends_with_exact_counts_paced_and_unpaced() {
             (&["--unpaced", "--engine-frames"][..], 200_000),
         ] {
             let json = dir.path(&format!("{tag}-{count}.json"));
+            let dut_drops_before = (dut == "router").then(|| drops_in(&lab.ns("dut")));
             let out = lab
                 .gen_command("lab:tx@xdp-live", "lab:rx")
                 .args(mode)
@@ -145,7 +166,16 @@ fn xdp_live_sends_with_exact_counts_paced_and_unpaced() {
             ok(out);
             let r: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-            assert_exact(flow(&r), count, &format!("{dut} {mode:?}"));
+            let what = format!("{dut} {mode:?}");
+            if count == 20_000 {
+                assert_exact(flow(&r), count, &what);
+            } else {
+                // Unpaced, the sender can outrun the receiving stack of a busy two-core
+                // machine: every frame is received once and in order, or counted as
+                // dropped by the receiving interface, the receiver's ring or the router.
+                let dut_drops = dut_drops_before.map_or(0, |b| drops_in(&lab.ns("dut")) - b);
+                assert_accounted(&r, count, dut_drops, &what);
+            }
             let port = &r["ports"][0];
             assert!(
                 port["backend"].as_str().unwrap().starts_with("xdp-live:"),
@@ -365,12 +395,6 @@ fn udp_segmentation_batches_count_exactly() {
 }
 
 /// Runs `command` with `sh` in namespace `netns` (for sysfs and ethtool there); its stdout.
-fn sh_in(netns: &str, command: &str) -> String {
-    ok(Command::new("ip")
-        .args(["netns", "exec", netns, "sh", "-c", command])
-        .output()
-        .expect("ip (apt-get install iproute2)"))
-}
 
 /// Frames a veth took in per receive queue, as the kernel counts them (`ethtool -S`).
 fn rx_queue_packets(netns: &str, iface: &str) -> Vec<u64> {

@@ -54,6 +54,25 @@ impl TestLab {
     }
 }
 
+/// A shell command inside a namespace; its stdout (it must succeed).
+pub fn sh_in(netns: &str, command: &str) -> String {
+    ok(Command::new("ip")
+        .args(["netns", "exec", netns, "sh", "-c", command])
+        .output()
+        .expect("ip (apt-get install iproute2)"))
+}
+
+/// Frames the interfaces of a namespace dropped on receive so far (the receive "drop" column
+/// of its /proc/net/dev): where a DUT counts what it could not take. Only receive: a veth
+/// counts a frame its peer's backlog refused as a transmit drop too.
+pub fn drops_in(netns: &str) -> u64 {
+    sh_in(netns, "cat /proc/net/dev")
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .filter_map(|(_, fields)| fields.split_whitespace().nth(3)?.parse::<u64>().ok())
+        .sum()
+}
+
 impl Drop for TestLab {
     fn drop(&mut self) {
         let _ = strobe()
