@@ -394,8 +394,6 @@ fn udp_segmentation_batches_count_exactly() {
     assert_eq!(r["rx_ports"][0]["truncated"], 0, "{r}");
 }
 
-/// Runs `command` with `sh` in namespace `netns` (for sysfs and ethtool there); its stdout.
-
 /// Frames a veth took in per receive queue, as the kernel counts them (`ethtool -S`).
 fn rx_queue_packets(netns: &str, iface: &str) -> Vec<u64> {
     let stats = sh_in(netns, &format!("ethtool -S {iface}"));
