@@ -3,6 +3,7 @@
 //! unprivileged with exactly the capabilities the README names.
 
 mod common;
+use common::lab::sh_in;
 use common::*;
 
 use std::fmt::Write as _;
@@ -188,8 +189,6 @@ fn a_worker_that_cannot_start_is_an_error_not_a_panic() {
         "{stderr}"
     );
 }
-
-/// Runs `command` with `sh` in namespace `netns`; its stdout.
 
 /// Frames of `size` bytes (FCS included) from `tx` to the lab's receiver, counted there by
 /// strobe and by tcpdump + tshark, which also checks every UDP checksum (it covers the
