@@ -4,6 +4,7 @@ Python implementation and checked against snappi's own metrics), a run the serve
 stops, and a methodology run through strobe's endpoint."""
 import json
 import subprocess
+import threading
 import time
 
 import requests
@@ -143,5 +144,63 @@ def test_a_methodology_through_the_server_is_recorded(lab, tmp_path):
         gone = requests.delete(f"{server.url}/strobe/runs/{row['id']}", timeout=10)
         assert gone.status_code == 200, gone.text
         assert requests.get(f"{server.url}/strobe/runs", timeout=10).json() == []
+    finally:
+        server.stop()
+
+
+def _start_loss_curve(server, lab):
+    """A long RFC 2544 loss-curve request (five sizes, 2 s trials) in a thread; its reply
+    and how long it took land in the returned dict."""
+    body = {"tests": ["loss"], "sizes": ["64", "128", "256", "512", "1024"],
+            "max_rate": "5kpps", "trial": "2s", "wait": "100ms", "settle": "0s",
+            "learning": 0, "rx": f"afpacket:{lab.rx_netns}/{lab.rx_iface}"}
+    out = {}
+
+    def post():
+        began = time.monotonic()
+        try:
+            out["reply"] = requests.post(f"{server.url}/strobe/rfc2544", json=body, timeout=120)
+        finally:
+            out["seconds"] = time.monotonic() - began
+
+    thread = threading.Thread(target=post)
+    thread.start()
+    time.sleep(3)
+    return thread, out
+
+
+def test_a_methodology_ends_early_on_a_stop_request_and_on_shutdown(lab, tmp_path):
+    # The loss curve would take 5 sizes × 2 trials × 2.1 s ≈ 21 s: both stops end it within
+    # a trial and keep the trials done, and the history says it was stopped.
+    db = str(tmp_path / "runs.db")
+    server = Server(lab, extra=("--db", db))
+    try:
+        thread, out = _start_loss_curve(server, lab)
+        # snappi's traffic stop (no traffic config is set: the stop is for the method).
+        api = snappi.api(location=server.url, verify=False)
+        cs = api.control_state()
+        cs.choice = cs.TRAFFIC
+        cs.traffic.choice = cs.traffic.FLOW_TRANSMIT
+        cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
+        api.set_control_state(cs)
+        thread.join(timeout=30)
+        assert out["reply"].status_code == 200, out["reply"].text
+        report = out["reply"].json()
+        assert report["interrupted"] is True and 1 <= report["trials"] < 10, report
+        assert out["seconds"] < 12, out
+        [row] = wait_for_runs(db, 1)
+        assert (row["kind"], row["outcome"]) == ("rfc2544", "stopped"), row
+
+        # The server's shutdown (SIGTERM) ends the next one the same way, and the server
+        # exits soon after instead of waiting for the method's end.
+        thread, out = _start_loss_curve(server, lab)
+        server.proc.terminate()
+        server.proc.wait(timeout=15)
+        thread.join(timeout=30)
+        assert out["reply"].status_code == 200, out["reply"].text
+        assert out["reply"].json()["interrupted"] is True, out["reply"].text
+        assert out["seconds"] < 12, out
+        rows = json.loads(runs(db, "list", "--json", "--limit", "0"))
+        assert sorted(r["outcome"] for r in rows) == ["stopped", "stopped"], rows
     finally:
         server.stop()

@@ -16,7 +16,7 @@ mod web;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -77,6 +77,25 @@ struct Server {
     options: ServeOptions,
     control: Mutex<()>,
     state: Mutex<Session>,
+    /// Ends the methodology running (between trials, its trial cut short): set by a traffic
+    /// stop request and by the server's shutdown; cleared when a methodology starts.
+    method_stop: Arc<AtomicBool>,
+    /// The server is shutting down: no methodology starts any more.
+    shutting_down: AtomicBool,
+    /// A methodology is running.
+    method_running: AtomicBool,
+}
+
+/// Tells a server that it is shutting down: the methodology running ends, keeping its
+/// trials (its reply and its record say it was stopped), and none starts after it.
+#[derive(Clone)]
+pub struct ShutdownHandle(Arc<Server>);
+
+impl ShutdownHandle {
+    pub fn shut_down(&self) {
+        self.0.shutting_down.store(true, Ordering::SeqCst);
+        self.0.method_stop.store(true, Ordering::SeqCst);
+    }
 }
 
 #[derive(Default)]
@@ -99,12 +118,21 @@ struct Session {
 
 /// The server's routes.
 pub fn router(options: ServeOptions) -> Router {
+    router_with_shutdown(options).0
+}
+
+/// The server's routes, and the handle that tells it it is shutting down.
+pub fn router_with_shutdown(options: ServeOptions) -> (Router, ShutdownHandle) {
     let token: Option<Arc<str>> = options.token.as_deref().map(Arc::from);
     let server = Arc::new(Server {
         options,
         control: Mutex::new(()),
         state: Mutex::new(Session::default()),
+        method_stop: Arc::new(AtomicBool::new(false)),
+        shutting_down: AtomicBool::new(false),
+        method_running: AtomicBool::new(false),
     });
+    let handle = ShutdownHandle(server.clone());
     let routes = Router::new()
         .route("/config", post(set_config).get(get_config))
         .route("/control/state", post(set_control_state))
@@ -146,13 +174,24 @@ pub fn router(options: ServeOptions) -> Router {
         })
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(server);
-    match token {
+    let routes = match token {
         Some(token) => routes.layer(axum::middleware::from_fn_with_state(
             token,
             auth::require_token,
         )),
         None => routes,
-    }
+    };
+    (routes, handle)
+}
+
+/// `shutdown`, and then the server told (a methodology running ends at once, instead of the
+/// graceful shutdown waiting for its last trial).
+async fn telling(
+    handle: ShutdownHandle,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    shutdown.await;
+    handle.shut_down();
 }
 
 /// Serves on `listener` until `shutdown` completes; a run still going is stopped first.
@@ -161,8 +200,9 @@ pub async fn serve(
     options: ServeOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(options))
-        .with_graceful_shutdown(shutdown)
+    let (routes, handle) = router_with_shutdown(options);
+    axum::serve(listener, routes)
+        .with_graceful_shutdown(telling(handle, shutdown))
         .await
 }
 
@@ -197,6 +237,8 @@ pub async fn serve_tls(
                 ),
             )
         })?;
+    let (routes, server) = router_with_shutdown(options);
+    let shutdown = telling(server, shutdown);
     let handle = axum_server::Handle::new();
     let watcher = handle.clone();
     tokio::spawn(async move {
@@ -208,7 +250,7 @@ pub async fn serve_tls(
     });
     axum_server::bind_rustls(address, config)
         .handle(handle)
-        .serve(router(options).into_make_service())
+        .serve(routes.into_make_service())
         .await
 }
 
@@ -364,11 +406,10 @@ async fn run_trains(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
              shaper, baseline)"
         )])
     })?;
-    run_method(&server, "trains", &body, move |options| {
-        let request = spec.request(&options.lab_prefix)?;
-        let never = AtomicBool::new(false);
-        let mut runner = EngineRunner { options };
-        strobe_control::trains::run_experiment(&request, &never, |_, scenario, pacing| {
+    run_method(&server, "trains", &body, move |mut runner| {
+        let request = spec.request(&runner.options.lab_prefix)?;
+        let stop = runner.stop.clone();
+        strobe_control::trains::run_experiment(&request, &stop, |_, scenario, pacing| {
             runner.run(TrialRun {
                 label: String::new(),
                 scenario,
@@ -395,10 +436,10 @@ async fn run_rfc2544(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
              recovery_window, recovery_slice)"
         )])
     })?;
-    run_method(&server, "rfc2544", &body, move |options| {
-        let request = spec.request(&options.lab_prefix)?;
-        let never = AtomicBool::new(false);
-        strobe_control::rfc2544::run_benchmarks(&request, &never, &mut EngineRunner { options })
+    run_method(&server, "rfc2544", &body, move |mut runner| {
+        let request = spec.request(&runner.options.lab_prefix)?;
+        let stop = runner.stop.clone();
+        strobe_control::rfc2544::run_benchmarks(&request, &stop, &mut runner)
     })
     .await
 }
@@ -415,23 +456,31 @@ async fn run_y1564(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
              ir_tolerance_pct)"
         )])
     })?;
-    run_method(&server, "y1564", &body, move |options| {
-        let request = spec.request(&options.lab_prefix)?;
-        let never = AtomicBool::new(false);
-        strobe_control::y1564::run_y1564(&request, &never, &mut EngineRunner { options })
+    run_method(&server, "y1564", &body, move |mut runner| {
+        let request = spec.request(&runner.options.lab_prefix)?;
+        let stop = runner.stop.clone();
+        strobe_control::y1564::run_y1564(&request, &stop, &mut runner)
     })
     .await
 }
 
 /// Runs a methodology to its end, off the async workers; its report is the reply. Config
 /// and control requests wait for it; metrics do not (there are none of it). Refused while
-/// traffic runs: the method's own runs would compete with it for the ports.
+/// traffic runs: the method's own runs would compete with it for the ports. A traffic stop
+/// request or the server's shutdown ends it early with the trials done so far.
 async fn run_method<T, F>(server: &Server, kind: &str, body: &Bytes, method: F) -> Reply
 where
     T: serde::Serialize + Send + 'static,
-    F: FnOnce(PlanOptions) -> Result<T, ControlError> + Send + 'static,
+    F: FnOnce(EngineRunner) -> Result<T, ControlError> + Send + 'static,
 {
     let _control = server.control.lock().await;
+    if server.shutting_down.load(Ordering::SeqCst) {
+        return Err(error(
+            503,
+            "internal",
+            vec!["the server is shutting down: no methodology starts now".into()],
+        ));
+    }
     if server
         .state
         .lock()
@@ -446,7 +495,15 @@ where
             vec!["traffic is running: stop it (control/state) before a methodology".into()],
         ));
     }
-    let options = server.options.plan.clone();
+    server.method_stop.store(false, Ordering::SeqCst);
+    let stop = server.method_stop.clone();
+    server.method_running.store(true, Ordering::SeqCst);
+    // Cleared however this request ends (also when its future is dropped).
+    let _running = clear_on_drop(&server.method_running);
+    let runner = EngineRunner {
+        options: server.options.plan.clone(),
+        stop: stop.clone(),
+    };
     let history = server.options.history.clone();
     let request = serde_json::from_slice(body).unwrap_or(Value::Null);
     let kind = kind.to_owned();
@@ -454,7 +511,7 @@ where
     // shutdown abandons still leaves its run in the history.
     let (outcome, encoded) = blocking(move || {
         let started = strobe_history::now_unix_ns();
-        let outcome = method(options);
+        let outcome = method(runner);
         let encoded: Result<Value, String> = match &outcome {
             Ok(report) => {
                 serde_json::to_value(report).map_err(|e| format!("cannot encode the report: {e}"))
@@ -462,7 +519,8 @@ where
             Err(e) => Err(e.to_string()),
         };
         let report = encoded.as_ref().map_err(String::as_str);
-        record::method(history.as_ref(), &kind, request, started, report);
+        let stopped = stop.load(Ordering::SeqCst);
+        record::method(history.as_ref(), &kind, request, started, report, stopped);
         (outcome, encoded)
     })
     .await?;
@@ -472,10 +530,22 @@ where
     }
 }
 
+/// A guard that clears `flag` when dropped.
+fn clear_on_drop(flag: &AtomicBool) -> impl Drop + '_ {
+    struct Clear<'a>(&'a AtomicBool);
+    impl Drop for Clear<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::SeqCst);
+        }
+    }
+    Clear(flag)
+}
+
 /// Runs a methodology's scenarios as any run of the server's: the server's options, the
-/// method's pacing and drain.
+/// method's pacing and drain; `stop` cuts the trial running short.
 struct EngineRunner {
     options: PlanOptions,
+    stop: Arc<AtomicBool>,
 }
 
 impl TrialRunner for EngineRunner {
@@ -491,8 +561,12 @@ impl TrialRunner for EngineRunner {
             ..self.options.clone()
         };
         let plan = strobe_control::prepare(trial.scenario, &options)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let report = strobe_control::run::run_blocking(&plan, stop, 1_000_000_000, &mut |_| {})?;
+        let report = strobe_control::run::run_blocking(
+            &plan,
+            self.stop.clone(),
+            1_000_000_000,
+            &mut |_| {},
+        )?;
         Ok((plan.scenario, report))
     }
 }
@@ -569,7 +643,19 @@ fn names(value: Option<&Value>) -> Result<Vec<String>, OtgError> {
 
 async fn set_control_state(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     let request = parse_body(&body)?;
+    // A traffic stop also ends a methodology running (which holds the control lock until
+    // it ends): its report keeps the trials done.
+    let stops_method = request["traffic"]["flow_transmit"]["state"] == "stop"
+        && server.method_running.load(Ordering::SeqCst);
+    if stops_method {
+        server.method_stop.store(true, Ordering::SeqCst);
+    }
     let _control = server.control.lock().await;
+    if stops_method && server.state.lock().await.scenario.is_none() {
+        return Ok(ok_json(json!({
+            "warnings": ["stopped the methodology that was running; no traffic config is set"]
+        })));
+    }
     match choice(&request, &["traffic", "port", "protocol"]) {
         Some("traffic") => {
             let traffic = &request["traffic"];

@@ -77,13 +77,14 @@ pub fn after_run(
 }
 
 /// Records a methodology run through the server: its request and its report (or why it
-/// failed).
+/// failed); `stopped`: a stop request or the shutdown ended it early.
 pub fn method(
     history: Option<&RunHistory>,
     kind: &str,
     request: Value,
     started_unix_ns: i64,
     report: Result<&Value, &str>,
+    stopped: bool,
 ) {
     let Some(history) = history else {
         return;
@@ -91,6 +92,7 @@ pub fn method(
     let mut provenance = history.provenance(kind, format!("POST /strobe/{kind}"));
     provenance.started_unix_ns = started_unix_ns;
     let (outcome, results) = match report {
+        Ok(report) if stopped => ("stopped".to_owned(), report.clone()),
         Ok(report) => ("completed".to_owned(), report.clone()),
         Err(e) => (format!("failed: {e}"), Value::Null),
     };
