@@ -4,6 +4,7 @@
 
 use clap::Args;
 use strobe_analyze::latency::LatencyStats;
+use strobe_control::history::Recorder;
 use strobe_control::source::OneFlow;
 use strobe_control::{Pacing, PlanOptions, Results};
 use strobe_engine::RunReport;
@@ -35,6 +36,8 @@ pub struct DemoArgs {
     /// timestamp sources, hand-over precision.
     #[arg(short, long)]
     verbose: bool,
+    #[command(flatten)]
+    history: crate::runs_cmd::HistoryArgs,
 }
 
 /// Removes the demo lab when the demo ends, however it ends.
@@ -99,8 +102,14 @@ fn scenario(lab: &Lab, flows: &[(&str, QuickArgs)]) -> Result<(Scenario, Pacing)
 }
 
 /// Runs one part of the demo through the run-control layer; a signal stops it like a
-/// `strobe gen` run.
-fn run(s: &Scenario, pacing: Pacing) -> Result<(Scenario, RunReport), Failure> {
+/// `strobe gen` run. The part is recorded in the run history as a run of kind `demo`.
+fn run(
+    s: &Scenario,
+    pacing: Pacing,
+    part: &str,
+    recorder: &mut Recorder,
+) -> Result<(Scenario, RunReport), Failure> {
+    let provenance = crate::runs_cmd::provenance("demo");
     let signals = signals::install()?;
     if let Some(signal) = signals.signal() {
         return Err(Failure::Interrupted(signal));
@@ -114,6 +123,22 @@ fn run(s: &Scenario, pacing: Pacing) -> Result<(Scenario, RunReport), Failure> {
     plan.options.drain_abort = Some(signals.abort_drain.clone());
     let report =
         strobe_control::run::run_blocking(&plan, signals.stop.clone(), u64::MAX, &mut |_| {})?;
+    let results = Results::new(&plan.scenario, &report, None);
+    let config = serde_json::json!({
+        "args": std::env::args().skip(1).collect::<Vec<_>>(),
+        "part": part,
+    });
+    let record = crate::runs_cmd::engine_record(
+        &provenance,
+        signals.signal(),
+        config,
+        &plan.scenario,
+        &report,
+        &results,
+    );
+    if let Some(line) = crate::runs_cmd::keep(recorder, &record) {
+        println!("   ({line})");
+    }
     Ok((plan.scenario, report))
 }
 
@@ -143,6 +168,7 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
             args.seconds
         )));
     }
+    let mut recorder = args.history.recorder()?;
     // From here on a signal stops the current part, skips the rest and removes the lab.
     let signals = signals::install()?;
     println!("== 1. The virtual lab");
@@ -178,7 +204,7 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
         &lab,
         &[("throughput", lab_flow(&lab, 1000, "max", "cbr", secs))],
     )?;
-    let (s, report) = run(&s, pacing)?;
+    let (s, report) = run(&s, pacing, "throughput", &mut recorder)?;
     if args.verbose {
         print_details(&s, &report);
     }
@@ -226,7 +252,7 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
             ),
         ],
     )?;
-    let (s, report) = run(&s, pacing)?;
+    let (s, report) = run(&s, pacing, "latency", &mut recorder)?;
     if args.verbose {
         print_details(&s, &report);
     }

@@ -514,8 +514,10 @@ fn sigterm_ends_the_reflector_with_its_report() {
 #[test]
 fn sigterm_ends_the_demo_and_removes_its_lab() {
     // Needs root; the demo's lab has a fixed prefix (strobe-demo).
+    let dir = Scratch::new("demo-sigterm");
+    let db = dir.path("runs.db");
     let child = strobe()
-        .args(["demo", "--seconds", "20"])
+        .args(["demo", "--seconds", "20", "--db", &db])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -528,6 +530,14 @@ fn sigterm_ends_the_demo_and_removes_its_lab() {
     assert!(stdout.contains("lab `strobe-demo` removed"), "{stdout}");
     assert!(!stdout.contains("== 3."), "the demo went on: {stdout}");
     assert!(!demo_lab_is_up(), "the demo's lab was left behind");
+    // The part the signal stopped is in the history, saying so.
+    let list = ok(strobe()
+        .args(["runs", "--db", &db, "list", "--json"])
+        .output()
+        .unwrap());
+    let runs: Vec<serde_json::Value> = serde_json::from_str(&list).unwrap();
+    assert_eq!(runs.len(), 1, "{list}");
+    assert_eq!(runs[0]["outcome"], "stopped by SIGTERM", "{list}");
 }
 
 fn demo_lab_is_up() -> bool {

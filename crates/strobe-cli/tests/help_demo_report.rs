@@ -104,14 +104,43 @@ fn the_command_lab_up_suggests_runs_on_that_lab() {
 }
 
 /// The demo explains each part in plain words and ends each with a verdict; the backend
-/// jargon appears only with -v.
+/// jargon appears only with -v. Each part is recorded in the run history.
 #[test]
 fn the_demo_explains_itself_and_keeps_jargon_for_verbose() {
     let jargon = ["TPACKET_V2", "qdisc bypass", "re-anchored", "TSC"];
+    let dir = Scratch::new("demo-history");
+    let db = dir.path("runs.db");
     let plain = ok(strobe()
-        .args(["demo", "--seconds", "0.5"])
+        .args(["demo", "--seconds", "0.5", "--db", &db])
         .output()
         .unwrap());
+    let list = ok(strobe()
+        .args(["runs", "--db", &db, "list", "--json"])
+        .output()
+        .unwrap());
+    let runs: Vec<serde_json::Value> = serde_json::from_str(&list).unwrap();
+    assert_eq!(runs.len(), 2, "{list}");
+    for (run, part) in runs.iter().zip(["throughput", "latency"]) {
+        assert_eq!(
+            (&run["kind"], &run["outcome"]),
+            (&"demo".into(), &"completed".into())
+        );
+        let id = run["id"].to_string();
+        let shown = ok(strobe()
+            .args(["runs", "--db", &db, "show", &id, "--json"])
+            .output()
+            .unwrap());
+        let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        assert_eq!(shown["config"]["part"], part, "{shown}");
+        assert!(
+            run["summary"]["frames_rx"].as_u64().unwrap() > 1000,
+            "{run}"
+        );
+        assert!(
+            plain.contains(&format!("recorded as run {id} in")),
+            "{plain}"
+        );
+    }
     for part in ["== 1.", "== 2. Throughput", "== 3. Latency"] {
         assert!(plain.contains(part), "{part} missing:\n{plain}");
     }
