@@ -140,6 +140,12 @@ def test_a_methodology_through_the_server_is_recorded(lab, tmp_path):
         run = json.loads(runs(db, "show", str(row["id"]), "--json"))
         assert run["config"] == body
         assert run["results"] == reply.json()
+        # The convoy's trial keeps its latency histogram, named by the trial; it holds
+        # every frame the report counted.
+        [hist] = run["histograms"]
+        assert hist["flow"].startswith("trial 1: "), hist["flow"]
+        decoded = HdrHistogram.decode(hist["encoded"])
+        assert decoded.get_total_count() == 4 * 8, decoded.get_total_count()
         # Deleted over HTTP: gone from the list.
         gone = requests.delete(f"{server.url}/strobe/runs/{row['id']}", timeout=10)
         assert gone.status_code == 200, gone.text

@@ -113,6 +113,24 @@ fn mac(m: [u8; 6]) -> String {
         .join(":")
 }
 
+/// The backends a lab endpoint takes as `lab:ROLE@BACKEND` (the first: plain `lab:ROLE`).
+fn lab_backends(role: &str) -> &'static [(&'static str, &'static str)] {
+    if role == "tx" {
+        &[
+            ("", "AF_PACKET"),
+            ("@afxdp", "AF_XDP"),
+            ("@afpacket-gso", "AF_PACKET with UDP segmentation"),
+            ("@xdp-live", "XDP live frames, generated in the kernel"),
+        ]
+    } else {
+        &[
+            ("", "AF_PACKET"),
+            ("@afxdp", "AF_XDP on queue 0"),
+            ("@afxdp-all", "AF_XDP on every queue"),
+        ]
+    }
+}
+
 fn print_endpoint(role: &str, lab: &Lab, e: &Endpoint) {
     println!(
         "  {role}: {} in namespace {} — MAC {}, {}/{}, {}; send frames to MAC {}",
@@ -129,6 +147,11 @@ fn print_endpoint(role: &str, lab: &Lab, e: &Endpoint) {
         lab.port(e, "afpacket"),
         lab.port(e, "afxdp")
     );
+    let shorthands: Vec<String> = lab_backends(role)
+        .iter()
+        .map(|(suffix, what)| format!("lab:{role}{suffix} ({what})"))
+        .collect();
+    println!("      as: {}", shorthands.join(", "));
 }
 
 fn print_lab(lab: &Lab) {

@@ -4,9 +4,10 @@
 use std::path::Path;
 
 use clap::Args;
-use strobe_control::history::Recorder;
+use strobe_control::history::{Recorder, TrialHistograms};
 use strobe_control::rfc2544::{TrialRun, TrialRunner};
 use strobe_control::PlanOptions;
+use strobe_history::FlowHistogram;
 use strobe_model::Scenario;
 
 use crate::failure::Failure;
@@ -38,6 +39,8 @@ pub struct MethodPorts {
 pub struct Terminal {
     options: PlanOptions,
     quiet: bool,
+    /// Each trial's latency histograms, for the run history.
+    pub histograms: TrialHistograms,
 }
 
 impl Terminal {
@@ -48,6 +51,7 @@ impl Terminal {
                 ..PlanOptions::default()
             },
             quiet,
+            histograms: TrialHistograms::default(),
         }
     }
 }
@@ -68,7 +72,11 @@ impl TrialRunner for Terminal {
             verbose: false,
             quiet: self.quiet || trial.learning,
         };
-        run_on_terminal(trial.scenario, &options, view, false)
+        let (scenario, report) = run_on_terminal(trial.scenario, &options, view, false)?;
+        if !trial.learning {
+            self.histograms.add(&trial.label, &scenario, &report);
+        }
+        Ok((scenario, report))
     }
 }
 
@@ -93,6 +101,7 @@ pub fn record_report(
     kind: &str,
     report: &impl serde::Serialize,
     outcome: String,
+    histograms: Vec<FlowHistogram>,
 ) -> Option<String> {
     let record = strobe_control::history::method_record(
         &crate::runs_cmd::provenance(kind),
@@ -100,6 +109,7 @@ pub fn record_report(
         serde_json::json!({ "args": std::env::args().skip(1).collect::<Vec<_>>() }),
         serde_json::to_value(report).unwrap_or_default(),
         Default::default(),
+        histograms,
     );
     crate::runs_cmd::keep(recorder, &record)
 }

@@ -237,7 +237,13 @@ pub fn run(args: Rfc2544Args) -> Result<(), Failure> {
         }),
     ]);
     let outcome = crate::runs_cmd::outcome(signals.signal(), report.failure.as_slice());
-    let recorded = crate::methods::record_report(&mut recorder, "rfc2544", &report, outcome);
+    let recorded = crate::methods::record_report(
+        &mut recorder,
+        "rfc2544",
+        &report,
+        outcome,
+        trials.0.histograms.take(),
+    );
     print_report(&report);
     if let Some(f) = &report.failure {
         failures.note(Err(Failure::Runtime(f.clone())));

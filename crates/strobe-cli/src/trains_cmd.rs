@@ -185,7 +185,13 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
         })
         .collect();
     let outcome = crate::runs_cmd::outcome(signals.signal(), &step_failures);
-    let recorded = crate::methods::record_report(&mut recorder, "trains", &report, outcome);
+    let recorded = crate::methods::record_report(
+        &mut recorder,
+        "trains",
+        &report,
+        outcome,
+        terminal.histograms.take(),
+    );
     print_report(&report);
     if let Some(line) = recorded {
         println!("{line}");

@@ -183,7 +183,13 @@ pub fn run(args: Y1564Args) -> Result<(), Failure> {
         done if done == "completed" => "completed: FAIL".to_owned(),
         other => other,
     };
-    let recorded = crate::methods::record_report(&mut recorder, "y1564", &report, outcome);
+    let recorded = crate::methods::record_report(
+        &mut recorder,
+        "y1564",
+        &report,
+        outcome,
+        terminal.histograms.take(),
+    );
     print_report(&report);
     if let Some(line) = recorded {
         println!("{line}");

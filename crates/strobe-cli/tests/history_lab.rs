@@ -188,6 +188,17 @@ fn a_run_ctrl_c_stops_and_a_methodology_are_recorded() {
         1,
         "{convoy}"
     );
+    // Each trial's latency histogram is kept, named by its trial, and compared like a flow.
+    let histograms = convoy["histograms"].as_array().unwrap();
+    assert!(!histograms.is_empty(), "{convoy}");
+    let name = histograms[0]["flow"].as_str().unwrap();
+    assert!(name.starts_with("trial 1: "), "{name}");
+    assert!(!name.ends_with(')'), "the progress is left out: {name}");
+    let table = ok(runs(&db, &["compare", "2", "--flow", name]));
+    // The column (its long name wrapped) holds the trial's 50 frames.
+    assert!(table.contains("#2 trial 1: "), "{name:?}: {table}");
+    let frames = table.lines().find(|l| l.starts_with("frames")).unwrap();
+    assert_eq!(frames.split_whitespace().nth(1), Some("50"), "{table}");
     let list = json(runs(&db, &["list", "--json", "--kind", "trains"]));
     assert_eq!(list.as_array().unwrap().len(), 1);
 }

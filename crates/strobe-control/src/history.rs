@@ -58,23 +58,7 @@ pub fn run_record(
     report: &RunReport,
     results: &Results,
 ) -> RunRecord {
-    let histograms = scenario
-        .flows
-        .iter()
-        .filter_map(|f| {
-            let latency = report
-                .rx_flows
-                .get(f.id as usize)?
-                .as_ref()?
-                .latency
-                .as_ref()?;
-            let hist = latency.histogram();
-            (!hist.is_empty()).then(|| FlowHistogram {
-                flow: f.name.clone(),
-                encoded: strobe_history::encode_histogram(hist),
-            })
-        })
-        .collect();
+    let histograms = flow_histograms(scenario, report, "");
     let sources: serde_json::Map<String, serde_json::Value> = results
         .flows
         .iter()
@@ -93,25 +77,81 @@ pub fn run_record(
         results: serde_json::to_value(results).unwrap_or_default(),
         timestamp_sources: sources.into(),
         calibration,
-        histograms,
         ..method_record(
             provenance,
             outcome,
             config,
             serde_json::Value::Null,
             Summary::default(),
+            histograms,
         )
     }
 }
 
+/// Every flow's latency histogram of a finished engine run (flows that measured none are
+/// left out), each named `prefix` and the flow's name.
+fn flow_histograms(scenario: &Scenario, report: &RunReport, prefix: &str) -> Vec<FlowHistogram> {
+    scenario
+        .flows
+        .iter()
+        .filter_map(|f| {
+            let latency = report
+                .rx_flows
+                .get(f.id as usize)?
+                .as_ref()?
+                .latency
+                .as_ref()?;
+            let hist = latency.histogram();
+            (!hist.is_empty()).then(|| FlowHistogram {
+                flow: format!("{prefix}{}", f.name),
+                encoded: strobe_history::encode_histogram(hist),
+            })
+        })
+        .collect()
+}
+
+/// A methodology's trials' latency histograms, as its record keeps them: one per trial and
+/// flow, named `trial N: LABEL: FLOW` (N counts the trials that measured, from 1; learning
+/// runs are not trials), so that `strobe runs compare --flow` can set trials side by side.
+#[derive(Default)]
+pub struct TrialHistograms {
+    trials: usize,
+    histograms: Vec<FlowHistogram>,
+}
+
+impl TrialHistograms {
+    /// Keeps the histograms of one finished trial.
+    pub fn add(&mut self, label: &str, scenario: &Scenario, report: &RunReport) {
+        self.trials += 1;
+        // Without the progress a status line ends with: "… (trial 3 of ~12, 40 s left)".
+        let label = match label.rfind(" (") {
+            Some(at) if label.ends_with(')') => &label[..at],
+            _ => label,
+        };
+        let prefix = if label.is_empty() {
+            format!("trial {}: ", self.trials)
+        } else {
+            format!("trial {}: {label}: ", self.trials)
+        };
+        self.histograms
+            .extend(flow_histograms(scenario, report, &prefix));
+    }
+
+    /// The histograms kept, in the trials' order.
+    pub fn take(&mut self) -> Vec<FlowHistogram> {
+        std::mem::take(&mut self.histograms)
+    }
+}
+
 /// A methodology's record (RFC 2544, Y.1564, a convoy sweep): its options and report, with
-/// whatever summary it has (trials carry their own distributions in the report).
+/// whatever summary it has, and its trials' histograms ([`TrialHistograms`]).
 pub fn method_record(
     provenance: &Provenance,
     outcome: &str,
     config: serde_json::Value,
     results: serde_json::Value,
     summary: Summary,
+    histograms: Vec<FlowHistogram>,
 ) -> RunRecord {
     let (host, user) = strobe_history::host_and_user();
     RunRecord {
@@ -131,7 +171,7 @@ pub fn method_record(
         results,
         timestamp_sources: serde_json::Value::Object(Default::default()),
         calibration: None,
-        histograms: Vec::new(),
+        histograms,
     }
 }
 

@@ -27,6 +27,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
 use strobe_control::capture::{Capture, CaptureFormat};
+use strobe_control::history::TrialHistograms;
 use strobe_control::otg::scenario_from_otg;
 use strobe_control::rfc2544::{Rfc2544Spec, TrialRun, TrialRunner};
 use strobe_control::trains::TrainsSpec;
@@ -406,7 +407,7 @@ async fn run_trains(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
              shaper, baseline)"
         )])
     })?;
-    run_method(&server, "trains", &body, move |mut runner| {
+    run_method(&server, "trains", &body, move |runner| {
         let request = spec.request(&runner.options.lab_prefix)?;
         let stop = runner.stop.clone();
         strobe_control::trains::run_experiment(&request, &stop, |_, scenario, pacing| {
@@ -436,10 +437,10 @@ async fn run_rfc2544(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
              recovery_window, recovery_slice)"
         )])
     })?;
-    run_method(&server, "rfc2544", &body, move |mut runner| {
+    run_method(&server, "rfc2544", &body, move |runner| {
         let request = spec.request(&runner.options.lab_prefix)?;
         let stop = runner.stop.clone();
-        strobe_control::rfc2544::run_benchmarks(&request, &stop, &mut runner)
+        strobe_control::rfc2544::run_benchmarks(&request, &stop, runner)
     })
     .await
 }
@@ -456,10 +457,10 @@ async fn run_y1564(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
              ir_tolerance_pct)"
         )])
     })?;
-    run_method(&server, "y1564", &body, move |mut runner| {
+    run_method(&server, "y1564", &body, move |runner| {
         let request = spec.request(&runner.options.lab_prefix)?;
         let stop = runner.stop.clone();
-        strobe_control::y1564::run_y1564(&request, &stop, &mut runner)
+        strobe_control::y1564::run_y1564(&request, &stop, runner)
     })
     .await
 }
@@ -471,7 +472,7 @@ async fn run_y1564(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
 async fn run_method<T, F>(server: &Server, kind: &str, body: &Bytes, method: F) -> Reply
 where
     T: serde::Serialize + Send + 'static,
-    F: FnOnce(EngineRunner) -> Result<T, ControlError> + Send + 'static,
+    F: FnOnce(&mut EngineRunner) -> Result<T, ControlError> + Send + 'static,
 {
     let _control = server.control.lock().await;
     if server.shutting_down.load(Ordering::SeqCst) {
@@ -500,9 +501,10 @@ where
     server.method_running.store(true, Ordering::SeqCst);
     // Cleared however this request ends (also when its future is dropped).
     let _running = clear_on_drop(&server.method_running);
-    let runner = EngineRunner {
+    let mut runner = EngineRunner {
         options: server.options.plan.clone(),
         stop: stop.clone(),
+        histograms: TrialHistograms::default(),
     };
     let history = server.options.history.clone();
     let request = serde_json::from_slice(body).unwrap_or(Value::Null);
@@ -511,7 +513,7 @@ where
     // shutdown abandons still leaves its run in the history.
     let (outcome, encoded) = blocking(move || {
         let started = strobe_history::now_unix_ns();
-        let outcome = method(runner);
+        let outcome = method(&mut runner);
         let encoded: Result<Value, String> = match &outcome {
             Ok(report) => {
                 serde_json::to_value(report).map_err(|e| format!("cannot encode the report: {e}"))
@@ -520,7 +522,16 @@ where
         };
         let report = encoded.as_ref().map_err(String::as_str);
         let stopped = stop.load(Ordering::SeqCst);
-        record::method(history.as_ref(), &kind, request, started, report, stopped);
+        let histograms = runner.histograms.take();
+        record::method(
+            history.as_ref(),
+            &kind,
+            request,
+            started,
+            report,
+            stopped,
+            histograms,
+        );
         (outcome, encoded)
     })
     .await?;
@@ -546,6 +557,8 @@ fn clear_on_drop(flag: &AtomicBool) -> impl Drop + '_ {
 struct EngineRunner {
     options: PlanOptions,
     stop: Arc<AtomicBool>,
+    /// Each trial's latency histograms, for the run history.
+    histograms: TrialHistograms,
 }
 
 impl TrialRunner for EngineRunner {
@@ -567,6 +580,9 @@ impl TrialRunner for EngineRunner {
             1_000_000_000,
             &mut |_| {},
         )?;
+        if !trial.learning {
+            self.histograms.add(&trial.label, &plan.scenario, &report);
+        }
         Ok((plan.scenario, report))
     }
 }

@@ -69,6 +69,7 @@ pub fn after_run(
                 config,
                 Value::Null,
                 Default::default(),
+                Vec::new(),
             ),
             (Ok(_), None) => return,
         };
@@ -85,6 +86,7 @@ pub fn method(
     started_unix_ns: i64,
     report: Result<&Value, &str>,
     stopped: bool,
+    histograms: Vec<strobe_history::FlowHistogram>,
 ) {
     let Some(history) = history else {
         return;
@@ -102,5 +104,6 @@ pub fn method(
         request,
         results,
         Default::default(),
+        histograms,
     ));
 }
