@@ -154,12 +154,17 @@ def test_a_methodology_through_the_server_is_recorded(lab, tmp_path):
         server.stop()
 
 
+def _loss_curve(lab, sizes=("64", "128", "256", "512", "1024")):
+    """An RFC 2544 loss-curve request: two 2 s trials per size on the cable."""
+    return {"tests": ["loss"], "sizes": list(sizes), "max_rate": "5kpps", "trial": "2s",
+            "wait": "100ms", "settle": "0s", "learning": 0,
+            "rx": f"afpacket:{lab.rx_netns}/{lab.rx_iface}"}
+
+
 def _start_loss_curve(server, lab):
     """A long RFC 2544 loss-curve request (five sizes, 2 s trials) in a thread; its reply
     and how long it took land in the returned dict."""
-    body = {"tests": ["loss"], "sizes": ["64", "128", "256", "512", "1024"],
-            "max_rate": "5kpps", "trial": "2s", "wait": "100ms", "settle": "0s",
-            "learning": 0, "rx": f"afpacket:{lab.rx_netns}/{lab.rx_iface}"}
+    body = _loss_curve(lab)
     out = {}
 
     def post():
@@ -208,5 +213,28 @@ def test_a_methodology_ends_early_on_a_stop_request_and_on_shutdown(lab, tmp_pat
         assert out["seconds"] < 12, out
         rows = json.loads(runs(db, "list", "--json", "--limit", "0"))
         assert sorted(r["outcome"] for r in rows) == ["stopped", "stopped"], rows
+    finally:
+        server.stop()
+
+
+def test_a_client_that_hangs_up_leaves_its_methodology_in_charge(lab, tmp_path):
+    # The client gives up waiting; the method runs on (≈ 8 s) and keeps the server's
+    # control: a config sent meanwhile is taken only once the method has ended and been
+    # recorded, never while the method's trials still use the ports.
+    db = str(tmp_path / "runs.db")
+    server = Server(lab, extra=("--db", db))
+    try:
+        try:
+            requests.post(f"{server.url}/strobe/rfc2544", json=_loss_curve(lab, ("64", "128")),
+                          timeout=1.5)
+            raise AssertionError("the loss curve answered within 1.5 s")
+        except requests.exceptions.ReadTimeout:
+            pass
+        api = snappi.api(location=server.url, verify=False)
+        cfg = base_config(api, lab)
+        add_flow(cfg, "f1", packets=100).packet.ethernet().ipv4().udp()
+        api.set_config(cfg)
+        rows = json.loads(runs(db, "list", "--json", "--limit", "0"))
+        assert [(r["kind"], r["outcome"]) for r in rows] == [("rfc2544", "completed")], rows
     finally:
         server.stop()

@@ -220,10 +220,24 @@ fn bursts_leave_as_back_to_back_trains() {
     let _one = one_at_a_time();
     let lab = TestLab::up("bur", "cable");
     let dir = Scratch::new("timing-burst");
+    // A stall of the busy two-core machine splits a train, or lets it catch up with the
+    // next: a run that leaves fewer than 90 % of its trains whole gets one more run, and
+    // the second must hold.
+    if let Err(first) = burst_run(&lab, &dir, "burst") {
+        if let Err(second) = burst_run(&lab, &dir, "burst-again") {
+            panic!("twice: {first}; {second}");
+        }
+    }
+}
+
+/// 1000 bursts of 32 frames 200 µs apart, captured: Err when fewer than 90 % of the trains
+/// (frames between pauses of 50 µs or more) hold 32 frames, or when a train's frames are
+/// not back to back (closer than the hand-over cost, which one hand-over per frame costs).
+fn burst_run(lab: &TestLab, dir: &Scratch, name: &str) -> Result<(), String> {
     let (report, gaps) = captured_run(
-        &lab,
-        &dir,
-        "burst",
+        lab,
+        dir,
+        name,
         &[
             "--pattern",
             "burst:32/200us",
@@ -248,17 +262,17 @@ fn bursts_leave_as_back_to_back_trains() {
         }
     }
     let whole = trains.iter().filter(|&&n| n == 32).count();
-    assert!(
-        whole * 10 >= trains.len() * 9,
-        "{whole} of {} trains have 32 frames",
-        trains.len()
-    );
+    if whole * 10 < trains.len() * 9 {
+        return Err(format!("{whole} of {} trains have 32 frames", trains.len()));
+    }
     inside.sort_unstable();
     let median = inside[inside.len() / 2];
-    assert!(
-        median < handover,
-        "frames of a train are {median} ns apart, not back to back (hand-over {handover} ns)"
-    );
+    if median >= handover {
+        return Err(format!(
+            "frames of a train are {median} ns apart, not back to back (hand-over {handover} ns)"
+        ));
+    }
+    Ok(())
 }
 
 #[test]

@@ -76,7 +76,7 @@ pub struct ServeOptions {
 /// or write it, never while a run starts or drains, so metrics replies never wait for one.
 struct Server {
     options: ServeOptions,
-    control: Mutex<()>,
+    control: Arc<Mutex<()>>,
     state: Mutex<Session>,
     /// Ends the methodology running (between trials, its trial cut short): set by a traffic
     /// stop request and by the server's shutdown; cleared when a methodology starts.
@@ -84,7 +84,7 @@ struct Server {
     /// The server is shutting down: no methodology starts any more.
     shutting_down: AtomicBool,
     /// A methodology is running.
-    method_running: AtomicBool,
+    method_running: Arc<AtomicBool>,
 }
 
 /// Tells a server that it is shutting down: the methodology running ends, keeping its
@@ -127,11 +127,11 @@ pub fn router_with_shutdown(options: ServeOptions) -> (Router, ShutdownHandle) {
     let token: Option<Arc<str>> = options.token.as_deref().map(Arc::from);
     let server = Arc::new(Server {
         options,
-        control: Mutex::new(()),
+        control: Arc::new(Mutex::new(())),
         state: Mutex::new(Session::default()),
         method_stop: Arc::new(AtomicBool::new(false)),
         shutting_down: AtomicBool::new(false),
-        method_running: AtomicBool::new(false),
+        method_running: Arc::new(AtomicBool::new(false)),
     });
     let handle = ShutdownHandle(server.clone());
     let routes = Router::new()
@@ -474,7 +474,9 @@ where
     T: serde::Serialize + Send + 'static,
     F: FnOnce(&mut EngineRunner) -> Result<T, ControlError> + Send + 'static,
 {
-    let _control = server.control.lock().await;
+    // Owned: it goes with the method onto its blocking thread, so that a client that hangs
+    // up (its request's future dropped) leaves the server locked until the method has ended.
+    let control = server.control.clone().lock_owned().await;
     if server.shutting_down.load(Ordering::SeqCst) {
         return Err(error(
             503,
@@ -499,8 +501,8 @@ where
     server.method_stop.store(false, Ordering::SeqCst);
     let stop = server.method_stop.clone();
     server.method_running.store(true, Ordering::SeqCst);
-    // Cleared however this request ends (also when its future is dropped).
-    let _running = clear_on_drop(&server.method_running);
+    // Cleared when the method ends, however it ends.
+    let running = ClearOnDrop(server.method_running.clone());
     let mut runner = EngineRunner {
         options: server.options.plan.clone(),
         stop: stop.clone(),
@@ -512,6 +514,7 @@ where
     // Recorded on the same blocking thread as the method ran, so that a request the
     // shutdown abandons still leaves its run in the history.
     let (outcome, encoded) = blocking(move || {
+        let _held = (control, running);
         let started = strobe_history::now_unix_ns();
         let outcome = method(&mut runner);
         let encoded: Result<Value, String> = match &outcome {
@@ -541,15 +544,13 @@ where
     }
 }
 
-/// A guard that clears `flag` when dropped.
-fn clear_on_drop(flag: &AtomicBool) -> impl Drop + '_ {
-    struct Clear<'a>(&'a AtomicBool);
-    impl Drop for Clear<'_> {
-        fn drop(&mut self) {
-            self.0.store(false, Ordering::SeqCst);
-        }
+/// Clears its flag when dropped.
+struct ClearOnDrop(Arc<AtomicBool>);
+
+impl Drop for ClearOnDrop {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
     }
-    Clear(flag)
 }
 
 /// Runs a methodology's scenarios as any run of the server's: the server's options, the
