@@ -143,7 +143,7 @@ def test_a_methodology_through_the_server_is_recorded(lab, tmp_path):
         # The convoy's trial keeps its latency histogram, named by the trial; it holds
         # every frame the report counted.
         [hist] = run["histograms"]
-        assert hist["flow"].startswith("trial 1: "), hist["flow"]
+        assert hist["flow"].startswith("trial 1: 256 B × 8 frames, 4 trains 2.000 ms apart: "), hist["flow"]
         decoded = HdrHistogram.decode(hist["encoded"])
         assert decoded.get_total_count() == 4 * 8, decoded.get_total_count()
         # Deleted over HTTP: gone from the list.

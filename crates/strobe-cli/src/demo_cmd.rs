@@ -128,15 +128,15 @@ fn run(
         "args": std::env::args().skip(1).collect::<Vec<_>>(),
         "part": part,
     });
-    let record = crate::runs_cmd::engine_record(
+    if let Some(line) = crate::runs_cmd::record_engine_run(
+        recorder,
         &provenance,
         signals.signal(),
         config,
         &plan.scenario,
         &report,
         &results,
-    );
-    if let Some(line) = crate::runs_cmd::keep(recorder, &record) {
+    ) {
         println!("   ({line})");
     }
     Ok((plan.scenario, report))

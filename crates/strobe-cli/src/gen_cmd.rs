@@ -270,7 +270,8 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
         failures.note(write_file(path, results.trains_csv().as_bytes()));
     }
     let signal = signals::install()?.signal();
-    let record = runs_cmd::engine_record(
+    let recorded = runs_cmd::record_engine_run(
+        &mut recorder,
         &provenance,
         signal,
         config(&args, None),
@@ -278,7 +279,6 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
         &report,
         &results,
     );
-    let recorded = runs_cmd::keep(&mut recorder, &record);
     print_summary(&results);
     print_latency(&results);
     print_convoys(&results);
@@ -407,7 +407,8 @@ fn sweep(
         let (scenario, report) = execute(args, scenario, pacing)?;
         let results = Results::new(&scenario, &report, correction);
         // Each rate is a run of its own in the history, its rate in its config.
-        let record = runs_cmd::engine_record(
+        let recorded = runs_cmd::record_engine_run(
+            recorder,
             &step_provenance,
             signals.signal(),
             config(args, Some(rate)),
@@ -415,7 +416,6 @@ fn sweep(
             &report,
             &results,
         );
-        let recorded = runs_cmd::keep(recorder, &record);
         print_latency(&results);
         print_verdicts(&results);
         if let Some(line) = recorded {

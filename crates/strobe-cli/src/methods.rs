@@ -61,7 +61,7 @@ impl TrialRunner for Terminal {
 
     fn run(&mut self, trial: TrialRun) -> Result<(Scenario, strobe_engine::RunReport), Failure> {
         if !trial.learning {
-            println!("== {}", trial.label);
+            println!("== {}", trial.status());
         }
         let options = PlanOptions {
             pacing: trial.pacing,
@@ -74,7 +74,7 @@ impl TrialRunner for Terminal {
         };
         let (scenario, report) = run_on_terminal(trial.scenario, &options, view, false)?;
         if !trial.learning {
-            self.histograms.add(&trial.label, &scenario, &report);
+            self.histograms.add(&trial.what, &scenario, &report);
         }
         Ok((scenario, report))
     }

@@ -376,21 +376,25 @@ fn compare(db: &History, args: CompareArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// A run's record for the history from what the engine reported.
-pub fn engine_record(
+/// Records an engine run in the history (how it ended from the signal that stopped it and
+/// its failures); returns [`keep`]'s line.
+#[must_use = "print the line where the run was recorded"]
+pub fn record_engine_run(
+    recorder: &mut Recorder,
     provenance: &Provenance,
     signal: Option<i32>,
     config: serde_json::Value,
     scenario: &strobe_model::Scenario,
     report: &strobe_engine::RunReport,
     results: &Results,
-) -> RunRecord {
-    strobe_control::history::run_record(
+) -> Option<String> {
+    let record = strobe_control::history::run_record(
         provenance,
         &outcome(signal, &results.failures),
         config,
         scenario,
         report,
         results,
-    )
+    );
+    keep(recorder, &record)
 }

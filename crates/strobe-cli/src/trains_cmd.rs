@@ -157,7 +157,8 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
     let signals = signals::install()?;
     let report = run_experiment(&request, &signals.stop, |label, scenario, pacing| {
         terminal.run(TrialRun {
-            label: label.to_string(),
+            what: label.to_string(),
+            progress: String::new(),
             scenario,
             pacing,
             drain_ns,

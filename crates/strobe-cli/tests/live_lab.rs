@@ -14,6 +14,13 @@ use common::*;
 
 use std::process::Command;
 
+/// The xdp-live tests one at a time: an unpaced one fills both cores, and a paced one
+/// beside it loses frames in its receiving CPU's backlog.
+fn one_xdp_live_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TESTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn flow(report: &serde_json::Value) -> &serde_json::Value {
     &report["flows"][0]
 }
@@ -143,11 +150,13 @@ fn af_xdp_sends_and_receives_with_exact_counts() {
     );
 }
 
-/// `lab:tx@xdp-live`: the kernel's live-frame mode sends what the engine wrote, paced and
-/// unpaced (`--engine-frames`), through a cable and a router (whose near port the lab makes
-/// take XDP frames), every frame counted at the sink, none refused by the driver.
+/// `lab:tx@xdp-live`: paced at a constant rate (generated and paced by the kernel's
+/// program) and unpaced with frames the engine wrote (`--engine-frames`), through a cable
+/// and a router (whose near port the lab makes take XDP frames), every frame counted at the
+/// sink, none refused by the driver.
 #[test]
 fn xdp_live_sends_with_exact_counts_paced_and_unpaced() {
+    let _one = one_xdp_live_test_at_a_time();
     let dir = Scratch::new("live-xdp-live");
     for (tag, dut) in [("l", "cable"), ("k", "router")] {
         let lab = TestLab::up(tag, dut);
@@ -167,14 +176,17 @@ fn xdp_live_sends_with_exact_counts_paced_and_unpaced() {
             let r: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
             let what = format!("{dut} {mode:?}");
+            // Every frame is received once and in order, or counted as dropped by the
+            // receiving interface, the receiver's ring or the router: unpaced, the sender can
+            // outrun the receiving stack of a busy two-core machine; paced, another test's
+            // run can fill the backlog of the CPU that receives. A frame lost uncounted fails
+            // (as every paced frame did through the router while the kernel's program left
+            // the router's changes to a page in the frames it generated next).
+            let dut_drops = dut_drops_before.map_or(0, |b| drops_in(&lab.ns("dut")) - b);
+            assert_accounted(&r, count, dut_drops, &what);
             if count == 20_000 {
-                assert_exact(flow(&r), count, &what);
-            } else {
-                // Unpaced, the sender can outrun the receiving stack of a busy two-core
-                // machine: every frame is received once and in order, or counted as
-                // dropped by the receiving interface, the receiver's ring or the router.
-                let dut_drops = dut_drops_before.map_or(0, |b| drops_in(&lab.ns("dut")) - b);
-                assert_accounted(&r, count, dut_drops, &what);
+                let received = flow(&r)["frames_rx"].as_u64().unwrap();
+                assert!(received * 100 >= count * 99, "{what}: {}", flow(&r));
             }
             let port = &r["ports"][0];
             assert!(
@@ -182,7 +194,15 @@ fn xdp_live_sends_with_exact_counts_paced_and_unpaced() {
                 "{port}"
             );
             assert_eq!(port["xmit_errors"], 0, "{port}");
-            assert_eq!(port["in_kernel"], serde_json::Value::Null, "{port}");
+            // Paced at a constant rate, the kernel's program generates and paces the flow
+            // (through the router too: it rewrites the headers the router changed in the
+            // pages it forwarded, which come back to the kernel's pool).
+            let in_kernel = if count == 20_000 {
+                serde_json::Value::Bool(true)
+            } else {
+                serde_json::Value::Null
+            };
+            assert_eq!(port["in_kernel"], in_kernel, "{port}");
         }
         // The lab turned GRO on where tx0's frames arrive, so that they are taken.
         let (ns, iface) = if dut == "cable" {
@@ -206,6 +226,7 @@ fn xdp_live_sends_with_exact_counts_paced_and_unpaced() {
 /// program cannot write (random values) falls back to the engine and says why.
 #[test]
 fn xdp_live_generates_in_the_kernel_with_every_frame_accounted() {
+    let _one = one_xdp_live_test_at_a_time();
     const N: u64 = 1_000_000;
     let dir = Scratch::new("live-xdp-gen");
     let lab = TestLab::up("q", "cable");

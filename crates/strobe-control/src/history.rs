@@ -120,14 +120,9 @@ pub struct TrialHistograms {
 }
 
 impl TrialHistograms {
-    /// Keeps the histograms of one finished trial.
+    /// Keeps the histograms of one finished trial, named by what it was.
     pub fn add(&mut self, label: &str, scenario: &Scenario, report: &RunReport) {
         self.trials += 1;
-        // Without the progress a status line ends with: "… (trial 3 of ~12, 40 s left)".
-        let label = match label.rfind(" (") {
-            Some(at) if label.ends_with(')') => &label[..at],
-            _ => label,
-        };
         let prefix = if label.is_empty() {
             format!("trial {}: ", self.trials)
         } else {

@@ -326,13 +326,26 @@ impl Rfc2544Spec {
 /// One trial for a front end to run: its scenario, how it is paced, and how long the
 /// receivers keep counting after the last frame.
 pub struct TrialRun {
-    /// What the trial is, with the progress so far, for a status line.
-    pub label: String,
+    /// What the trial is (its name in the run history).
+    pub what: String,
+    /// How far the methodology has come, for a status line; empty when it says nothing.
+    pub progress: String,
     pub scenario: Scenario,
     pub pacing: Pacing,
     pub drain_ns: u64,
     /// Learning frames before a trial (nothing is measured: a front end may run it quietly).
     pub learning: bool,
+}
+
+impl TrialRun {
+    /// What a status line shows: what the trial is, then the progress in parentheses.
+    pub fn status(&self) -> String {
+        if self.progress.is_empty() {
+            self.what.clone()
+        } else {
+            format!("{} ({})", self.what, self.progress)
+        }
+    }
 }
 
 /// How a front end runs trials and hears of their results.
@@ -636,6 +649,7 @@ pub(crate) trait Trials {
         size: &FrameSize,
         offer: Offer,
         label: &str,
+        progress: String,
     ) -> Result<Option<TrialOutcome>, Self::Error>;
     /// Runs a system recovery trial; None when stopped before it began.
     fn run_recovery(
@@ -643,6 +657,7 @@ pub(crate) trait Trials {
         size: &FrameSize,
         plan: &RecoveryPlan,
         label: &str,
+        progress: String,
     ) -> Result<Option<RecoveryOutcome>, Self::Error>;
     /// Stopped by the user, or a trial failed: no further trial runs.
     fn stopped(&self) -> bool;
@@ -867,9 +882,12 @@ impl<T: Trials> Session<'_, T> {
         benchmark: Benchmark,
         size: &FrameSize,
         offer: Offer,
-        label: &str,
+        what: &str,
+        progress: String,
     ) -> Result<Option<TrialOutcome>, T::Error> {
-        let outcome = self.trials.run_trial(benchmark, size, offer, label)?;
+        let outcome = self
+            .trials
+            .run_trial(benchmark, size, offer, what, progress)?;
         if let Some(o) = &outcome {
             if !o.result.interrupted {
                 self.trials_done += 1;
@@ -931,14 +949,7 @@ impl<T: Trials> Session<'_, T> {
             return Ok(Some(m.clone()));
         }
         let line = size.line_rate_pps;
-        let label = |what: String, s: &Self| {
-            format!(
-                "{} {} B: trial at {what} ({})",
-                benchmark.name(),
-                size.size,
-                s.progress(4)
-            )
-        };
+        let label = |what: String| format!("{} {} B: trial at {what}", benchmark.name(), size.size);
         let mut ran = Vec::new();
         let (max_pps, source) = match self.request.max_rate {
             Some(rate) => {
@@ -954,24 +965,28 @@ impl<T: Trials> Session<'_, T> {
                     ))
                     .into());
                 }
-                let l = label(format!("the highest rate given, {}", pps_text(pps)), self);
-                let Some(t) = self.trial(benchmark, size, Offer::Paced(pps), &l)? else {
+                let l = label(format!("the highest rate given, {}", pps_text(pps)));
+                let progress = self.progress(4);
+                let Some(t) = self.trial(benchmark, size, Offer::Paced(pps), &l, progress)? else {
                     return Ok(None);
                 };
                 ran.push(t.result);
                 (pps, MaxSource::Given)
             }
             None => {
-                let l = label("the generator's most (unpaced)".into(), self);
-                let Some(t) = self.trial(benchmark, size, Offer::Unpaced, &l)? else {
+                let l = label("the generator's most (unpaced)".into());
+                let progress = self.progress(4);
+                let Some(t) = self.trial(benchmark, size, Offer::Unpaced, &l, progress)? else {
                     return Ok(None);
                 };
                 let offered = t.result.offered_pps;
                 ran.push(t.result);
                 if offered >= line && !self.stopped() {
                     // Faster than the line: the line rate, paced, is the maximum.
-                    let l = label(format!("line rate, {}", pps_text(line)), self);
-                    let Some(t) = self.trial(benchmark, size, Offer::Paced(line), &l)? else {
+                    let l = label(format!("line rate, {}", pps_text(line)));
+                    let progress = self.progress(4);
+                    let Some(t) = self.trial(benchmark, size, Offer::Paced(line), &l, progress)?
+                    else {
                         return Ok(None);
                     };
                     ran.push(t.result);
@@ -1044,13 +1059,19 @@ impl<T: Trials> Session<'_, T> {
             }
             let left = search_trials_left(&search);
             let label = format!(
-                "throughput {} B, trial {}: {} ({})",
+                "throughput {} B, trial {}: {}",
                 size.size,
                 trials.len() + 1,
                 pps_text(rate),
-                self.progress(left)
             );
-            let Some(t) = self.trial(Benchmark::Throughput, size, Offer::Paced(rate), &label)?
+            let progress = self.progress(left);
+            let Some(t) = self.trial(
+                Benchmark::Throughput,
+                size,
+                Offer::Paced(rate),
+                &label,
+                progress,
+            )?
             else {
                 break;
             };
@@ -1130,7 +1151,7 @@ impl<T: Trials> Session<'_, T> {
             };
             for k in 0..r.latency_trials {
                 let label = format!(
-                    "latency {} B at {:.0} % of the throughput, {}{} ({})",
+                    "latency {} B at {:.0} % of the throughput, {}{}",
                     size.size,
                     load * 100.0,
                     pps_text(pps),
@@ -1139,10 +1160,15 @@ impl<T: Trials> Session<'_, T> {
                     } else {
                         String::new()
                     },
-                    self.progress(runs - done)
                 );
-                let Some(outcome) =
-                    self.trial(Benchmark::Latency, size, Offer::Paced(pps), &label)?
+                let progress = self.progress(runs - done);
+                let Some(outcome) = self.trial(
+                    Benchmark::Latency,
+                    size,
+                    Offer::Paced(pps),
+                    &label,
+                    progress,
+                )?
                 else {
                     break;
                 };
@@ -1220,15 +1246,20 @@ impl<T: Trials> Session<'_, T> {
                     break;
                 }
                 let label = format!(
-                    "back-to-back {} B, search {} of {}, trial {}: a burst of {frames} frames ({})",
+                    "back-to-back {} B, search {} of {}, trial {}: a burst of {frames} frames",
                     size.size,
                     k + 1,
                     r.b2b_searches,
                     trials.len() + 1,
-                    self.progress(search_trials_left(&search))
                 );
-                let Some(t) =
-                    self.trial(Benchmark::BackToBack, size, Offer::Burst(frames), &label)?
+                let progress = self.progress(search_trials_left(&search));
+                let Some(t) = self.trial(
+                    Benchmark::BackToBack,
+                    size,
+                    Offer::Burst(frames),
+                    &label,
+                    progress,
+                )?
                 else {
                     stopped_early = true;
                     break;
@@ -1312,15 +1343,15 @@ impl<T: Trials> Session<'_, T> {
         };
         result.plan = Some(plan);
         let label = format!(
-            "recovery {} B: {} for {}, then {} watched for {} ({})",
+            "recovery {} B: {} for {}, then {} watched for {}",
             t.size.size,
             pps_text(plan.overload_pps),
             duration_text(plan.overload_ns),
             pps_text(plan.recovery_pps),
             duration_text(plan.slices * plan.slice_ns),
-            self.progress(1)
         );
-        let Some(outcome) = self.trials.run_recovery(&t.size, &plan, &label)? else {
+        let progress = self.progress(1);
+        let Some(outcome) = self.trials.run_recovery(&t.size, &plan, &label, progress)? else {
             return Ok(None);
         };
         self.trials_done += 1;
@@ -1390,13 +1421,14 @@ impl<T: Trials> Session<'_, T> {
             let pps = max_pps * load;
             let steps_left = (load / step).ceil() as usize;
             let label = format!(
-                "loss {} B at {:.0} % of the highest rate, {} ({})",
+                "loss {} B at {:.0} % of the highest rate, {}",
                 size.size,
                 load * 100.0,
                 pps_text(pps),
-                self.progress(steps_left.min(3))
             );
-            let Some(t) = self.trial(Benchmark::Loss, size, Offer::Paced(pps), &label)? else {
+            let progress = self.progress(steps_left.min(3));
+            let Some(t) = self.trial(Benchmark::Loss, size, Offer::Paced(pps), &label, progress)?
+            else {
                 break;
             };
             let interrupted = t.result.interrupted;
@@ -1439,6 +1471,7 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
         size: &FrameSize,
         plan: &RecoveryPlan,
         label: &str,
+        progress: String,
     ) -> Result<Option<RecoveryOutcome>, R::Error> {
         if self.stopped() {
             return Ok(None);
@@ -1471,7 +1504,8 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
             scenario.flows.push(slice);
         }
         let ran = self.runner.run(TrialRun {
-            label: label.to_string(),
+            what: label.to_string(),
+            progress,
             scenario,
             pacing,
             drain_ns: r.wait_ns,
@@ -1511,6 +1545,7 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
         size: &FrameSize,
         offer: Offer,
         label: &str,
+        progress: String,
     ) -> Result<Option<TrialOutcome>, R::Error> {
         if self.stopped() {
             return Ok(None);
@@ -1521,10 +1556,11 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
             let (scenario, pacing) =
                 learning_flow(r, &size.size)?.scenario(&r.lab_prefix, false)?;
             let learned = self.runner.run(TrialRun {
-                label: format!(
+                what: format!(
                     "learning: {} frames from the receive port",
                     r.learning_frames
                 ),
+                progress: String::new(),
                 scenario,
                 pacing,
                 drain_ns: 0,
@@ -1558,7 +1594,8 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
             p.speed_bps = r.link_bps as u64;
         }
         let ran = self.runner.run(TrialRun {
-            label: label.to_string(),
+            what: label.to_string(),
+            progress,
             scenario,
             pacing,
             drain_ns: r.wait_ns,

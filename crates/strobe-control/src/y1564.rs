@@ -585,7 +585,8 @@ pub fn run_y1564<R: TrialRunner>(
                     .scenario(&request.lab_prefix, false)?;
                 let mean_bytes = scenario.flows.first().map_or(0.0, |f| f.size.mean());
                 let ran = runner.run(TrialRun {
-                    label,
+                    what: label,
+                    progress: String::new(),
                     scenario,
                     pacing,
                     drain_ns: request.wait_ns,
@@ -627,7 +628,8 @@ pub fn run_y1564<R: TrialRunner>(
             duration_text(request.performance_ns)
         );
         let ran = runner.run(TrialRun {
-            label,
+            what: label,
+            progress: String::new(),
             scenario,
             pacing: crate::plan::Pacing::Scheduled,
             drain_ns: request.wait_ns,

@@ -500,12 +500,14 @@ impl FlowGenerator {
         Ok(KernelFlow {
             frame: t.bytes.to_vec(),
             fields,
+            trailer: t.trailer_at.map(|at| (at, trailer::LEN)),
             seq: t.trailer_at.map(|at| (at + trailer::SEQ_OFFSET, self.seq)),
             stamp: t
                 .trailer_at
                 .map(|at| (at + trailer::TIMESTAMP_OFFSET, stamp)),
             checksums,
             frames,
+            pace: None,
         })
     }
 

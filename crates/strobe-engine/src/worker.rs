@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use hdrhistogram::Histogram;
-use strobe_io::kernel_frames::{KernelFlow, KernelStamp};
+use strobe_io::kernel_frames::{KernelFlow, KernelPace, KernelStamp};
 use strobe_io::{Backend, TimeBase, TxSlot, MAX_BATCH};
 use strobe_model::{FlowSpec, SizeSequence};
 use strobe_timing::{FloorEstimate, PathFloor, Schedule};
@@ -644,8 +644,15 @@ pub fn run_port<B: Backend>(
         .iter()
         .any(|f| !f.rx_ports.is_empty() && f.metrics.latency.is_some());
     let mut generation = None;
-    if let ([s], false, false) = (&states[..], paced || scheduled_time, opts.engine_frames) {
-        if let (Some(budget), Some(generator)) = (s.unpaced_budget, backend.kernel_generator()) {
+    if let ([s], [spec], false, false) = (&states[..], flows, scheduled_time, opts.engine_frames) {
+        // Unpaced: the frame budget; paced: the deadlines too, when the program can keep
+        // them.
+        let kernel_plan = match (paced, s.unpaced_budget) {
+            (true, _) => Some(kernel_pace(spec, s.fixed.map(|(size, _)| size), opts)),
+            (false, Some(budget)) => Some(Ok(((budget != u64::MAX).then_some(budget), None))),
+            (false, None) => None,
+        };
+        if let (Some(plan), Some(generator)) = (kernel_plan, backend.kernel_generator()) {
             // Every frame is stamped where latency is measured; elsewhere receivers only
             // check that a frame's stamp belongs to the run.
             let stamp = if latency_measured {
@@ -653,11 +660,12 @@ pub fn run_port<B: Backend>(
             } else {
                 KernelStamp::Fixed(clock.realtime_now_ns())
             };
-            let frames = (budget != u64::MAX).then_some(budget);
-            let flow = s
-                .gen
-                .kernel_flow(frames, stamp)
-                .and_then(|f| generator.refuses(&f).map_or(Ok(f), Err));
+            let flow = plan.and_then(|(frames, pace)| {
+                s.gen
+                    .kernel_flow(frames, stamp)
+                    .map(|f| KernelFlow { pace, ..f })
+                    .and_then(|f| generator.refuses(&f).map_or(Ok(f), Err))
+            });
             // Held from the start when the run starts paused.
             generator.hold(
                 opts.pause
@@ -990,6 +998,35 @@ pub fn run_port<B: Backend>(
 /// limit and the counters.
 const KERNEL_POLL: StdDuration = StdDuration::from_millis(1);
 
+/// A paced flow's deadlines as a backend's program keeps them ([`KernelPace`]), and its
+/// frame count (None: until stopped); or why the program cannot keep them: constant rates
+/// and bursts of one frame size from the run's start, on the absolute schedule.
+fn kernel_pace(
+    spec: &FlowSpec,
+    size: Option<u32>,
+    opts: &RunOptions,
+) -> Result<(Option<u64>, Option<KernelPace>), String> {
+    let Some(size) = size else {
+        return Err("several frame sizes".into());
+    };
+    if opts.late_policy == LatePolicy::Shift {
+        return Err(
+            "departures under the late policy `shift` (its schedule catches up instead)".into(),
+        );
+    }
+    let p = spec.schedule.periodic(size)?;
+    Ok((
+        p.packets,
+        Some(KernelPace {
+            gap_ns: p.gap_ns,
+            gap_frac: p.gap_frac,
+            burst: p.burst,
+            burst_gap_ns: p.burst_gap_ns,
+            late_tolerance_ns: opts.late_tolerance_ns,
+        }),
+    ))
+}
+
 /// Runs one flow that the backend generates itself (`xdp-live`'s kernel program) until its
 /// frame count, the time limit or `stop`: the worker only watches, and publishes counters.
 fn run_in_kernel<B: Backend>(
@@ -1019,13 +1056,19 @@ fn run_in_kernel<B: Backend>(
         let per_frame = matches!(flow.stamp, Some((_, KernelStamp::PerFrame)));
         report.in_kernel = true;
         report.generation = Some(format!(
-            "generated in the kernel by the backend's program: {} counter field{}, sequence numbers, {}",
+            "generated in the kernel by the backend's program: {} counter field{}, sequence numbers, {}{}",
             flow.fields.len(),
             if flow.fields.len() == 1 { "" } else { "s" },
             if per_frame {
                 "a transmit stamp per frame"
             } else {
                 "one fixed transmit stamp (latency not measured)"
+            },
+            if flow.pace.is_some() {
+                "; paced by the program: a frame is sent at the first repetition at or after \
+                 its deadline, late frames back to back until the schedule is met (catch-up)"
+            } else {
+                ""
             }
         ));
         report.tx_stamps = per_frame.then(|| generator.stamp_source());
@@ -1038,6 +1081,15 @@ fn run_in_kernel<B: Backend>(
         Ok(r) => (r.first_ns, r.last_ns),
         Err(_) => (None, None),
     };
+    if let (Ok(r), Some(pace)) = (&run, &flow.pace) {
+        report.late_frames = r.late_frames;
+        report.max_late_ns = r.max_late_ns;
+        // The schedule's span from the first deadline to the last frame's.
+        let gap = pace.gap_ns as f64 + f64::from(pace.gap_frac) / 4_294_967_296.0;
+        let frames = r.frames.saturating_sub(1);
+        let bursts = frames / pace.burst.max(1);
+        report.planned_ns = (frames as f64 * gap) as u64 + bursts * pace.burst_gap_ns;
+    }
     if let Err(e) = &run {
         report.failure = Some(e.clone());
         report.stopped_early = true;

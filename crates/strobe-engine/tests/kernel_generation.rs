@@ -5,10 +5,11 @@
 
 use std::sync::atomic::AtomicBool;
 
-use strobe_engine::{run_port, Clock, RunOptions};
-use strobe_io::kernel_frames::{KernelFlow, KernelGenerator, KernelRun, KernelStamp};
+use strobe_engine::{run_port, Clock, LatePolicy, RunOptions};
+use strobe_io::kernel_frames::{KernelFlow, KernelGenerator, KernelPace, KernelRun, KernelStamp};
 use strobe_io::{Backend, BackendStats, IoError, TimeBase, TxBatch, TxSlot};
 use strobe_model::{load_scenario, FlowSpec, LatencyMode, NoFiles};
+use strobe_timing::{Pattern, Rate};
 
 /// A backend with a model generator: it "sends" a flow's frames at once when started, or
 /// refuses to start when `fail` says so.
@@ -58,6 +59,8 @@ impl KernelGenerator for Generating {
             frames: self.generated,
             first_ns: None,
             last_ns: None,
+            late_frames: 0,
+            max_late_ns: 0,
         })
     }
     fn stamp_source(&self) -> String {
@@ -178,18 +181,82 @@ fn what_the_generator_cannot_do_the_engine_does_and_says_why() {
     assert!(!report.in_kernel);
     assert!(report.generation.unwrap().contains("failed to start"));
 
-    // Paced runs, and --engine-frames, never hand the flow over.
-    for opts in [
-        RunOptions::default(),
-        RunOptions {
-            engine_frames: true,
-            ..unpaced()
-        },
+    // --engine-frames never hands the flow over.
+    let mut backend = Generating::new(false);
+    let opts = RunOptions {
+        engine_frames: true,
+        ..unpaced()
+    };
+    let report = run(&mut backend, &flow("7", true), opts);
+    assert!(backend.started.is_none());
+    assert_eq!(backend.engine_frames, 1000);
+    assert!(!report.in_kernel && report.generation.is_none());
+
+    // Paced: random departures, and the late policy that shifts the schedule, stay with
+    // the engine, which says why.
+    let mut poisson = fast(flow("7", true));
+    poisson[0].schedule.pattern = Pattern::Poisson;
+    for (flows, late_policy, why) in [
+        (poisson, LatePolicy::Smooth, "Poisson"),
+        (fast(flow("7", true)), LatePolicy::Shift, "shift"),
     ] {
         let mut backend = Generating::new(false);
-        let report = run(&mut backend, &flow("7", true), opts);
+        let opts = RunOptions {
+            late_policy,
+            ..RunOptions::default()
+        };
+        let report = run(&mut backend, &flows, opts);
         assert!(backend.started.is_none());
         assert_eq!(backend.engine_frames, 1000);
-        assert!(!report.in_kernel && report.generation.is_none());
+        assert!(report.generation.unwrap().contains(why));
+    }
+}
+
+/// The flows at 1 Mpps (a paced run the engine writes ends in a millisecond).
+fn fast(mut flows: Vec<FlowSpec>) -> Vec<FlowSpec> {
+    flows[0].schedule.rate = Rate::Pps(1e6);
+    flows
+}
+
+/// A paced flow at a constant rate or in bursts goes to the generator with its deadlines,
+/// and the report says the program paced it.
+#[test]
+fn a_paced_flow_is_handed_over_with_its_deadlines() {
+    let mut bursts = fast(flow("7", true));
+    bursts[0].schedule.pattern = Pattern::Burst {
+        packets: 10,
+        intra_gap_ns: Some(2_500),
+        inter_burst_gap_ns: 50_000,
+    };
+    let tolerance = RunOptions::default().late_tolerance_ns;
+    for (flows, pace) in [
+        (
+            fast(flow("7", true)),
+            KernelPace {
+                gap_ns: 1_000,
+                gap_frac: 0,
+                burst: 1,
+                burst_gap_ns: 0,
+                late_tolerance_ns: tolerance,
+            },
+        ),
+        (
+            bursts,
+            KernelPace {
+                gap_ns: 2_500,
+                gap_frac: 0,
+                burst: 10,
+                burst_gap_ns: 50_000,
+                late_tolerance_ns: tolerance,
+            },
+        ),
+    ] {
+        let mut backend = Generating::new(false);
+        let report = run(&mut backend, &flows, RunOptions::default());
+        let flow = backend.started.expect("the flow was handed over");
+        assert_eq!((flow.frames, flow.pace), (Some(1000), Some(pace)));
+        assert_eq!(backend.engine_frames, 0);
+        assert!(report.in_kernel);
+        assert!(report.generation.unwrap().contains("paced by the program"));
     }
 }

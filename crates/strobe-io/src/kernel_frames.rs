@@ -15,6 +15,9 @@ pub struct KernelFlow {
     /// The first frame, without FCS, with valid checksums: every frame starts as this one.
     pub frame: Vec<u8>,
     pub fields: Vec<KernelField>,
+    /// Where the instrumentation trailer lies (start, length): rewritten in every frame
+    /// with the headers, since a receiver may have changed the page it was in.
+    pub trailer: Option<(usize, usize)>,
     /// Where the trailer's big-endian u32 sequence number goes, and its first value.
     pub seq: Option<(usize, u32)>,
     /// Where the trailer's big-endian u64 transmit stamp goes, and which.
@@ -23,6 +26,25 @@ pub struct KernelFlow {
     pub checksums: Vec<KernelChecksum>,
     /// Frames to send; None: until stopped.
     pub frames: Option<u64>,
+    /// When each frame leaves; None: as fast as the kernel sends (unpaced).
+    pub pace: Option<KernelPace>,
+}
+
+/// A paced flow's deadlines, kept by the backend's program: the first frame leaves at once,
+/// each next one `gap` after the one before, and after every `burst` frames `burst_gap_ns`
+/// more (a constant rate is bursts of 1 with no extra gap). Deadlines are absolute, so a
+/// frame that leaves late does not move the ones after it: late frames go back to back
+/// until the schedule is met again (catch-up).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelPace {
+    /// Between deadlines: whole nanoseconds and a fraction in units of 2^-32 ns.
+    pub gap_ns: u64,
+    pub gap_frac: u32,
+    /// Frames per burst (>= 1).
+    pub burst: u64,
+    pub burst_gap_ns: u64,
+    /// A frame that leaves more than this after its deadline counts as late.
+    pub late_tolerance_ns: u64,
 }
 
 /// The transmit stamp a generated frame carries (CLOCK_REALTIME ns).
@@ -88,6 +110,9 @@ pub struct KernelRun {
     /// stamped.
     pub first_ns: Option<u64>,
     pub last_ns: Option<u64>,
+    /// Paced flows: frames that left later than the tolerance, and the latest any left.
+    pub late_frames: u64,
+    pub max_late_ns: u64,
 }
 
 /// A backend that can generate a [`KernelFlow`] by itself.

@@ -11,12 +11,12 @@
 
 use crate::afxdp::bpf::{
     Insn, ALU64_ADD_K, ALU64_ADD_X, ALU64_AND_K, ALU64_AND_X, ALU64_LSH_K, ALU64_MOV_K,
-    ALU64_MOV_X, ALU64_RSH_K, ALU64_XOR_K, ALU_TO_BE, BPF_FUNC_KTIME_GET_NS, BPF_FUNC_REDIRECT_MAP,
-    BPF_PSEUDO_MAP_FD, BPF_PSEUDO_MAP_VALUE, JMP_CALL, JMP_EXIT, JMP_JA, JMP_JGE_X, JMP_JGT_X,
-    JMP_JNE_K, JMP_JNE_X, LDX_MEM_DW, LDX_MEM_W, LD_IMM_DW, STX_MEM_B, STX_MEM_DW, STX_MEM_H,
-    STX_MEM_W, XDP_DROP,
+    ALU64_MOV_X, ALU64_RSH_K, ALU64_SUB_X, ALU64_XOR_K, ALU_TO_BE, BPF_FUNC_KTIME_GET_NS,
+    BPF_FUNC_REDIRECT_MAP, BPF_PSEUDO_MAP_FD, BPF_PSEUDO_MAP_VALUE, JMP_CALL, JMP_EXIT, JMP_JA,
+    JMP_JGE_X, JMP_JGT_X, JMP_JNE_K, JMP_JNE_X, LDX_MEM_DW, LDX_MEM_W, LD_IMM_DW, STX_MEM_B,
+    STX_MEM_DW, STX_MEM_H, STX_MEM_W, XDP_DROP,
 };
-use crate::kernel_frames::{KernelFlow, KernelStamp, KernelValue};
+use crate::kernel_frames::{KernelFlow, KernelPace, KernelStamp, KernelValue};
 use std::mem::offset_of;
 
 /// Most counter fields the program writes (each takes a stack slot and six words of state).
@@ -48,6 +48,25 @@ pub(crate) struct GenState {
     pub seq: u32,
     /// Nonzero: generate nothing (a paused run).
     pub hold: u32,
+    /// Paced flows ([`KernelPace`]): the next deadline (CLOCK_MONOTONIC ns; 0: the next
+    /// repetition sets it) and its fraction (2^-32 ns), written by the program.
+    pub next_ns: u64,
+    pub next_frac: u64,
+    pub gap_ns: u64,
+    pub gap_frac: u64,
+    pub burst: u64,
+    /// Frames sent of the current burst.
+    pub in_burst: u64,
+    pub burst_gap_ns: u64,
+    pub late_tolerance_ns: u64,
+    /// Frames later than the tolerance, and the latest (written by the program).
+    pub late: u64,
+    pub max_late_ns: u64,
+    /// Repetitions before the next deadline (sent nothing).
+    pub early: u64,
+    /// Nonzero once the program saw the run held: the next frame starts the schedule anew,
+    /// so that a pause is not repaid back to back.
+    pub resync: u64,
 }
 
 #[repr(C)]
@@ -70,6 +89,18 @@ const ST_LAST: i16 = offset_of!(GenState, last_ns) as i16;
 const ST_OFFSET: i16 = offset_of!(GenState, offset_ns) as i16;
 const ST_SEQ: i16 = offset_of!(GenState, seq) as i16;
 const ST_HOLD: i16 = offset_of!(GenState, hold) as i16;
+const ST_NEXT: usize = offset_of!(GenState, next_ns);
+const ST_NEXT_FRAC: usize = offset_of!(GenState, next_frac);
+const ST_GAP: usize = offset_of!(GenState, gap_ns);
+const ST_GAP_FRAC: usize = offset_of!(GenState, gap_frac);
+const ST_BURST: usize = offset_of!(GenState, burst);
+const ST_IN_BURST: usize = offset_of!(GenState, in_burst);
+const ST_BURST_GAP: usize = offset_of!(GenState, burst_gap_ns);
+const ST_LATE_TOLERANCE: usize = offset_of!(GenState, late_tolerance_ns);
+const ST_LATE: usize = offset_of!(GenState, late);
+const ST_MAX_LATE: usize = offset_of!(GenState, max_late_ns);
+const ST_EARLY: usize = offset_of!(GenState, early);
+const ST_RESYNC: usize = offset_of!(GenState, resync);
 const ST_FIELDS: usize = std::mem::size_of::<GenState>();
 const FIELD_SIZE: usize = std::mem::size_of::<FieldState>();
 const F_CUR: usize = offset_of!(FieldState, cur);
@@ -113,7 +144,8 @@ pub(crate) fn refuses(flow: &KernelFlow, max_frame: usize) -> Option<String> {
             ));
         }
     }
-    let seq_ok = flow.seq.is_none_or(|(at, _)| fits(at, 4));
+    let seq_ok = flow.seq.is_none_or(|(at, _)| fits(at, 4))
+        && flow.trailer.is_none_or(|(at, len)| fits(at, len));
     let stamp_ok = flow.stamp.is_none_or(|(at, _)| fits(at, 8));
     let checks_ok = flow.checksums.iter().enumerate().all(|(c, k)| {
         fits(k.at, 2)
@@ -130,6 +162,15 @@ pub(crate) fn refuses(flow: &KernelFlow, max_frame: usize) -> Option<String> {
         return Some("a trailer or checksum outside the frame (a strobe bug)".into());
     }
     None
+}
+
+/// The state's pacing fields for `pace` (the deadline is set by the first repetition).
+pub(crate) fn pace_state(state: &mut GenState, pace: &KernelPace) {
+    state.gap_ns = pace.gap_ns;
+    state.gap_frac = u64::from(pace.gap_frac);
+    state.burst = pace.burst.max(1);
+    state.burst_gap_ns = pace.burst_gap_ns;
+    state.late_tolerance_ns = pace.late_tolerance_ns;
 }
 
 /// Jumps to labels, resolved when the program is done.
@@ -194,6 +235,33 @@ impl Asm {
     }
 }
 
+/// Bytes from the frame's start that the program writes into every page (the headers,
+/// whatever the protocols), besides the trailer and what varies.
+const REWRITTEN_BYTES: usize = 128;
+
+/// The frame every page starts as: the flow's first frame, with a fixed transmit stamp in it.
+pub(crate) fn seed_of(flow: &KernelFlow) -> Vec<u8> {
+    let mut seed = flow.frame.clone();
+    if let Some((at, KernelStamp::Fixed(ns))) = flow.stamp {
+        seed[at..at + 8].copy_from_slice(&ns.to_be_bytes());
+    }
+    seed
+}
+
+/// Writes `bytes[from..to]` (at least 8 bytes) into the packet (r8), 8 at a time (the last
+/// store overlaps the one before when the length is not a multiple of 8). Uses r1.
+fn rewrite(a: &mut Asm, bytes: &[u8], from: usize, to: usize) {
+    let mut at = from;
+    while at < to {
+        let at8 = if at + 8 <= to { at } else { to - 8 };
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&bytes[at8..at8 + 8]);
+        a.constant(1, u64::from_ne_bytes(word));
+        a.op(STX_MEM_DW, 8, 1, at8 as i16, 0);
+        at = at8 + 8;
+    }
+}
+
 /// The stack slot (offset from r10) of a value the checksums sum.
 fn slot(fields: usize, v: KernelValue) -> i16 {
     let index = match v {
@@ -209,7 +277,10 @@ fn slot(fields: usize, v: KernelValue) -> i16 {
 /// the interface in DEVMAP `devmap_fd`:
 ///
 /// ```text
-/// if (st->hold || st->produced >= st->limit) { st->idle++; return XDP_DROP }
+/// if (st->hold || st->produced >= st->limit) { st->idle++; st->resync = 1; return XDP_DROP }
+/// paced: now = bpf_ktime_get_ns(); if (!st->next || st->resync) { st->next = now; st->resync = 0 }
+///     if (now < st->next) { st->early++; return XDP_DROP }
+///     count lateness; st->next += gap (+ burst gap after a burst's last frame)
 /// if (data + len > data_end) { st->refused++; return XDP_DROP }
 /// seq = st->seq++; write seq; for each field: write cur, step cur
 /// if stamped per frame: t = bpf_ktime_get_ns() + st->offset; write t; st->last = t;
@@ -220,7 +291,7 @@ fn slot(fields: usize, v: KernelValue) -> i16 {
 pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<Insn> {
     let n = flow.fields.len();
     let mut a = Asm::new();
-    let (idle, refuse) = (a.label(), a.label());
+    let (idle, refuse, early) = (a.label(), a.label(), a.label());
     // r6 ctx, r7 state, r8 packet data.
     a.op(ALU64_MOV_X, 6, 1, 0, 0);
     a.imm64(7, BPF_PSEUDO_MAP_VALUE, state_fd, 0);
@@ -229,11 +300,29 @@ pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<I
     a.load(1, ST_PRODUCED as usize);
     a.load(2, ST_LIMIT as usize);
     a.jump(JMP_JGE_X, 1, 2, 0, idle);
+    if flow.pace.is_some() {
+        pace(&mut a, early);
+    }
     a.op(LDX_MEM_W, 8, 6, 0, 0);
     a.op(LDX_MEM_W, 9, 6, 4, 0);
     a.op(ALU64_MOV_X, 1, 8, 0, 0);
     a.op(ALU64_ADD_K, 1, 0, 0, flow.frame.len() as i32);
     a.jump(JMP_JGT_X, 1, 9, 0, refuse);
+
+    // The constant bytes a receiver may have changed: a page comes back to the kernel's
+    // pool from whoever received the frame, and a stack that forwards in place (a router
+    // rewrites MAC addresses, TTL and checksum) leaves its changes in it.
+    let seed = seed_of(flow);
+    let headers = seed.len().min(REWRITTEN_BYTES);
+    rewrite(&mut a, &seed, 0, headers);
+    if let Some((at, len)) = flow.trailer.filter(|&(at, len)| at + len > headers) {
+        rewrite(
+            &mut a,
+            &seed,
+            (at + len).saturating_sub(len.max(8)),
+            at + len,
+        );
+    }
 
     // The sequence number.
     if let Some((at, _)) = flow.seq {
@@ -368,13 +457,86 @@ pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<I
     a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP);
     a.op(JMP_EXIT, 0, 0, 0, 0);
 
-    for (label, counter) in [(idle, ST_IDLE), (refuse, ST_REFUSED)] {
+    let mut exits = vec![(idle, ST_IDLE as usize), (refuse, ST_REFUSED as usize)];
+    if flow.pace.is_some() {
+        exits.push((early, ST_EARLY));
+    }
+    for (label, counter) in exits {
         a.bind(label);
-        a.load(1, counter as usize);
+        a.load(1, counter);
         a.op(ALU64_ADD_K, 1, 0, 0, 1);
-        a.store(counter as usize, 1);
+        a.store(counter, 1);
+        if label == idle {
+            a.op(ALU64_MOV_K, 1, 0, 0, 1);
+            a.store(ST_RESYNC, 1);
+        }
         a.op(ALU64_MOV_K, 0, 0, 0, XDP_DROP);
         a.op(JMP_EXIT, 0, 0, 0, 0);
     }
     a.finish()
+}
+
+/// A paced flow's deadline check (see [`program`]): on to the frame when its deadline has
+/// come, else to `early`. Keeps r6 and r7; the first and last frame's times are the
+/// deadline checks' (the stamp, when frames carry one, comes later and overwrites them).
+fn pace(a: &mut Asm, early: usize) {
+    let (set, due, on_time, not_latest, same_burst) =
+        (a.label(), a.label(), a.label(), a.label(), a.label());
+    a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_KTIME_GET_NS);
+    a.load(1, ST_NEXT);
+    a.load(2, ST_RESYNC);
+    a.jump(JMP_JNE_K, 2, 0, 0, set);
+    a.jump(JMP_JNE_K, 1, 0, 0, due);
+    a.bind(set);
+    a.op(ALU64_MOV_X, 1, 0, 0, 0);
+    a.op(ALU64_MOV_K, 2, 0, 0, 0);
+    a.store(ST_RESYNC, 2);
+    a.store(ST_NEXT_FRAC, 2);
+    a.store(ST_IN_BURST, 2);
+    a.bind(due);
+    // r0 now, r1 the deadline.
+    a.jump(JMP_JGT_X, 1, 0, 0, early);
+    a.op(ALU64_MOV_X, 2, 0, 0, 0);
+    a.op(ALU64_SUB_X, 2, 1, 0, 0);
+    a.load(3, ST_LATE_TOLERANCE);
+    a.jump(JMP_JGE_X, 3, 2, 0, on_time);
+    a.load(4, ST_LATE);
+    a.op(ALU64_ADD_K, 4, 0, 0, 1);
+    a.store(ST_LATE, 4);
+    a.bind(on_time);
+    a.load(3, ST_MAX_LATE);
+    a.jump(JMP_JGE_X, 3, 2, 0, not_latest);
+    a.store(ST_MAX_LATE, 2);
+    a.bind(not_latest);
+    // The first and last frame's time, on CLOCK_REALTIME.
+    let first_set = a.label();
+    a.load(2, ST_OFFSET as usize);
+    a.op(ALU64_ADD_X, 2, 0, 0, 0);
+    a.store(ST_LAST as usize, 2);
+    a.load(3, ST_FIRST as usize);
+    a.jump(JMP_JNE_K, 3, 0, 0, first_set);
+    a.store(ST_FIRST as usize, 2);
+    a.bind(first_set);
+    // The next deadline: the gap's fraction carried into whole nanoseconds.
+    a.load(2, ST_NEXT_FRAC);
+    a.load(3, ST_GAP_FRAC);
+    a.op(ALU64_ADD_X, 2, 3, 0, 0);
+    a.op(ALU64_MOV_X, 3, 2, 0, 0);
+    a.op(ALU64_RSH_K, 3, 0, 0, 32);
+    a.op(ALU64_LSH_K, 2, 0, 0, 32);
+    a.op(ALU64_RSH_K, 2, 0, 0, 32);
+    a.store(ST_NEXT_FRAC, 2);
+    a.op(ALU64_ADD_X, 1, 3, 0, 0);
+    a.load(3, ST_GAP);
+    a.op(ALU64_ADD_X, 1, 3, 0, 0);
+    a.load(4, ST_IN_BURST);
+    a.op(ALU64_ADD_K, 4, 0, 0, 1);
+    a.load(5, ST_BURST);
+    a.jump(JMP_JNE_X, 4, 5, 0, same_burst);
+    a.op(ALU64_MOV_K, 4, 0, 0, 0);
+    a.load(3, ST_BURST_GAP);
+    a.op(ALU64_ADD_X, 1, 3, 0, 0);
+    a.bind(same_burst);
+    a.store(ST_IN_BURST, 4);
+    a.store(ST_NEXT, 1);
 }

@@ -65,6 +65,9 @@ const RUN_BATCH_UNPACED: u32 = 64;
 /// deadlines keep their spacing (CBR 100 kpps: 95.6 % of gaps within ±1 µs at the receiver,
 /// against 5.4 % with 64), at about half the most it sends (2.4-2.6 Mpps).
 const RUN_BATCH_PACED: u32 = 8;
+/// Repetitions per kernel batch when the program paces a flow it generates: a due frame
+/// waits for the rest of its batch (each early repetition costs a clock read, ~40 ns).
+const RUN_BATCH_KERNEL_PACED: u32 = 4;
 /// How long `finish` waits for the kernel to take the frames still in the ring.
 const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 /// Bytes before a slot's frame: its length (u32) and padding to 8.
@@ -817,6 +820,7 @@ struct Generation {
     _map: OwnedFd,
     frame_len: usize,
     stamped: bool,
+    paced: bool,
 }
 
 impl Generation {
@@ -869,6 +873,14 @@ impl KernelGenerator for XdpLiveTx {
                 self.iface
             )));
         }
+        // Frames the ring still holds (a paced run's floor probe) leave first.
+        let drained = Instant::now() + DRAIN_LIMIT;
+        while self.in_flight() > 0
+            && self.runner.as_ref().is_some_and(|r| !r.failed())
+            && Instant::now() < drained
+        {
+            std::thread::sleep(Duration::from_micros(100));
+        }
         if self.generation.is_some() || self.in_flight() > 0 {
             return Err(IoError::Other(format!(
                 "xdp-live:{}: kernel generation starts once, before any frame (a strobe bug)",
@@ -894,9 +906,18 @@ impl KernelGenerator for XdpLiveTx {
             _map: map,
             frame_len: flow.frame.len(),
             stamped: matches!(flow.stamp, Some((_, KernelStamp::PerFrame))),
+            paced: flow.pace.is_some(),
         };
-        let seed = seed_of(flow);
-        generation.runner = Some(Runner::start(prog, &self.iface, self.run_batch, seed)?);
+        let seed = xdp_gen::seed_of(flow);
+        // Paced: a frame whose deadline has come leaves with the kernel's next flush, at
+        // the end of the current batch of repetitions.
+        let batch = if flow.pace.is_some() {
+            RUN_BATCH_KERNEL_PACED
+        } else {
+            self.run_batch
+        };
+        self.run_batch = batch;
+        generation.runner = Some(Runner::start(prog, &self.iface, batch, seed)?);
         // Back once the program runs: frames are on their way, or it idles (held, or a
         // flow of no frames).
         let deadline = Instant::now() + RUNNER_START_LIMIT;
@@ -975,10 +996,13 @@ impl KernelGenerator for XdpLiveTx {
                 self.iface
             )));
         }
+        let timed = (stamped || g.paced) && frames > 0;
         Ok(KernelRun {
             frames,
-            first_ns: (stamped && frames > 0).then_some(first),
-            last_ns: (stamped && frames > 0).then_some(last),
+            first_ns: timed.then_some(first),
+            last_ns: timed.then_some(last),
+            late_frames: g.read(offset_of!(GenState, late)),
+            max_late_ns: g.read(offset_of!(GenState, max_late_ns)),
         })
     }
 
@@ -1006,7 +1030,7 @@ pub fn generated_frames(flow: &KernelFlow, n: usize) -> Result<Vec<Vec<u8>>, IoE
         "strobe_gen",
         false,
     )?;
-    let seed = seed_of(flow);
+    let seed = xdp_gen::seed_of(flow);
     let mut frames = Vec::with_capacity(n);
     for _ in 0..n {
         let mut out = vec![0u8; seed.len()];
@@ -1031,15 +1055,6 @@ pub fn generated_frames(flow: &KernelFlow, n: usize) -> Result<Vec<Vec<u8>>, IoE
     Ok(frames)
 }
 
-/// The frame the kernel's pages start as: the flow's first, with a fixed stamp in place.
-fn seed_of(flow: &KernelFlow) -> Vec<u8> {
-    let mut seed = flow.frame.clone();
-    if let Some((at, KernelStamp::Fixed(ns))) = flow.stamp {
-        seed[at..at + 8].copy_from_slice(&ns.to_be_bytes());
-    }
-    seed
-}
-
 /// The generator's state for `flow`: its one-value array, mapped, holding the initial state
 /// (generation held when `held`).
 fn state_map(flow: &KernelFlow, held: bool) -> Result<(OwnedFd, Mmap), IoError> {
@@ -1060,13 +1075,16 @@ fn state_map(flow: &KernelFlow, held: bool) -> Result<(OwnedFd, Mmap), IoError> 
 
 /// Writes the generator's initial state for `flow` into its mapped value.
 fn write_state(state: &Mmap, flow: &KernelFlow, held: bool) {
-    let init = xdp_gen::GenState {
+    let mut init = xdp_gen::GenState {
         limit: flow.frames.unwrap_or(u64::MAX),
         offset_ns: realtime_offset(),
         seq: flow.seq.map_or(0, |(_, start)| start),
         hold: held as u32,
         ..Default::default()
     };
+    if let Some(pace) = &flow.pace {
+        xdp_gen::pace_state(&mut init, pace);
+    }
     // SAFETY: the mapping holds at least `state_size(fields)` bytes, page-aligned, and no
     // program runs over it yet: plain writes of the state and one field state per field.
     unsafe {

@@ -302,10 +302,12 @@ fn counting_flow(frames: Option<u64>) -> KernelFlow {
             step: 1,
             count: 1000,
         }],
+        trailer: None,
         seq: Some((44, u32::MAX - 5)),
         stamp: Some((48, KernelStamp::PerFrame)),
         checksums: Vec::new(),
         frames,
+        pace: None,
     }
 }
 

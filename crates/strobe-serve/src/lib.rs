@@ -410,9 +410,10 @@ async fn run_trains(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     run_method(&server, "trains", &body, move |runner| {
         let request = spec.request(&runner.options.lab_prefix)?;
         let stop = runner.stop.clone();
-        strobe_control::trains::run_experiment(&request, &stop, |_, scenario, pacing| {
+        strobe_control::trains::run_experiment(&request, &stop, |label, scenario, pacing| {
             runner.run(TrialRun {
-                label: String::new(),
+                what: label.to_string(),
+                progress: String::new(),
                 scenario,
                 pacing,
                 drain_ns: runner.options.drain_ns,
@@ -582,7 +583,7 @@ impl TrialRunner for EngineRunner {
             &mut |_| {},
         )?;
         if !trial.learning {
-            self.histograms.add(&trial.label, &plan.scenario, &report);
+            self.histograms.add(&trial.what, &plan.scenario, &report);
         }
         Ok((plan.scenario, report))
     }

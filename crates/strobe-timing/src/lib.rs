@@ -37,7 +37,7 @@ pub use floor::{perfect_departures, FloorEstimate, PathFloor};
 pub use parse::{parse_duration_ns, parse_rate};
 pub use rate::{l1_bits, Rate, L1_OVERHEAD_BYTES, MAX_RATE, MIN_RATE};
 pub use schedule::{
-    Duration, Pattern, RateProfile, RateStep, Schedule, ScheduleSpec, MAX_RAMP_STEPS,
+    Duration, Pattern, Periodic, RateProfile, RateStep, Schedule, ScheduleSpec, MAX_RAMP_STEPS,
 };
 
 /// Nanoseconds in one second.

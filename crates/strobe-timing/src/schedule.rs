@@ -280,6 +280,103 @@ impl Schedule {
     }
 }
 
+/// A schedule whose departures repeat with a fixed spacing, as a sender that only adds can
+/// keep it: the first departure at the start, each next one `gap` later, and after every
+/// `burst` departures `burst_gap_ns` more. See [`ScheduleSpec::periodic`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Periodic {
+    /// Between departures: whole nanoseconds and a fraction in units of 2^-32 ns (the
+    /// exact gap rounded down: at most 2^-32 ns early per departure).
+    pub gap_ns: u64,
+    pub gap_frac: u32,
+    /// Departures per burst (1: a constant rate).
+    pub burst: u64,
+    pub burst_gap_ns: u64,
+    /// Departures in all; None: until stopped.
+    pub packets: Option<u64>,
+}
+
+impl Periodic {
+    /// The first `n` departures (ns from the first), added up as a sender keeps them.
+    pub fn departures(&self, n: usize) -> Vec<u64> {
+        let (mut at, mut frac, mut k) = (0u64, 0u64, 0u64);
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            out.push(at);
+            frac += u64::from(self.gap_frac);
+            at += self.gap_ns + (frac >> 32);
+            frac &= 0xFFFF_FFFF;
+            k += 1;
+            if k == self.burst {
+                k = 0;
+                at += self.burst_gap_ns;
+            }
+        }
+        out
+    }
+}
+
+impl ScheduleSpec {
+    /// This schedule as [`Periodic`] for frames of `frame_len` bytes (FCS included), or
+    /// why it is not: constant rates and bursts, without a start delay or a rate profile.
+    pub fn periodic(&self, frame_len: u32) -> Result<Periodic, String> {
+        if self.start_delay_ns > 0 || self.profile.is_some() {
+            return Err("a start delay or a rate profile".into());
+        }
+        let rate = ExactRate::new(self.rate, "rate").map_err(|e| e.to_string())?;
+        let (spacing, burst, burst_gap_ns) = match (&self.pattern, &self.duration) {
+            (
+                _,
+                Duration::Bursts {
+                    packets,
+                    inter_burst_gap_ns,
+                    ..
+                },
+            ) => (rate, *packets, *inter_burst_gap_ns),
+            (Pattern::Cbr, _) => (rate, 1, 0),
+            (
+                Pattern::Burst {
+                    packets,
+                    intra_gap_ns,
+                    inter_burst_gap_ns,
+                },
+                _,
+            ) => (
+                intra_gap_ns.map_or(rate, ExactRate::every_ns),
+                *packets,
+                *inter_burst_gap_ns,
+            ),
+            (other, _) => return Err(format!("{} departures", other.describe())),
+        };
+        let (whole, rem) = spacing
+            .cost(frame_len)
+            .ok_or("a gap longer than 584 years")?;
+        let num = u128::from(spacing.num);
+        let packets = match self.duration {
+            Duration::Continuous | Duration::Bursts { bursts: 0, .. } => None,
+            Duration::Packets(n) => Some(n),
+            Duration::Bursts {
+                bursts, packets, ..
+            } => Some(bursts.saturating_mul(packets)),
+            // The departures before the end: k·gap < end for k = 0, 1, …
+            Duration::Seconds(_) if burst == 1 => {
+                let (_, end_ns) = duration_limits(&self.duration).map_err(|e| e.to_string())?;
+                let end = u128::from(end_ns.unwrap_or(0)) * num;
+                let gap = (u128::from(whole) * num + u128::from(rem)).max(1);
+                Some(u64::try_from(end.div_ceil(gap)).unwrap_or(u64::MAX))
+            }
+            Duration::Seconds(_) => return Err("bursts for a time".into()),
+        };
+        Ok(Periodic {
+            gap_ns: whole,
+            gap_frac: ((u128::from(rem) << 32) / num) as u32,
+            burst: burst.max(1),
+            burst_gap_ns,
+            packets,
+        })
+    }
+}
+
 fn check_combination(
     pattern: &Pattern,
     duration: &Duration,

@@ -488,3 +488,67 @@ fn nominal_rates() {
         None
     );
 }
+
+/// Every periodic schedule, added up as a kernel program keeps it (whole nanoseconds plus a
+/// 2^-32 ns fraction), departs within a nanosecond of the exact schedule, and as many times.
+#[test]
+fn periodic_schedules_added_up_stay_within_a_nanosecond_of_the_exact_ones() {
+    let specs = [
+        (cbr(Rate::Pps(1_000_000.0)), 64, Duration::Packets(200_000)),
+        (cbr(Rate::Pps(333_333.0)), 64, Duration::Seconds(0.5)),
+        (cbr(Rate::Pps(1234.5678)), 128, Duration::Packets(10_000)),
+        (cbr(Rate::L1BitsPerSec(50e6)), 1518, Duration::Seconds(0.2)),
+        (
+            ScheduleSpec {
+                rate: Rate::Pps(3_000_000.0),
+                pattern: Pattern::Burst {
+                    packets: 32,
+                    intra_gap_ns: None,
+                    inter_burst_gap_ns: 10_000,
+                },
+                ..Default::default()
+            },
+            64,
+            Duration::Packets(100_000),
+        ),
+        (
+            cbr(Rate::Pps(1_488_095.0)),
+            64,
+            Duration::Bursts {
+                bursts: 100,
+                packets: 50,
+                inter_burst_gap_ns: 1_000_000,
+            },
+        ),
+    ];
+    for (spec, frame_len, duration) in specs {
+        let spec = ScheduleSpec { duration, ..spec };
+        let exact = departures(spec.clone(), frame_len, usize::MAX);
+        let periodic = spec.periodic(frame_len).unwrap();
+        assert_eq!(periodic.packets, Some(exact.len() as u64), "{spec:?}");
+        let added = periodic.departures(exact.len());
+        let worst = exact
+            .iter()
+            .zip(&added)
+            .map(|(&e, &a)| e.abs_diff(a))
+            .max()
+            .unwrap();
+        assert!(worst <= 1, "{spec:?}: {worst} ns apart");
+    }
+}
+
+#[test]
+fn random_and_delayed_schedules_are_not_periodic() {
+    let poisson = ScheduleSpec {
+        pattern: Pattern::Poisson,
+        ..Default::default()
+    };
+    assert_eq!(poisson.periodic(64), Err("Poisson departures".into()));
+    let delayed = ScheduleSpec {
+        start_delay_ns: 5,
+        ..Default::default()
+    };
+    assert!(delayed.periodic(64).is_err());
+    let continuous = ScheduleSpec::default().periodic(64).unwrap();
+    assert_eq!((continuous.gap_ns, continuous.packets), (1_000_000, None));
+}

@@ -17,6 +17,8 @@ struct Model {
     trial_s: f64,
     /// Each frame's latency (µs) grows with the load, so loads are told apart.
     asked: Vec<(Benchmark, Option<f64>)>,
+    /// What each trial was called, and the progress beside it.
+    labels: Vec<(String, String)>,
     /// Stop after this many trials.
     stop_after: Option<usize>,
     stopped: bool,
@@ -32,6 +34,7 @@ impl Model {
             recovery_lag_ns: 0,
             trial_s: 1.0,
             asked: Vec::new(),
+            labels: Vec::new(),
             stop_after: None,
             stopped: false,
         }
@@ -46,11 +49,13 @@ impl Trials for Model {
         benchmark: Benchmark,
         size: &FrameSize,
         offer: Offer,
-        _label: &str,
+        label: &str,
+        progress: String,
     ) -> Result<Option<TrialOutcome>, ControlError> {
         if self.stopped {
             return Ok(None);
         }
+        self.labels.push((label.to_string(), progress));
         let asked_pps = match offer {
             Offer::Paced(p) => Some(p),
             Offer::Unpaced | Offer::Burst(_) => None,
@@ -98,8 +103,10 @@ impl Trials for Model {
         &mut self,
         _size: &FrameSize,
         plan: &RecoveryPlan,
-        _label: &str,
+        label: &str,
+        progress: String,
     ) -> Result<Option<RecoveryOutcome>, ControlError> {
+        self.labels.push((label.to_string(), progress));
         self.asked
             .push((Benchmark::Recovery, Some(plan.overload_pps)));
         let sent = plan.overload_frames();
@@ -315,6 +322,36 @@ fn recovery_is_timed_from_the_reduction_to_the_last_lossy_slice() {
         "{r:?}"
     );
     assert!(r.plan.is_none() && r.recovery_ns.is_none());
+}
+
+#[test]
+fn a_trial_is_named_apart_from_the_progress_beside_it() {
+    // The run history names trials by what they were; the progress is for status lines.
+    let mut model = Model::new(2e6, 2e6, 400_000.0);
+    model.recovery_lag_ns = 100_000_000;
+    let all = [
+        Benchmark::Throughput,
+        Benchmark::Latency,
+        Benchmark::Loss,
+        Benchmark::BackToBack,
+        Benchmark::Recovery,
+    ];
+    run(&all, &mut model);
+    let kinds = ["throughput", "latency", "loss", "back-to-back", "recovery"];
+    for kind in kinds {
+        assert!(
+            model.labels.iter().any(|(what, _)| what.starts_with(kind)),
+            "{kind}: {:?}",
+            model.labels
+        );
+    }
+    for (what, progress) in &model.labels {
+        assert!(!what.contains("trials done"), "{what}");
+        assert!(
+            progress.contains("trials done, about"),
+            "{what}: {progress}"
+        );
+    }
 }
 
 #[test]

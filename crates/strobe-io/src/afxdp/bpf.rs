@@ -126,6 +126,8 @@ pub(crate) const STX_MEM_B: u8 = 0x73;
 pub(crate) const STX_MEM_H: u8 = 0x6b;
 /// BPF_ALU64 (0x07) | BPF_ADD (0x00) | BPF_X (0x08).
 pub(crate) const ALU64_ADD_X: u8 = 0x0f;
+/// BPF_ALU64 (0x07) | BPF_SUB (0x10) | BPF_X (0x08).
+pub(crate) const ALU64_SUB_X: u8 = 0x1f;
 /// BPF_ALU64 (0x07) | BPF_LSH (0x60) | BPF_K (0x00).
 pub(crate) const ALU64_LSH_K: u8 = 0x67;
 /// BPF_ALU64 (0x07) | BPF_RSH (0x70) | BPF_K (0x00), logical.
