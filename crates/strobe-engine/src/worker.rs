@@ -675,7 +675,11 @@ pub fn run_port<B: Backend>(
             match flow.map(|flow| generator.start(&flow).map(|()| flow)) {
                 Ok(Ok(flow)) => {
                     let state = states.pop().expect("one flow state");
-                    return Ok(run_in_kernel(port_name, backend, state, &flow, clock, opts, stop));
+                    let mut report =
+                        run_in_kernel(port_name, backend, state, &flow, clock, opts, stop);
+                    // The floor probe ran (its frames went out) though the program paces.
+                    report.pacing = pacing.filter(|_| paced);
+                    return Ok(report);
                 }
                 // The engine's ring path still works: fall back to it, saying why.
                 Ok(Err(e)) => {
