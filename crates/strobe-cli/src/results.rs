@@ -261,6 +261,18 @@ pub fn print_summary(r: &Results) {
             if let Some(h) = &p.handover_error {
                 println!("  hand-over after deadline: {}", error_text(h));
             }
+            if let Some(k) = &p.kernel_lateness {
+                let decades: Vec<String> = k
+                    .decades()
+                    .iter()
+                    .map(|(name, n)| format!("{name} {:.2} %", pct(*n, p.frames_tx)))
+                    .collect();
+                println!(
+                    "  sent by the kernel's program after the deadline (its clock when it \
+                     decided): {}",
+                    decades.join(", ")
+                );
+            }
             if let Some(pacing) = &p.pacing {
                 println!("  {}", pacing_line(pacing));
                 if let (Some(handover), Some(spacing)) =

@@ -64,6 +64,9 @@ pub struct PortResult {
     pub max_late_ns: u64,
     pub shifted_ns: u64,
     pub handover_error: Option<TimingError>,
+    /// Paced by the backend's kernel program: frames by how late it sent them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_lateness: Option<KernelLateness>,
     pub pacing: Option<PacingResult>,
     pub handovers: u64,
     pub coalesced_frames: u64,
@@ -85,6 +88,43 @@ pub struct PortResult {
 pub struct SegmentationResult {
     pub superframes: u64,
     pub frames: u64,
+}
+
+/// Frames a kernel program paced, by how late after its deadline it sent each (its clock
+/// read when it decided; the kernel sends the frame with its batch, later still).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelLateness {
+    pub within_100ns: u64,
+    pub within_1us: u64,
+    pub within_10us: u64,
+    pub within_100us: u64,
+    pub within_1ms: u64,
+    pub later: u64,
+}
+
+impl KernelLateness {
+    fn from_decades(d: &[u64; 6]) -> KernelLateness {
+        KernelLateness {
+            within_100ns: d[0],
+            within_1us: d[1],
+            within_10us: d[2],
+            within_100us: d[3],
+            within_1ms: d[4],
+            later: d[5],
+        }
+    }
+
+    /// The decades in order with their names, for reports.
+    pub fn decades(&self) -> [(&'static str, u64); 6] {
+        [
+            ("≤ 100 ns", self.within_100ns),
+            ("≤ 1 µs", self.within_1us),
+            ("≤ 10 µs", self.within_10us),
+            ("≤ 100 µs", self.within_100us),
+            ("≤ 1 ms", self.within_1ms),
+            ("later", self.later),
+        ]
+    }
 }
 
 /// A distribution of scheduling errors (actual minus planned time), in ns.
@@ -496,6 +536,7 @@ fn port_result(p: &PortReport) -> PortResult {
         max_late_ns: p.max_late_ns,
         shifted_ns: p.shifted_ns,
         handover_error: p.handover.as_ref().map(TimingError::from),
+        kernel_lateness: p.kernel_lateness.as_ref().map(KernelLateness::from_decades),
         pacing: p.pacing.as_ref().map(PacingResult::from),
         handovers: p.handovers,
         coalesced_frames: p.coalesced_frames,

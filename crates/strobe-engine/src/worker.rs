@@ -236,6 +236,9 @@ pub struct PortReport {
     pub generation: Option<String>,
     /// The backend generated the frames itself (see `generation`): no hand-overs, batch 0.
     pub in_kernel: bool,
+    /// Paced by the backend's program: frames by how late it sent them, in decades
+    /// ([`strobe_io::kernel_frames::KernelRun::lateness`]).
+    pub kernel_lateness: Option<[u64; strobe_io::kernel_frames::LATENESS_DECADES]>,
     /// Where transmit stamps were taken, when not by the engine before the hand-over (a
     /// backend's kernel program).
     pub tx_stamps: Option<String>,
@@ -1088,6 +1091,7 @@ fn run_in_kernel<B: Backend>(
     if let (Ok(r), Some(pace)) = (&run, &flow.pace) {
         report.late_frames = r.late_frames;
         report.max_late_ns = r.max_late_ns;
+        report.kernel_lateness = Some(r.lateness);
         // The schedule's span from the first deadline to the last frame's.
         let gap = pace.gap_ns as f64 + f64::from(pace.gap_frac) / 4_294_967_296.0;
         let frames = r.frames.saturating_sub(1);

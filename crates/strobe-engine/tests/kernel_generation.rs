@@ -61,6 +61,7 @@ impl KernelGenerator for Generating {
             last_ns: None,
             late_frames: 0,
             max_late_ns: 0,
+            lateness: [0; 6],
         })
     }
     fn stamp_source(&self) -> String {

@@ -113,7 +113,16 @@ pub struct KernelRun {
     /// Paced flows: frames that left later than the tolerance, and the latest any left.
     pub late_frames: u64,
     pub max_late_ns: u64,
+    /// Paced flows: frames by how late the program sent them, in decades: at most 100 ns,
+    /// 1 µs, 10 µs, 100 µs, 1 ms after the deadline, and later.
+    pub lateness: [u64; LATENESS_DECADES],
 }
+
+/// The decades of [`KernelRun::lateness`].
+pub const LATENESS_DECADES: usize = 6;
+/// Their upper bounds in ns (the last decade has none).
+pub const LATENESS_LIMITS_NS: [u64; LATENESS_DECADES - 1] =
+    [100, 1_000, 10_000, 100_000, 1_000_000];
 
 /// A backend that can generate a [`KernelFlow`] by itself.
 pub trait KernelGenerator {

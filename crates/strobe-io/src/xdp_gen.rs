@@ -16,7 +16,9 @@ use crate::afxdp::bpf::{
     JMP_JGE_X, JMP_JGT_X, JMP_JNE_K, JMP_JNE_X, LDX_MEM_DW, LDX_MEM_W, LD_IMM_DW, STX_MEM_B,
     STX_MEM_DW, STX_MEM_H, STX_MEM_W, XDP_DROP,
 };
-use crate::kernel_frames::{KernelFlow, KernelPace, KernelStamp, KernelValue};
+use crate::kernel_frames::{
+    KernelFlow, KernelPace, KernelStamp, KernelValue, LATENESS_DECADES, LATENESS_LIMITS_NS,
+};
 use std::mem::offset_of;
 
 /// Most counter fields the program writes (each takes a stack slot and six words of state).
@@ -67,6 +69,8 @@ pub(crate) struct GenState {
     /// Nonzero once the program saw the run held: the next frame starts the schedule anew,
     /// so that a pause is not repaid back to back.
     pub resync: u64,
+    /// Frames by lateness decade ([`crate::kernel_frames::KernelRun::lateness`]).
+    pub lateness: [u64; LATENESS_DECADES],
 }
 
 #[repr(C)]
@@ -101,6 +105,7 @@ const ST_LATE: usize = offset_of!(GenState, late);
 const ST_MAX_LATE: usize = offset_of!(GenState, max_late_ns);
 const ST_EARLY: usize = offset_of!(GenState, early);
 const ST_RESYNC: usize = offset_of!(GenState, resync);
+const ST_LATENESS: usize = offset_of!(GenState, lateness);
 const ST_FIELDS: usize = std::mem::size_of::<GenState>();
 const FIELD_SIZE: usize = std::mem::size_of::<FieldState>();
 const F_CUR: usize = offset_of!(FieldState, cur);
@@ -504,6 +509,24 @@ fn pace(a: &mut Asm, early: usize) {
     a.op(ALU64_ADD_K, 4, 0, 0, 1);
     a.store(ST_LATE, 4);
     a.bind(on_time);
+    // Counted in its decade of lateness.
+    let (decades, counted) = (
+        (0..LATENESS_DECADES).map(|_| a.label()).collect::<Vec<_>>(),
+        a.label(),
+    );
+    for (k, &limit) in LATENESS_LIMITS_NS.iter().enumerate() {
+        a.constant(3, limit);
+        a.jump(JMP_JGE_X, 3, 2, 0, decades[k]);
+    }
+    a.jump(JMP_JA, 0, 0, 0, decades[LATENESS_DECADES - 1]);
+    for (k, &decade) in decades.iter().enumerate() {
+        a.bind(decade);
+        a.load(3, ST_LATENESS + 8 * k);
+        a.op(ALU64_ADD_K, 3, 0, 0, 1);
+        a.store(ST_LATENESS + 8 * k, 3);
+        a.jump(JMP_JA, 0, 0, 0, counted);
+    }
+    a.bind(counted);
     a.load(3, ST_MAX_LATE);
     a.jump(JMP_JGE_X, 3, 2, 0, not_latest);
     a.store(ST_MAX_LATE, 2);

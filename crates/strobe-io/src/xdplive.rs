@@ -1003,6 +1003,7 @@ impl KernelGenerator for XdpLiveTx {
             last_ns: timed.then_some(last),
             late_frames: g.read(offset_of!(GenState, late)),
             max_late_ns: g.read(offset_of!(GenState, max_late_ns)),
+            lateness: std::array::from_fn(|k| g.read(offset_of!(GenState, lateness) + 8 * k)),
         })
     }
 
