@@ -440,7 +440,7 @@ fn rx_queue_packets(netns: &str, iface: &str) -> Vec<u64> {
 #[test]
 fn af_xdp_workers_each_send_on_their_own_queue_of_the_lab() {
     let dir = Scratch::new("live-xdp-cores");
-    let lab = TestLab::up("q", "cable");
+    let lab = TestLab::up("w", "cable");
     let (tx_ns, rx_ns) = (lab.ns("tx"), lab.ns("rx"));
     let queues = sh_in(&tx_ns, "ls /sys/class/net/tx0/queues");
     assert!(
@@ -506,7 +506,7 @@ fn af_xdp_workers_each_send_on_their_own_queue_of_the_lab() {
 #[test]
 fn loss_is_counted_exactly_when_the_dut_drops_every_1000th_frame() {
     let dir = Scratch::new("live-loss");
-    let lab = TestLab::up("l", "router");
+    let lab = TestLab::up("n", "router");
     let nft = |args: &str| {
         let out = Command::new("ip")
             .args(["netns", "exec", &lab.ns("dut"), "nft"])

@@ -50,6 +50,22 @@ fn gaps(times: &[u64]) -> Vec<u64> {
         .collect()
 }
 
+/// The trains in a run of gaps (a gap of 50 µs or more starts the next): their lengths,
+/// and the gaps inside them.
+fn trains_of(gaps: &[u64]) -> (Vec<usize>, Vec<u64>) {
+    let mut trains = vec![1usize];
+    let mut inside = Vec::new();
+    for &g in gaps {
+        if g >= 50_000 {
+            trains.push(1);
+        } else {
+            *trains.last_mut().unwrap() += 1;
+            inside.push(g);
+        }
+    }
+    (trains, inside)
+}
+
 fn share_below(gaps: &[u64], ns: u64) -> f64 {
     gaps.iter().filter(|&&g| g < ns).count() as f64 / gaps.len() as f64
 }
@@ -262,16 +278,7 @@ fn burst_run(lab: &TestLab, dir: &Scratch, name: &str) -> Result<(), String> {
         .as_u64()
         .unwrap();
     // Trains end at the 200 µs pauses.
-    let mut trains = vec![1usize];
-    let mut inside = Vec::new();
-    for &g in &gaps {
-        if g >= 50_000 {
-            trains.push(1);
-        } else {
-            *trains.last_mut().unwrap() += 1;
-            inside.push(g);
-        }
-    }
+    let (trains, mut inside) = trains_of(&gaps);
     let whole = trains.iter().filter(|&&n| n == 32).count();
     if whole * 10 < trains.len() * 9 {
         return Err(format!("{whole} of {} trains have 32 frames", trains.len()));
@@ -368,16 +375,7 @@ fn xdp_live_burst_run(lab: &TestLab, dir: &Scratch, name: &str) -> Result<(), St
         ],
     );
     in_kernel_and_paced(&report)?;
-    let mut trains = vec![1usize];
-    let mut inside = Vec::new();
-    for &g in &gaps {
-        if g >= 50_000 {
-            trains.push(1);
-        } else {
-            *trains.last_mut().unwrap() += 1;
-            inside.push(g);
-        }
-    }
+    let (trains, mut inside) = trains_of(&gaps);
     let whole = trains.iter().filter(|&&n| n == 16).count();
     inside.sort_unstable();
     let median = inside.get(inside.len() / 2).copied().unwrap_or(0);

@@ -267,6 +267,17 @@ fn rewrite(a: &mut Asm, bytes: &[u8], from: usize, to: usize) {
     }
 }
 
+/// Keeps the time in register `time` (CLOCK_REALTIME ns) as the last frame's, and as the
+/// first's when none is kept yet. Uses register `scratch`.
+fn note_time(a: &mut Asm, time: u8, scratch: u8) {
+    let first_set = a.label();
+    a.store(ST_LAST as usize, time);
+    a.load(scratch, ST_FIRST as usize);
+    a.jump(JMP_JNE_K, scratch, 0, 0, first_set);
+    a.store(ST_FIRST as usize, time);
+    a.bind(first_set);
+}
+
 /// The stack slot (offset from r10) of a value the checksums sum.
 fn slot(fields: usize, v: KernelValue) -> i16 {
     let index = match v {
@@ -398,15 +409,10 @@ pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<I
 
     // The transmit stamp, as late as the frame allows: only the checksums come after it.
     if let Some((at, KernelStamp::PerFrame)) = flow.stamp {
-        let first_set = a.label();
         a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_KTIME_GET_NS);
         a.load(1, ST_OFFSET as usize);
         a.op(ALU64_ADD_X, 0, 1, 0, 0);
-        a.store(ST_LAST as usize, 0);
-        a.load(1, ST_FIRST as usize);
-        a.jump(JMP_JNE_K, 1, 0, 0, first_set);
-        a.store(ST_FIRST as usize, 0);
-        a.bind(first_set);
+        note_time(&mut a, 0, 1);
         a.reduce(2, 0);
         a.op(STX_MEM_DW, 10, 2, slot(n, KernelValue::Stamp), 0);
         a.op(ALU_TO_BE, 0, 0, 0, 64);
@@ -532,14 +538,9 @@ fn pace(a: &mut Asm, early: usize) {
     a.store(ST_MAX_LATE, 2);
     a.bind(not_latest);
     // The first and last frame's time, on CLOCK_REALTIME.
-    let first_set = a.label();
     a.load(2, ST_OFFSET as usize);
     a.op(ALU64_ADD_X, 2, 0, 0, 0);
-    a.store(ST_LAST as usize, 2);
-    a.load(3, ST_FIRST as usize);
-    a.jump(JMP_JNE_K, 3, 0, 0, first_set);
-    a.store(ST_FIRST as usize, 2);
-    a.bind(first_set);
+    note_time(a, 2, 3);
     // The next deadline: the gap's fraction carried into whole nanoseconds.
     a.load(2, ST_NEXT_FRAC);
     a.load(3, ST_GAP_FRAC);
