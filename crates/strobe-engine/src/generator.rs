@@ -9,7 +9,9 @@
 //! §2(B), RFC 1624). That makes the update stateless: no previous-packet state, no rescans,
 //! any template in any slot.
 
-use strobe_io::kernel_frames::{KernelChecksum, KernelField, KernelFlow, KernelStamp, KernelValue};
+use strobe_io::kernel_frames::{
+    KernelChecksum, KernelField, KernelFlow, KernelStamp, KernelValue, KernelValues,
+};
 use strobe_io::{TxSlot, MAX_BATCH};
 use strobe_model::{FlowSpec, Pattern};
 use strobe_wire::{bits, checksum, trailer, Built, Header};
@@ -439,7 +441,7 @@ impl FlowGenerator {
     /// This flow as a backend can generate it by itself ([`KernelFlow`]): from the next
     /// frame on, `frames` of them (None: until stopped), carrying transmit stamp `stamp`.
     /// Why not, in words, when the flow needs what only the engine does: several
-    /// frame sizes, random or listed field values, fields not in whole bytes.
+    /// frame sizes, fields not in whole bytes of 1, 2, 4, 6 or 8.
     pub fn kernel_flow(
         &self,
         frames: Option<u64>,
@@ -462,19 +464,39 @@ impl FlowGenerator {
                     f.bit_len, f.bit_offset
                 ));
             };
-            let ValueGen::Counter64(c) = &f.gen else {
-                return Err("random or listed field values (counters only)".into());
+            let values = match &f.gen {
+                ValueGen::Counter64(c) if c.k == 0 => KernelValues::Counter {
+                    start: c.start,
+                    step: c.step,
+                    count: c.count,
+                },
+                ValueGen::Table { values, idx: 0 } => {
+                    KernelValues::Listed(values.iter().map(|&v| v as u64).collect())
+                }
+                &ValueGen::Random {
+                    seed,
+                    k: 0,
+                    count,
+                    min,
+                    max,
+                } => {
+                    let (lo, hi) = (min.min(max), min.max(max));
+                    let (Ok(lo), Ok(hi)) = (u64::try_from(lo), u64::try_from(hi)) else {
+                        return Err("random values above 2^64 (64-bit values only)".into());
+                    };
+                    KernelValues::Random {
+                        seed,
+                        lo,
+                        hi,
+                        count,
+                    }
+                }
+                ValueGen::Counter(_) => {
+                    return Err("a counter wider than 64 bits (64-bit values only)".into())
+                }
+                _ => return Err("a field already under way (a strobe bug)".into()),
             };
-            if c.k != 0 {
-                return Err("a counter already under way (a strobe bug)".into());
-            }
-            fields.push(KernelField {
-                at,
-                bytes,
-                start: c.start,
-                step: c.step,
-                count: c.count,
-            });
+            fields.push(KernelField { at, bytes, values });
         }
         let n = self.fields.len();
         let value = |src: u8| match src as usize {

@@ -269,7 +269,7 @@ fn vxlan_over_ipv6_nests_checksums() {
 /// with the stamp the kernel took, and etherparse agrees with every checksum. Fields of 1,
 /// 2, 4 and 6 bytes count (IPv4 source, identification counting down, UDP port, MAC), the
 /// sequence number crosses the 2^32 wrap, and frames of odd length put the trailer off the
-/// checksum's word grid.
+/// checksum's word grid. Random and listed values are the engine's too.
 #[test]
 fn kernel_program_writes_the_engines_frames() {
     use strobe_io::kernel_frames::KernelStamp;
@@ -279,6 +279,11 @@ fn kernel_program_writes_the_engines_frames() {
         format!(
             "size = 131\n{ETH}[[flows.packet]]\nipv6 = {{ src = \"2001:2::1\", dst = \"2001:2::2\" }}\n[[flows.packet]]\nudp = {{ dst_port = {{ increment = {{ start = 1000, step = 7, count = 11 }} }} }}\n"
         ),
+        // Random and listed values: addresses from a range with a cycle and over all 2^32
+        // (the span's high half in the product), a port over its whole width, an
+        // identification from a range, listed ports and TTLs.
+        "size = 90\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv4 = { src = { random = { min = \"198.18.0.0\", max = \"198.19.255.255\", seed = 5, count = 37 } }, dst = { random = { min = \"0.0.0.0\", max = \"255.255.255.255\", seed = 11 } }, time_to_live = { values = [64, 1, 255] }, identification = { random = { min = 17, max = 60000, seed = 3 } } }\n[[flows.packet]]\nudp = { src_port = { random = {} }, dst_port = { values = [7, 65535, 0, 4789, 53] } }\n"
+            .to_string(),
     ];
     for body in &bodies {
         let f = flow(body);
@@ -322,7 +327,7 @@ fn kernel_program_writes_the_engines_frames() {
 fn kernel_flow_refuses_what_the_program_cannot_write() {
     use strobe_io::kernel_frames::KernelStamp;
     let cases = [
-        ("size = 64\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv4 = { src = \"198.18.0.1\", dst = { random = { min = \"198.18.0.0\", max = \"198.19.255.255\", seed = 5, count = 0 } } }\n", "random"),
+        ("size = 100\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv6 = { src = { increment = { start = \"2001:2::1\", step = \"::1\", count = 9 } }, dst = \"2001:2::2\" }\n", "128 bits"),
         ("size = 64\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv4 = { src = \"198.18.0.1\", dst = \"198.18.0.2\", dscp = { increment = { start = 0, step = 1, count = 8 } } }\n", "bits"),
         ("size = { weight_pairs = { predefined = \"imix\" } }\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv4 = { src = \"198.18.0.1\", dst = \"198.18.0.2\" }\n", "frame sizes"),
     ];

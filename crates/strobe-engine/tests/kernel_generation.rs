@@ -6,7 +6,9 @@
 use std::sync::atomic::AtomicBool;
 
 use strobe_engine::{run_port, Clock, LatePolicy, RunOptions};
-use strobe_io::kernel_frames::{KernelFlow, KernelGenerator, KernelPace, KernelRun, KernelStamp};
+use strobe_io::kernel_frames::{
+    KernelFlow, KernelGenerator, KernelPace, KernelRun, KernelStamp, KernelValues,
+};
 use strobe_io::{Backend, BackendStats, IoError, TimeBase, TxBatch, TxSlot};
 use strobe_model::{load_scenario, FlowSpec, LatencyMode, NoFiles};
 use strobe_timing::{Pattern, Rate};
@@ -104,8 +106,12 @@ impl Backend for Generating {
 }
 
 fn flow(vary: &str, latency: bool) -> Vec<FlowSpec> {
+    flow_of_size("64", vary, latency)
+}
+
+fn flow_of_size(size: &str, vary: &str, latency: bool) -> Vec<FlowSpec> {
     let text = format!(
-        "[[ports]]\nname = \"p\"\nlocation = \"null\"\n\n[[ports]]\nname = \"q\"\nlocation = \"null\"\n\n[[flows]]\nname = \"f\"\ntx = \"p\"\nsize = 64\nduration = {{ fixed_packets = {{ packets = 1000 }} }}\n[[flows.packet]]\nethernet = {{}}\n[[flows.packet]]\nipv4 = {{ src = \"198.18.0.1\", dst = \"198.18.1.1\" }}\n[[flows.packet]]\nudp = {{ src_port = {vary}, dst_port = 2 }}\n"
+        "[[ports]]\nname = \"p\"\nlocation = \"null\"\n\n[[ports]]\nname = \"q\"\nlocation = \"null\"\n\n[[flows]]\nname = \"f\"\ntx = \"p\"\nsize = {size}\nduration = {{ fixed_packets = {{ packets = 1000 }} }}\n[[flows.packet]]\nethernet = {{}}\n[[flows.packet]]\nipv4 = {{ src = \"198.18.0.1\", dst = \"198.18.1.1\" }}\n[[flows.packet]]\nudp = {{ src_port = {vary}, dst_port = 2 }}\n"
     );
     let mut scenario = load_scenario(&text, "t.toml", &NoFiles).unwrap();
     scenario.flows[0].rx_ports = vec!["q".into()];
@@ -165,15 +171,44 @@ fn an_unpaced_counter_flow_is_handed_over_whole() {
 }
 
 #[test]
-fn what_the_generator_cannot_do_the_engine_does_and_says_why() {
-    // Random values: refused before starting.
+fn random_and_listed_values_are_handed_over_with_their_seed() {
+    let random = "{ random = { min = 1024, max = 2047, seed = 99, count = 5 } }";
     let mut backend = Generating::new(false);
-    let random = "{ random = { min = 1, max = 9, seed = 1, count = 0 } }";
     let report = run(&mut backend, &flow(random, true), unpaced());
+    let handed = backend.started.expect("the flow was handed over");
+    assert_eq!(
+        handed.fields[0].values,
+        KernelValues::Random {
+            seed: 99,
+            lo: 1024,
+            hi: 2047,
+            count: 5
+        }
+    );
+    assert!(report.in_kernel && backend.engine_frames == 0);
+    let mut backend = Generating::new(false);
+    run(
+        &mut backend,
+        &flow("{ values = [7, 9, 11] }", true),
+        unpaced(),
+    );
+    let handed = backend.started.expect("the flow was handed over");
+    assert_eq!(
+        handed.fields[0].values,
+        KernelValues::Listed(vec![7, 9, 11])
+    );
+}
+
+#[test]
+fn what_the_generator_cannot_do_the_engine_does_and_says_why() {
+    // Random frame sizes: refused before starting.
+    let mut backend = Generating::new(false);
+    let random = "{ random = { min = 64, max = 1500 } }";
+    let report = run(&mut backend, &flow_of_size(random, "7", true), unpaced());
     assert!(backend.started.is_none());
     assert_eq!(backend.engine_frames, 1000);
     assert!(!report.in_kernel);
-    assert!(report.generation.unwrap().contains("random"));
+    assert!(report.generation.unwrap().contains("frame sizes"));
 
     // A generator that fails to start: the engine's frames after all.
     let mut backend = Generating::new(true);

@@ -57,17 +57,33 @@ pub enum KernelStamp {
     Fixed(u64),
 }
 
-/// A whole-byte field counting OTG-style: `start + (j % count)·step`, masked to the field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A whole-byte field whose value changes per frame, as the engine's generator changes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelField {
     /// Byte offset of the field in the frame.
     pub at: usize,
     /// Its width in bytes: 1, 2, 4, 6 or 8.
     pub bytes: usize,
-    pub start: u64,
-    pub step: u64,
-    /// Values before the counter starts over (>= 1).
-    pub count: u64,
+    pub values: KernelValues,
+}
+
+/// The values a [`KernelField`] takes, frame `j` from the flow's next frame on; every value
+/// is masked to the field's width.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelValues {
+    /// OTG increment/decrement: `start + (j % count)·step` (a decrement steps by the two's
+    /// complement); `count` >= 1.
+    Counter { start: u64, step: u64, count: u64 },
+    /// OTG values: `values[j % len]`.
+    Listed(Vec<u64>),
+    /// OTG random: `strobe_model::random_in(seed, j % count, lo, hi)` (`count` 0: never
+    /// repeats), `lo <= hi`.
+    Random {
+        seed: u64,
+        lo: u64,
+        hi: u64,
+        count: u64,
+    },
 }
 
 impl KernelField {
@@ -76,6 +92,15 @@ impl KernelField {
             u64::MAX
         } else {
             (1u64 << (8 * self.bytes)) - 1
+        }
+    }
+
+    /// A counting field (the common case), `start + (j % count)·step`.
+    pub fn counter(at: usize, bytes: usize, start: u64, step: u64, count: u64) -> KernelField {
+        KernelField {
+            at,
+            bytes,
+            values: KernelValues::Counter { start, step, count },
         }
     }
 }

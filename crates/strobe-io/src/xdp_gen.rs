@@ -1,23 +1,24 @@
 //! The XDP program that generates a [`KernelFlow`] in the kernel, for `xdp-live`: the
 //! kernel initialises its live-frame pages with the flow's first frame, and on every
-//! repetition the program writes into the page only what changes (counter fields, the
-//! trailer's sequence number and transmit stamp, the checksums, incrementally), then
-//! redirects it. Pages keep what the program wrote when the kernel recycles them, and the
+//! repetition the program writes into the page what changes (the varying fields — counted,
+//! listed or random, each value computed as the engine computes it — the trailer's sequence
+//! number and transmit stamp, the checksums, incrementally), then redirects it. Pages keep what the program wrote when the kernel recycles them, and the
 //! program rewrites every byte that varies, so each frame is exactly the engine's.
 //!
-//! The program's state (counters, its frame budget, a hold switch) is the one value of an
-//! array map mapped into user space, addressed directly (`BPF_PSEUDO_MAP_VALUE`, no lookup
-//! call per frame).
+//! The program's state (counters, its frame budget, a hold switch, the listed fields'
+//! values) is the one value of an array map mapped into user space, addressed directly
+//! (`BPF_PSEUDO_MAP_VALUE`, no lookup call per frame).
 
 use crate::afxdp::bpf::{
     Insn, ALU64_ADD_K, ALU64_ADD_X, ALU64_AND_K, ALU64_AND_X, ALU64_LSH_K, ALU64_MOV_K,
-    ALU64_MOV_X, ALU64_RSH_K, ALU64_SUB_X, ALU64_XOR_K, ALU_TO_BE, BPF_FUNC_KTIME_GET_NS,
-    BPF_FUNC_REDIRECT_MAP, BPF_PSEUDO_MAP_FD, BPF_PSEUDO_MAP_VALUE, JMP_CALL, JMP_EXIT, JMP_JA,
-    JMP_JGE_X, JMP_JGT_X, JMP_JNE_K, JMP_JNE_X, LDX_MEM_DW, LDX_MEM_W, LD_IMM_DW, STX_MEM_B,
-    STX_MEM_DW, STX_MEM_H, STX_MEM_W, XDP_DROP,
+    ALU64_MOV_X, ALU64_MUL_X, ALU64_RSH_K, ALU64_SUB_X, ALU64_XOR_K, ALU64_XOR_X, ALU_TO_BE,
+    BPF_FUNC_KTIME_GET_NS, BPF_FUNC_REDIRECT_MAP, BPF_PSEUDO_MAP_FD, BPF_PSEUDO_MAP_VALUE,
+    JMP_CALL, JMP_EXIT, JMP_JA, JMP_JGE_X, JMP_JGT_X, JMP_JLT_K, JMP_JNE_K, JMP_JNE_X, LDX_MEM_DW,
+    LDX_MEM_W, LD_IMM_DW, STX_MEM_B, STX_MEM_DW, STX_MEM_H, STX_MEM_W, XDP_DROP,
 };
 use crate::kernel_frames::{
-    KernelFlow, KernelPace, KernelStamp, KernelValue, LATENESS_DECADES, LATENESS_LIMITS_NS,
+    KernelFlow, KernelPace, KernelStamp, KernelValue, KernelValues, LATENESS_DECADES,
+    LATENESS_LIMITS_NS,
 };
 use std::mem::offset_of;
 
@@ -27,6 +28,8 @@ pub(crate) const MAX_FIELDS: usize = 16;
 pub(crate) const MAX_CHECKSUMS: usize = 8;
 /// Most terms of one checksum.
 const MAX_TERMS: usize = 32;
+/// Most listed values of all fields together (kept in the state, 8 bytes each).
+pub(crate) const MAX_LISTED: usize = 4096;
 
 /// The program's state, as user space sees the map's value (followed by one
 /// [`FieldState`] per field).
@@ -73,6 +76,8 @@ pub(crate) struct GenState {
     pub lateness: [u64; LATENESS_DECADES],
 }
 
+/// A field's state: a counter's value and step, or where a listed or random field is in its
+/// cycle (`k`, `count`; listed values follow the field states, random ones are computed).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct FieldState {
@@ -115,9 +120,61 @@ const F_STEP: usize = offset_of!(FieldState, step);
 const F_START: usize = offset_of!(FieldState, start);
 const F_MASK: usize = offset_of!(FieldState, mask);
 
-/// Bytes of the state value for `fields` fields.
-pub(crate) fn state_size(fields: usize) -> usize {
-    ST_FIELDS + fields * FIELD_SIZE
+/// Bytes of the state value for `flow`: the state, a field state per field, the listed
+/// values.
+pub(crate) fn state_size(flow: &KernelFlow) -> usize {
+    ST_FIELDS + flow.fields.len() * FIELD_SIZE + 8 * listed_values(flow)
+}
+
+fn listed_values(flow: &KernelFlow) -> usize {
+    flow.fields
+        .iter()
+        .map(|f| match &f.values {
+            KernelValues::Listed(v) => v.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// Where each field's listed values start in the state value (fields without: where the
+/// next would).
+pub(crate) fn listed_at(flow: &KernelFlow) -> Vec<usize> {
+    let mut at = ST_FIELDS + flow.fields.len() * FIELD_SIZE;
+    flow.fields
+        .iter()
+        .map(|f| {
+            let here = at;
+            if let KernelValues::Listed(v) = &f.values {
+                at += 8 * v.len();
+            }
+            here
+        })
+        .collect()
+}
+
+/// A field's state at the flow's start.
+pub(crate) fn field_state(f: &crate::kernel_frames::KernelField) -> FieldState {
+    let mask = f.mask();
+    match f.values {
+        KernelValues::Counter { start, step, count } => FieldState {
+            cur: start & mask,
+            k: 0,
+            count,
+            step: step & mask,
+            start: start & mask,
+            mask,
+        },
+        KernelValues::Listed(ref values) => FieldState {
+            count: values.len() as u64,
+            mask,
+            ..FieldState::default()
+        },
+        KernelValues::Random { count, .. } => FieldState {
+            count,
+            mask,
+            ..FieldState::default()
+        },
+    }
 }
 
 /// Why the program cannot generate `flow` (None: it can), for frames of at most
@@ -142,12 +199,26 @@ pub(crate) fn refuses(flow: &KernelFlow, max_frame: usize) -> Option<String> {
     }
     let fits = |at: usize, n: usize| at.checked_add(n).is_some_and(|end| end <= len);
     for f in &flow.fields {
-        if !matches!(f.bytes, 1 | 2 | 4 | 6 | 8) || !fits(f.at, f.bytes) || f.count == 0 {
+        if !matches!(f.bytes, 1 | 2 | 4 | 6 | 8) || !fits(f.at, f.bytes) {
             return Some(format!(
                 "a field of {} bytes at byte {} (the kernel program writes whole fields of 1, 2, 4, 6 or 8 bytes)",
                 f.bytes, f.at
             ));
         }
+        let sound = match &f.values {
+            KernelValues::Counter { count, .. } => *count > 0,
+            KernelValues::Listed(v) => !v.is_empty(),
+            KernelValues::Random { lo, hi, .. } => lo <= hi,
+        };
+        if !sound {
+            return Some("a field without values (a strobe bug)".into());
+        }
+    }
+    if listed_values(flow) > MAX_LISTED {
+        return Some(format!(
+            "{} listed field values (the kernel program keeps at most {MAX_LISTED})",
+            listed_values(flow)
+        ));
     }
     let seq_ok = flow.seq.is_none_or(|(at, _)| fits(at, 4))
         && flow.trailer.is_none_or(|(at, len)| fits(at, len));
@@ -354,11 +425,33 @@ pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<I
         a.op(STX_MEM_DW, 10, 1, slot(n, KernelValue::Seq), 0);
     }
 
-    // Counter fields: write the current value, then step it.
+    // Varying fields: the value into r1, written and kept for the checksums, then the
+    // field's state stepped.
+    let listed = listed_at(flow);
     for (i, f) in flow.fields.iter().enumerate() {
         let base = ST_FIELDS + i * FIELD_SIZE;
         let at = f.at as i16;
-        a.load(1, base + F_CUR);
+        match &f.values {
+            KernelValues::Counter { .. } => a.load(1, base + F_CUR),
+            KernelValues::Listed(values) => {
+                // values[k]; k < len always, but the verifier wants it shown.
+                let bounded = a.label();
+                a.load(2, base + F_K);
+                a.jump(JMP_JLT_K, 2, 0, values.len() as i32, bounded);
+                a.op(ALU64_MOV_K, 2, 0, 0, 0);
+                a.bind(bounded);
+                a.op(ALU64_LSH_K, 2, 0, 0, 3);
+                a.op(ALU64_ADD_X, 2, 7, 0, 0);
+                a.op(ALU64_ADD_K, 2, 0, 0, listed[i] as i32);
+                a.op(LDX_MEM_DW, 1, 2, 0, 0);
+            }
+            &KernelValues::Random { seed, lo, hi, .. } => {
+                a.load(2, base + F_K);
+                random_in(&mut a, seed, lo, hi);
+                a.constant(2, f.mask());
+                a.op(ALU64_AND_X, 1, 2, 0, 0);
+            }
+        }
         if f.bytes <= 4 {
             a.op(STX_MEM_DW, 10, 1, slot(n, KernelValue::Field(i)), 0);
         } else {
@@ -395,16 +488,21 @@ pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<I
         a.load(3, base + F_COUNT);
         a.jump(JMP_JNE_X, 2, 3, 0, step);
         a.op(ALU64_MOV_K, 2, 0, 0, 0);
-        a.load(1, base + F_START);
-        a.jump(JMP_JA, 0, 0, 0, stored);
-        a.bind(step);
-        a.load(4, base + F_STEP);
-        a.op(ALU64_ADD_X, 1, 4, 0, 0);
-        a.load(4, base + F_MASK);
-        a.op(ALU64_AND_X, 1, 4, 0, 0);
-        a.bind(stored);
+        if let KernelValues::Counter { .. } = f.values {
+            a.load(1, base + F_START);
+            a.jump(JMP_JA, 0, 0, 0, stored);
+            a.bind(step);
+            a.load(4, base + F_STEP);
+            a.op(ALU64_ADD_X, 1, 4, 0, 0);
+            a.load(4, base + F_MASK);
+            a.op(ALU64_AND_X, 1, 4, 0, 0);
+            a.bind(stored);
+            a.store(base + F_CUR, 1);
+        } else {
+            a.bind(step);
+            a.bind(stored);
+        }
         a.store(base + F_K, 2);
-        a.store(base + F_CUR, 1);
     }
 
     // The transmit stamp, as late as the frame allows: only the checksums come after it.
@@ -486,6 +584,68 @@ pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<I
     }
     a.finish()
 }
+
+/// r1 = `strobe_model::random_in(seed, k, lo, hi)` for k in r2 (the engine's random values:
+/// splitmix64's word k, scaled into the span by the high half of a 64×64-bit product, which
+/// BPF has no instruction for: built from 32-bit halves). Uses r0 and r2–r5.
+fn random_in(a: &mut Asm, seed: u64, lo: u64, hi: u64) {
+    // z = seed + (k + 1)·γ, then splitmix64's finaliser.
+    a.op(ALU64_ADD_K, 2, 0, 0, 1);
+    a.constant(3, GOLDEN_GAMMA);
+    a.op(ALU64_MUL_X, 2, 3, 0, 0);
+    a.constant(3, seed);
+    a.op(ALU64_ADD_X, 2, 3, 0, 0);
+    for (shift, multiplier) in [(30, SPLITMIX_M1), (27, SPLITMIX_M2)] {
+        a.op(ALU64_MOV_X, 3, 2, 0, 0);
+        a.op(ALU64_RSH_K, 3, 0, 0, shift);
+        a.op(ALU64_XOR_X, 2, 3, 0, 0);
+        a.constant(3, multiplier);
+        a.op(ALU64_MUL_X, 2, 3, 0, 0);
+    }
+    a.op(ALU64_MOV_X, 3, 2, 0, 0);
+    a.op(ALU64_RSH_K, 3, 0, 0, 31);
+    a.op(ALU64_XOR_X, 2, 3, 0, 0);
+    // r2 is the word; r1 = lo + ((word · span) >> 64).
+    let span_minus_one = hi - lo;
+    if span_minus_one == u64::MAX {
+        a.op(ALU64_MOV_X, 1, 2, 0, 0);
+        return;
+    }
+    let span = span_minus_one + 1;
+    // r2 = word's high half, r3 = its low half, r4 = span's low half, r5 = its high half.
+    a.op(ALU64_MOV_X, 3, 2, 0, 0);
+    a.op(ALU64_LSH_K, 3, 0, 0, 32);
+    a.op(ALU64_RSH_K, 3, 0, 0, 32);
+    a.op(ALU64_RSH_K, 2, 0, 0, 32);
+    a.constant(4, span & 0xFFFF_FFFF);
+    a.constant(5, span >> 32);
+    // hi·lo_s + (lo·lo_s >> 32) cannot overflow; its high half carries into the result.
+    a.op(ALU64_MOV_X, 0, 3, 0, 0);
+    a.op(ALU64_MUL_X, 0, 4, 0, 0);
+    a.op(ALU64_RSH_K, 0, 0, 0, 32);
+    a.op(ALU64_MOV_X, 1, 2, 0, 0);
+    a.op(ALU64_MUL_X, 1, 4, 0, 0);
+    a.op(ALU64_ADD_X, 1, 0, 0, 0);
+    // r0 = the sum's low half plus lo·hi_s (< 2^64), r1 = the sum's high half.
+    a.op(ALU64_MOV_X, 0, 1, 0, 0);
+    a.op(ALU64_LSH_K, 0, 0, 0, 32);
+    a.op(ALU64_RSH_K, 0, 0, 0, 32);
+    a.op(ALU64_RSH_K, 1, 0, 0, 32);
+    a.op(ALU64_MUL_X, 3, 5, 0, 0);
+    a.op(ALU64_ADD_X, 0, 3, 0, 0);
+    // high = hi·hi_s + r1 + (r0 >> 32).
+    a.op(ALU64_MUL_X, 2, 5, 0, 0);
+    a.op(ALU64_ADD_X, 1, 2, 0, 0);
+    a.op(ALU64_RSH_K, 0, 0, 0, 32);
+    a.op(ALU64_ADD_X, 1, 0, 0, 0);
+    a.constant(2, lo);
+    a.op(ALU64_ADD_X, 1, 2, 0, 0);
+}
+
+/// splitmix64's constants, as `strobe_model::random_word` uses them.
+const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+const SPLITMIX_M1: u64 = 0xBF58_476D_1CE4_E5B9;
+const SPLITMIX_M2: u64 = 0x94D0_49BB_1331_11EB;
 
 /// A paced flow's deadline check (see [`program`]): on to the frame when its deadline has
 /// come, else to `early`. Keeps r6 and r7; the first and last frame's times are the

@@ -37,7 +37,7 @@ use crate::afxdp::bpf::{
     XDP_DROP,
 };
 use crate::afxdp::sys::{if_index, LinkFacts, Mmap};
-use crate::kernel_frames::{KernelFlow, KernelGenerator, KernelRun, KernelStamp};
+use crate::kernel_frames::{KernelFlow, KernelGenerator, KernelRun, KernelStamp, KernelValues};
 use crate::netdev_features::{ethtool_words, string_set};
 use crate::netns::in_netns;
 use crate::tsinfo::{control_socket, interface_mtu};
@@ -1059,7 +1059,7 @@ pub fn generated_frames(flow: &KernelFlow, n: usize) -> Result<Vec<Vec<u8>>, IoE
 /// The generator's state for `flow`: its one-value array, mapped, holding the initial state
 /// (generation held when `held`).
 fn state_map(flow: &KernelFlow, held: bool) -> Result<(OwnedFd, Mmap), IoError> {
-    let size = xdp_gen::state_size(flow.fields.len());
+    let size = xdp_gen::state_size(flow);
     let map = create_map(
         BPF_MAP_TYPE_ARRAY,
         size as u32,
@@ -1086,8 +1086,10 @@ fn write_state(state: &Mmap, flow: &KernelFlow, held: bool) {
     if let Some(pace) = &flow.pace {
         xdp_gen::pace_state(&mut init, pace);
     }
-    // SAFETY: the mapping holds at least `state_size(fields)` bytes, page-aligned, and no
-    // program runs over it yet: plain writes of the state and one field state per field.
+    // SAFETY: the mapping holds at least `state_size(flow)` bytes, page-aligned, and no
+    // program runs over it yet: plain writes of the state, one field state per field, and
+    // the listed values where `listed_at` puts them (8-byte aligned: every part before them
+    // is whole u64s).
     unsafe {
         let base = state.as_ptr();
         base.cast::<xdp_gen::GenState>().write(init);
@@ -1095,14 +1097,15 @@ fn write_state(state: &Mmap, flow: &KernelFlow, held: bool) {
             .add(std::mem::size_of::<xdp_gen::GenState>())
             .cast::<xdp_gen::FieldState>();
         for (i, f) in flow.fields.iter().enumerate() {
-            fields.add(i).write(xdp_gen::FieldState {
-                cur: f.start & f.mask(),
-                k: 0,
-                count: f.count,
-                step: f.step & f.mask(),
-                start: f.start & f.mask(),
-                mask: f.mask(),
-            });
+            fields.add(i).write(xdp_gen::field_state(f));
+        }
+        for (f, at) in flow.fields.iter().zip(xdp_gen::listed_at(flow)) {
+            if let KernelValues::Listed(values) = &f.values {
+                let table = base.add(at).cast::<u64>();
+                for (j, v) in values.iter().enumerate() {
+                    table.add(j).write(v & f.mask());
+                }
+            }
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use strobe_io::afxdp::{AfXdpOptions, AfXdpPort, AfXdpRx};
-use strobe_io::kernel_frames::{KernelField, KernelFlow, KernelStamp};
+use strobe_io::kernel_frames::{KernelField, KernelFlow, KernelStamp, KernelValues};
 use strobe_io::test_support::{
     is_ours, mixed_size, now_ns, send_all, tcpdump_around, udp_frame, VethPair,
 };
@@ -295,13 +295,7 @@ fn counting_flow(frames: Option<u64>) -> KernelFlow {
     frame[40..42].copy_from_slice(&[0, 0]);
     KernelFlow {
         frame,
-        fields: vec![KernelField {
-            at: 34,
-            bytes: 2,
-            start: 1000,
-            step: 1,
-            count: 1000,
-        }],
+        fields: vec![KernelField::counter(34, 2, 1000, 1, 1000)],
         trailer: None,
         seq: Some((44, u32::MAX - 5)),
         stamp: Some((48, KernelStamp::PerFrame)),
@@ -331,9 +325,28 @@ fn kernel_generation_counts_every_frame_and_stops() {
 
     const N: u64 = 3_000_000;
     let mut total = 0;
-    for stamp in [KernelStamp::PerFrame, KernelStamp::Fixed(now_ns())] {
+    let fixed = KernelStamp::Fixed(now_ns());
+    for (stamp, random) in [
+        (KernelStamp::PerFrame, false),
+        (fixed, false),
+        (fixed, true),
+    ] {
         let mut flow = counting_flow(Some(N));
         flow.stamp = Some((48, stamp));
+        if random {
+            // A random source port and listed destination ports (OTG random and values).
+            flow.fields[0].values = KernelValues::Random {
+                seed: 7,
+                lo: 1024,
+                hi: 65535,
+                count: 0,
+            };
+            flow.fields.push(KernelField {
+                at: 36,
+                bytes: 2,
+                values: KernelValues::Listed(vec![7, 9, 53, 4789]),
+            });
+        }
         let mut tx = XdpLiveTx::open(&lab.a, lab.netns()).unwrap();
         tx.set_paced(false).unwrap();
         let (run, took) = {
@@ -375,7 +388,8 @@ fn kernel_generation_counts_every_frame_and_stops() {
             }
         };
         eprintln!(
-            "kernel generation into an XDP drop, stamps {stamp:?}: {N} frames, {:.2} Mpps, {refused} refused",
+            "kernel generation into an XDP drop, stamps {stamp:?}, {} port: {N} frames, {:.2} Mpps, {refused} refused",
+            if random { "random" } else { "counting" },
             N as f64 / secs / 1e6
         );
     }

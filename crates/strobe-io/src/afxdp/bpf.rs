@@ -136,6 +136,10 @@ pub(crate) const ALU64_RSH_K: u8 = 0x77;
 pub(crate) const ALU64_AND_X: u8 = 0x5f;
 /// BPF_ALU64 (0x07) | BPF_XOR (0xa0) | BPF_K (0x00).
 pub(crate) const ALU64_XOR_K: u8 = 0xa7;
+/// BPF_ALU64 (0x07) | BPF_XOR (0xa0) | BPF_X (0x08).
+pub(crate) const ALU64_XOR_X: u8 = 0xaf;
+/// BPF_ALU64 (0x07) | BPF_MUL (0x20) | BPF_X (0x08): the low 64 bits of the product.
+pub(crate) const ALU64_MUL_X: u8 = 0x2f;
 /// BPF_ALU (0x04) | BPF_END (0xd0) | BPF_TO_BE (0x08): to big-endian, imm = 16, 32 or 64
 /// bits (the upper bits are cleared).
 pub(crate) const ALU_TO_BE: u8 = 0xdc;
