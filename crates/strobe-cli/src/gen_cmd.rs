@@ -97,8 +97,8 @@ pub struct GenArgs {
     #[arg(long)]
     unpaced: bool,
     /// Write every frame in strobe's engine, even where the port could generate the flow
-    /// itself (xdp-live's kernel program does for unpaced runs of one flow of one frame size
-    /// with counter fields): for comparing the two.
+    /// itself (xdp-live's kernel program does for one flow, unpaced or paced at a constant
+    /// rate or in bursts): for comparing the two.
     #[arg(long)]
     engine_frames: bool,
     /// Transmit workers (cores) per transmit port: constant-rate flows stay whole on one

@@ -227,8 +227,9 @@ fn xdp_live_sends_with_exact_counts_paced_and_unpaced() {
 /// sequence numbers, a stamp per frame), the count is exact at the sender, and every frame
 /// is accounted for at the sink: received once and in order, or counted as dropped by the
 /// receiving interface's backlog or the receiver's ring (this path outruns rx0's stack on a
-/// small machine). tshark decodes the ports and checksums of what arrived. A flow the
-/// program cannot write (random values) falls back to the engine and says why.
+/// small machine). tshark decodes the ports and checksums of what arrived, also of an IMIX
+/// flow with random ports. A flow the program cannot write (random sizes) falls back to the
+/// engine and says why.
 #[test]
 fn xdp_live_generates_in_the_kernel_with_every_frame_accounted() {
     let _one = one_xdp_live_test_at_a_time();
@@ -346,16 +347,77 @@ fn xdp_live_generates_in_the_kernel_with_every_frame_accounted() {
         ports.len()
     );
 
-    // Random values are the engine's: it writes them and says why.
+    // IMIX with a random source port, generated in the kernel too: the sizes in IMIX's
+    // proportions, ports in their range and spread, checksums good (tshark), although the
+    // kernel's pages pass from one size to another.
+    let pcap = dir.path("imix.pcap");
+    let capture = Capture::start(&lab.ns("rx"), "rx0", &pcap);
     let out = lab
         .gen_command("lab:tx@xdp-live", "lab:rx")
-        .args(["--unpaced", "--count", "20000"])
-        .args(["--vary", "udp.src_port=rand:1000-2000"])
+        .args(["--unpaced", "--count", "2400", "--size", "imix"])
+        .args(["--vary", "udp.src_port=rand:3000-3999"])
         .output()
         .unwrap();
     let stdout = ok(out);
     assert!(
-        stdout.contains("written by the engine, not in the kernel") && stdout.contains("random"),
+        stdout.contains("generated in the kernel") && stdout.contains("3 frame sizes"),
+        "{stdout}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    drop(capture);
+    let rows = tshark(
+        &pcap,
+        &[
+            "frame.len",
+            "udp.srcport",
+            "udp.dstport",
+            "icmp.type",
+            "udp.checksum.status",
+            "ip.checksum.status",
+        ],
+    );
+    let ours: Vec<_> = rows
+        .iter()
+        .filter(|r| r[2] == "2000" && r[3].is_empty())
+        .collect();
+    assert!(
+        ours.len() > 1200,
+        "tcpdump saw {} of 2400 frames",
+        ours.len()
+    );
+    let (mut lengths, mut ports) = (
+        std::collections::BTreeMap::new(),
+        std::collections::BTreeSet::new(),
+    );
+    for r in &ours {
+        *lengths.entry(r[0].parse::<u32>().unwrap()).or_insert(0u32) += 1;
+        let port: u32 = r[1].parse().unwrap();
+        assert!((3000..4000).contains(&port), "{r:?}");
+        assert_eq!(
+            (r[4].as_str(), r[5].as_str()),
+            ("1", "1"),
+            "checksums: {r:?}"
+        );
+        ports.insert(port);
+    }
+    // IMIX: 7 × 64, 4 × 570, 1 × 1518 bytes on the wire (captured without FCS).
+    let seen = |len: u32| f64::from(*lengths.get(&len).unwrap_or(&0)) / ours.len() as f64;
+    assert_eq!(lengths.len(), 3, "{lengths:?}");
+    for (len, share) in [(60, 7.0 / 12.0), (566, 4.0 / 12.0), (1514, 1.0 / 12.0)] {
+        assert!((seen(len) - share).abs() < 0.05, "{len}: {lengths:?}");
+    }
+    assert!(ports.len() > 500, "random ports: {} distinct", ports.len());
+
+    // Random sizes are the engine's: it writes them and says why.
+    let out = lab
+        .gen_command("lab:tx@xdp-live", "lab:rx")
+        .args(["--unpaced", "--count", "20000", "--size", "random:64-1500"])
+        .output()
+        .unwrap();
+    let stdout = ok(out);
+    assert!(
+        stdout.contains("written by the engine, not in the kernel")
+            && stdout.contains("random frame sizes"),
         "{stdout}"
     );
 }

@@ -10,7 +10,7 @@
 //! any template in any slot.
 
 use strobe_io::kernel_frames::{
-    KernelChecksum, KernelField, KernelFlow, KernelStamp, KernelValue, KernelValues,
+    KernelChecksum, KernelField, KernelFlow, KernelStamp, KernelTemplate, KernelValue, KernelValues,
 };
 use strobe_io::{TxSlot, MAX_BATCH};
 use strobe_model::{FlowSpec, Pattern};
@@ -439,20 +439,29 @@ impl FlowGenerator {
     }
 
     /// This flow as a backend can generate it by itself ([`KernelFlow`]): from the next
-    /// frame on, `frames` of them (None: until stopped), carrying transmit stamp `stamp`.
-    /// Why not, in words, when the flow needs what only the engine does: several
-    /// frame sizes, fields not in whole bytes of 1, 2, 4, 6 or 8.
+    /// frame on, `frames` of them (None: until stopped), carrying transmit stamp `stamp`,
+    /// their sizes `sizes` over and over (the flow's size sequence, one period of it).
+    /// Why not, in words, when the flow needs what only the engine does: fields not in
+    /// whole bytes of 1, 2, 4, 6 or 8, wider values.
     pub fn kernel_flow(
         &self,
         frames: Option<u64>,
         stamp: KernelStamp,
+        sizes: &[u32],
     ) -> Result<KernelFlow, String> {
-        let [t] = &self.templates[..] else {
-            return Err(format!(
-                "{} frame sizes (one template only)",
-                self.templates.len()
-            ));
-        };
+        let cycle = sizes
+            .iter()
+            .map(|&size| {
+                self.by_size
+                    .get(size as usize)
+                    .copied()
+                    .filter(|&t| (t as usize) < self.templates.len())
+                    .ok_or_else(|| format!("a frame size {size} without a template (a strobe bug)"))
+            })
+            .collect::<Result<Vec<u16>, String>>()?;
+        if cycle.is_empty() {
+            return Err("a flow without frame sizes (a strobe bug)".into());
+        }
         let mut fields = Vec::with_capacity(self.fields.len());
         for f in &self.fields {
             let Some((at, bytes)) = f
@@ -505,29 +514,36 @@ impl FlowGenerator {
             i if i == n + 1 => KernelValue::Stamp,
             i => KernelValue::Checksum(i - n - 2),
         };
-        let checksums = t
-            .csums
+        let templates = self
+            .templates
             .iter()
-            .map(|c| KernelChecksum {
-                at: c.at,
-                base: c.base,
-                zero_as_ffff: c.zero_as_ffff,
-                terms: c
-                    .terms
+            .map(|t| KernelTemplate {
+                frame: t.bytes.to_vec(),
+                trailer: t.trailer_at.map(|at| (at, trailer::LEN)),
+                seq_at: t.trailer_at.map(|at| at + trailer::SEQ_OFFSET),
+                stamp_at: t.trailer_at.map(|at| at + trailer::TIMESTAMP_OFFSET),
+                checksums: t
+                    .csums
                     .iter()
-                    .map(|term| (value(term.src), term.shift))
+                    .map(|c| KernelChecksum {
+                        at: c.at,
+                        base: c.base,
+                        zero_as_ffff: c.zero_as_ffff,
+                        terms: c
+                            .terms
+                            .iter()
+                            .map(|term| (value(term.src), term.shift))
+                            .collect(),
+                    })
                     .collect(),
             })
             .collect();
         Ok(KernelFlow {
-            frame: t.bytes.to_vec(),
+            templates,
+            cycle,
             fields,
-            trailer: t.trailer_at.map(|at| (at, trailer::LEN)),
-            seq: t.trailer_at.map(|at| (at + trailer::SEQ_OFFSET, self.seq)),
-            stamp: t
-                .trailer_at
-                .map(|at| (at + trailer::TIMESTAMP_OFFSET, stamp)),
-            checksums,
+            seq_start: self.seq,
+            stamp,
             frames,
             pace: None,
         })

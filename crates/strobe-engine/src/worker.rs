@@ -664,8 +664,9 @@ pub fn run_port<B: Backend>(
                 KernelStamp::Fixed(clock.realtime_now_ns())
             };
             let flow = plan.and_then(|(frames, pace)| {
+                let sizes = size_cycle(spec, &s.sizes)?;
                 s.gen
-                    .kernel_flow(frames, stamp)
+                    .kernel_flow(frames, stamp, &sizes)
                     .map(|f| KernelFlow { pace, ..f })
                     .and_then(|f| generator.refuses(&f).map_or(Ok(f), Err))
             });
@@ -1014,7 +1015,7 @@ fn kernel_pace(
     opts: &RunOptions,
 ) -> Result<(Option<u64>, Option<KernelPace>), String> {
     let Some(size) = size else {
-        return Err("several frame sizes".into());
+        return Err("several frame sizes paced (the program paces frames of one size)".into());
     };
     if opts.late_policy == LatePolicy::Shift {
         return Err(
@@ -1034,6 +1035,24 @@ fn kernel_pace(
     ))
 }
 
+/// Most frames in a size sequence handed to a backend (longer ones stay with the engine).
+const MAX_SIZE_CYCLE: u64 = 1 << 16;
+
+/// The flow's next frame sizes, one period of its sequence from where `sizes` stands (the
+/// sequence repeats them over and over), for a backend that generates frames itself.
+fn size_cycle(spec: &FlowSpec, sizes: &SizeSequence) -> Result<Vec<u32>, String> {
+    match spec.size.period() {
+        None => Err("random frame sizes (a sequence that never repeats)".into()),
+        Some(n) if n > MAX_SIZE_CYCLE => Err(format!(
+            "a sequence of frame sizes that repeats only after {n} frames"
+        )),
+        Some(n) => {
+            let mut next = sizes.clone();
+            Ok((0..n).map(|_| next.next_size()).collect())
+        }
+    }
+}
+
 /// Runs one flow that the backend generates itself (`xdp-live`'s kernel program) until its
 /// frame count, the time limit or `stop`: the worker only watches, and publishes counters.
 fn run_in_kernel<B: Backend>(
@@ -1045,7 +1064,6 @@ fn run_in_kernel<B: Backend>(
     opts: &RunOptions,
     stop: &AtomicBool,
 ) -> PortReport {
-    let size = state.fixed.map_or(0, |(size, _)| size as u64);
     let mut report = PortReport {
         name: port_name.to_string(),
         backend: backend.describe(),
@@ -1060,10 +1078,14 @@ fn run_in_kernel<B: Backend>(
     let mut ended = started.0;
     let mut run = Err("the backend no longer offers to generate frames (a strobe bug)".to_string());
     if let Some(generator) = backend.kernel_generator() {
-        let per_frame = matches!(flow.stamp, Some((_, KernelStamp::PerFrame)));
+        let per_frame = flow.stamped_per_frame();
         report.in_kernel = true;
+        let sizes = match flow.templates.len() {
+            1 => String::new(),
+            n => format!("{n} frame sizes (a cycle of {} frames), ", flow.cycle.len()),
+        };
         report.generation = Some(format!(
-            "generated in the kernel by the backend's program: {} counter field{}, sequence numbers, {}{}",
+            "generated in the kernel by the backend's program: {sizes}{} varying field{}, sequence numbers, {}{}",
             flow.fields.len(),
             if flow.fields.len() == 1 { "" } else { "s" },
             if per_frame {
@@ -1080,7 +1102,7 @@ fn run_in_kernel<B: Backend>(
         ));
         report.tx_stamps = per_frame.then(|| generator.stamp_source());
         let (result, watched_until) =
-            run_generator(generator, &mut state, clock, opts, stop, &mut report);
+            run_generator(generator, flow, &mut state, clock, opts, stop, &mut report);
         run = result.map_err(|e| e.to_string());
         ended = watched_until;
     }
@@ -1116,7 +1138,9 @@ fn run_in_kernel<B: Backend>(
         }
     }
     report.frames = frames;
-    report.bytes = frames * size;
+    // Sizes on the wire, FCS included.
+    let bytes = flow.frame_bytes(frames) + 4 * frames;
+    report.bytes = bytes;
     // From the first stamp to the last where frames carry their own, else the worker's
     // view of the run (within the poll interval); a pause is not sending time.
     report.elapsed_ns = match (first, last) {
@@ -1127,7 +1151,7 @@ fn run_in_kernel<B: Backend>(
     };
     let r = &mut state.report;
     r.frames = frames;
-    r.bytes = frames * size;
+    r.bytes = bytes;
     r.first_ns = Some(first.map_or(0, |ns| ns.saturating_sub(started.1)));
     r.last_ns = Some(last.map_or(report.elapsed_ns, |ns| ns.saturating_sub(started.1)));
     if let Some(live) = &state.live {
@@ -1142,6 +1166,7 @@ fn run_in_kernel<B: Backend>(
 /// and when the watch ended (before the stop, which waits for the kernel).
 fn run_generator(
     generator: &mut dyn strobe_io::kernel_frames::KernelGenerator,
+    flow: &KernelFlow,
     state: &mut FlowState,
     clock: &Clock,
     opts: &RunOptions,
@@ -1151,7 +1176,6 @@ fn run_generator(
     Result<strobe_io::kernel_frames::KernelRun, strobe_io::IoError>,
     u64,
 ) {
-    let size = state.fixed.map_or(0, |(size, _)| size as u64);
     let mut limit = opts
         .time_limit_ns
         .map(|ns| clock.now_ticks() + clock.ns_to_ticks(ns));
@@ -1188,7 +1212,11 @@ fn run_generator(
         }
         if let Some(live) = &state.live {
             let frames = generator.generated();
-            live.publish_tx(state.report.id, frames, frames * size);
+            live.publish_tx(
+                state.report.id,
+                frames,
+                flow.frame_bytes(frames) + 4 * frames,
+            );
         }
         std::thread::sleep(KERNEL_POLL);
     }

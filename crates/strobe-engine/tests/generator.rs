@@ -284,13 +284,27 @@ fn kernel_program_writes_the_engines_frames() {
         // identification from a range, listed ports and TTLs.
         "size = 90\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv4 = { src = { random = { min = \"198.18.0.0\", max = \"198.19.255.255\", seed = 5, count = 37 } }, dst = { random = { min = \"0.0.0.0\", max = \"255.255.255.255\", seed = 11 } }, time_to_live = { values = [64, 1, 255] }, identification = { random = { min = 17, max = 60000, seed = 3 } } }\n[[flows.packet]]\nudp = { src_port = { random = {} }, dst_port = { values = [7, 65535, 0, 4789, 53] } }\n"
             .to_string(),
+        // Several sizes, in one recycled page: IMIX (its trailers far apart), an increment
+        // through odd lengths (the trailer off the checksum's word grid in every other
+        // size), weights over sizes with a random port.
+        "size = { weight_pairs = { predefined = \"imix\" } }\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv4 = { src = { increment = { start = \"198.18.0.1\", step = \"0.0.0.1\", count = 50 } }, dst = \"198.19.0.1\" }\n[[flows.packet]]\nudp = { src_port = 1000, dst_port = 2000 }\n"
+            .to_string(),
+        format!(
+            "size = {{ increment = {{ start = 90, end = 1518, step = 101 }} }}\n{ETH}[[flows.packet]]\nipv6 = {{ src = \"2001:2::1\", dst = \"2001:2::2\" }}\n[[flows.packet]]\nudp = {{ dst_port = {{ increment = {{ start = 1000, step = 7, count = 11 }} }} }}\n"
+        ),
+        "size = { weight_pairs = { custom = [{ size = 1500, weight = 2 }, { size = 77, weight = 3 }, { size = 300, weight = 1 }] } }\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv4 = { src = \"198.18.0.1\", dst = \"198.19.0.1\" }\n[[flows.packet]]\nudp = { src_port = { random = { min = 1024, max = 65535, seed = 9 } }, dst_port = 2000 }\n"
+            .to_string(),
     ];
     for body in &bodies {
         let f = flow(body);
         let gen = FlowGenerator::compile(&f, TAG, SEQ_START).unwrap();
-        let size = f.size.max();
+        let mut sequence = f.size.sequence(f.size_seed);
+        let cycle: Vec<u32> = (0..f.size.period().unwrap())
+            .map(|_| sequence.next_size())
+            .collect();
+        let size = |j: usize| cycle[j % cycle.len()];
         let kflow = gen
-            .kernel_flow(Some(100), KernelStamp::PerFrame)
+            .kernel_flow(Some(100), KernelStamp::PerFrame, &cycle)
             .unwrap_or_else(|why| panic!("the kernel should take this flow: {why}"));
         let frames = strobe_io::xdplive::generated_frames(&kflow, 100)
             .unwrap_or_else(|e| panic!("the generator program runs: {e}"));
@@ -299,7 +313,7 @@ fn kernel_program_writes_the_engines_frames() {
             let t = Trailer::from_frame(frame).expect("trailer present");
             assert!(t.tx_ns >= last_ns, "stamps never go back (packet {j})");
             last_ns = t.tx_ns;
-            let want = reference(&f, j as u64, size, t.tx_ns);
+            let want = reference(&f, j as u64, size(j), t.tx_ns);
             assert_eq!(
                 &frame[..],
                 &want[..],
@@ -309,14 +323,18 @@ fn kernel_program_writes_the_engines_frames() {
         }
         // A fixed stamp stays in every frame, and still counts in the checksums.
         let fixed = gen
-            .kernel_flow(Some(10), KernelStamp::Fixed(1_800_000_000_123_456_789))
+            .kernel_flow(
+                Some(10),
+                KernelStamp::Fixed(1_800_000_000_123_456_789),
+                &cycle,
+            )
             .unwrap();
         for (j, frame) in strobe_io::xdplive::generated_frames(&fixed, 10)
             .unwrap()
             .iter()
             .enumerate()
         {
-            let want = reference(&f, j as u64, size, 1_800_000_000_123_456_789);
+            let want = reference(&f, j as u64, size(j), 1_800_000_000_123_456_789);
             assert_eq!(&frame[..], &want[..], "packet {j} with a fixed stamp");
         }
     }
@@ -329,13 +347,12 @@ fn kernel_flow_refuses_what_the_program_cannot_write() {
     let cases = [
         ("size = 100\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv6 = { src = { increment = { start = \"2001:2::1\", step = \"::1\", count = 9 } }, dst = \"2001:2::2\" }\n", "128 bits"),
         ("size = 64\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv4 = { src = \"198.18.0.1\", dst = \"198.18.0.2\", dscp = { increment = { start = 0, step = 1, count = 8 } } }\n", "bits"),
-        ("size = { weight_pairs = { predefined = \"imix\" } }\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv4 = { src = \"198.18.0.1\", dst = \"198.18.0.2\" }\n", "frame sizes"),
     ];
     for (body, why) in cases {
         let f = flow(body);
         let gen = FlowGenerator::compile(&f, TAG, SEQ_START).unwrap();
         let err = gen
-            .kernel_flow(None, KernelStamp::PerFrame)
+            .kernel_flow(None, KernelStamp::PerFrame, &[f.size.max()])
             .expect_err("refused");
         assert!(err.contains(why), "{err}");
     }

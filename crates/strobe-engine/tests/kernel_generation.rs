@@ -6,9 +6,7 @@
 use std::sync::atomic::AtomicBool;
 
 use strobe_engine::{run_port, Clock, LatePolicy, RunOptions};
-use strobe_io::kernel_frames::{
-    KernelFlow, KernelGenerator, KernelPace, KernelRun, KernelStamp, KernelValues,
-};
+use strobe_io::kernel_frames::{KernelFlow, KernelGenerator, KernelPace, KernelRun, KernelValues};
 use strobe_io::{Backend, BackendStats, IoError, TimeBase, TxBatch, TxSlot};
 use strobe_model::{load_scenario, FlowSpec, LatencyMode, NoFiles};
 use strobe_timing::{Pattern, Rate};
@@ -152,9 +150,9 @@ fn an_unpaced_counter_flow_is_handed_over_whole() {
         let flow = backend.started.expect("the flow was handed over");
         assert_eq!(flow.frames, Some(1000));
         assert_eq!(flow.fields.len(), 1);
-        assert_eq!(flow.seq.map(|(_, start)| start), Some(0));
+        assert_eq!(flow.seq_start, 0);
         assert_eq!(
-            matches!(flow.stamp, Some((_, KernelStamp::PerFrame))),
+            flow.stamped_per_frame(),
             per_frame,
             "a stamp per frame only where latency is measured"
         );
@@ -197,6 +195,33 @@ fn random_and_listed_values_are_handed_over_with_their_seed() {
         handed.fields[0].values,
         KernelValues::Listed(vec![7, 9, 11])
     );
+}
+
+#[test]
+fn several_sizes_are_handed_over_as_a_cycle_and_their_bytes_counted() {
+    let flows = flow_of_size("\"imix\"", "7", false);
+    let mut sizes = flows[0].size.sequence(flows[0].size_seed);
+    let bytes: u64 = (0..1000).map(|_| u64::from(sizes.next_size())).sum();
+    let mut backend = Generating::new(false);
+    let report = run(&mut backend, &flows, unpaced());
+    let handed = backend.started.expect("the flow was handed over");
+    assert_eq!(handed.templates.len(), 3);
+    assert_eq!(handed.cycle.len(), 12, "IMIX repeats after 12 frames");
+    let lens: Vec<usize> = handed
+        .cycle
+        .iter()
+        .map(|&t| handed.templates[t as usize].frame.len())
+        .collect();
+    assert_eq!(lens.iter().filter(|&&l| l == 60).count(), 7, "{lens:?}");
+    assert!(report.in_kernel && backend.engine_frames == 0);
+    assert_eq!((report.frames, report.bytes), (1000, bytes));
+    assert!(report.generation.unwrap().contains("3 frame sizes"));
+
+    // Paced, several sizes stay with the engine (the program paces one size).
+    let mut backend = Generating::new(false);
+    let report = run(&mut backend, &flows, RunOptions::default());
+    assert!(backend.started.is_none() && !report.in_kernel);
+    assert!(report.generation.unwrap().contains("several frame sizes"));
 }
 
 #[test]

@@ -3,31 +3,67 @@
 //! run needs one busy core (the kernel's) instead of two (engine and kernel), and no frame
 //! crosses from user space.
 //!
-//! The engine describes one flow as its frame template plus what changes per frame, in the
-//! same terms its own generator uses (see `strobe_engine::generator`): counter fields, the
-//! trailer's sequence number and transmit stamp, and checksums kept as a constant sum plus
-//! weighted terms. A backend that takes the description must produce byte for byte the frames
+//! The engine describes one flow as its frame templates (one per size, and the cycle of
+//! sizes) plus what changes per frame, in the same terms its own generator uses (see
+//! `strobe_engine::generator`): counted, listed or random fields, the trailer's sequence
+//! number and transmit stamp, and checksums kept as a constant sum plus weighted terms. A backend that takes the description must produce byte for byte the frames
 //! the engine would (transmit stamps aside), which the tests check against the engine.
 
 /// A flow for a backend to generate by itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelFlow {
-    /// The first frame, without FCS, with valid checksums: every frame starts as this one.
-    pub frame: Vec<u8>,
+    /// The flow's frames, one per frame size.
+    pub templates: Vec<KernelTemplate>,
+    /// Which template each frame uses, from the next frame on, over and over (at least one
+    /// entry; one template: `[0]`).
+    pub cycle: Vec<u16>,
     pub fields: Vec<KernelField>,
-    /// Where the instrumentation trailer lies (start, length): rewritten in every frame
-    /// with the headers, since a receiver may have changed the page it was in.
-    pub trailer: Option<(usize, usize)>,
-    /// Where the trailer's big-endian u32 sequence number goes, and its first value.
-    pub seq: Option<(usize, u32)>,
-    /// Where the trailer's big-endian u64 transmit stamp goes, and which.
-    pub stamp: Option<(usize, KernelStamp)>,
-    /// Checksums, innermost first (a later one may sum an earlier one).
-    pub checksums: Vec<KernelChecksum>,
+    /// The trailer's first sequence number (templates with a trailer count from it).
+    pub seq_start: u32,
+    /// The transmit stamp that trailers carry.
+    pub stamp: KernelStamp,
     /// Frames to send; None: until stopped.
     pub frames: Option<u64>,
     /// When each frame leaves; None: as fast as the kernel sends (unpaced).
     pub pace: Option<KernelPace>,
+}
+
+/// One frame size of a [`KernelFlow`]: its first frame, where its trailer lies, its
+/// checksums. Every template has the same varying fields at the same places (in the
+/// headers); only lengths, the trailer and checksum terms move with the size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelTemplate {
+    /// The first frame of this size, without FCS, with valid checksums.
+    pub frame: Vec<u8>,
+    /// Where the instrumentation trailer lies (start, length): rewritten in every frame
+    /// with the headers, since a receiver may have changed the page it was in.
+    pub trailer: Option<(usize, usize)>,
+    /// Where the trailer's big-endian u32 sequence number goes.
+    pub seq_at: Option<usize>,
+    /// Where the trailer's big-endian u64 transmit stamp goes.
+    pub stamp_at: Option<usize>,
+    /// Checksums, innermost first (a later one may sum an earlier one).
+    pub checksums: Vec<KernelChecksum>,
+}
+
+impl KernelFlow {
+    /// Whether frames carry a stamp taken per frame.
+    pub fn stamped_per_frame(&self) -> bool {
+        self.stamp == KernelStamp::PerFrame && self.templates.iter().any(|t| t.stamp_at.is_some())
+    }
+
+    /// Bytes of the first `frames` frames, without FCS.
+    pub fn frame_bytes(&self, frames: u64) -> u64 {
+        let len = |t: &u16| {
+            self.templates
+                .get(*t as usize)
+                .map_or(0, |t| t.frame.len() as u64)
+        };
+        let n = self.cycle.len().max(1) as u64;
+        let whole: u64 = self.cycle.iter().map(len).sum();
+        let rest: u64 = self.cycle.iter().take((frames % n) as usize).map(len).sum();
+        frames / n * whole + rest
+    }
 }
 
 /// A paced flow's deadlines, kept by the backend's program: the first frame leaves at once,

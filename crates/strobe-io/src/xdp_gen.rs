@@ -12,9 +12,10 @@
 use crate::afxdp::bpf::{
     Insn, ALU64_ADD_K, ALU64_ADD_X, ALU64_AND_K, ALU64_AND_X, ALU64_LSH_K, ALU64_MOV_K,
     ALU64_MOV_X, ALU64_MUL_X, ALU64_RSH_K, ALU64_SUB_X, ALU64_XOR_K, ALU64_XOR_X, ALU_TO_BE,
-    BPF_FUNC_KTIME_GET_NS, BPF_FUNC_REDIRECT_MAP, BPF_PSEUDO_MAP_FD, BPF_PSEUDO_MAP_VALUE,
-    JMP_CALL, JMP_EXIT, JMP_JA, JMP_JGE_X, JMP_JGT_X, JMP_JLT_K, JMP_JNE_K, JMP_JNE_X, LDX_MEM_DW,
-    LDX_MEM_W, LD_IMM_DW, STX_MEM_B, STX_MEM_DW, STX_MEM_H, STX_MEM_W, XDP_DROP,
+    BPF_FUNC_KTIME_GET_NS, BPF_FUNC_REDIRECT_MAP, BPF_FUNC_XDP_ADJUST_TAIL, BPF_PSEUDO_MAP_FD,
+    BPF_PSEUDO_MAP_VALUE, JMP_CALL, JMP_EXIT, JMP_JA, JMP_JEQ_K, JMP_JGE_X, JMP_JGT_X, JMP_JLT_K,
+    JMP_JNE_K, JMP_JNE_X, LDX_MEM_DW, LDX_MEM_W, LD_IMM_DW, STX_MEM_B, STX_MEM_DW, STX_MEM_H,
+    STX_MEM_W, XDP_DROP,
 };
 use crate::kernel_frames::{
     KernelFlow, KernelPace, KernelStamp, KernelValue, KernelValues, LATENESS_DECADES,
@@ -22,7 +23,7 @@ use crate::kernel_frames::{
 };
 use std::mem::offset_of;
 
-/// Most counter fields the program writes (each takes a stack slot and six words of state).
+/// Most varying fields the program writes (each takes a stack slot and six words of state).
 pub(crate) const MAX_FIELDS: usize = 16;
 /// Most checksums it keeps.
 pub(crate) const MAX_CHECKSUMS: usize = 8;
@@ -30,6 +31,13 @@ pub(crate) const MAX_CHECKSUMS: usize = 8;
 const MAX_TERMS: usize = 32;
 /// Most listed values of all fields together (kept in the state, 8 bytes each).
 pub(crate) const MAX_LISTED: usize = 4096;
+/// Most frame sizes (each has its own code in the program).
+pub(crate) const MAX_TEMPLATES: usize = 32;
+/// Most frames in the cycle of sizes (kept in the state, 8 bytes each).
+pub(crate) const MAX_CYCLE: usize = 4096;
+/// Most bytes the program rewrites in a frame of one size (headers, trailers, and where
+/// the size's frame differs from the pages' first frame).
+const MAX_REWRITE: usize = 1024;
 
 /// The program's state, as user space sees the map's value (followed by one
 /// [`FieldState`] per field).
@@ -74,6 +82,8 @@ pub(crate) struct GenState {
     pub resync: u64,
     /// Frames by lateness decade ([`crate::kernel_frames::KernelRun::lateness`]).
     pub lateness: [u64; LATENESS_DECADES],
+    /// Where the flow is in its cycle of frame sizes ([`KernelFlow::cycle`]).
+    pub cycle_k: u64,
 }
 
 /// A field's state: a counter's value and step, or where a listed or random field is in its
@@ -111,6 +121,7 @@ const ST_MAX_LATE: usize = offset_of!(GenState, max_late_ns);
 const ST_EARLY: usize = offset_of!(GenState, early);
 const ST_RESYNC: usize = offset_of!(GenState, resync);
 const ST_LATENESS: usize = offset_of!(GenState, lateness);
+const ST_CYCLE_K: usize = offset_of!(GenState, cycle_k);
 const ST_FIELDS: usize = std::mem::size_of::<GenState>();
 const FIELD_SIZE: usize = std::mem::size_of::<FieldState>();
 const F_CUR: usize = offset_of!(FieldState, cur);
@@ -121,8 +132,13 @@ const F_START: usize = offset_of!(FieldState, start);
 const F_MASK: usize = offset_of!(FieldState, mask);
 
 /// Bytes of the state value for `flow`: the state, a field state per field, the listed
-/// values.
+/// values, the cycle of sizes.
 pub(crate) fn state_size(flow: &KernelFlow) -> usize {
+    cycle_at(flow) + 8 * flow.cycle.len()
+}
+
+/// Where the cycle of template indices starts in the state value.
+pub(crate) fn cycle_at(flow: &KernelFlow) -> usize {
     ST_FIELDS + flow.fields.len() * FIELD_SIZE + 8 * listed_values(flow)
 }
 
@@ -180,11 +196,28 @@ pub(crate) fn field_state(f: &crate::kernel_frames::KernelField) -> FieldState {
 /// Why the program cannot generate `flow` (None: it can), for frames of at most
 /// `max_frame` bytes.
 pub(crate) fn refuses(flow: &KernelFlow, max_frame: usize) -> Option<String> {
-    let len = flow.frame.len();
-    if len < 14 || len > max_frame {
+    let n = flow.templates.len();
+    if n == 0 || flow.cycle.is_empty() || flow.cycle.iter().any(|&t| t as usize >= n) {
+        return Some("a flow without frames (a strobe bug)".into());
+    }
+    if n > MAX_TEMPLATES {
         return Some(format!(
-            "frames of {len} bytes (the kernel's pages take 14 to {max_frame})"
+            "{n} frame sizes (the kernel program writes at most {MAX_TEMPLATES})"
         ));
+    }
+    if flow.cycle.len() > MAX_CYCLE {
+        return Some(format!(
+            "a sequence of sizes that repeats after {} frames (the kernel program keeps at most {MAX_CYCLE})",
+            flow.cycle.len()
+        ));
+    }
+    for t in &flow.templates {
+        let len = t.frame.len();
+        if len < 14 || len > max_frame {
+            return Some(format!(
+                "frames of {len} bytes (the kernel's pages take 14 to {max_frame})"
+            ));
+        }
     }
     if flow.fields.len() > MAX_FIELDS {
         return Some(format!(
@@ -192,14 +225,20 @@ pub(crate) fn refuses(flow: &KernelFlow, max_frame: usize) -> Option<String> {
             flow.fields.len()
         ));
     }
-    if flow.checksums.len() > MAX_CHECKSUMS
-        || flow.checksums.iter().any(|c| c.terms.len() > MAX_TERMS)
-    {
+    if flow.templates.iter().any(|t| {
+        t.checksums.len() > MAX_CHECKSUMS || t.checksums.iter().any(|c| c.terms.len() > MAX_TERMS)
+    }) {
         return Some("more checksum terms than the kernel program keeps".into());
     }
-    let fits = |at: usize, n: usize| at.checked_add(n).is_some_and(|end| end <= len);
+    let shortest = flow
+        .templates
+        .iter()
+        .map(|t| t.frame.len())
+        .min()
+        .unwrap_or(0);
+    let fits = |at: usize, n: usize, len: usize| at.checked_add(n).is_some_and(|end| end <= len);
     for f in &flow.fields {
-        if !matches!(f.bytes, 1 | 2 | 4 | 6 | 8) || !fits(f.at, f.bytes) {
+        if !matches!(f.bytes, 1 | 2 | 4 | 6 | 8) || !fits(f.at, f.bytes, shortest) {
             return Some(format!(
                 "a field of {} bytes at byte {} (the kernel program writes whole fields of 1, 2, 4, 6 or 8 bytes)",
                 f.bytes, f.at
@@ -220,22 +259,35 @@ pub(crate) fn refuses(flow: &KernelFlow, max_frame: usize) -> Option<String> {
             listed_values(flow)
         ));
     }
-    let seq_ok = flow.seq.is_none_or(|(at, _)| fits(at, 4))
-        && flow.trailer.is_none_or(|(at, len)| fits(at, len));
-    let stamp_ok = flow.stamp.is_none_or(|(at, _)| fits(at, 8));
-    let checks_ok = flow.checksums.iter().enumerate().all(|(c, k)| {
-        fits(k.at, 2)
-            && k.terms.iter().all(|&(v, shift)| {
-                shift < 16
-                    && match v {
-                        KernelValue::Field(i) => i < flow.fields.len(),
-                        KernelValue::Seq | KernelValue::Stamp => true,
-                        KernelValue::Checksum(i) => i < c,
-                    }
-            })
-    });
-    if !(seq_ok && stamp_ok && checks_ok) {
-        return Some("a trailer or checksum outside the frame (a strobe bug)".into());
+    for t in &flow.templates {
+        let len = t.frame.len();
+        let seq_ok = t.seq_at.is_none_or(|at| fits(at, 4, len))
+            && t.trailer.is_none_or(|(at, n)| fits(at, n, len));
+        let stamp_ok = t.stamp_at.is_none_or(|at| fits(at, 8, len));
+        let checks_ok = t.checksums.iter().enumerate().all(|(c, k)| {
+            fits(k.at, 2, len)
+                && k.terms.iter().all(|&(v, shift)| {
+                    shift < 16
+                        && match v {
+                            KernelValue::Field(i) => i < flow.fields.len(),
+                            KernelValue::Seq | KernelValue::Stamp => true,
+                            KernelValue::Checksum(i) => i < c,
+                        }
+                })
+        });
+        if !(seq_ok && stamp_ok && checks_ok) {
+            return Some("a trailer or checksum outside the frame (a strobe bug)".into());
+        }
+    }
+    let seed = seed_of(flow);
+    for t in 0..n {
+        let bytes: usize = rewritten(flow, t, &seed).iter().map(|(a, b)| b - a).sum();
+        if bytes > MAX_REWRITE {
+            return Some(format!(
+                "frames of {} bytes that differ from the longest in {bytes} bytes besides their headers (the kernel program rewrites at most {MAX_REWRITE})",
+                flow.templates[t].frame.len()
+            ));
+        }
     }
     None
 }
@@ -315,13 +367,58 @@ impl Asm {
 /// whatever the protocols), besides the trailer and what varies.
 const REWRITTEN_BYTES: usize = 128;
 
-/// The frame every page starts as: the flow's first frame, with a fixed transmit stamp in it.
-pub(crate) fn seed_of(flow: &KernelFlow) -> Vec<u8> {
-    let mut seed = flow.frame.clone();
-    if let Some((at, KernelStamp::Fixed(ns))) = flow.stamp {
-        seed[at..at + 8].copy_from_slice(&ns.to_be_bytes());
+/// Template `t`'s frame as the program writes it: with the fixed transmit stamp in it.
+fn frame_of(flow: &KernelFlow, t: usize) -> Vec<u8> {
+    let template = &flow.templates[t];
+    let mut frame = template.frame.clone();
+    if let (Some(at), KernelStamp::Fixed(ns)) = (template.stamp_at, flow.stamp) {
+        frame[at..at + 8].copy_from_slice(&ns.to_be_bytes());
     }
-    seed
+    frame
+}
+
+/// The frame every page starts as: the flow's longest (shorter ones are cut from it).
+pub(crate) fn seed_of(flow: &KernelFlow) -> Vec<u8> {
+    let longest = (0..flow.templates.len())
+        .max_by_key(|&t| flow.templates[t].frame.len())
+        .unwrap_or(0);
+    frame_of(flow, longest)
+}
+
+/// The byte ranges the program writes into a page for a frame of template `t` (besides
+/// what varies): the first [`REWRITTEN_BYTES`] (the headers, whatever the protocols: a
+/// receiver that forwards in place changes them in the page, which comes back to the
+/// kernel's pool), every template's trailer (the frames of another size that used the page
+/// left theirs), and wherever `t`'s frame differs from `seed`, the pages' first frame.
+/// Ranges are at least 8 bytes (the stores' width), sorted; they may overlap.
+fn rewritten(flow: &KernelFlow, t: usize, seed: &[u8]) -> Vec<(usize, usize)> {
+    let frame = &flow.templates[t].frame;
+    let len = frame.len();
+    let mut dirty = vec![false; len];
+    dirty[..len.min(REWRITTEN_BYTES)].fill(true);
+    for (i, d) in dirty.iter_mut().enumerate().skip(REWRITTEN_BYTES) {
+        *d = seed.get(i) != frame.get(i);
+    }
+    for (at, n) in flow.templates.iter().filter_map(|u| u.trailer) {
+        for d in dirty.iter_mut().take(at + n).skip(at) {
+            *d = true;
+        }
+    }
+    let mut ranges = Vec::new();
+    let mut i = 0;
+    while i < len {
+        if !dirty[i] {
+            i += 1;
+            continue;
+        }
+        let from = i;
+        while i < len && dirty[i] {
+            i += 1;
+        }
+        let to = i.max(8.min(len));
+        ranges.push((from.min(to.saturating_sub(8)), to));
+    }
+    ranges
 }
 
 /// Writes `bytes[from..to]` (at least 8 bytes) into the packet (r8), 8 at a time (the last
@@ -368,17 +465,18 @@ fn slot(fields: usize, v: KernelValue) -> i16 {
 /// paced: now = bpf_ktime_get_ns(); if (!st->next || st->resync) { st->next = now; st->resync = 0 }
 ///     if (now < st->next) { st->early++; return XDP_DROP }
 ///     count lateness; st->next += gap (+ burst gap after a burst's last frame)
+/// several sizes: t = cycle[st->cycle_k++ % len]; shorten the page's frame to t's length
 /// if (data + len > data_end) { st->refused++; return XDP_DROP }
-/// seq = st->seq++; write seq; for each field: write cur, step cur
+/// rewrite t's constant bytes that a receiver or another size may have changed
+/// seq = st->seq++; write seq; for each field: write its value, step its state
 /// if stamped per frame: t = bpf_ktime_get_ns() + st->offset; write t; st->last = t;
 ///     first ??= t
 /// for each checksum: sum = base + Σ value << shift; write ~fold(sum)
 /// st->produced++; return bpf_redirect_map(&devmap, 0, 0)
 /// ```
 pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<Insn> {
-    let n = flow.fields.len();
     let mut a = Asm::new();
-    let (idle, refuse, early) = (a.label(), a.label(), a.label());
+    let (idle, refuse, early, send) = (a.label(), a.label(), a.label(), a.label());
     // r6 ctx, r7 state, r8 packet data.
     a.op(ALU64_MOV_X, 6, 1, 0, 0);
     a.imm64(7, BPF_PSEUDO_MAP_VALUE, state_fd, 0);
@@ -390,29 +488,95 @@ pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<I
     if flow.pace.is_some() {
         pace(&mut a, early);
     }
+
+    let seed = seed_of(flow);
+    let n = flow.templates.len();
+    let bodies: Vec<usize> = (0..n).map(|_| a.label()).collect();
+    if n > 1 {
+        // The next size from the cycle (its position bounded for the verifier), stepped.
+        let (bounded, stepped) = (a.label(), a.label());
+        let len = flow.cycle.len() as i32;
+        a.load(2, ST_CYCLE_K);
+        a.jump(JMP_JLT_K, 2, 0, len, bounded);
+        a.op(ALU64_MOV_K, 2, 0, 0, 0);
+        a.bind(bounded);
+        a.op(ALU64_MOV_X, 3, 2, 0, 0);
+        a.op(ALU64_ADD_K, 3, 0, 0, 1);
+        a.jump(JMP_JNE_K, 3, 0, len, stepped);
+        a.op(ALU64_MOV_K, 3, 0, 0, 0);
+        a.bind(stepped);
+        a.store(ST_CYCLE_K, 3);
+        a.op(ALU64_LSH_K, 2, 0, 0, 3);
+        a.op(ALU64_ADD_X, 2, 7, 0, 0);
+        a.op(ALU64_ADD_K, 2, 0, 0, cycle_at(flow) as i32);
+        a.op(LDX_MEM_DW, 1, 2, 0, 0);
+        for (t, &body) in bodies.iter().enumerate().skip(1) {
+            a.jump(JMP_JEQ_K, 1, 0, t as i32, body);
+        }
+    }
+    for (t, &body) in bodies.iter().enumerate() {
+        a.bind(body);
+        frame_body(&mut a, flow, t, &seed, refuse);
+        a.jump(JMP_JA, 0, 0, 0, send);
+    }
+
+    // Counted, then sent.
+    a.bind(send);
+    a.load(1, ST_PRODUCED as usize);
+    a.op(ALU64_ADD_K, 1, 0, 0, 1);
+    a.store(ST_PRODUCED as usize, 1);
+    a.imm64(1, BPF_PSEUDO_MAP_FD, devmap_fd, 0);
+    a.op(ALU64_MOV_K, 2, 0, 0, 0);
+    a.op(ALU64_MOV_K, 3, 0, 0, 0);
+    a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP);
+    a.op(JMP_EXIT, 0, 0, 0, 0);
+
+    let mut exits = vec![(idle, ST_IDLE as usize), (refuse, ST_REFUSED as usize)];
+    if flow.pace.is_some() {
+        exits.push((early, ST_EARLY));
+    }
+    for (label, counter) in exits {
+        a.bind(label);
+        a.load(1, counter);
+        a.op(ALU64_ADD_K, 1, 0, 0, 1);
+        a.store(counter, 1);
+        if label == idle {
+            a.op(ALU64_MOV_K, 1, 0, 0, 1);
+            a.store(ST_RESYNC, 1);
+        }
+        a.op(ALU64_MOV_K, 0, 0, 0, XDP_DROP);
+        a.op(JMP_EXIT, 0, 0, 0, 0);
+    }
+    a.finish()
+}
+
+/// Writes a frame of template `t` into the page (r6 ctx, r7 state; sets r8 to the packet):
+/// its length, its constant bytes, the sequence number, the fields, the stamp, the
+/// checksums. Jumps to `refuse` when the page cannot hold it.
+fn frame_body(a: &mut Asm, flow: &KernelFlow, t: usize, seed: &[u8], refuse: usize) {
+    let template = &flow.templates[t];
+    let frame = frame_of(flow, t);
+    let n = flow.fields.len();
+    // Pages start as the longest frame, and every repetition as long as that again.
+    let shorter = frame.len() as i64 - seed.len() as i64;
+    if shorter != 0 {
+        a.op(ALU64_MOV_X, 1, 6, 0, 0);
+        a.op(ALU64_MOV_K, 2, 0, 0, shorter as i32);
+        a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_XDP_ADJUST_TAIL);
+        a.jump(JMP_JNE_K, 0, 0, 0, refuse);
+    }
     a.op(LDX_MEM_W, 8, 6, 0, 0);
     a.op(LDX_MEM_W, 9, 6, 4, 0);
     a.op(ALU64_MOV_X, 1, 8, 0, 0);
-    a.op(ALU64_ADD_K, 1, 0, 0, flow.frame.len() as i32);
+    a.op(ALU64_ADD_K, 1, 0, 0, frame.len() as i32);
     a.jump(JMP_JGT_X, 1, 9, 0, refuse);
 
-    // The constant bytes a receiver may have changed: a page comes back to the kernel's
-    // pool from whoever received the frame, and a stack that forwards in place (a router
-    // rewrites MAC addresses, TTL and checksum) leaves its changes in it.
-    let seed = seed_of(flow);
-    let headers = seed.len().min(REWRITTEN_BYTES);
-    rewrite(&mut a, &seed, 0, headers);
-    if let Some((at, len)) = flow.trailer.filter(|&(at, len)| at + len > headers) {
-        rewrite(
-            &mut a,
-            &seed,
-            (at + len).saturating_sub(len.max(8)),
-            at + len,
-        );
+    for (from, to) in rewritten(flow, t, seed) {
+        rewrite(a, &frame, from, to);
     }
 
     // The sequence number.
-    if let Some((at, _)) = flow.seq {
+    if let Some(at) = template.seq_at {
         a.op(LDX_MEM_W, 1, 7, ST_SEQ, 0);
         a.op(ALU64_MOV_X, 2, 1, 0, 0);
         a.op(ALU64_ADD_K, 2, 0, 0, 1);
@@ -447,7 +611,7 @@ pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<I
             }
             &KernelValues::Random { seed, lo, hi, .. } => {
                 a.load(2, base + F_K);
-                random_in(&mut a, seed, lo, hi);
+                random_in(a, seed, lo, hi);
                 a.constant(2, f.mask());
                 a.op(ALU64_AND_X, 1, 2, 0, 0);
             }
@@ -506,19 +670,19 @@ pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<I
     }
 
     // The transmit stamp, as late as the frame allows: only the checksums come after it.
-    if let Some((at, KernelStamp::PerFrame)) = flow.stamp {
+    if let (Some(at), KernelStamp::PerFrame) = (template.stamp_at, flow.stamp) {
         a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_KTIME_GET_NS);
         a.load(1, ST_OFFSET as usize);
         a.op(ALU64_ADD_X, 0, 1, 0, 0);
-        note_time(&mut a, 0, 1);
+        note_time(a, 0, 1);
         a.reduce(2, 0);
         a.op(STX_MEM_DW, 10, 2, slot(n, KernelValue::Stamp), 0);
         a.op(ALU_TO_BE, 0, 0, 0, 64);
         a.op(STX_MEM_DW, 8, 0, at as i16, 0);
     } else {
         // A fixed stamp is in the frame the pages start as; its value still counts.
-        let fixed = match flow.stamp {
-            Some((_, KernelStamp::Fixed(ns))) => (ns & 0xFFFF_FFFF) + (ns >> 32),
+        let fixed = match (template.stamp_at, flow.stamp) {
+            (Some(_), KernelStamp::Fixed(ns)) => (ns & 0xFFFF_FFFF) + (ns >> 32),
             _ => 0,
         };
         a.constant(1, fixed);
@@ -526,7 +690,7 @@ pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<I
     }
 
     // Checksums: the constant sum plus each value weighted, folded and complemented.
-    for (c, k) in flow.checksums.iter().enumerate() {
+    for (c, k) in template.checksums.iter().enumerate() {
         a.constant(1, k.base);
         for &(v, shift) in &k.terms {
             a.op(LDX_MEM_DW, 2, 10, slot(n, v), 0);
@@ -555,34 +719,6 @@ pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<I
         a.op(ALU_TO_BE, 1, 0, 0, 16);
         a.op(STX_MEM_H, 8, 1, k.at as i16, 0);
     }
-
-    // Counted, then sent.
-    a.load(1, ST_PRODUCED as usize);
-    a.op(ALU64_ADD_K, 1, 0, 0, 1);
-    a.store(ST_PRODUCED as usize, 1);
-    a.imm64(1, BPF_PSEUDO_MAP_FD, devmap_fd, 0);
-    a.op(ALU64_MOV_K, 2, 0, 0, 0);
-    a.op(ALU64_MOV_K, 3, 0, 0, 0);
-    a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP);
-    a.op(JMP_EXIT, 0, 0, 0, 0);
-
-    let mut exits = vec![(idle, ST_IDLE as usize), (refuse, ST_REFUSED as usize)];
-    if flow.pace.is_some() {
-        exits.push((early, ST_EARLY));
-    }
-    for (label, counter) in exits {
-        a.bind(label);
-        a.load(1, counter);
-        a.op(ALU64_ADD_K, 1, 0, 0, 1);
-        a.store(counter, 1);
-        if label == idle {
-            a.op(ALU64_MOV_K, 1, 0, 0, 1);
-            a.store(ST_RESYNC, 1);
-        }
-        a.op(ALU64_MOV_K, 0, 0, 0, XDP_DROP);
-        a.op(JMP_EXIT, 0, 0, 0, 0);
-    }
-    a.finish()
 }
 
 /// r1 = `strobe_model::random_in(seed, k, lo, hi)` for k in r2 (the engine's random values:

@@ -37,7 +37,7 @@ use crate::afxdp::bpf::{
     XDP_DROP,
 };
 use crate::afxdp::sys::{if_index, LinkFacts, Mmap};
-use crate::kernel_frames::{KernelFlow, KernelGenerator, KernelRun, KernelStamp, KernelValues};
+use crate::kernel_frames::{KernelFlow, KernelGenerator, KernelRun, KernelValues};
 use crate::netdev_features::{ethtool_words, string_set};
 use crate::netns::in_netns;
 use crate::tsinfo::{control_socket, interface_mtu};
@@ -818,7 +818,8 @@ struct Generation {
     runner: Option<Runner>,
     state: Mmap,
     _map: OwnedFd,
-    frame_len: usize,
+    /// The flow (its sizes count the bytes sent).
+    flow: KernelFlow,
     stamped: bool,
     paced: bool,
 }
@@ -904,8 +905,8 @@ impl KernelGenerator for XdpLiveTx {
             runner: None,
             state,
             _map: map,
-            frame_len: flow.frame.len(),
-            stamped: matches!(flow.stamp, Some((_, KernelStamp::PerFrame))),
+            flow: flow.clone(),
+            stamped: flow.stamped_per_frame(),
             paced: flow.pace.is_some(),
         };
         let seed = xdp_gen::seed_of(flow);
@@ -981,9 +982,9 @@ impl KernelGenerator for XdpLiveTx {
             g.read(offset_of!(GenState, first_ns)),
             g.read(offset_of!(GenState, last_ns)),
         );
-        let (stamped, frame_len) = (g.stamped, g.frame_len);
+        let stamped = g.stamped;
         self.frames += frames;
-        self.bytes += frames * frame_len as u64;
+        self.bytes += g.flow.frame_bytes(frames);
         if let Some(Err(e)) = stopped {
             return Err(IoError::Other(format!(
                 "xdp-live:{}: the kernel's live-frame run failed: {e}",
@@ -1016,8 +1017,9 @@ impl KernelGenerator for XdpLiveTx {
 }
 
 /// The first `n` frames strobe's generator program writes for `flow`, run without sending
-/// (`BPF_PROG_RUN`'s plain test mode, once per frame, each from `flow.frame` as a live-frame
-/// page starts): for checking the program against the engine. Needs what `xdp-live` needs.
+/// (`BPF_PROG_RUN`'s plain test mode, once per frame, all in one page that starts as the
+/// flow's longest frame, as a live-frame page does, and keeps what every frame left in it):
+/// for checking the program against the engine. Needs what `xdp-live` needs.
 pub fn generated_frames(flow: &KernelFlow, n: usize) -> Result<Vec<Vec<u8>>, IoError> {
     if let Some(why) = xdp_gen::refuses(flow, LIVE_FRAME_MAX) {
         return Err(IoError::Other(format!("cannot generate this flow: {why}")));
@@ -1031,14 +1033,16 @@ pub fn generated_frames(flow: &KernelFlow, n: usize) -> Result<Vec<Vec<u8>>, IoE
         "strobe_gen",
         false,
     )?;
-    let seed = xdp_gen::seed_of(flow);
+    // One page used over and over, as the kernel's pool recycles its pages: each frame
+    // starts from what the ones before left in it.
+    let mut page = xdp_gen::seed_of(flow);
     let mut frames = Vec::with_capacity(n);
     for _ in 0..n {
-        let mut out = vec![0u8; seed.len()];
+        let mut out = vec![0u8; page.len()];
         let mut attr = ProgRunAttr {
             prog_fd: prog.as_raw_fd() as u32,
-            data_size_in: seed.len() as u32,
-            data_in: seed.as_ptr() as u64,
+            data_size_in: page.len() as u32,
+            data_in: page.as_ptr() as u64,
             data_size_out: out.len() as u32,
             data_out: out.as_mut_ptr() as u64,
             repeat: 1,
@@ -1051,6 +1055,7 @@ pub fn generated_frames(flow: &KernelFlow, n: usize) -> Result<Vec<Vec<u8>>, IoE
             ));
         }
         out.truncate(attr.data_size_out as usize);
+        page[..out.len()].copy_from_slice(&out);
         frames.push(out);
     }
     Ok(frames)
@@ -1079,7 +1084,7 @@ fn write_state(state: &Mmap, flow: &KernelFlow, held: bool) {
     let mut init = xdp_gen::GenState {
         limit: flow.frames.unwrap_or(u64::MAX),
         offset_ns: realtime_offset(),
-        seq: flow.seq.map_or(0, |(_, start)| start),
+        seq: flow.seq_start,
         hold: held as u32,
         ..Default::default()
     };
@@ -1106,6 +1111,10 @@ fn write_state(state: &Mmap, flow: &KernelFlow, held: bool) {
                     table.add(j).write(v & f.mask());
                 }
             }
+        }
+        let cycle = base.add(xdp_gen::cycle_at(flow)).cast::<u64>();
+        for (j, &t) in flow.cycle.iter().enumerate() {
+            cycle.add(j).write(u64::from(t));
         }
     }
 }

@@ -5,7 +5,9 @@
 use std::time::{Duration, Instant};
 
 use strobe_io::afxdp::{AfXdpOptions, AfXdpPort, AfXdpRx};
-use strobe_io::kernel_frames::{KernelField, KernelFlow, KernelStamp, KernelValues};
+use strobe_io::kernel_frames::{
+    KernelField, KernelFlow, KernelStamp, KernelTemplate, KernelValues,
+};
 use strobe_io::test_support::{
     is_ours, mixed_size, now_ns, send_all, tcpdump_around, udp_frame, VethPair,
 };
@@ -294,12 +296,17 @@ fn counting_flow(frames: Option<u64>) -> KernelFlow {
     let mut frame = udp_frame(0, 60);
     frame[40..42].copy_from_slice(&[0, 0]);
     KernelFlow {
-        frame,
+        templates: vec![KernelTemplate {
+            frame,
+            trailer: None,
+            seq_at: Some(44),
+            stamp_at: Some(48),
+            checksums: Vec::new(),
+        }],
+        cycle: vec![0],
         fields: vec![KernelField::counter(34, 2, 1000, 1, 1000)],
-        trailer: None,
-        seq: Some((44, u32::MAX - 5)),
-        stamp: Some((48, KernelStamp::PerFrame)),
-        checksums: Vec::new(),
+        seq_start: u32::MAX - 5,
+        stamp: KernelStamp::PerFrame,
         frames,
         pace: None,
     }
@@ -332,7 +339,7 @@ fn kernel_generation_counts_every_frame_and_stops() {
         (fixed, true),
     ] {
         let mut flow = counting_flow(Some(N));
-        flow.stamp = Some((48, stamp));
+        flow.stamp = stamp;
         if random {
             // A random source port and listed destination ports (OTG random and values).
             flow.fields[0].values = KernelValues::Random {
@@ -438,6 +445,6 @@ fn kernel_generation_refuses_fields_it_cannot_write() {
         "{err}"
     );
     let mut flow = counting_flow(Some(10));
-    flow.frame.truncate(40);
+    flow.templates[0].frame.truncate(40);
     assert!(g.refuses(&flow).is_some(), "fields outside the frame");
 }

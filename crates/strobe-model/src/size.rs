@@ -68,6 +68,21 @@ impl SizeSpec {
         }
     }
 
+    /// Frames after which the sequence from [`SizeSpec::sequence`] starts over, from any
+    /// point of it: 1 for a fixed size, the sizes of an increment, the total weight of
+    /// weight pairs (smooth weighted round robin gives each size its weight in every such
+    /// block, and its credits return to where they were). None for random sizes.
+    pub fn period(&self) -> Option<u64> {
+        match self {
+            SizeSpec::Fixed(_) => Some(1),
+            SizeSpec::Increment { .. } => Some(self.distinct_sizes().len() as u64),
+            SizeSpec::Random { .. } => None,
+            SizeSpec::WeightPairs(pairs) => {
+                Some(pairs.iter().map(|&(_, w)| u64::from(w)).sum::<u64>().max(1))
+            }
+        }
+    }
+
     /// Mean frame size over a long run, FCS included.
     pub fn mean(&self) -> f64 {
         match self {
@@ -206,6 +221,29 @@ mod tests {
     fn take(spec: &SizeSpec, seed: u64, n: usize) -> Vec<u32> {
         let mut seq = spec.sequence(seed);
         (0..n).map(|_| seq.next_size()).collect()
+    }
+
+    #[test]
+    fn sequences_repeat_after_their_period_from_any_point() {
+        let specs = [
+            SizeSpec::Fixed(64),
+            SizeSpec::Increment {
+                start: 64,
+                end: 1000,
+                step: 100,
+            },
+            SizeSpec::imix(),
+            SizeSpec::WeightPairs(vec![(64, 3), (128, 0), (256, 5), (1500, 2)]),
+        ];
+        for spec in &specs {
+            let period = spec.period().unwrap() as usize;
+            let sizes = take(spec, 0, 5 * period + 7);
+            for j in 0..sizes.len() - period {
+                assert_eq!(sizes[j], sizes[j + period], "{spec:?} at {j}");
+            }
+        }
+        assert_eq!(SizeSpec::imix().period(), Some(12));
+        assert_eq!(SizeSpec::Random { min: 64, max: 65 }.period(), None);
     }
 
     #[test]
