@@ -651,7 +651,7 @@ pub fn run_port<B: Backend>(
         // Unpaced: the frame budget; paced: the deadlines too, when the program can keep
         // them.
         let kernel_plan = match (paced, s.unpaced_budget) {
-            (true, _) => Some(kernel_pace(spec, s.fixed.map(|(size, _)| size), opts)),
+            (true, _) => Some(kernel_pace(spec, opts)),
             (false, Some(budget)) => Some(Ok(((budget != u64::MAX).then_some(budget), None))),
             (false, None) => None,
         };
@@ -664,7 +664,7 @@ pub fn run_port<B: Backend>(
                 KernelStamp::Fixed(clock.realtime_now_ns())
             };
             let flow = plan.and_then(|(frames, pace)| {
-                let sizes = size_cycle(spec, &s.sizes)?;
+                let sizes = size_cycle(spec, s)?;
                 s.gen
                     .kernel_flow(frames, stamp, &sizes)
                     .map(|f| KernelFlow { pace, ..f })
@@ -1011,18 +1011,30 @@ const KERNEL_POLL: StdDuration = StdDuration::from_millis(1);
 /// and bursts of one frame size from the run's start, on the absolute schedule.
 fn kernel_pace(
     spec: &FlowSpec,
-    size: Option<u32>,
     opts: &RunOptions,
 ) -> Result<(Option<u64>, Option<KernelPace>), String> {
-    let Some(size) = size else {
-        return Err("several frame sizes paced (the program paces frames of one size)".into());
-    };
     if opts.late_policy == LatePolicy::Shift {
         return Err(
             "departures under the late policy `shift` (its schedule catches up instead)".into(),
         );
     }
-    let p = spec.schedule.periodic(size)?;
+    // The program keeps one gap: several sizes only where the gap does not depend on the
+    // size (a rate in frames per second, not in bits).
+    let mut periodic = None;
+    for size in spec.size.distinct_sizes() {
+        let p = spec.schedule.periodic(size)?;
+        match periodic {
+            None => periodic = Some(p),
+            Some(q) if q == p => {}
+            Some(_) => {
+                return Err(
+                    "several frame sizes at a rate in bits (each size has its own gap; the program keeps one)"
+                        .into(),
+                )
+            }
+        }
+    }
+    let p = periodic.ok_or("a flow without frame sizes (a strobe bug)")?;
     Ok((
         p.packets,
         Some(KernelPace {
@@ -1038,17 +1050,27 @@ fn kernel_pace(
 /// Most frames in a size sequence handed to a backend (longer ones stay with the engine).
 const MAX_SIZE_CYCLE: u64 = 1 << 16;
 
-/// The flow's next frame sizes, one period of its sequence from where `sizes` stands (the
+/// The flow's next frame sizes, one period of its sequence from its next frame on (the
 /// sequence repeats them over and over), for a backend that generates frames itself.
-fn size_cycle(spec: &FlowSpec, sizes: &SizeSequence) -> Result<Vec<u32>, String> {
+fn size_cycle(spec: &FlowSpec, state: &FlowState) -> Result<Vec<u32>, String> {
     match spec.size.period() {
         None => Err("random frame sizes (a sequence that never repeats)".into()),
         Some(n) if n > MAX_SIZE_CYCLE => Err(format!(
             "a sequence of frame sizes that repeats only after {n} frames"
         )),
         Some(n) => {
-            let mut next = sizes.clone();
-            Ok((0..n).map(|_| next.next_size()).collect())
+            // A paced flow has planned its first frame already (its size drawn).
+            let first = match (state.fixed, state.next) {
+                (Some((size, _)), _) => Some(size),
+                (None, Some((_, template))) => Some(state.gen.frame_size(template)),
+                (None, None) => None,
+            };
+            let mut next = state.sizes.clone();
+            Ok(first
+                .into_iter()
+                .chain(std::iter::from_fn(|| Some(next.next_size())))
+                .take(n as usize)
+                .collect())
         }
     }
 }

@@ -217,11 +217,29 @@ fn several_sizes_are_handed_over_as_a_cycle_and_their_bytes_counted() {
     assert_eq!((report.frames, report.bytes), (1000, bytes));
     assert!(report.generation.unwrap().contains("3 frame sizes"));
 
-    // Paced, several sizes stay with the engine (the program paces one size).
+    // Paced at a rate in frames per second, every size has the same gap: handed over
+    // with it, the cycle starting at the frame the engine had planned first.
+    let mut backend = Generating::new(false);
+    let report = run(&mut backend, &flows, RunOptions::default());
+    let handed = backend.started.expect("the paced flow was handed over");
+    assert!(handed.pace.is_some() && report.in_kernel);
+    assert_eq!(handed.frames, Some(1000));
+    let mut sizes = flows[0].size.sequence(flows[0].size_seed);
+    for (j, &t) in handed.cycle.iter().enumerate() {
+        let len = handed.templates[t as usize].frame.len() as u32 + 4;
+        assert_eq!(len, sizes.next_size(), "size of frame {j}");
+    }
+    assert_eq!(report.bytes, bytes);
+
+    // At a rate in bits each size has its own gap: the engine's.
+    let flows = flow_of_size("\"imix\"\nrate = { mbps = 100 }", "7", false);
     let mut backend = Generating::new(false);
     let report = run(&mut backend, &flows, RunOptions::default());
     assert!(backend.started.is_none() && !report.in_kernel);
-    assert!(report.generation.unwrap().contains("several frame sizes"));
+    assert!(report
+        .generation
+        .unwrap()
+        .contains("several frame sizes at a rate in bits"));
 }
 
 #[test]
