@@ -9,13 +9,13 @@
 //! values) is the one value of an array map mapped into user space, addressed directly
 //! (`BPF_PSEUDO_MAP_VALUE`, no lookup call per frame).
 
+use crate::afxdp::asm::Asm;
 use crate::afxdp::bpf::{
     Insn, ALU64_ADD_K, ALU64_ADD_X, ALU64_AND_K, ALU64_AND_X, ALU64_LSH_K, ALU64_MOV_K,
     ALU64_MOV_X, ALU64_MUL_X, ALU64_RSH_K, ALU64_SUB_X, ALU64_XOR_K, ALU64_XOR_X, ALU_TO_BE,
-    BPF_FUNC_KTIME_GET_NS, BPF_FUNC_REDIRECT_MAP, BPF_FUNC_XDP_ADJUST_TAIL, BPF_PSEUDO_MAP_FD,
-    BPF_PSEUDO_MAP_VALUE, JMP_CALL, JMP_EXIT, JMP_JA, JMP_JEQ_K, JMP_JGE_X, JMP_JGT_X, JMP_JLT_K,
-    JMP_JNE_K, JMP_JNE_X, LDX_MEM_DW, LDX_MEM_W, LD_IMM_DW, STX_MEM_B, STX_MEM_DW, STX_MEM_H,
-    STX_MEM_W, XDP_DROP,
+    BPF_FUNC_KTIME_GET_NS, BPF_FUNC_REDIRECT_MAP, BPF_FUNC_XDP_ADJUST_TAIL, BPF_PSEUDO_MAP_VALUE,
+    JMP_CALL, JMP_EXIT, JMP_JA, JMP_JEQ_K, JMP_JGE_X, JMP_JGT_X, JMP_JLT_K, JMP_JNE_K, JMP_JNE_X,
+    LDX_MEM_DW, LDX_MEM_W, STX_MEM_B, STX_MEM_DW, STX_MEM_H, STX_MEM_W, XDP_DROP,
 };
 use crate::kernel_frames::{
     KernelFlow, KernelPace, KernelStamp, KernelValue, KernelValues, LATENESS_DECADES,
@@ -301,51 +301,22 @@ pub(crate) fn pace_state(state: &mut GenState, pace: &KernelPace) {
     state.late_tolerance_ns = pace.late_tolerance_ns;
 }
 
-/// Jumps to labels, resolved when the program is done.
-struct Asm {
-    p: Vec<Insn>,
-    labels: Vec<Option<usize>>,
-    jumps: Vec<(usize, usize)>,
+/// The generator's idioms over its state value (r7).
+trait StateAsm {
+    /// dst = the u64 at `off` of the state value.
+    fn load(&mut self, dst: u8, off: usize);
+    fn store(&mut self, off: usize, src: u8);
+    /// dst = reduce(src): the two 32-bit halves added (uses r3).
+    fn reduce(&mut self, dst: u8, src: u8);
 }
 
-impl Asm {
-    fn new() -> Asm {
-        Asm {
-            p: Vec::with_capacity(256),
-            labels: Vec::new(),
-            jumps: Vec::new(),
-        }
-    }
-    fn label(&mut self) -> usize {
-        self.labels.push(None);
-        self.labels.len() - 1
-    }
-    fn bind(&mut self, label: usize) {
-        self.labels[label] = Some(self.p.len());
-    }
-    fn op(&mut self, code: u8, dst: u8, src: u8, off: i16, imm: i32) {
-        self.p.push(Insn::new(code, dst, src, off, imm));
-    }
-    fn jump(&mut self, code: u8, dst: u8, src: u8, imm: i32, label: usize) {
-        self.jumps.push((self.p.len(), label));
-        self.op(code, dst, src, 0, imm);
-    }
-    /// A 64-bit immediate (two instructions).
-    fn imm64(&mut self, dst: u8, src: u8, lo: i32, hi: i32) {
-        self.op(LD_IMM_DW, dst, src, 0, lo);
-        self.op(0, 0, 0, 0, hi);
-    }
-    fn constant(&mut self, dst: u8, v: u64) {
-        self.imm64(dst, 0, v as u32 as i32, (v >> 32) as u32 as i32);
-    }
-    /// dst = the u64 at `off` of the state value (r7).
+impl StateAsm for Asm {
     fn load(&mut self, dst: u8, off: usize) {
         self.op(LDX_MEM_DW, dst, 7, off as i16, 0);
     }
     fn store(&mut self, off: usize, src: u8) {
         self.op(STX_MEM_DW, 7, src, off as i16, 0);
     }
-    /// dst = reduce(src): the two 32-bit halves added (uses r3).
     fn reduce(&mut self, dst: u8, src: u8) {
         self.op(ALU64_MOV_X, dst, src, 0, 0);
         self.op(ALU64_RSH_K, dst, 0, 0, 32);
@@ -353,13 +324,6 @@ impl Asm {
         self.op(ALU64_LSH_K, 3, 0, 0, 32);
         self.op(ALU64_RSH_K, 3, 0, 0, 32);
         self.op(ALU64_ADD_X, dst, 3, 0, 0);
-    }
-    fn finish(mut self) -> Vec<Insn> {
-        for (pc, label) in self.jumps {
-            let target = self.labels[label].expect("every label is bound");
-            self.p[pc].set_off((target as isize - pc as isize - 1) as i16);
-        }
-        self.p
     }
 }
 
@@ -525,7 +489,7 @@ pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<I
     a.load(1, ST_PRODUCED as usize);
     a.op(ALU64_ADD_K, 1, 0, 0, 1);
     a.store(ST_PRODUCED as usize, 1);
-    a.imm64(1, BPF_PSEUDO_MAP_FD, devmap_fd, 0);
+    a.map(1, devmap_fd);
     a.op(ALU64_MOV_K, 2, 0, 0, 0);
     a.op(ALU64_MOV_K, 3, 0, 0, 0);
     a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP);

@@ -28,13 +28,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::afxdp::asm::Asm;
 use crate::afxdp::bpf::{
     self, create_map, load_program, update_map, Insn, ALU64_ADD_K, ALU64_AND_K, ALU64_MOV_K,
     ALU64_MOV_X, BPF_FUNC_MAP_LOOKUP_ELEM, BPF_FUNC_REDIRECT_MAP, BPF_FUNC_XDP_ADJUST_TAIL,
     BPF_FUNC_XDP_STORE_BYTES, BPF_F_MMAPABLE, BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_DEVMAP,
-    BPF_PROG_RUN, BPF_PSEUDO_MAP_FD, JMP_CALL, JMP_EXIT, JMP_JEQ_K, JMP_JGT_K, JMP_JLT_K,
-    JMP_JNE_K, JMP_JNE_X, LDX_MEM_DW, LDX_MEM_W, LD_IMM_DW, STX_MEM_DW, STX_MEM_W, ST_MEM_W,
-    XDP_DROP,
+    BPF_PROG_RUN, JMP_CALL, JMP_EXIT, JMP_JEQ_K, JMP_JGT_K, JMP_JLT_K, JMP_JNE_K, JMP_JNE_X,
+    LDX_MEM_DW, LDX_MEM_W, STX_MEM_DW, STX_MEM_W, ST_MEM_W, XDP_DROP,
 };
 use crate::afxdp::sys::{if_index, LinkFacts, Mmap};
 use crate::kernel_frames::{KernelFlow, KernelGenerator, KernelRun, KernelValues};
@@ -156,94 +156,78 @@ fn value_size(max_frame: usize) -> usize {
 /// loads; user space publishes with release ordering after writing the slot).
 fn live_program(slots_fd: i32, devmap_fd: i32, max_frame: usize) -> Vec<Insn> {
     // Registers: r6 ctx, r7 control entry, r8 consumer index, r9 slot.
-    const REFUSE: i16 = -1;
-    const DROP: i16 = -2;
-    let map = |dst: u8, fd: i32| {
-        [
-            Insn::new(LD_IMM_DW, dst, BPF_PSEUDO_MAP_FD, 0, fd),
-            Insn::new(0, 0, 0, 0, 0),
-        ]
-    };
+    let mut a = Asm::new();
+    let (waiting, refuse, drop) = (a.label(), a.label(), a.label());
     // r4 = slot->len, bounded for the verifier and against a slot never written.
-    let bounded_len = [
-        Insn::new(LDX_MEM_W, 4, 9, 0, 0),
-        Insn::new(JMP_JGT_K, 4, 0, REFUSE, max_frame as i32),
-        Insn::new(JMP_JLT_K, 4, 0, REFUSE, MIN_FRAME as i32),
-    ];
-    let mut p: Vec<Insn> = Vec::with_capacity(64);
-    p.push(Insn::new(ALU64_MOV_X, 6, 1, 0, 0));
+    let bounded_len = |a: &mut Asm| {
+        a.op(LDX_MEM_W, 4, 9, 0, 0);
+        a.jump(JMP_JGT_K, 4, 0, max_frame as i32, refuse);
+        a.jump(JMP_JLT_K, 4, 0, MIN_FRAME as i32, refuse);
+    };
+    a.op(ALU64_MOV_X, 6, 1, 0, 0);
     // ctl = lookup(slots, &0)
-    p.push(Insn::new(ST_MEM_W, 10, 0, -4, 0));
-    p.push(Insn::new(ALU64_MOV_X, 2, 10, 0, 0));
-    p.push(Insn::new(ALU64_ADD_K, 2, 0, 0, -4));
-    p.extend(map(1, slots_fd));
-    p.push(Insn::new(JMP_CALL, 0, 0, 0, BPF_FUNC_MAP_LOOKUP_ELEM));
-    p.push(Insn::new(JMP_JEQ_K, 0, 0, DROP, 0));
-    p.push(Insn::new(ALU64_MOV_X, 7, 0, 0, 0));
+    a.op(ST_MEM_W, 10, 0, -4, 0);
+    a.op(ALU64_MOV_X, 2, 10, 0, 0);
+    a.op(ALU64_ADD_K, 2, 0, 0, -4);
+    a.map(1, slots_fd);
+    a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_MAP_LOOKUP_ELEM);
+    a.jump(JMP_JEQ_K, 0, 0, 0, drop);
+    a.op(ALU64_MOV_X, 7, 0, 0, 0);
     // Nothing waiting: count an idle poll and drop the empty page.
-    p.push(Insn::new(LDX_MEM_W, 8, 7, CONTROL_CONSUMED, 0));
-    p.push(Insn::new(LDX_MEM_W, 1, 7, CONTROL_PRODUCED, 0));
-    p.push(Insn::new(JMP_JNE_X, 1, 8, 5, 0));
-    p.push(Insn::new(LDX_MEM_DW, 1, 7, CONTROL_IDLE, 0));
-    p.push(Insn::new(ALU64_ADD_K, 1, 0, 0, 1));
-    p.push(Insn::new(STX_MEM_DW, 7, 1, CONTROL_IDLE, 0));
-    p.push(Insn::new(ALU64_MOV_K, 0, 0, 0, XDP_DROP));
-    p.push(Insn::new(JMP_EXIT, 0, 0, 0, 0));
+    a.op(LDX_MEM_W, 8, 7, CONTROL_CONSUMED, 0);
+    a.op(LDX_MEM_W, 1, 7, CONTROL_PRODUCED, 0);
+    a.jump(JMP_JNE_X, 1, 8, 0, waiting);
+    a.op(LDX_MEM_DW, 1, 7, CONTROL_IDLE, 0);
+    a.op(ALU64_ADD_K, 1, 0, 0, 1);
+    a.op(STX_MEM_DW, 7, 1, CONTROL_IDLE, 0);
+    a.op(ALU64_MOV_K, 0, 0, 0, XDP_DROP);
+    a.op(JMP_EXIT, 0, 0, 0, 0);
     // slot = lookup(slots, &((i & mask) + 1))
-    p.push(Insn::new(ALU64_MOV_X, 1, 8, 0, 0));
-    p.push(Insn::new(ALU64_AND_K, 1, 0, 0, (SLOTS - 1) as i32));
-    p.push(Insn::new(ALU64_ADD_K, 1, 0, 0, 1));
-    p.push(Insn::new(STX_MEM_W, 10, 1, -8, 0));
-    p.push(Insn::new(ALU64_MOV_X, 2, 10, 0, 0));
-    p.push(Insn::new(ALU64_ADD_K, 2, 0, 0, -8));
-    p.extend(map(1, slots_fd));
-    p.push(Insn::new(JMP_CALL, 0, 0, 0, BPF_FUNC_MAP_LOOKUP_ELEM));
-    p.push(Insn::new(JMP_JEQ_K, 0, 0, REFUSE, 0));
-    p.push(Insn::new(ALU64_MOV_X, 9, 0, 0, 0));
+    a.bind(waiting);
+    a.op(ALU64_MOV_X, 1, 8, 0, 0);
+    a.op(ALU64_AND_K, 1, 0, 0, (SLOTS - 1) as i32);
+    a.op(ALU64_ADD_K, 1, 0, 0, 1);
+    a.op(STX_MEM_W, 10, 1, -8, 0);
+    a.op(ALU64_MOV_X, 2, 10, 0, 0);
+    a.op(ALU64_ADD_K, 2, 0, 0, -8);
+    a.map(1, slots_fd);
+    a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_MAP_LOOKUP_ELEM);
+    a.jump(JMP_JEQ_K, 0, 0, 0, refuse);
+    a.op(ALU64_MOV_X, 9, 0, 0, 0);
     // bpf_xdp_adjust_tail(ctx, len - SEED_LEN)
-    p.extend(bounded_len);
-    p.push(Insn::new(ALU64_MOV_X, 1, 6, 0, 0));
-    p.push(Insn::new(ALU64_MOV_X, 2, 4, 0, 0));
-    p.push(Insn::new(ALU64_ADD_K, 2, 0, 0, -(SEED_LEN as i32)));
-    p.push(Insn::new(JMP_CALL, 0, 0, 0, BPF_FUNC_XDP_ADJUST_TAIL));
-    p.push(Insn::new(JMP_JNE_K, 0, 0, REFUSE, 0));
+    bounded_len(&mut a);
+    a.op(ALU64_MOV_X, 1, 6, 0, 0);
+    a.op(ALU64_MOV_X, 2, 4, 0, 0);
+    a.op(ALU64_ADD_K, 2, 0, 0, -(SEED_LEN as i32));
+    a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_XDP_ADJUST_TAIL);
+    a.jump(JMP_JNE_K, 0, 0, 0, refuse);
     // bpf_xdp_store_bytes(ctx, 0, slot + SLOT_HEADER, len)
-    p.extend(bounded_len);
-    p.push(Insn::new(ALU64_MOV_X, 1, 6, 0, 0));
-    p.push(Insn::new(ALU64_MOV_K, 2, 0, 0, 0));
-    p.push(Insn::new(ALU64_MOV_X, 3, 9, 0, 0));
-    p.push(Insn::new(ALU64_ADD_K, 3, 0, 0, SLOT_HEADER as i32));
-    p.push(Insn::new(JMP_CALL, 0, 0, 0, BPF_FUNC_XDP_STORE_BYTES));
-    p.push(Insn::new(JMP_JNE_K, 0, 0, REFUSE, 0));
+    bounded_len(&mut a);
+    a.op(ALU64_MOV_X, 1, 6, 0, 0);
+    a.op(ALU64_MOV_K, 2, 0, 0, 0);
+    a.op(ALU64_MOV_X, 3, 9, 0, 0);
+    a.op(ALU64_ADD_K, 3, 0, 0, SLOT_HEADER as i32);
+    a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_XDP_STORE_BYTES);
+    a.jump(JMP_JNE_K, 0, 0, 0, refuse);
     // consumed = i + 1; return bpf_redirect_map(&devmap, 0, 0)
-    p.push(Insn::new(ALU64_ADD_K, 8, 0, 0, 1));
-    p.push(Insn::new(STX_MEM_W, 7, 8, CONTROL_CONSUMED, 0));
-    p.extend(map(1, devmap_fd));
-    p.push(Insn::new(ALU64_MOV_K, 2, 0, 0, 0));
-    p.push(Insn::new(ALU64_MOV_K, 3, 0, 0, 0));
-    p.push(Insn::new(JMP_CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP));
-    p.push(Insn::new(JMP_EXIT, 0, 0, 0, 0));
+    a.op(ALU64_ADD_K, 8, 0, 0, 1);
+    a.op(STX_MEM_W, 7, 8, CONTROL_CONSUMED, 0);
+    a.map(1, devmap_fd);
+    a.op(ALU64_MOV_K, 2, 0, 0, 0);
+    a.op(ALU64_MOV_K, 3, 0, 0, 0);
+    a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP);
+    a.op(JMP_EXIT, 0, 0, 0, 0);
     // refuse: ctl->refused++; consumed = i + 1 (the slot is skipped, not retried)
-    let refuse_at = p.len();
-    p.push(Insn::new(LDX_MEM_DW, 1, 7, CONTROL_REFUSED, 0));
-    p.push(Insn::new(ALU64_ADD_K, 1, 0, 0, 1));
-    p.push(Insn::new(STX_MEM_DW, 7, 1, CONTROL_REFUSED, 0));
-    p.push(Insn::new(ALU64_ADD_K, 8, 0, 0, 1));
-    p.push(Insn::new(STX_MEM_W, 7, 8, CONTROL_CONSUMED, 0));
-    // drop:
-    let drop_at = p.len();
-    p.push(Insn::new(ALU64_MOV_K, 0, 0, 0, XDP_DROP));
-    p.push(Insn::new(JMP_EXIT, 0, 0, 0, 0));
-    // Resolve the two labels into relative jumps (target = pc + 1 + off).
-    for (pc, insn) in p.iter_mut().enumerate() {
-        let target = match insn.off() {
-            REFUSE if insn.is_conditional_jump() => refuse_at,
-            DROP if insn.is_conditional_jump() => drop_at,
-            _ => continue,
-        };
-        insn.set_off((target - pc - 1) as i16);
-    }
-    p
+    a.bind(refuse);
+    a.op(LDX_MEM_DW, 1, 7, CONTROL_REFUSED, 0);
+    a.op(ALU64_ADD_K, 1, 0, 0, 1);
+    a.op(STX_MEM_DW, 7, 1, CONTROL_REFUSED, 0);
+    a.op(ALU64_ADD_K, 8, 0, 0, 1);
+    a.op(STX_MEM_W, 7, 8, CONTROL_CONSUMED, 0);
+    a.bind(drop);
+    a.op(ALU64_MOV_K, 0, 0, 0, XDP_DROP);
+    a.op(JMP_EXIT, 0, 0, 0, 0);
+    a.finish()
 }
 
 /// The thread that keeps the program running over the ring.

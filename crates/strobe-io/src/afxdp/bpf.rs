@@ -75,6 +75,7 @@ impl Insn {
         self.code
     }
 
+    #[cfg(test)]
     pub(crate) fn off(&self) -> i16 {
         self.off
     }
@@ -84,6 +85,7 @@ impl Insn {
     }
 
     /// A jump of class BPF_JMP that depends on a comparison (not a call, exit or `ja`).
+    #[cfg(test)]
     pub(crate) fn is_conditional_jump(&self) -> bool {
         self.code & 0x07 == 0x05 && !matches!(self.code & 0xf0, 0x00 | 0x80 | 0x90)
     }

@@ -26,6 +26,7 @@
 //! independent single-producer/single-consumer pairs over disjoint UMEM frames, so
 //! [`AfXdpPort::split`] hands each direction to its own thread with no lock between them.
 
+pub(crate) mod asm;
 pub(crate) mod bpf;
 mod ring;
 pub(crate) mod sys;
