@@ -386,7 +386,10 @@ pub fn run_scenario(
                     port: port.name.clone(),
                     source,
                 })?;
-            let pacing = if scheduled || opts.unpaced {
+            let pacing = if scheduled
+                || opts.unpaced
+                || worker::paced_in_kernel(&mut backend, &worker_flows, opts)
+            {
                 None
             } else {
                 Some(port_pacing(

@@ -664,7 +664,13 @@ pub fn run_port<B: Backend>(
                 KernelStamp::Fixed(clock.realtime_now_ns())
             };
             let flow = plan.and_then(|(frames, pace)| {
-                let sizes = size_cycle(spec, s)?;
+                // A paced flow has planned its first frame already (its size drawn).
+                let first = match (s.fixed, s.next) {
+                    (Some((size, _)), _) => Some(size),
+                    (None, Some((_, template))) => Some(s.gen.frame_size(template)),
+                    (None, None) => None,
+                };
+                let sizes = size_cycle(spec, first, s.sizes.clone())?;
                 s.gen
                     .kernel_flow(frames, stamp, &sizes)
                     .map(|f| KernelFlow { pace, ..f })
@@ -681,7 +687,7 @@ pub fn run_port<B: Backend>(
                     let state = states.pop().expect("one flow state");
                     let mut report =
                         run_in_kernel(port_name, backend, state, &flow, clock, opts, stop);
-                    // The floor probe ran (its frames went out) though the program paces.
+                    // The program paces: no floor was probed for it (see `paced_in_kernel`).
                     report.pacing = pacing.filter(|_| paced);
                     return Ok(report);
                 }
@@ -1050,29 +1056,54 @@ fn kernel_pace(
 /// Most frames in a size sequence handed to a backend (longer ones stay with the engine).
 const MAX_SIZE_CYCLE: u64 = 1 << 16;
 
-/// The flow's next frame sizes, one period of its sequence from its next frame on (the
-/// sequence repeats them over and over), for a backend that generates frames itself.
-fn size_cycle(spec: &FlowSpec, state: &FlowState) -> Result<Vec<u32>, String> {
+/// The flow's next frame sizes, one period of its sequence: `first` (the size of a frame
+/// already planned) and then what `sizes` gives (the sequence repeats them over and over),
+/// for a backend that generates frames itself.
+fn size_cycle(
+    spec: &FlowSpec,
+    first: Option<u32>,
+    mut sizes: SizeSequence,
+) -> Result<Vec<u32>, String> {
     match spec.size.period() {
         None => Err("random frame sizes (a sequence that never repeats)".into()),
         Some(n) if n > MAX_SIZE_CYCLE => Err(format!(
             "a sequence of frame sizes that repeats only after {n} frames"
         )),
-        Some(n) => {
-            // A paced flow has planned its first frame already (its size drawn).
-            let first = match (state.fixed, state.next) {
-                (Some((size, _)), _) => Some(size),
-                (None, Some((_, template))) => Some(state.gen.frame_size(template)),
-                (None, None) => None,
-            };
-            let mut next = state.sizes.clone();
-            Ok(first
-                .into_iter()
-                .chain(std::iter::from_fn(|| Some(next.next_size())))
-                .take(n as usize)
-                .collect())
-        }
+        Some(n) => Ok(first
+            .into_iter()
+            .chain(std::iter::from_fn(|| Some(sizes.next_size())))
+            .take(n as usize)
+            .collect()),
     }
+}
+
+/// Whether `backend`'s own program will pace `flows` (one flow it can generate, paced at a
+/// constant rate or in bursts), by the checks [`run_port`] makes: the engine's floor, probed
+/// for pacing hand-overs itself, is then not needed, and its probe frames stay off the
+/// wire. Should the program fail to start after all, the engine paces one frame per
+/// hand-over.
+pub(crate) fn paced_in_kernel<B: Backend>(
+    backend: &mut B,
+    flows: &[FlowSpec],
+    opts: &RunOptions,
+) -> bool {
+    let [spec] = flows else {
+        return false;
+    };
+    if opts.engine_frames || opts.unpaced || backend.time_base() == TimeBase::Scheduled {
+        return false;
+    }
+    let (Some(generator), Ok((frames, pace))) =
+        (backend.kernel_generator(), kernel_pace(spec, opts))
+    else {
+        return false;
+    };
+    let Ok(gen) = FlowGenerator::compile(spec, crate::DEFAULT_RUN_TAG, opts.seq_start) else {
+        return false;
+    };
+    size_cycle(spec, None, spec.size.sequence(spec.size_seed))
+        .and_then(|sizes| gen.kernel_flow(frames, KernelStamp::PerFrame, &sizes))
+        .is_ok_and(|f| generator.refuses(&KernelFlow { pace, ..f }).is_none())
 }
 
 /// Runs one flow that the backend generates itself (`xdp-live`'s kernel program) until its
