@@ -859,7 +859,8 @@ def main():
     w.add_argument("--warmup", type=float, default=1.0, help="seconds after the first frame")
     w.add_argument("--seconds", type=float, required=True, help="length of the window")
     w.add_argument("--start-timeout", type=float, default=30.0)
-    w.add_argument("--frame-bytes", type=int, default=60, help="expected frame size without FCS")
+    w.add_argument("--frame-bytes", type=float, default=60,
+                   help="expected (mean) frame size without FCS")
     w.add_argument("--case", required=True)
     w.add_argument("--round", type=int, required=True)
 
