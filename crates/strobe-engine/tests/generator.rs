@@ -292,6 +292,11 @@ fn kernel_program_writes_the_engines_frames() {
         format!(
             "size = {{ increment = {{ start = 90, end = 1518, step = 101 }} }}\n{ETH}[[flows.packet]]\nipv6 = {{ src = \"2001:2::1\", dst = \"2001:2::2\" }}\n[[flows.packet]]\nudp = {{ dst_port = {{ increment = {{ start = 1000, step = 7, count = 11 }} }} }}\n"
         ),
+        // Headers past the first 128 bytes that differ with the size (the inner UDP
+        // length at 128 behind VXLAN over IPv6 twice).
+        format!(
+            "size = {{ weight_pairs = {{ custom = [{{ size = 594, weight = 1 }}, {{ size = 1518, weight = 1 }}] }} }}\n{ETH}[[flows.packet]]\nipv6 = {{ src = \"2001:2::1\", dst = \"2001:2::2\" }}\n[[flows.packet]]\nudp = {{ src_port = {{ increment = {{ start = 49152, step = 7, count = 100 }} }} }}\n[[flows.packet]]\nvxlan = {{ vni = 5 }}\n{ETH}[[flows.packet]]\nipv6 = {{ src = \"2001:2::3\", dst = \"2001:2::4\" }}\n[[flows.packet]]\nudp = {{ src_port = 1, dst_port = {{ values = [2, 3, 4] }} }}\n"
+        ),
         "size = { weight_pairs = { custom = [{ size = 1500, weight = 2 }, { size = 77, weight = 3 }, { size = 300, weight = 1 }] } }\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv4 = { src = \"198.18.0.1\", dst = \"198.19.0.1\" }\n[[flows.packet]]\nudp = { src_port = { random = { min = 1024, max = 65535, seed = 9 } }, dst_port = 2000 }\n"
             .to_string(),
     ];

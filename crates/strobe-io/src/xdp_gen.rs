@@ -280,14 +280,19 @@ pub(crate) fn refuses(flow: &KernelFlow, max_frame: usize) -> Option<String> {
         }
     }
     let seed = seed_of(flow);
-    for t in 0..n {
-        let bytes: usize = rewritten(flow, t, &seed).iter().map(|(a, b)| b - a).sum();
-        if bytes > MAX_REWRITE {
-            return Some(format!(
-                "frames of {} bytes that differ from the longest in {bytes} bytes besides their headers (the kernel program rewrites at most {MAX_REWRITE})",
-                flow.templates[t].frame.len()
-            ));
-        }
+    let differing = dirty_past_headers(flow, &seed)
+        .iter()
+        .filter(|&&d| d)
+        .count();
+    if differing > MAX_REWRITE {
+        return Some(format!(
+            "frames of several sizes that differ in {differing} bytes past their first {REWRITTEN_BYTES} (the kernel program rewrites at most {MAX_REWRITE} there)"
+        ));
+    }
+    // Jumps reach at most 2^15 instructions: a program too long is refused, not loaded
+    // wrong.
+    if let Err(why) = assemble(flow, -1, -1) {
+        return Some(why);
     }
     None
 }
@@ -349,34 +354,45 @@ pub(crate) fn seed_of(flow: &KernelFlow) -> Vec<u8> {
     frame_of(flow, longest)
 }
 
-/// The byte ranges the program writes into a page for a frame of template `t` (besides
-/// what varies): the first [`REWRITTEN_BYTES`] (the headers, whatever the protocols: a
-/// receiver that forwards in place changes them in the page, which comes back to the
-/// kernel's pool), every template's trailer (the frames of another size that used the page
-/// left theirs), and wherever `t`'s frame differs from `seed`, the pages' first frame.
-/// Ranges are at least 8 bytes (the stores' width), sorted; they may overlap.
-fn rewritten(flow: &KernelFlow, t: usize, seed: &[u8]) -> Vec<(usize, usize)> {
-    let frame = &flow.templates[t].frame;
-    let len = frame.len();
-    let mut dirty = vec![false; len];
-    dirty[..len.min(REWRITTEN_BYTES)].fill(true);
-    for (i, d) in dirty.iter_mut().enumerate().skip(REWRITTEN_BYTES) {
-        *d = seed.get(i) != frame.get(i);
-    }
-    for (at, n) in flow.templates.iter().filter_map(|u| u.trailer) {
-        for d in dirty.iter_mut().take(at + n).skip(at) {
-            *d = true;
+/// The bytes past the headers that a page may hold from another frame than the one the
+/// program writes: every template's trailer (its sequence number and stamp vary), and
+/// wherever any template's frame differs from `seed`, the pages' first frame (a length
+/// field past the first [`REWRITTEN_BYTES`] in deep encapsulations, a payload that moves
+/// with the size). Everywhere else every frame of the flow has the seed's bytes. Over the
+/// seed's length.
+fn dirty_past_headers(flow: &KernelFlow, seed: &[u8]) -> Vec<bool> {
+    let mut dirty = vec![false; seed.len()];
+    for u in 0..flow.templates.len() {
+        let frame = frame_of(flow, u);
+        for (i, d) in dirty.iter_mut().enumerate().skip(REWRITTEN_BYTES) {
+            *d |= frame.get(i).is_some_and(|b| *b != seed[i]);
+        }
+        if let Some((at, n)) = flow.templates[u].trailer {
+            for d in dirty.iter_mut().take(at + n).skip(at.max(REWRITTEN_BYTES)) {
+                *d = true;
+            }
         }
     }
+    dirty
+}
+
+/// The byte ranges the program writes into a page for a frame of template `t`, `len` bytes
+/// long (besides what varies): the first [`REWRITTEN_BYTES`] (the headers, whatever the
+/// protocols: a receiver that forwards in place changes them in the page, which comes back
+/// to the kernel's pool) and the `dirty` bytes within the frame. Ranges are at least 8
+/// bytes (the stores' width; widening only takes in bytes every frame shares), sorted; they
+/// may overlap.
+fn rewritten(len: usize, dirty: &[bool]) -> Vec<(usize, usize)> {
+    let is_dirty = |i: usize| i < REWRITTEN_BYTES || dirty.get(i).copied().unwrap_or(false);
     let mut ranges = Vec::new();
     let mut i = 0;
     while i < len {
-        if !dirty[i] {
+        if !is_dirty(i) {
             i += 1;
             continue;
         }
         let from = i;
-        while i < len && dirty[i] {
+        while i < len && is_dirty(i) {
             i += 1;
         }
         let to = i.max(8.min(len));
@@ -438,7 +454,15 @@ fn slot(fields: usize, v: KernelValue) -> i16 {
 /// for each checksum: sum = base + Σ value << shift; write ~fold(sum)
 /// st->produced++; return bpf_redirect_map(&devmap, 0, 0)
 /// ```
-pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<Insn> {
+pub(crate) fn program(
+    flow: &KernelFlow,
+    state_fd: i32,
+    devmap_fd: i32,
+) -> Result<Vec<Insn>, String> {
+    assemble(flow, state_fd, devmap_fd)
+}
+
+fn assemble(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Result<Vec<Insn>, String> {
     let mut a = Asm::new();
     let (idle, refuse, early, send) = (a.label(), a.label(), a.label(), a.label());
     // r6 ctx, r7 state, r8 packet data.
@@ -454,6 +478,7 @@ pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<I
     }
 
     let seed = seed_of(flow);
+    let dirty = dirty_past_headers(flow, &seed);
     let n = flow.templates.len();
     let bodies: Vec<usize> = (0..n).map(|_| a.label()).collect();
     if n > 1 {
@@ -480,7 +505,7 @@ pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<I
     }
     for (t, &body) in bodies.iter().enumerate() {
         a.bind(body);
-        frame_body(&mut a, flow, t, &seed, refuse);
+        frame_body(&mut a, flow, t, (&seed, &dirty), refuse);
         a.jump(JMP_JA, 0, 0, 0, send);
     }
 
@@ -517,7 +542,13 @@ pub(crate) fn program(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Vec<I
 /// Writes a frame of template `t` into the page (r6 ctx, r7 state; sets r8 to the packet):
 /// its length, its constant bytes, the sequence number, the fields, the stamp, the
 /// checksums. Jumps to `refuse` when the page cannot hold it.
-fn frame_body(a: &mut Asm, flow: &KernelFlow, t: usize, seed: &[u8], refuse: usize) {
+fn frame_body(
+    a: &mut Asm,
+    flow: &KernelFlow,
+    t: usize,
+    (seed, dirty): (&[u8], &[bool]),
+    refuse: usize,
+) {
     let template = &flow.templates[t];
     let frame = frame_of(flow, t);
     let n = flow.fields.len();
@@ -535,7 +566,7 @@ fn frame_body(a: &mut Asm, flow: &KernelFlow, t: usize, seed: &[u8], refuse: usi
     a.op(ALU64_ADD_K, 1, 0, 0, frame.len() as i32);
     a.jump(JMP_JGT_X, 1, 9, 0, refuse);
 
-    for (from, to) in rewritten(flow, t, seed) {
+    for (from, to) in rewritten(frame.len(), dirty) {
         rewrite(a, &frame, from, to);
     }
 

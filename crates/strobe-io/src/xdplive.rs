@@ -228,6 +228,7 @@ fn live_program(slots_fd: i32, devmap_fd: i32, max_frame: usize) -> Vec<Insn> {
     a.op(ALU64_MOV_K, 0, 0, 0, XDP_DROP);
     a.op(JMP_EXIT, 0, 0, 0, 0);
     a.finish()
+        .expect("the ring's program is a few dozen instructions, every label bound")
 }
 
 /// The thread that keeps the program running over the ring.
@@ -858,7 +859,7 @@ impl KernelGenerator for XdpLiveTx {
                 self.iface
             )));
         }
-        // Frames the ring still holds (a paced run's floor probe) leave first.
+        // Frames the ring still holds leave first (none, unless frames were sent before).
         let drained = Instant::now() + DRAIN_LIMIT;
         while self.in_flight() > 0
             && self.runner.as_ref().is_some_and(|r| !r.failed())
@@ -881,7 +882,8 @@ impl KernelGenerator for XdpLiveTx {
         }
         let (map, state) = state_map(flow, self.held)?;
         let prog = load_program(
-            &xdp_gen::program(flow, map.as_raw_fd(), self._devmap.as_raw_fd()),
+            &xdp_gen::program(flow, map.as_raw_fd(), self._devmap.as_raw_fd())
+                .map_err(|why| IoError::Other(format!("xdp-live:{}: {why}", self.iface)))?,
             "strobe_gen",
             false,
         )?;
@@ -1013,7 +1015,7 @@ pub fn generated_frames(flow: &KernelFlow, n: usize) -> Result<Vec<Vec<u8>>, IoE
     let devmap = create_map(BPF_MAP_TYPE_DEVMAP, 4, 1, 0, "strobe_gen_dev")
         .map_err(|e| kernel_error("cannot create a DEVMAP", e))?;
     let prog = load_program(
-        &xdp_gen::program(flow, map.as_raw_fd(), devmap.as_raw_fd()),
+        &xdp_gen::program(flow, map.as_raw_fd(), devmap.as_raw_fd()).map_err(IoError::Other)?,
         "strobe_gen",
         false,
     )?;

@@ -69,16 +69,20 @@ impl SizeSpec {
     }
 
     /// Frames after which the sequence from [`SizeSpec::sequence`] starts over, from any
-    /// point of it: 1 for a fixed size, the sizes of an increment, the total weight of
-    /// weight pairs (smooth weighted round robin gives each size its weight in every such
-    /// block, and its credits return to where they were). None for random sizes.
+    /// point of it: 1 for one size, the sizes of an increment, the total weight of weight
+    /// pairs over their common divisor (smooth weighted round robin gives each size its
+    /// weight in every such block, and its credits return to where they were; weights
+    /// scaled alike give the same sequence). None for random sizes.
     pub fn period(&self) -> Option<u64> {
         match self {
             SizeSpec::Fixed(_) => Some(1),
-            SizeSpec::Increment { .. } => Some(self.distinct_sizes().len() as u64),
+            SizeSpec::Random { min, max } if min == max => Some(1),
             SizeSpec::Random { .. } => None,
+            SizeSpec::Increment { .. } => Some(self.distinct_sizes().len() as u64),
             SizeSpec::WeightPairs(pairs) => {
-                Some(pairs.iter().map(|&(_, w)| u64::from(w)).sum::<u64>().max(1))
+                let weights = pairs.iter().map(|&(_, w)| u64::from(w)).filter(|&w| w > 0);
+                let divisor = weights.clone().fold(0, gcd).max(1);
+                Some((weights.sum::<u64>() / divisor).max(1))
             }
         }
     }
@@ -214,6 +218,14 @@ impl SizeSequence {
     }
 }
 
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +246,8 @@ mod tests {
             },
             SizeSpec::imix(),
             SizeSpec::WeightPairs(vec![(64, 3), (128, 0), (256, 5), (1500, 2)]),
+            SizeSpec::WeightPairs(vec![(64, 7000), (570, 4000), (1518, 1000)]),
+            SizeSpec::Random { min: 100, max: 100 },
         ];
         for spec in &specs {
             let period = spec.period().unwrap() as usize;
@@ -243,6 +257,11 @@ mod tests {
             }
         }
         assert_eq!(SizeSpec::imix().period(), Some(12));
+        assert_eq!(
+            SizeSpec::WeightPairs(vec![(64, 7000), (570, 4000), (1518, 1000)]).period(),
+            Some(12),
+            "weights over their common divisor"
+        );
         assert_eq!(SizeSpec::Random { min: 64, max: 65 }.period(), None);
     }
 

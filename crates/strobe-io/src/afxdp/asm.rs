@@ -53,14 +53,21 @@ impl Asm {
     pub(crate) fn map(&mut self, dst: u8, fd: i32) {
         self.imm64(dst, BPF_PSEUDO_MAP_FD, fd, 0);
     }
-    /// The program, every jump resolved. Panics on a label never bound (a strobe bug the
-    /// tests catch: every program is assembled in them).
-    pub(crate) fn finish(mut self) -> Vec<Insn> {
+    /// The program, every jump resolved; why not when a jump is longer than an
+    /// instruction's 16-bit offset reaches, or a label was never bound (a strobe bug).
+    pub(crate) fn finish(mut self) -> Result<Vec<Insn>, String> {
         for (pc, label) in self.jumps {
-            let target = self.labels[label].expect("every label is bound");
-            self.p[pc].set_off((target as isize - pc as isize - 1) as i16);
+            let target = self.labels[label]
+                .ok_or("a jump to a label never bound (a strobe bug)".to_string())?;
+            let off = i16::try_from(target as isize - pc as isize - 1).map_err(|_| {
+                format!(
+                    "a program of {} instructions (a jump in it spans more than 32 767; fewer frame sizes or varying fields)",
+                    self.p.len()
+                )
+            })?;
+            self.p[pc].set_off(off);
         }
-        self.p
+        Ok(self.p)
     }
 }
 
@@ -81,11 +88,25 @@ mod tests {
         a.bind(end);
         a.jump(JMP_JA, 0, 0, 0, top); // 6 -> 0
         a.op(JMP_EXIT, 0, 0, 0, 0); // 7
-        let p = a.finish();
+        let p = a.finish().unwrap();
         assert_eq!(p.len(), 8);
         let target = |pc: usize| (pc as i64 + 1 + i64::from(p[pc].off())) as usize;
         assert_eq!(target(1), 6);
         assert_eq!(target(6), 0);
         assert_eq!(p[4].code(), LD_IMM_DW);
+    }
+
+    #[test]
+    fn a_jump_too_long_is_an_error_not_a_wrong_program() {
+        let mut a = Asm::new();
+        let end = a.label();
+        a.jump(JMP_JA, 0, 0, 0, end);
+        for _ in 0..40_000 {
+            a.op(ALU64_MOV_K, 0, 0, 0, 0);
+        }
+        a.bind(end);
+        a.op(JMP_EXIT, 0, 0, 0, 0);
+        let why = a.finish().expect_err("too long");
+        assert!(why.contains("40002 instructions"), "{why}");
     }
 }
