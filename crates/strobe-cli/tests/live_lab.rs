@@ -298,46 +298,16 @@ fn xdp_live_generates_in_the_kernel_with_every_frame_accounted() {
     assert_eq!(f["duplicates"], 0, "{f}");
 
     // What arrives is well formed: ports counting, checksums good (tshark).
-    let pcap = dir.path("gen.pcap");
-    let capture = Capture::start(&lab.ns("rx"), "rx0", &pcap);
-    let out = lab
-        .gen_command("lab:tx@xdp-live", "lab:rx")
-        .args(["--unpaced", "--count", "2000"])
-        .args(["--vary", "udp.src_port=inc:1000/1/500"])
-        .output()
-        .unwrap();
-    ok(out);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    drop(capture);
-    let rows = tshark(
-        &pcap,
-        &[
-            "udp.srcport",
-            "udp.dstport",
-            "icmp.type",
-            "udp.checksum.status",
-            "ip.checksum.status",
-        ],
-    );
-    let ours: Vec<_> = rows
-        .iter()
-        .filter(|r| r[1] == "2000" && r[2].is_empty())
-        .collect();
-    assert!(
-        ours.len() > 1000,
-        "tcpdump saw {} of 2000 frames",
-        ours.len()
+    let (_, frames) = captured_kernel_run(
+        &lab,
+        &dir.path("gen.pcap"),
+        &["--vary", "udp.src_port=inc:1000/1/500"],
+        2000,
     );
     let mut ports = std::collections::BTreeSet::new();
-    for r in &ours {
-        let port: u32 = r[0].parse().unwrap();
-        assert!((1000..1500).contains(&port), "{r:?}");
-        assert_eq!(
-            (r[3].as_str(), r[4].as_str()),
-            ("1", "1"),
-            "checksums: {r:?}"
-        );
-        ports.insert(port);
+    for (_, port) in &frames {
+        assert!((1000..1500).contains(port), "port {port}");
+        ports.insert(*port);
     }
     assert!(
         ports.len() >= 400,
@@ -348,58 +318,24 @@ fn xdp_live_generates_in_the_kernel_with_every_frame_accounted() {
     // IMIX with a random source port, generated in the kernel too: the sizes in IMIX's
     // proportions, ports in their range and spread, checksums good (tshark), although the
     // kernel's pages pass from one size to another.
-    let pcap = dir.path("imix.pcap");
-    let capture = Capture::start(&lab.ns("rx"), "rx0", &pcap);
-    let out = lab
-        .gen_command("lab:tx@xdp-live", "lab:rx")
-        .args(["--unpaced", "--count", "2400", "--size", "imix"])
-        .args(["--vary", "udp.src_port=rand:3000-3999"])
-        .output()
-        .unwrap();
-    let stdout = ok(out);
-    assert!(
-        stdout.contains("generated in the kernel") && stdout.contains("3 frame sizes"),
-        "{stdout}"
+    let (stdout, frames) = captured_kernel_run(
+        &lab,
+        &dir.path("imix.pcap"),
+        &["--size", "imix", "--vary", "udp.src_port=rand:3000-3999"],
+        2400,
     );
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    drop(capture);
-    let rows = tshark(
-        &pcap,
-        &[
-            "frame.len",
-            "udp.srcport",
-            "udp.dstport",
-            "icmp.type",
-            "udp.checksum.status",
-            "ip.checksum.status",
-        ],
-    );
-    let ours: Vec<_> = rows
-        .iter()
-        .filter(|r| r[2] == "2000" && r[3].is_empty())
-        .collect();
-    assert!(
-        ours.len() > 1200,
-        "tcpdump saw {} of 2400 frames",
-        ours.len()
-    );
+    assert!(stdout.contains("3 frame sizes"), "{stdout}");
     let (mut lengths, mut ports) = (
         std::collections::BTreeMap::new(),
         std::collections::BTreeSet::new(),
     );
-    for r in &ours {
-        *lengths.entry(r[0].parse::<u32>().unwrap()).or_insert(0u32) += 1;
-        let port: u32 = r[1].parse().unwrap();
-        assert!((3000..4000).contains(&port), "{r:?}");
-        assert_eq!(
-            (r[4].as_str(), r[5].as_str()),
-            ("1", "1"),
-            "checksums: {r:?}"
-        );
-        ports.insert(port);
+    for (len, port) in &frames {
+        *lengths.entry(*len).or_insert(0u32) += 1;
+        assert!((3000..4000).contains(port), "port {port}");
+        ports.insert(*port);
     }
     // IMIX: 7 × 64, 4 × 570, 1 × 1518 bytes on the wire (captured without FCS).
-    let seen = |len: u32| f64::from(*lengths.get(&len).unwrap_or(&0)) / ours.len() as f64;
+    let seen = |len: u32| f64::from(*lengths.get(&len).unwrap_or(&0)) / frames.len() as f64;
     assert_eq!(lengths.len(), 3, "{lengths:?}");
     for (len, share) in [(60, 7.0 / 12.0), (566, 4.0 / 12.0), (1514, 1.0 / 12.0)] {
         assert!((seen(len) - share).abs() < 0.05, "{len}: {lengths:?}");
@@ -418,6 +354,59 @@ fn xdp_live_generates_in_the_kernel_with_every_frame_accounted() {
             && stdout.contains("random frame sizes"),
         "{stdout}"
     );
+}
+
+/// `count` frames generated in the kernel (`lab:tx@xdp-live`, unpaced, plus `args`),
+/// captured at rx0 and decoded by tshark: the run's stdout (it says the kernel generated
+/// them) and each of the flow's frames that arrived as (length, UDP source port), more than
+/// half of them, every IP and UDP checksum good.
+fn captured_kernel_run(
+    lab: &TestLab,
+    pcap: &str,
+    args: &[&str],
+    count: u32,
+) -> (String, Vec<(u32, u32)>) {
+    let capture = Capture::start(&lab.ns("rx"), "rx0", pcap);
+    let out = lab
+        .gen_command("lab:tx@xdp-live", "lab:rx")
+        .args(["--unpaced", "--count", &count.to_string()])
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = ok(out);
+    assert!(stdout.contains("generated in the kernel"), "{stdout}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    drop(capture);
+    let rows = tshark(
+        pcap,
+        &[
+            "frame.len",
+            "udp.srcport",
+            "udp.dstport",
+            "icmp.type",
+            "udp.checksum.status",
+            "ip.checksum.status",
+        ],
+    );
+    let frames: Vec<(u32, u32)> = rows
+        .iter()
+        .filter(|r| r[2] == "2000" && r[3].is_empty())
+        .map(|r| {
+            // checksum.status 1 = good.
+            assert_eq!(
+                (r[4].as_str(), r[5].as_str()),
+                ("1", "1"),
+                "checksums: {r:?}"
+            );
+            (r[0].parse().unwrap(), r[1].parse().unwrap())
+        })
+        .collect();
+    assert!(
+        frames.len() as u32 > count / 2,
+        "tcpdump saw {} of {count} frames",
+        frames.len()
+    );
+    (stdout, frames)
 }
 
 /// `lab:tx@afpacket-gso` with consecutive IP identifications: batches of 64 leave as UDP

@@ -164,14 +164,18 @@ fn live_program(slots_fd: i32, devmap_fd: i32, max_frame: usize) -> Vec<Insn> {
         a.jump(JMP_JGT_K, 4, 0, max_frame as i32, refuse);
         a.jump(JMP_JLT_K, 4, 0, MIN_FRAME as i32, refuse);
     };
+    // r0 = lookup(slots, the u32 on the stack at `key`); to `missing` when there is none.
+    let lookup = |a: &mut Asm, key: i16, missing: usize| {
+        a.op(ALU64_MOV_X, 2, 10, 0, 0);
+        a.op(ALU64_ADD_K, 2, 0, 0, i32::from(key));
+        a.map(1, slots_fd);
+        a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_MAP_LOOKUP_ELEM);
+        a.jump(JMP_JEQ_K, 0, 0, 0, missing);
+    };
     a.op(ALU64_MOV_X, 6, 1, 0, 0);
     // ctl = lookup(slots, &0)
     a.op(ST_MEM_W, 10, 0, -4, 0);
-    a.op(ALU64_MOV_X, 2, 10, 0, 0);
-    a.op(ALU64_ADD_K, 2, 0, 0, -4);
-    a.map(1, slots_fd);
-    a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_MAP_LOOKUP_ELEM);
-    a.jump(JMP_JEQ_K, 0, 0, 0, drop);
+    lookup(&mut a, -4, drop);
     a.op(ALU64_MOV_X, 7, 0, 0, 0);
     // Nothing waiting: count an idle poll and drop the empty page.
     a.op(LDX_MEM_W, 8, 7, CONTROL_CONSUMED, 0);
@@ -188,11 +192,7 @@ fn live_program(slots_fd: i32, devmap_fd: i32, max_frame: usize) -> Vec<Insn> {
     a.op(ALU64_AND_K, 1, 0, 0, (SLOTS - 1) as i32);
     a.op(ALU64_ADD_K, 1, 0, 0, 1);
     a.op(STX_MEM_W, 10, 1, -8, 0);
-    a.op(ALU64_MOV_X, 2, 10, 0, 0);
-    a.op(ALU64_ADD_K, 2, 0, 0, -8);
-    a.map(1, slots_fd);
-    a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_MAP_LOOKUP_ELEM);
-    a.jump(JMP_JEQ_K, 0, 0, 0, refuse);
+    lookup(&mut a, -8, refuse);
     a.op(ALU64_MOV_X, 9, 0, 0, 0);
     // bpf_xdp_adjust_tail(ctx, len - SEED_LEN)
     bounded_len(&mut a);
