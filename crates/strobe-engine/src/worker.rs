@@ -670,11 +670,14 @@ pub fn run_port<B: Backend>(
                     (None, Some((_, template))) => Some(s.gen.frame_size(template)),
                     (None, None) => None,
                 };
-                let sizes = size_cycle(spec, first, s.sizes.clone())?;
-                s.gen
-                    .kernel_flow(frames, stamp, &sizes)
-                    .map(|f| KernelFlow { pace, ..f })
-                    .and_then(|f| generator.refuses(&f).map_or(Ok(f), Err))
+                handed_over(
+                    spec,
+                    &s.gen,
+                    (first, s.sizes.clone()),
+                    (frames, pace),
+                    stamp,
+                )
+                .and_then(|f| generator.refuses(&f).map_or(Ok(f), Err))
             });
             // Held from the start when the run starts paused.
             generator.hold(
@@ -1101,9 +1104,23 @@ pub(crate) fn paced_in_kernel<B: Backend>(
     let Ok(gen) = FlowGenerator::compile(spec, crate::DEFAULT_RUN_TAG, opts.seq_start) else {
         return false;
     };
-    size_cycle(spec, None, spec.size.sequence(spec.size_seed))
-        .and_then(|sizes| gen.kernel_flow(frames, KernelStamp::PerFrame, &sizes))
-        .is_ok_and(|f| generator.refuses(&KernelFlow { pace, ..f }).is_none())
+    let sizes = (None, spec.size.sequence(spec.size_seed));
+    handed_over(spec, &gen, sizes, (frames, pace), KernelStamp::PerFrame)
+        .is_ok_and(|f| generator.refuses(&f).is_none())
+}
+
+/// The flow as the engine hands it to a backend that generates it: its sizes from `first`
+/// and `sizes` on ([`size_cycle`]), `frames` of them paced by `pace`, stamped with `stamp`.
+fn handed_over(
+    spec: &FlowSpec,
+    gen: &FlowGenerator,
+    (first, sizes): (Option<u32>, SizeSequence),
+    (frames, pace): (Option<u64>, Option<KernelPace>),
+    stamp: KernelStamp,
+) -> Result<KernelFlow, String> {
+    let sizes = size_cycle(spec, first, sizes)?;
+    let flow = gen.kernel_flow(frames, stamp, &sizes)?;
+    Ok(KernelFlow { pace, ..flow })
 }
 
 /// Runs one flow that the backend generates itself (`xdp-live`'s kernel program) until its
@@ -1191,8 +1208,7 @@ fn run_in_kernel<B: Backend>(
         }
     }
     report.frames = frames;
-    // Sizes on the wire, FCS included.
-    let bytes = flow.frame_bytes(frames) + 4 * frames;
+    let bytes = flow.wire_bytes(frames);
     report.bytes = bytes;
     // From the first stamp to the last where frames carry their own, else the worker's
     // view of the run (within the poll interval); a pause is not sending time.
@@ -1265,11 +1281,7 @@ fn run_generator(
         }
         if let Some(live) = &state.live {
             let frames = generator.generated();
-            live.publish_tx(
-                state.report.id,
-                frames,
-                flow.frame_bytes(frames) + 4 * frames,
-            );
+            live.publish_tx(state.report.id, frames, flow.wire_bytes(frames));
         }
         std::thread::sleep(KERNEL_POLL);
     }
