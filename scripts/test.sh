@@ -16,6 +16,6 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # Every fuzz target for a few seconds (nightly + cargo-fuzz, installed when missing); the
 # long campaign is `bash fuzz/run campaign`.
 bash fuzz/run smoke "${FUZZ_SECONDS:-12}"
-cargo test --workspace --quiet 2>&1 | tee /tmp/strobe-test.log
+cargo test --workspace --quiet --no-fail-fast 2>&1 | tee /tmp/strobe-test.log
 bash scripts/otg-tests.sh
 bash scripts/gosnappi-tests.sh
