@@ -221,6 +221,88 @@ fn xdp_live_sends_with_exact_counts_paced_and_unpaced() {
     }
 }
 
+/// Three paced flows on one `lab:tx@xdp-live` port (IPv4 and IPv6, three sizes, a counting
+/// port, constant rates and bursts) are generated and paced by one kernel program through
+/// the router: each flow's count is exact at the sender, each flow's frames arrive once and
+/// in order at its own rate (or are counted dropped), and the port says the program
+/// interleaves them by their deadlines.
+#[test]
+fn xdp_live_paces_several_flows_in_one_kernel_program() {
+    let _one = one_xdp_live_test_at_a_time();
+    let dir = Scratch::new("live-xdp-flows");
+    let lab = TestLab::up("m", "router");
+    let scenario = dir.path("flows.toml");
+    let flow_text = |name: &str, size: u32, rate: &str, duration: &str, l3: &str| {
+        format!(
+            "[[flows]]\nname = \"{name}\"\ntx = \"west\"\nrx = \"east\"\nsize = {size}\nrate = {rate}\nduration = {duration}\n[[flows.packet]]\nethernet = {{}}\n[[flows.packet]]\n{l3}\n[[flows.packet]]\nudp = {{ src_port = {{ increment = {{ start = 1000, step = 1, count = 100 }} }}, dst_port = 2000 }}\n\n"
+        )
+    };
+    let v4 = "ipv4 = { src = \"198.18.0.1\", dst = \"198.18.1.1\" }";
+    let v6 = "ipv6 = { src = \"2001:2::1\", dst = \"2001:2:0:1::1\" }";
+    let text = [
+        "[[ports]]\nname = \"west\"\nlocation = \"lab:tx@xdp-live\"\n\n[[ports]]\nname = \"east\"\nlocation = \"lab:rx\"\n\n".to_string(),
+        flow_text("a", 64, "{ pps = 20000 }", "{ fixed_packets = { packets = 20000 } }", v4),
+        flow_text("b", 700, "{ pps = 5000 }", "{ fixed_packets = { packets = 5000 } }", v6),
+        // Bursts of 10 at 10 kpps, 500 µs apart: 1.4 s.
+        flow_text(
+            "c",
+            1518,
+            "{ pps = 10000 }",
+            "{ burst = { bursts = 1000, packets = 10, inter_burst_gap = { microseconds = 500 } } }",
+            v4,
+        ),
+    ]
+    .concat();
+    std::fs::write(&scenario, text).unwrap();
+    let json = dir.path("flows.json");
+    let dut_drops_before = drops_in(&lab.ns("dut"));
+    let out = strobe()
+        .args(["gen", &scenario, "--lab", &lab.prefix, "--json", &json])
+        .output()
+        .unwrap();
+    let stdout = ok(out);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let port = &r["ports"][0];
+    assert_eq!(port["in_kernel"], true, "{stdout}\n{port}");
+    assert!(
+        port["generation"].as_str().unwrap().contains("3 flows"),
+        "{port}"
+    );
+    assert!(port["pacing"].is_null(), "no floor probed: {port}");
+    assert_eq!(port["frames_tx"], 35_000, "{port}");
+    assert_eq!(port["xmit_errors"], 0, "{port}");
+    let dut_drops = drops_in(&lab.ns("dut")) - dut_drops_before;
+    let rx = &r["rx_ports"][0];
+    let mut received = 0;
+    for (f, want) in r["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip([20_000u64, 5_000, 10_000])
+    {
+        assert_eq!(f["frames_tx"], want, "{f}");
+        let got = f["frames_rx"].as_u64().unwrap();
+        assert!(got * 100 >= want * 95, "{f}");
+        assert_eq!(f["frames_rx_unique"], got, "{f}");
+        assert_eq!(
+            (&f["duplicates"], &f["reordered"]),
+            (&0.into(), &0.into()),
+            "{f}"
+        );
+        received += got;
+    }
+    let dropped = rx["interface_drops"].as_u64().unwrap_or(0)
+        + rx["kernel_drops"].as_u64().unwrap()
+        + dut_drops;
+    assert_eq!(received + dropped, 35_000, "{rx}");
+    // Each flow ran for its second: the flows interleaved, none waited for another.
+    for f in r["flows"].as_array().unwrap() {
+        let span = (f["last_tx_ns"].as_f64().unwrap() - f["first_tx_ns"].as_f64().unwrap()) / 1e9;
+        assert!((0.8..2.0).contains(&span), "{span} s: {f}");
+    }
+}
+
 /// `lab:tx@xdp-live` unpaced: the kernel's program generates the flow (a counting UDP port,
 /// sequence numbers, a stamp per frame), the count is exact at the sender, and every frame
 /// is accounted for at the sink: received once and in order, or counted as dropped by the

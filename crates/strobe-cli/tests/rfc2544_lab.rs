@@ -69,12 +69,19 @@ fn the_throughput_through_a_shaper_is_its_rate_in_frames_per_second() {
             Some("line_rate") => assert_eq!(max_pps, line_pps, "{t}"),
             _ => panic!("unexpected max_source: {t}"),
         }
-        assert!(max_pps > 3.0 * shaper_pps, "{t}");
         let trials = t["trials"].as_array().unwrap();
         assert!(trials[0]["asked_pps"].is_null());
+        let unpaced = trials[0]["offered_pps"].as_f64().unwrap();
+        assert!(unpaced > 3.0 * shaper_pps, "{t}");
         // Halving from the maximum to 0.5 % takes ten or more trials; the aimed search a
-        // few (generous: a noisy VM sometimes needs a bisection or two).
-        assert!(trials.len() <= 12, "{} trials: {t}", trials.len());
+        // few (generous: a noisy VM sometimes needs a bisection or two), one more when it
+        // starts with a trial at the line rate.
+        let line_trial = usize::from(t["max_source"] == "line_rate");
+        assert!(
+            trials.len() <= 12 + line_trial,
+            "{} trials: {t}",
+            trials.len()
+        );
         rows += trials.len();
     }
     assert_eq!(r["trials"].as_u64(), Some(rows as u64));

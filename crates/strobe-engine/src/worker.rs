@@ -647,49 +647,30 @@ pub fn run_port<B: Backend>(
         .iter()
         .any(|f| !f.rx_ports.is_empty() && f.metrics.latency.is_some());
     let mut generation = None;
-    if let ([s], [spec], false, false) = (&states[..], flows, scheduled_time, opts.engine_frames) {
-        // Unpaced: the frame budget; paced: the deadlines too, when the program can keep
-        // them.
-        let kernel_plan = match (paced, s.unpaced_budget) {
-            (true, _) => Some(kernel_pace(spec, opts)),
-            (false, Some(budget)) => Some(Ok(((budget != u64::MAX).then_some(budget), None))),
-            (false, None) => None,
+    if let (false, false, Some(generator)) = (
+        scheduled_time,
+        opts.engine_frames,
+        backend.kernel_generator(),
+    ) {
+        // Every frame is stamped where latency is measured; elsewhere receivers only check
+        // that a frame's stamp belongs to the run.
+        let stamp = if latency_measured {
+            KernelStamp::PerFrame
+        } else {
+            KernelStamp::Fixed(clock.realtime_now_ns())
         };
-        if let (Some(plan), Some(generator)) = (kernel_plan, backend.kernel_generator()) {
-            // Every frame is stamped where latency is measured; elsewhere receivers only
-            // check that a frame's stamp belongs to the run.
-            let stamp = if latency_measured {
-                KernelStamp::PerFrame
-            } else {
-                KernelStamp::Fixed(clock.realtime_now_ns())
-            };
-            let flow = plan.and_then(|(frames, pace)| {
-                // A paced flow has planned its first frame already (its size drawn).
-                let first = match (s.fixed, s.next) {
-                    (Some((size, _)), _) => Some(size),
-                    (None, Some((_, template))) => Some(s.gen.frame_size(template)),
-                    (None, None) => None,
-                };
-                handed_over(
-                    spec,
-                    &s.gen,
-                    (first, s.sizes.clone()),
-                    (frames, pace),
-                    stamp,
-                )
-                .and_then(|f| generator.refuses(&f).map_or(Ok(f), Err))
-            });
+        if let Some(handed) = kernel_flows(&states, flows, paced, opts, stamp) {
+            let handed = handed.and_then(|f| generator.refuses(&f).map_or(Ok(f), Err));
             // Held from the start when the run starts paused.
             generator.hold(
                 opts.pause
                     .as_deref()
                     .is_some_and(|p| p.load(Ordering::Relaxed)),
             );
-            match flow.map(|flow| generator.start(&flow).map(|()| flow)) {
-                Ok(Ok(flow)) => {
-                    let state = states.pop().expect("one flow state");
+            match handed.map(|f| generator.start(&f).map(|()| f)) {
+                Ok(Ok(handed)) => {
                     let mut report =
-                        run_in_kernel(port_name, backend, state, &flow, clock, opts, stop);
+                        run_in_kernel(port_name, backend, states, &handed, clock, opts, stop);
                     // The program paces: no floor was probed for it (see `paced_in_kernel`).
                     report.pacing = pacing.filter(|_| paced);
                     return Ok(report);
@@ -1080,33 +1061,74 @@ fn size_cycle(
     }
 }
 
-/// Whether `backend`'s own program will pace `flows` (one flow it can generate, paced at a
-/// constant rate or in bursts), by the checks [`run_port`] makes: the engine's floor, probed
-/// for pacing hand-overs itself, is then not needed, and its probe frames stay off the
-/// wire. Should the program fail to start after all, the engine paces one frame per
+/// Whether `backend`'s own program will pace `flows` (flows it can generate, paced at
+/// constant rates or in bursts), by the checks [`run_port`] makes: the engine's floor,
+/// probed for pacing hand-overs itself, is then not needed, and its probe frames stay off
+/// the wire. Should the program fail to start after all, the engine paces one frame per
 /// hand-over.
 pub(crate) fn paced_in_kernel<B: Backend>(
     backend: &mut B,
     flows: &[FlowSpec],
     opts: &RunOptions,
 ) -> bool {
-    let [spec] = flows else {
-        return false;
-    };
-    if opts.engine_frames || opts.unpaced || backend.time_base() == TimeBase::Scheduled {
+    if flows.is_empty()
+        || opts.engine_frames
+        || opts.unpaced
+        || backend.time_base() == TimeBase::Scheduled
+    {
         return false;
     }
-    let (Some(generator), Ok((frames, pace))) =
-        (backend.kernel_generator(), kernel_pace(spec, opts))
-    else {
+    let Some(generator) = backend.kernel_generator() else {
         return false;
     };
-    let Ok(gen) = FlowGenerator::compile(spec, crate::DEFAULT_RUN_TAG, opts.seq_start) else {
-        return false;
-    };
-    let sizes = (None, spec.size.sequence(spec.size_seed));
-    handed_over(spec, &gen, sizes, (frames, pace), KernelStamp::PerFrame)
-        .is_ok_and(|f| generator.refuses(&f).is_none())
+    let handed: Result<Vec<KernelFlow>, String> = flows
+        .iter()
+        .map(|spec| {
+            let plan = kernel_pace(spec, opts)?;
+            let gen = FlowGenerator::compile(spec, crate::DEFAULT_RUN_TAG, opts.seq_start)
+                .map_err(|e| e.to_string())?;
+            let sizes = (None, spec.size.sequence(spec.size_seed));
+            handed_over(spec, &gen, sizes, plan, KernelStamp::PerFrame)
+        })
+        .collect();
+    handed.is_ok_and(|f| generator.refuses(&f).is_none())
+}
+
+/// The port's flows as the engine hands them to a backend that generates them itself: one
+/// flow, paced or with an unpaced frame budget, or several paced ones; Err says why one
+/// cannot be. None: not a case for it (several flows unpaced: the engine orders them by
+/// their schedules).
+fn kernel_flows(
+    states: &[FlowState],
+    flows: &[FlowSpec],
+    paced: bool,
+    opts: &RunOptions,
+    stamp: KernelStamp,
+) -> Option<Result<Vec<KernelFlow>, String>> {
+    let mut handed = Vec::with_capacity(flows.len());
+    for (s, spec) in states.iter().zip(flows) {
+        // Unpaced: the frame budget; paced: the deadlines too, when the program can keep
+        // them.
+        let plan = match (paced, s.unpaced_budget) {
+            (true, _) => kernel_pace(spec, opts),
+            (false, Some(budget)) => Ok(((budget != u64::MAX).then_some(budget), None)),
+            (false, None) => return None,
+        };
+        // A paced flow has planned its first frame already (its size drawn).
+        let first = match (s.fixed, s.next) {
+            (Some((size, _)), _) => Some(size),
+            (None, Some((_, template))) => Some(s.gen.frame_size(template)),
+            (None, None) => None,
+        };
+        let flow =
+            plan.and_then(|plan| handed_over(spec, &s.gen, (first, s.sizes.clone()), plan, stamp));
+        match flow {
+            Ok(flow) => handed.push(flow),
+            Err(why) if flows.len() > 1 => return Some(Err(format!("flow {}: {why}", spec.name))),
+            Err(why) => return Some(Err(why)),
+        }
+    }
+    Some(Ok(handed))
 }
 
 /// The flow as the engine hands it to a backend that generates it: its sizes from `first`
@@ -1123,13 +1145,14 @@ fn handed_over(
     Ok(KernelFlow { pace, ..flow })
 }
 
-/// Runs one flow that the backend generates itself (`xdp-live`'s kernel program) until its
-/// frame count, the time limit or `stop`: the worker only watches, and publishes counters.
+/// Runs the flows that the backend generates itself (`xdp-live`'s kernel program) until
+/// their frame counts, the time limit or `stop`: the worker only watches, and publishes
+/// counters.
 fn run_in_kernel<B: Backend>(
     port_name: &str,
     backend: &mut B,
-    mut state: FlowState,
-    flow: &KernelFlow,
+    mut states: Vec<FlowState>,
+    flows: &[KernelFlow],
     clock: &Clock,
     opts: &RunOptions,
     stop: &AtomicBool,
@@ -1147,69 +1170,78 @@ fn run_in_kernel<B: Backend>(
     report.t0_unix_ns = Some(started.1);
     let mut ended = started.0;
     let mut run = Err("the backend no longer offers to generate frames (a strobe bug)".to_string());
+    let mut generated = vec![0; flows.len()];
     if let Some(generator) = backend.kernel_generator() {
-        let per_frame = flow.stamped_per_frame();
         report.in_kernel = true;
-        let sizes = match flow.templates.len() {
-            1 => String::new(),
-            n => format!("{n} frame sizes (a cycle of {} frames), ", flow.cycle.len()),
-        };
-        report.generation = Some(format!(
-            "generated in the kernel by the backend's program: {sizes}{} varying field{}, sequence numbers, {}{}",
-            flow.fields.len(),
-            if flow.fields.len() == 1 { "" } else { "s" },
-            if per_frame {
-                "a transmit stamp per frame"
-            } else {
-                "one fixed transmit stamp (latency not measured)"
-            },
-            if flow.pace.is_some() {
-                "; paced by the program: a frame is sent at the first repetition at or after \
-                 its deadline, late frames back to back until the schedule is met (catch-up)"
-            } else {
-                ""
-            }
-        ));
-        report.tx_stamps = per_frame.then(|| generator.stamp_source());
-        let (result, watched_until) =
-            run_generator(generator, flow, &mut state, clock, opts, stop, &mut report);
+        report.generation = Some(generation_text(flows));
+        report.tx_stamps = flows
+            .iter()
+            .any(KernelFlow::stamped_per_frame)
+            .then(|| generator.stamp_source());
+        let (result, watched_until) = run_generator(
+            generator,
+            flows,
+            &mut states,
+            clock,
+            opts,
+            stop,
+            &mut report,
+        );
         run = result.map_err(|e| e.to_string());
         ended = watched_until;
+        // What the program counted, also when its run failed.
+        for (f, n) in generated.iter_mut().enumerate() {
+            *n = generator.generated(f);
+        }
     }
-    let (first, last) = match &run {
-        Ok(r) => (r.first_ns, r.last_ns),
-        Err(_) => (None, None),
+    let runs = match &run {
+        Ok(runs) if runs.len() == flows.len() => runs.clone(),
+        Ok(_) => {
+            run = Err("the backend reported another number of flows (a strobe bug)".into());
+            Vec::new()
+        }
+        Err(_) => Vec::new(),
     };
-    if let (Ok(r), Some(pace)) = (&run, &flow.pace) {
-        report.late_frames = r.late_frames;
-        report.max_late_ns = r.max_late_ns;
-        report.kernel_lateness = Some(r.lateness);
+    for (r, pace) in runs.iter().zip(flows.iter().map(|f| f.pace)) {
+        let Some(pace) = pace else { continue };
+        report.late_frames += r.late_frames;
+        report.max_late_ns = report.max_late_ns.max(r.max_late_ns);
+        let lateness = report
+            .kernel_lateness
+            .get_or_insert([0; strobe_io::kernel_frames::LATENESS_DECADES]);
+        for (sum, n) in lateness.iter_mut().zip(r.lateness) {
+            *sum += n;
+        }
         // The schedule's span from the first deadline to the last frame's.
         let gap = pace.gap_ns as f64 + f64::from(pace.gap_frac) / 4_294_967_296.0;
         let frames = r.frames.saturating_sub(1);
         let bursts = frames / pace.burst.max(1);
-        report.planned_ns = (frames as f64 * gap) as u64 + bursts * pace.burst_gap_ns;
+        let planned = (frames as f64 * gap) as u64 + bursts * pace.burst_gap_ns;
+        report.planned_ns = report.planned_ns.max(planned);
     }
     if let Err(e) = &run {
         report.failure = Some(e.clone());
         report.stopped_early = true;
     }
-    let finished = backend.finish();
-    let frames = match (&run, &finished) {
-        (Ok(r), _) => r.frames,
-        (Err(_), Ok(stats)) => stats.frames,
-        _ => 0,
-    };
-    match finished {
+    match backend.finish() {
         Ok(stats) => report.xmit_errors = stats.xmit_errors,
         Err(e) => {
             report.failure.get_or_insert(e.to_string());
             report.stopped_early = true;
         }
     }
-    report.frames = frames;
-    let bytes = flow.wire_bytes(frames);
-    report.bytes = bytes;
+    let frames: Vec<u64> = match runs.is_empty() {
+        false => runs.iter().map(|r| r.frames).collect(),
+        true => generated,
+    };
+    let first = runs.iter().filter_map(|r| r.first_ns).min();
+    let last = runs.iter().filter_map(|r| r.last_ns).max();
+    report.frames = frames.iter().sum();
+    report.bytes = flows
+        .iter()
+        .zip(&frames)
+        .map(|(f, &n)| f.wire_bytes(n))
+        .sum();
     // From the first stamp to the last where frames carry their own, else the worker's
     // view of the run (within the poll interval); a pause is not sending time.
     report.elapsed_ns = match (first, last) {
@@ -1218,31 +1250,78 @@ fn run_in_kernel<B: Backend>(
             .ticks_to_ns(ended.saturating_sub(started.0))
             .saturating_sub(report.paused_ns),
     };
-    let r = &mut state.report;
-    r.frames = frames;
-    r.bytes = bytes;
-    r.first_ns = Some(first.map_or(0, |ns| ns.saturating_sub(started.1)));
-    r.last_ns = Some(last.map_or(report.elapsed_ns, |ns| ns.saturating_sub(started.1)));
-    if let Some(live) = &state.live {
-        live.publish_tx(r.id, r.frames, r.bytes);
+    for (f, state) in states.iter_mut().enumerate() {
+        let r = &mut state.report;
+        let run = runs.get(f);
+        r.frames = frames[f];
+        r.bytes = flows[f].wire_bytes(r.frames);
+        r.first_ns = Some(
+            run.and_then(|r| r.first_ns)
+                .map_or(0, |ns| ns.saturating_sub(started.1)),
+        );
+        r.last_ns = Some(
+            run.and_then(|r| r.last_ns)
+                .map_or(report.elapsed_ns, |ns| ns.saturating_sub(started.1)),
+        );
+        if let Some(live) = &state.live {
+            live.publish_tx(r.id, r.frames, r.bytes);
+        }
     }
-    report.flows = vec![state.report];
+    report.flows = states.into_iter().map(|s| s.report).collect();
     report
 }
 
-/// Watches the running generator until the flow's end, the time limit, `stop` or the
-/// flow's switch, holding it while the run is paused; then stops it. Returns what it sent
-/// and when the watch ended (before the stop, which waits for the kernel).
+/// What the report says about frames generated in the kernel.
+fn generation_text(flows: &[KernelFlow]) -> String {
+    let flow_text = |flow: &KernelFlow| {
+        let sizes = match flow.templates.len() {
+            1 => String::new(),
+            n => format!("{n} frame sizes (a cycle of {} frames), ", flow.cycle.len()),
+        };
+        format!(
+            "{sizes}{} varying field{}, sequence numbers, {}",
+            flow.fields.len(),
+            if flow.fields.len() == 1 { "" } else { "s" },
+            if flow.stamped_per_frame() {
+                "a transmit stamp per frame"
+            } else {
+                "one fixed transmit stamp (latency not measured)"
+            },
+        )
+    };
+    let what = match flows {
+        [flow] => flow_text(flow),
+        _ => format!(
+            "{} flows, each frame from the flow whose deadline comes first ({})",
+            flows.len(),
+            flows.iter().map(flow_text).collect::<Vec<_>>().join("; ")
+        ),
+    };
+    format!(
+        "generated in the kernel by the backend's program: {what}{}",
+        if flows.iter().any(|f| f.pace.is_some()) {
+            "; paced by the program: a frame is sent at the first repetition at or after \
+             its deadline, late frames back to back until the schedule is met (catch-up)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// Watches the running generator until the flows' ends, the time limit, `stop` or every
+/// flow's switch (a flow switched off ends alone), holding it while the run is paused;
+/// then stops it. Returns what each flow sent and when the watch ended (before the stop,
+/// which waits for the kernel).
 fn run_generator(
     generator: &mut dyn strobe_io::kernel_frames::KernelGenerator,
-    flow: &KernelFlow,
-    state: &mut FlowState,
+    flows: &[KernelFlow],
+    states: &mut [FlowState],
     clock: &Clock,
     opts: &RunOptions,
     stop: &AtomicBool,
     report: &mut PortReport,
 ) -> (
-    Result<strobe_io::kernel_frames::KernelRun, strobe_io::IoError>,
+    Result<Vec<strobe_io::kernel_frames::KernelRun>, strobe_io::IoError>,
     u64,
 ) {
     let mut limit = opts
@@ -1253,18 +1332,19 @@ fn run_generator(
             report.stopped_early = true;
             break;
         }
+        if let Some(switches) = &opts.flow_switches {
+            for (f, state) in states.iter_mut().enumerate() {
+                if !state.stopped && switches.is_stopped(&state.report.name) {
+                    state.stopped = true;
+                    generator.end_flow(f);
+                }
+            }
+        }
         if generator.done() {
             break;
         }
         if limit.is_some_and(|l| clock.now_ticks() >= l) {
             report.stopped_early = true;
-            break;
-        }
-        if opts
-            .flow_switches
-            .as_ref()
-            .is_some_and(|s| s.is_stopped(&state.report.name))
-        {
             break;
         }
         if opts
@@ -1279,9 +1359,11 @@ fn run_generator(
             report.paused_ns += clock.ticks_to_ns(paused);
             continue;
         }
-        if let Some(live) = &state.live {
-            let frames = generator.generated();
-            live.publish_tx(state.report.id, frames, flow.wire_bytes(frames));
+        for (f, (state, flow)) in states.iter().zip(flows).enumerate() {
+            if let Some(live) = &state.live {
+                let frames = generator.generated(f);
+                live.publish_tx(state.report.id, frames, flow.wire_bytes(frames));
+            }
         }
         std::thread::sleep(KERNEL_POLL);
     }

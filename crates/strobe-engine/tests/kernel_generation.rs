@@ -11,14 +11,18 @@ use strobe_io::{Backend, BackendStats, IoError, TimeBase, TxBatch, TxSlot};
 use strobe_model::{load_scenario, FlowSpec, LatencyMode, NoFiles};
 use strobe_timing::{Pattern, Rate};
 
-/// A backend with a model generator: it "sends" a flow's frames at once when started, or
-/// refuses to start when `fail` says so.
+/// A backend with a model generator: it "sends" its flows' frames at once when started,
+/// or refuses to start when `fail` says so.
 struct Generating {
     slots: Vec<Box<[u8]>>,
     engine_frames: u64,
     fail: bool,
+    /// The first flow handed over, and all of them.
     started: Option<KernelFlow>,
+    all: Vec<KernelFlow>,
     generated: u64,
+    /// Flows ended by `end_flow`.
+    ended: Vec<usize>,
 }
 
 impl Generating {
@@ -30,39 +34,49 @@ impl Generating {
             engine_frames: 0,
             fail,
             started: None,
+            all: Vec::new(),
             generated: 0,
+            ended: Vec::new(),
         }
     }
 }
 
 impl KernelGenerator for Generating {
-    fn refuses(&self, _: &KernelFlow) -> Option<String> {
+    fn refuses(&self, _: &[KernelFlow]) -> Option<String> {
         None
     }
-    fn start(&mut self, flow: &KernelFlow) -> Result<(), IoError> {
+    fn start(&mut self, flows: &[KernelFlow]) -> Result<(), IoError> {
         if self.fail {
             return Err(IoError::Other("no live frames here".into()));
         }
-        self.started = Some(flow.clone());
-        self.generated = flow.frames.unwrap_or(0);
+        self.started = flows.first().cloned();
+        self.all = flows.to_vec();
+        self.generated = flows.iter().map(|f| f.frames.unwrap_or(0)).sum();
         Ok(())
     }
-    fn generated(&self) -> u64 {
-        self.generated
+    fn generated(&self, flow: usize) -> u64 {
+        self.all.get(flow).and_then(|f| f.frames).unwrap_or(0)
     }
     fn done(&self) -> bool {
-        self.started.as_ref().is_some_and(|f| f.frames.is_some())
+        (0..self.all.len()).all(|f| self.all[f].frames.is_some() || self.ended.contains(&f))
+    }
+    fn end_flow(&mut self, flow: usize) {
+        self.ended.push(flow);
     }
     fn hold(&mut self, _: bool) {}
-    fn stop(&mut self) -> Result<KernelRun, IoError> {
-        Ok(KernelRun {
-            frames: self.generated,
-            first_ns: None,
-            last_ns: None,
-            late_frames: 0,
-            max_late_ns: 0,
-            lateness: [0; 6],
-        })
+    fn stop(&mut self) -> Result<Vec<KernelRun>, IoError> {
+        Ok(self
+            .all
+            .iter()
+            .map(|f| KernelRun {
+                frames: f.frames.unwrap_or(0),
+                first_ns: None,
+                last_ns: None,
+                late_frames: 3,
+                max_late_ns: f.frames.unwrap_or(0),
+                lateness: [1, 2, 0, 0, 0, 0],
+            })
+            .collect())
     }
     fn stamp_source(&self) -> String {
         "the model's".into()
@@ -338,4 +352,67 @@ fn a_paced_flow_is_handed_over_with_its_deadlines() {
         assert!(report.in_kernel);
         assert!(report.generation.unwrap().contains("paced by the program"));
     }
+}
+
+/// Several paced flows on one port go to the generator together, each with its deadlines,
+/// sizes and fields; the report counts each flow's frames and bytes and sums the port's.
+#[test]
+fn several_paced_flows_are_handed_over_together() {
+    let mut flows = fast(flow("7", true));
+    let mut second = flow_of_size(
+        "500",
+        "{ increment = { start = 10, step = 1, count = 5 } }",
+        true,
+    )
+    .remove(0);
+    second.name = "g".into();
+    second.id += 1;
+    second.schedule.rate = Rate::Pps(250e3);
+    second.schedule.duration = strobe_timing::Duration::Packets(300);
+    flows.push(second);
+    let mut backend = Generating::new(false);
+    let report = run(&mut backend, &flows, RunOptions::default());
+    assert_eq!(backend.engine_frames, 0);
+    assert!(report.in_kernel, "{:?}", report.generation);
+    let generation = report.generation.unwrap();
+    assert!(generation.contains("2 flows"), "{generation}");
+    let [a, b] = &backend.all[..] else {
+        panic!("two flows handed over: {:?}", backend.all.len())
+    };
+    assert_eq!((a.frames, b.frames), (Some(1000), Some(300)));
+    assert_eq!(a.pace.unwrap().gap_ns, 1_000);
+    assert_eq!(b.pace.unwrap().gap_ns, 4_000);
+    assert_eq!(b.templates[0].frame.len(), 496);
+    assert_eq!(b.fields.len(), 1);
+    assert!(matches!(
+        b.fields[0].values,
+        KernelValues::Counter {
+            start: 10,
+            count: 5,
+            ..
+        }
+    ));
+    assert_eq!(report.flows.len(), 2);
+    assert_eq!(
+        (report.flows[0].frames, report.flows[1].frames),
+        (1000, 300)
+    );
+    assert_eq!(
+        (report.flows[0].bytes, report.flows[1].bytes),
+        (64_000, 150_000)
+    );
+    assert_eq!((report.frames, report.bytes), (1300, 214_000));
+    // Lateness summed over the flows, the latest of both.
+    assert_eq!(report.late_frames, 6);
+    assert_eq!(report.max_late_ns, 1000);
+    assert_eq!(report.kernel_lateness, Some([2, 4, 0, 0, 0, 0]));
+
+    // One flow the program cannot pace keeps the port with the engine, which names it.
+    flows[1].schedule.pattern = Pattern::Poisson;
+    let mut backend = Generating::new(false);
+    let report = run(&mut backend, &flows, RunOptions::default());
+    assert!(backend.started.is_none() && !report.in_kernel);
+    assert_eq!(backend.engine_frames, 1300);
+    let why = report.generation.unwrap();
+    assert!(why.contains("flow g") && why.contains("Poisson"), "{why}");
 }

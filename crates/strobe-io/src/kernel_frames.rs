@@ -191,20 +191,24 @@ pub const LATENESS_DECADES: usize = 6;
 pub const LATENESS_LIMITS_NS: [u64; LATENESS_DECADES - 1] =
     [100, 1_000, 10_000, 100_000, 1_000_000];
 
-/// A backend that can generate a [`KernelFlow`] by itself.
+/// A backend that can generate [`KernelFlow`]s by itself: one flow, or several paced ones
+/// (a port's), each frame from the flow whose deadline comes first.
 pub trait KernelGenerator {
-    /// Why `flow` cannot be generated here (None: it can), checked before the run.
-    fn refuses(&self, flow: &KernelFlow) -> Option<String>;
-    /// Starts sending `flow`: returns once frames are on their way.
-    fn start(&mut self, flow: &KernelFlow) -> Result<(), crate::IoError>;
-    /// Frames generated so far.
-    fn generated(&self) -> u64;
-    /// Whether the flow's frame count is reached (never, for a flow without one).
+    /// Why `flows` cannot be generated here (None: they can), checked before the run.
+    fn refuses(&self, flows: &[KernelFlow]) -> Option<String>;
+    /// Starts sending `flows`: returns once frames are on their way.
+    fn start(&mut self, flows: &[KernelFlow]) -> Result<(), crate::IoError>;
+    /// Frames of flow `flow` (its index in what `start` took) generated so far.
+    fn generated(&self, flow: usize) -> u64;
+    /// Whether every flow's frame count is reached (never, for a flow without one).
     fn done(&self) -> bool;
+    /// Ends flow `flow` where it is while the others go on (a flow switched off).
+    fn end_flow(&mut self, flow: usize);
     /// Holds (true) or resumes (false) generation.
     fn hold(&mut self, on: bool);
-    /// Stops, and says what was sent. Every frame generated has been handed to the driver.
-    fn stop(&mut self) -> Result<KernelRun, crate::IoError>;
+    /// Stops, and says what each flow sent. Every frame generated has been handed to the
+    /// driver.
+    fn stop(&mut self) -> Result<Vec<KernelRun>, crate::IoError>;
     /// Where transmit stamps are taken and their bias, in words for the report.
     fn stamp_source(&self) -> String;
 }

@@ -35,6 +35,8 @@ pub(crate) const MAX_LISTED: usize = 4096;
 pub(crate) const MAX_TEMPLATES: usize = 32;
 /// Most frames in the cycle of sizes (kept in the state, 8 bytes each).
 pub(crate) const MAX_CYCLE: usize = 4096;
+/// Most flows one program generates (paced; per repetition it compares their deadlines).
+pub(crate) const MAX_FLOWS: usize = 8;
 /// Most bytes the program rewrites in a frame of one size (headers, trailers, and where
 /// the size's frame differs from the pages' first frame).
 const MAX_REWRITE: usize = 1024;
@@ -131,10 +133,29 @@ const F_STEP: usize = offset_of!(FieldState, step);
 const F_START: usize = offset_of!(FieldState, start);
 const F_MASK: usize = offset_of!(FieldState, mask);
 
-/// Bytes of the state value for `flow`: the state, a field state per field, the listed
-/// values, the cycle of sizes.
+/// Bytes of a flow's state block: the state, a field state per field, the listed values,
+/// the cycle of sizes (whole u64s: blocks follow each other 8-aligned).
 pub(crate) fn state_size(flow: &KernelFlow) -> usize {
     cycle_at(flow) + 8 * flow.cycle.len()
+}
+
+/// Where each flow's state block starts in the state value; the first also holds what the
+/// flows share (the hold switch, the idle and early counts).
+pub(crate) fn blocks_at(flows: &[KernelFlow]) -> Vec<usize> {
+    let mut at = 0;
+    flows
+        .iter()
+        .map(|f| {
+            let here = at;
+            at += state_size(f);
+            here
+        })
+        .collect()
+}
+
+/// Bytes of the state value for `flows`.
+pub(crate) fn states_size(flows: &[KernelFlow]) -> usize {
+    flows.iter().map(state_size).sum()
 }
 
 /// Where the cycle of template indices starts in the state value.
@@ -193,9 +214,43 @@ pub(crate) fn field_state(f: &crate::kernel_frames::KernelField) -> FieldState {
     }
 }
 
-/// Why the program cannot generate `flow` (None: it can), for frames of at most
+/// Why the program cannot generate `flows` (None: it can), for frames of at most
 /// `max_frame` bytes.
-pub(crate) fn refuses(flow: &KernelFlow, max_frame: usize) -> Option<String> {
+pub(crate) fn refuses(flows: &[KernelFlow], max_frame: usize) -> Option<String> {
+    if flows.is_empty() {
+        return Some("a port without flows (a strobe bug)".into());
+    }
+    if flows.len() > MAX_FLOWS {
+        return Some(format!(
+            "{} flows on one port (the kernel program writes at most {MAX_FLOWS})",
+            flows.len()
+        ));
+    }
+    if flows.len() > 1 && flows.iter().any(|f| f.pace.is_none()) {
+        return Some(
+            "several flows unpaced (the program orders several flows by their deadlines)".into(),
+        );
+    }
+    if let Some(why) = flows.iter().find_map(|f| refuses_flow(f, max_frame)) {
+        return Some(why);
+    }
+    let seed = seed_of(flows);
+    let differing = dirty_past_headers(flows, &seed)
+        .iter()
+        .filter(|&&d| d)
+        .count();
+    if differing > MAX_REWRITE {
+        return Some(format!(
+            "frames of several sizes that differ in {differing} bytes past their first {REWRITTEN_BYTES} (the kernel program rewrites at most {MAX_REWRITE} there)"
+        ));
+    }
+    // Jumps reach at most 2^15 instructions: a program too long is refused, not loaded
+    // wrong.
+    assemble(flows, -1, -1).err()
+}
+
+/// Why the program cannot generate `flow`, one of its flows (None: it can).
+fn refuses_flow(flow: &KernelFlow, max_frame: usize) -> Option<String> {
     let n = flow.templates.len();
     if n == 0 || flow.cycle.is_empty() || flow.cycle.iter().any(|&t| t as usize >= n) {
         return Some("a flow without frames (a strobe bug)".into());
@@ -279,21 +334,6 @@ pub(crate) fn refuses(flow: &KernelFlow, max_frame: usize) -> Option<String> {
             return Some("a trailer or checksum outside the frame (a strobe bug)".into());
         }
     }
-    let seed = seed_of(flow);
-    let differing = dirty_past_headers(flow, &seed)
-        .iter()
-        .filter(|&&d| d)
-        .count();
-    if differing > MAX_REWRITE {
-        return Some(format!(
-            "frames of several sizes that differ in {differing} bytes past their first {REWRITTEN_BYTES} (the kernel program rewrites at most {MAX_REWRITE} there)"
-        ));
-    }
-    // Jumps reach at most 2^15 instructions: a program too long is refused, not loaded
-    // wrong.
-    if let Err(why) = assemble(flow, -1, -1) {
-        return Some(why);
-    }
     None
 }
 
@@ -346,23 +386,28 @@ fn frame_of(flow: &KernelFlow, t: usize) -> Vec<u8> {
     frame
 }
 
-/// The frame every page starts as: the flow's longest (shorter ones are cut from it).
-pub(crate) fn seed_of(flow: &KernelFlow) -> Vec<u8> {
-    let longest = (0..flow.templates.len())
-        .max_by_key(|&t| flow.templates[t].frame.len())
-        .unwrap_or(0);
-    frame_of(flow, longest)
+/// The frame every page starts as: the longest of all flows' (shorter ones are cut from
+/// it).
+pub(crate) fn seed_of(flows: &[KernelFlow]) -> Vec<u8> {
+    flows
+        .iter()
+        .flat_map(|f| (0..f.templates.len()).map(move |t| (f, t)))
+        .max_by_key(|&(f, t)| f.templates[t].frame.len())
+        .map_or_else(Vec::new, |(f, t)| frame_of(f, t))
 }
 
 /// The bytes past the headers that a page may hold from another frame than the one the
 /// program writes: every template's trailer (its sequence number and stamp vary), and
 /// wherever any template's frame differs from `seed`, the pages' first frame (a length
 /// field past the first [`REWRITTEN_BYTES`] in deep encapsulations, a payload that moves
-/// with the size). Everywhere else every frame of the flow has the seed's bytes. Over the
-/// seed's length.
-fn dirty_past_headers(flow: &KernelFlow, seed: &[u8]) -> Vec<bool> {
+/// with the size, another flow's bytes). Everywhere else every frame of every flow has the
+/// seed's bytes. Over the seed's length.
+fn dirty_past_headers(flows: &[KernelFlow], seed: &[u8]) -> Vec<bool> {
     let mut dirty = vec![false; seed.len()];
-    for u in 0..flow.templates.len() {
+    for (flow, u) in flows
+        .iter()
+        .flat_map(|f| (0..f.templates.len()).map(move |u| (f, u)))
+    {
         let frame = frame_of(flow, u);
         for (i, d) in dirty.iter_mut().enumerate().skip(REWRITTEN_BYTES) {
             *d |= frame.get(i).is_some_and(|b| *b != seed[i]);
@@ -454,31 +499,125 @@ fn slot(fields: usize, v: KernelValue) -> i16 {
 /// for each checksum: sum = base + Σ value << shift; write ~fold(sum)
 /// st->produced++; return bpf_redirect_map(&devmap, 0, 0)
 /// ```
+///
+/// Several flows (all paced) each have a state block; the hold switch and the idle and
+/// early counts are the first's. Per repetition the program reads the clock once, picks
+/// the flow with the earliest deadline among those with frames left (the first of equals;
+/// a flow that (re)starts its schedule counts as due at once), sends nothing when that
+/// deadline is still ahead, else writes that flow's frame as above with `st` its block.
 pub(crate) fn program(
-    flow: &KernelFlow,
+    flows: &[KernelFlow],
     state_fd: i32,
     devmap_fd: i32,
 ) -> Result<Vec<Insn>, String> {
-    assemble(flow, state_fd, devmap_fd)
+    assemble(flows, state_fd, devmap_fd)
 }
 
-fn assemble(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Result<Vec<Insn>, String> {
+fn assemble(flows: &[KernelFlow], state_fd: i32, devmap_fd: i32) -> Result<Vec<Insn>, String> {
     let mut a = Asm::new();
     let (idle, refuse, early, send) = (a.label(), a.label(), a.label(), a.label());
-    // r6 ctx, r7 state, r8 packet data.
+    let blocks = blocks_at(flows);
+    let block =
+        |a: &mut Asm, f: usize| a.imm64(7, BPF_PSEUDO_MAP_VALUE, state_fd, blocks[f] as i32);
+    // r6 ctx, r7 the flow's state block, r8 packet data.
     a.op(ALU64_MOV_X, 6, 1, 0, 0);
-    a.imm64(7, BPF_PSEUDO_MAP_VALUE, state_fd, 0);
+    block(&mut a, 0);
     a.op(LDX_MEM_W, 1, 7, ST_HOLD, 0);
     a.jump(JMP_JNE_K, 1, 0, 0, idle);
-    a.load(1, ST_PRODUCED as usize);
-    a.load(2, ST_LIMIT as usize);
-    a.jump(JMP_JGE_X, 1, 2, 0, idle);
-    if flow.pace.is_some() {
-        pace(&mut a, early);
+    let starts: Vec<_> = flows.iter().map(|_| a.label()).collect();
+    if let [flow] = flows {
+        a.load(1, ST_PRODUCED as usize);
+        a.load(2, ST_LIMIT as usize);
+        a.jump(JMP_JGE_X, 1, 2, 0, idle);
+        if flow.pace.is_some() {
+            a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_KTIME_GET_NS);
+        }
+    } else {
+        // r0 now, r8 the earliest deadline so far, r9 its flow (u64::MAX: none).
+        a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_KTIME_GET_NS);
+        a.constant(8, u64::MAX);
+        a.op(ALU64_MOV_K, 9, 0, 0, -1);
+        for f in 0..flows.len() {
+            let (skip, counted) = (a.label(), a.label());
+            block(&mut a, f);
+            a.load(1, ST_PRODUCED as usize);
+            a.load(2, ST_LIMIT as usize);
+            a.jump(JMP_JGE_X, 1, 2, 0, skip);
+            a.load(1, ST_NEXT);
+            a.load(2, ST_RESYNC);
+            a.jump(JMP_JEQ_K, 2, 0, 0, counted);
+            a.op(ALU64_MOV_K, 1, 0, 0, 0);
+            a.bind(counted);
+            a.jump(JMP_JGE_X, 1, 8, 0, skip);
+            a.op(ALU64_MOV_X, 8, 1, 0, 0);
+            a.op(ALU64_MOV_K, 9, 0, 0, f as i32);
+            a.bind(skip);
+        }
+        block(&mut a, 0);
+        a.jump(JMP_JEQ_K, 9, 0, -1, idle);
+        a.jump(JMP_JGT_X, 8, 0, 0, early);
+        for (f, &start) in starts.iter().enumerate() {
+            a.jump(JMP_JEQ_K, 9, 0, f as i32, start);
+        }
+        a.jump(JMP_JA, 0, 0, 0, idle);
+    }
+    let seed = seed_of(flows);
+    let dirty = dirty_past_headers(flows, &seed);
+    for ((flow, &start), f) in flows.iter().zip(&starts).zip(0..) {
+        a.bind(start);
+        if flows.len() > 1 {
+            block(&mut a, f);
+        }
+        if flow.pace.is_some() {
+            pace(&mut a, early);
+        }
+        flow_frame(&mut a, flow, (&seed, &dirty), (refuse, send));
     }
 
-    let seed = seed_of(flow);
-    let dirty = dirty_past_headers(flow, &seed);
+    // Counted, then sent.
+    a.bind(send);
+    a.load(1, ST_PRODUCED as usize);
+    a.op(ALU64_ADD_K, 1, 0, 0, 1);
+    a.store(ST_PRODUCED as usize, 1);
+    a.map(1, devmap_fd);
+    a.op(ALU64_MOV_K, 2, 0, 0, 0);
+    a.op(ALU64_MOV_K, 3, 0, 0, 0);
+    a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP);
+    a.op(JMP_EXIT, 0, 0, 0, 0);
+
+    // The exits count in the first block (a refused page in the flow's).
+    let paced = flows.iter().any(|f| f.pace.is_some());
+    let mut exits = vec![(idle, ST_IDLE as usize), (refuse, ST_REFUSED as usize)];
+    if paced {
+        exits.push((early, ST_EARLY));
+    }
+    for (label, counter) in exits {
+        a.bind(label);
+        a.load(1, counter);
+        a.op(ALU64_ADD_K, 1, 0, 0, 1);
+        a.store(counter, 1);
+        if label == idle {
+            // Held: every schedule starts anew once resumed.
+            a.op(ALU64_MOV_K, 1, 0, 0, 1);
+            for f in (0..flows.len()).rev() {
+                block(&mut a, f);
+                a.store(ST_RESYNC, 1);
+            }
+        }
+        a.op(ALU64_MOV_K, 0, 0, 0, XDP_DROP);
+        a.op(JMP_EXIT, 0, 0, 0, 0);
+    }
+    a.finish()
+}
+
+/// Writes a frame of `flow` (its state block in r7), the next of its cycle of sizes, and
+/// jumps to `send` (or to `refuse` when the page cannot hold it).
+fn flow_frame(
+    a: &mut Asm,
+    flow: &KernelFlow,
+    (seed, dirty): (&[u8], &[bool]),
+    (refuse, send): (usize, usize),
+) {
     let n = flow.templates.len();
     let bodies: Vec<usize> = (0..n).map(|_| a.label()).collect();
     if n > 1 {
@@ -505,38 +644,9 @@ fn assemble(flow: &KernelFlow, state_fd: i32, devmap_fd: i32) -> Result<Vec<Insn
     }
     for (t, &body) in bodies.iter().enumerate() {
         a.bind(body);
-        frame_body(&mut a, flow, t, (&seed, &dirty), refuse);
+        frame_body(a, flow, t, (seed, dirty), refuse);
         a.jump(JMP_JA, 0, 0, 0, send);
     }
-
-    // Counted, then sent.
-    a.bind(send);
-    a.load(1, ST_PRODUCED as usize);
-    a.op(ALU64_ADD_K, 1, 0, 0, 1);
-    a.store(ST_PRODUCED as usize, 1);
-    a.map(1, devmap_fd);
-    a.op(ALU64_MOV_K, 2, 0, 0, 0);
-    a.op(ALU64_MOV_K, 3, 0, 0, 0);
-    a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP);
-    a.op(JMP_EXIT, 0, 0, 0, 0);
-
-    let mut exits = vec![(idle, ST_IDLE as usize), (refuse, ST_REFUSED as usize)];
-    if flow.pace.is_some() {
-        exits.push((early, ST_EARLY));
-    }
-    for (label, counter) in exits {
-        a.bind(label);
-        a.load(1, counter);
-        a.op(ALU64_ADD_K, 1, 0, 0, 1);
-        a.store(counter, 1);
-        if label == idle {
-            a.op(ALU64_MOV_K, 1, 0, 0, 1);
-            a.store(ST_RESYNC, 1);
-        }
-        a.op(ALU64_MOV_K, 0, 0, 0, XDP_DROP);
-        a.op(JMP_EXIT, 0, 0, 0, 0);
-    }
-    a.finish()
 }
 
 /// Writes a frame of template `t` into the page (r6 ctx, r7 state; sets r8 to the packet):
@@ -778,13 +888,13 @@ const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 const SPLITMIX_M1: u64 = 0xBF58_476D_1CE4_E5B9;
 const SPLITMIX_M2: u64 = 0x94D0_49BB_1331_11EB;
 
-/// A paced flow's deadline check (see [`program`]): on to the frame when its deadline has
-/// come, else to `early`. Keeps r6 and r7; the first and last frame's times are the
-/// deadline checks' (the stamp, when frames carry one, comes later and overwrites them).
+/// A paced flow's deadline check (see [`program`]), the time in r0: on to the frame when
+/// its deadline has come, else to `early`. Keeps r6 and r7; the first and last frame's
+/// times are the deadline checks' (the stamp, when frames carry one, comes later and
+/// overwrites them).
 fn pace(a: &mut Asm, early: usize) {
     let (set, due, on_time, not_latest, same_burst) =
         (a.label(), a.label(), a.label(), a.label(), a.label());
-    a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_KTIME_GET_NS);
     a.load(1, ST_NEXT);
     a.load(2, ST_RESYNC);
     a.jump(JMP_JNE_K, 2, 0, 0, set);

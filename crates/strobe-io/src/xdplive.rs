@@ -797,35 +797,56 @@ impl Backend for XdpLiveTx {
     }
 }
 
-/// A flow generated in the kernel (see [`crate::xdp_gen`]): its program, state and runner.
+/// Flows generated in the kernel (see [`crate::xdp_gen`]): their program, state and runner.
 struct Generation {
     // Field order is drop order: the runner stops before the state it reads is unmapped.
     runner: Option<Runner>,
     state: Mmap,
     _map: OwnedFd,
-    /// The flow (its sizes count the bytes sent).
-    flow: KernelFlow,
-    stamped: bool,
-    paced: bool,
+    /// The flows (their sizes count the bytes sent).
+    flows: Vec<KernelFlow>,
+    /// Where each flow's state block starts.
+    blocks: Vec<usize>,
 }
 
 impl Generation {
-    fn state(&self) -> *mut xdp_gen::GenState {
-        self.state.as_ptr().cast()
+    /// Flow `flow`'s state block.
+    fn state(&self, flow: usize) -> *mut xdp_gen::GenState {
+        // SAFETY: blocks lie within the mapping (`states_size`).
+        unsafe { self.state.as_ptr().add(self.blocks[flow]).cast() }
     }
-    /// A u64 of the state at `offset` (`offset_of!(GenState, …)`), as the program last
-    /// wrote it.
-    fn read(&self, offset: usize) -> u64 {
-        // SAFETY: the offset is of a u64 field of the state, which is live mapped memory,
-        // 8-aligned (a page-aligned mapping); the program updates it in place, so the read
-        // is volatile.
+    /// A u64 of flow `flow`'s state block at `offset` (`offset_of!(GenState, …)`), as the
+    /// program last wrote it.
+    fn read(&self, flow: usize, offset: usize) -> u64 {
+        // SAFETY: the offset is of a u64 field of the block, which is live mapped memory,
+        // 8-aligned (a page-aligned mapping of whole-u64 blocks); the program updates it in
+        // place, so the read is volatile.
         unsafe {
-            self.state
-                .as_ptr()
+            self.state(flow)
+                .cast::<u8>()
                 .add(offset)
                 .cast::<u64>()
                 .read_volatile()
         }
+    }
+    /// What flow `flow` sent, as its block says.
+    fn run(&self, flow: usize) -> KernelRun {
+        let f = &self.flows[flow];
+        let read = |offset| self.read(flow, offset);
+        let frames = read(offset_of!(GenState, produced));
+        let timed = (f.stamped_per_frame() || f.pace.is_some()) && frames > 0;
+        KernelRun {
+            frames,
+            first_ns: timed.then(|| read(offset_of!(GenState, first_ns))),
+            last_ns: timed.then(|| read(offset_of!(GenState, last_ns))),
+            late_frames: read(offset_of!(GenState, late)),
+            max_late_ns: read(offset_of!(GenState, max_late_ns)),
+            lateness: std::array::from_fn(|k| read(offset_of!(GenState, lateness) + 8 * k)),
+        }
+    }
+    /// The sum of a u64 over all flows' blocks.
+    fn total(&self, offset: usize) -> u64 {
+        (0..self.flows.len()).map(|f| self.read(f, offset)).sum()
     }
 }
 
@@ -848,15 +869,20 @@ fn realtime_offset() -> u64 {
 }
 
 impl KernelGenerator for XdpLiveTx {
-    fn refuses(&self, flow: &KernelFlow) -> Option<String> {
-        xdp_gen::refuses(flow, self.max_frame)
+    fn refuses(&self, flows: &[KernelFlow]) -> Option<String> {
+        xdp_gen::refuses(flows, self.max_frame)
     }
 
-    fn start(&mut self, flow: &KernelFlow) -> Result<(), IoError> {
-        if let Some(why) = KernelGenerator::refuses(self, flow) {
+    fn start(&mut self, flows: &[KernelFlow]) -> Result<(), IoError> {
+        if let Some(why) = KernelGenerator::refuses(self, flows) {
             return Err(IoError::Other(format!(
-                "xdp-live:{} cannot generate this flow in the kernel: {why}",
-                self.iface
+                "xdp-live:{} cannot generate {} in the kernel: {why}",
+                self.iface,
+                if flows.len() == 1 {
+                    "this flow"
+                } else {
+                    "these flows"
+                }
             )));
         }
         // Frames the ring still holds leave first (none, unless frames were sent before).
@@ -880,9 +906,9 @@ impl KernelGenerator for XdpLiveTx {
                 self.iface
             )));
         }
-        let (map, state) = state_map(flow, self.held)?;
+        let (map, state) = state_map(flows, self.held)?;
         let prog = load_program(
-            &xdp_gen::program(flow, map.as_raw_fd(), self._devmap.as_raw_fd())
+            &xdp_gen::program(flows, map.as_raw_fd(), self._devmap.as_raw_fd())
                 .map_err(|why| IoError::Other(format!("xdp-live:{}: {why}", self.iface)))?,
             "strobe_gen",
             false,
@@ -891,14 +917,13 @@ impl KernelGenerator for XdpLiveTx {
             runner: None,
             state,
             _map: map,
-            flow: flow.clone(),
-            stamped: flow.stamped_per_frame(),
-            paced: flow.pace.is_some(),
+            flows: flows.to_vec(),
+            blocks: xdp_gen::blocks_at(flows),
         };
-        let seed = xdp_gen::seed_of(flow);
+        let seed = xdp_gen::seed_of(flows);
         // Paced: a frame whose deadline has come leaves with the kernel's next flush, at
         // the end of the current batch of repetitions.
-        let batch = if flow.pace.is_some() {
+        let batch = if flows.iter().any(|f| f.pace.is_some()) {
             RUN_BATCH_KERNEL_PACED
         } else {
             self.run_batch
@@ -908,8 +933,8 @@ impl KernelGenerator for XdpLiveTx {
         // Back once the program runs: frames are on their way, or it idles (held, or a
         // flow of no frames).
         let deadline = Instant::now() + RUNNER_START_LIMIT;
-        while generation.read(offset_of!(GenState, produced)) == 0
-            && generation.read(offset_of!(GenState, idle)) == 0
+        while generation.total(offset_of!(GenState, produced)) == 0
+            && generation.read(0, offset_of!(GenState, idle)) == 0
         {
             if generation.runner.as_ref().is_none_or(Runner::failed) {
                 let why = match generation.runner.as_mut().map(Runner::stop) {
@@ -934,43 +959,56 @@ impl KernelGenerator for XdpLiveTx {
         Ok(())
     }
 
-    fn generated(&self) -> u64 {
+    fn generated(&self, flow: usize) -> u64 {
         self.generation
             .as_ref()
-            .map_or(0, |g| g.read(offset_of!(GenState, produced)))
+            .filter(|g| flow < g.flows.len())
+            .map_or(0, |g| g.read(flow, offset_of!(GenState, produced)))
     }
 
     fn done(&self) -> bool {
         self.generation.as_ref().is_some_and(|g| {
-            g.read(offset_of!(GenState, produced)) >= g.read(offset_of!(GenState, limit))
+            (0..g.flows.len()).all(|f| {
+                g.read(f, offset_of!(GenState, produced)) >= g.read(f, offset_of!(GenState, limit))
+            })
         })
+    }
+
+    fn end_flow(&mut self, flow: usize) {
+        if let Some(g) = self.generation.as_ref().filter(|g| flow < g.flows.len()) {
+            // The program sends a flow's frame only while `produced < limit`: a limit at
+            // (or below, should one more be on its way) what it produced ends the flow.
+            // SAFETY: an aligned u64 of the live mapped state; the program only reads it.
+            unsafe {
+                let produced = g.read(flow, offset_of!(GenState, produced));
+                std::ptr::addr_of_mut!((*g.state(flow)).limit).write_volatile(produced);
+            }
+        }
     }
 
     fn hold(&mut self, on: bool) {
         self.held = on;
         if let Some(g) = &self.generation {
+            // The program reads the first block's switch for all flows.
             // SAFETY: an aligned u32 of the live mapped state, which the program only reads.
             unsafe {
-                std::ptr::addr_of_mut!((*g.state()).hold).write_volatile(on as u32);
+                std::ptr::addr_of_mut!((*g.state(0)).hold).write_volatile(on as u32);
             }
         }
     }
 
-    fn stop(&mut self) -> Result<KernelRun, IoError> {
+    fn stop(&mut self) -> Result<Vec<KernelRun>, IoError> {
         let Some(g) = self.generation.as_mut() else {
-            return Ok(KernelRun::default());
+            return Ok(Vec::new());
         };
         // Stopped between kernel batches: every frame generated went to the driver.
         let stopped = g.runner.take().map(|mut r| r.stop());
-        let frames = g.read(offset_of!(GenState, produced));
-        let refused = g.read(offset_of!(GenState, refused));
-        let (first, last) = (
-            g.read(offset_of!(GenState, first_ns)),
-            g.read(offset_of!(GenState, last_ns)),
-        );
-        let stamped = g.stamped;
-        self.frames += frames;
-        self.bytes += g.flow.frame_bytes(frames);
+        let refused = g.total(offset_of!(GenState, refused));
+        let runs: Vec<KernelRun> = (0..g.flows.len()).map(|f| g.run(f)).collect();
+        for (run, flow) in runs.iter().zip(&g.flows) {
+            self.frames += run.frames;
+            self.bytes += flow.frame_bytes(run.frames);
+        }
         if let Some(Err(e)) = stopped {
             return Err(IoError::Other(format!(
                 "xdp-live:{}: the kernel's live-frame run failed: {e}",
@@ -983,15 +1021,7 @@ impl KernelGenerator for XdpLiveTx {
                 self.iface
             )));
         }
-        let timed = (stamped || g.paced) && frames > 0;
-        Ok(KernelRun {
-            frames,
-            first_ns: timed.then_some(first),
-            last_ns: timed.then_some(last),
-            late_frames: g.read(offset_of!(GenState, late)),
-            max_late_ns: g.read(offset_of!(GenState, max_late_ns)),
-            lateness: std::array::from_fn(|k| g.read(offset_of!(GenState, lateness) + 8 * k)),
-        })
+        Ok(runs)
     }
 
     fn stamp_source(&self) -> String {
@@ -1004,26 +1034,59 @@ impl KernelGenerator for XdpLiveTx {
 
 /// The first `n` frames strobe's generator program writes for `flow`, run without sending
 /// (`BPF_PROG_RUN`'s plain test mode, once per frame, all in one page that starts as the
-/// flow's longest frame, as a live-frame page does, and keeps what every frame left in it):
-/// for checking the program against the engine. Needs what `xdp-live` needs.
+/// longest frame, as a live-frame page does, and keeps what every frame left in it): for
+/// checking the program against the engine. Needs what `xdp-live` needs.
 pub fn generated_frames(flow: &KernelFlow, n: usize) -> Result<Vec<Vec<u8>>, IoError> {
-    if let Some(why) = xdp_gen::refuses(flow, LIVE_FRAME_MAX) {
-        return Err(IoError::Other(format!("cannot generate this flow: {why}")));
+    let frames = generated_frames_of(std::slice::from_ref(flow), n)?;
+    Ok(frames.into_iter().map(|(_, frame)| frame).collect())
+}
+
+/// [`generated_frames`] for several flows in one program: each frame with the index of the
+/// flow it belongs to. Several flows are paced, so which comes next depends on the clock;
+/// repetitions before a deadline write nothing (and are not returned).
+pub fn generated_frames_of(
+    flows: &[KernelFlow],
+    n: usize,
+) -> Result<Vec<(usize, Vec<u8>)>, IoError> {
+    if let Some(why) = xdp_gen::refuses(flows, LIVE_FRAME_MAX) {
+        return Err(IoError::Other(format!(
+            "cannot generate these flows: {why}"
+        )));
     }
-    let (map, _state) = state_map(flow, false)?;
+    let (map, state) = state_map(flows, false)?;
     // An empty DEVMAP: the redirect fails, which the test mode does not act on anyway.
     let devmap = create_map(BPF_MAP_TYPE_DEVMAP, 4, 1, 0, "strobe_gen_dev")
         .map_err(|e| kernel_error("cannot create a DEVMAP", e))?;
     let prog = load_program(
-        &xdp_gen::program(flow, map.as_raw_fd(), devmap.as_raw_fd()).map_err(IoError::Other)?,
+        &xdp_gen::program(flows, map.as_raw_fd(), devmap.as_raw_fd()).map_err(IoError::Other)?,
         "strobe_gen",
         false,
     )?;
     // One page used over and over, as the kernel's pool recycles its pages: each frame
     // starts from what the ones before left in it.
-    let mut page = xdp_gen::seed_of(flow);
+    let mut page = xdp_gen::seed_of(flows);
     let mut frames = Vec::with_capacity(n);
-    for _ in 0..n {
+    let blocks = xdp_gen::blocks_at(flows);
+    let produced = |f: usize| {
+        // SAFETY: a u64 of flow f's block within the mapping, 8-aligned; the program ran
+        // to its end (BPF_PROG_RUN returned).
+        unsafe {
+            state
+                .as_ptr()
+                .add(blocks[f] + offset_of!(GenState, produced))
+                .cast::<u64>()
+                .read_volatile()
+        }
+    };
+    let mut before: Vec<u64> = (0..flows.len()).map(produced).collect();
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while frames.len() < n {
+        if Instant::now() > give_up {
+            return Err(IoError::Other(format!(
+                "the generator wrote {} of {n} frames in 10 s (deadlines too far apart for a test)",
+                frames.len()
+            )));
+        }
         let mut out = vec![0u8; page.len()];
         let mut attr = ProgRunAttr {
             prog_fd: prog.as_raw_fd() as u32,
@@ -1042,15 +1105,19 @@ pub fn generated_frames(flow: &KernelFlow, n: usize) -> Result<Vec<Vec<u8>>, IoE
         }
         out.truncate(attr.data_size_out as usize);
         page[..out.len()].copy_from_slice(&out);
-        frames.push(out);
+        let after: Vec<u64> = (0..flows.len()).map(produced).collect();
+        if let Some(f) = (0..flows.len()).find(|&f| after[f] != before[f]) {
+            frames.push((f, out));
+        }
+        before = after;
     }
     Ok(frames)
 }
 
-/// The generator's state for `flow`: its one-value array, mapped, holding the initial state
-/// (generation held when `held`).
-fn state_map(flow: &KernelFlow, held: bool) -> Result<(OwnedFd, Mmap), IoError> {
-    let size = xdp_gen::state_size(flow);
+/// The generator's state for `flows`: its one-value array, mapped, holding each flow's
+/// initial state block (generation held when `held`).
+fn state_map(flows: &[KernelFlow], held: bool) -> Result<(OwnedFd, Mmap), IoError> {
+    let size = xdp_gen::states_size(flows);
     let map = create_map(
         BPF_MAP_TYPE_ARRAY,
         size as u32,
@@ -1061,12 +1128,16 @@ fn state_map(flow: &KernelFlow, held: bool) -> Result<(OwnedFd, Mmap), IoError> 
     .map_err(|e| kernel_error("cannot create the state of xdp-live's generator", e))?;
     let state = Mmap::shared(&map, size.next_multiple_of(4096), 0)
         .map_err(|e| kernel_error("cannot map the state of xdp-live's generator", e))?;
-    write_state(&state, flow, held);
+    for (flow, at) in flows.iter().zip(xdp_gen::blocks_at(flows)) {
+        // SAFETY: the block lies within the mapping (`states_size`), 8-aligned.
+        write_state(unsafe { state.as_ptr().add(at) }, flow, held && at == 0);
+    }
     Ok((map, state))
 }
 
-/// Writes the generator's initial state for `flow` into its mapped value.
-fn write_state(state: &Mmap, flow: &KernelFlow, held: bool) {
+/// Writes the generator's initial state block for `flow` at `base`, mapped memory of at
+/// least `state_size(flow)` bytes, 8-aligned, that no program runs over yet.
+fn write_state(base: *mut u8, flow: &KernelFlow, held: bool) {
     let mut init = xdp_gen::GenState {
         limit: flow.frames.unwrap_or(u64::MAX),
         offset_ns: realtime_offset(),
@@ -1077,12 +1148,11 @@ fn write_state(state: &Mmap, flow: &KernelFlow, held: bool) {
     if let Some(pace) = &flow.pace {
         xdp_gen::pace_state(&mut init, pace);
     }
-    // SAFETY: the mapping holds at least `state_size(flow)` bytes, page-aligned, and no
-    // program runs over it yet: plain writes of the state, one field state per field, and
-    // the listed values where `listed_at` puts them (8-byte aligned: every part before them
-    // is whole u64s).
+    // SAFETY: `base` holds at least `state_size(flow)` bytes, 8-aligned, and no program
+    // runs over it yet: plain writes of the state, one field state per field, and the listed
+    // values where `listed_at` puts them (8-byte aligned: every part before them is whole
+    // u64s).
     unsafe {
-        let base = state.as_ptr();
         base.cast::<xdp_gen::GenState>().write(init);
         let fields = base
             .add(std::mem::size_of::<xdp_gen::GenState>())

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use strobe_io::afxdp::{AfXdpOptions, AfXdpPort, AfXdpRx};
 use strobe_io::kernel_frames::{
-    KernelField, KernelFlow, KernelStamp, KernelTemplate, KernelValues,
+    KernelField, KernelFlow, KernelPace, KernelStamp, KernelTemplate, KernelValues,
 };
 use strobe_io::test_support::{
     is_ours, mixed_size, now_ns, send_all, tcpdump_around, udp_frame, VethPair,
@@ -360,15 +360,15 @@ fn kernel_generation_counts_every_frame_and_stops() {
             let g = tx
                 .kernel_generator()
                 .expect("xdp-live generates in the kernel");
-            assert_eq!(g.refuses(&flow), None);
-            g.start(&flow).unwrap();
+            assert_eq!(g.refuses(std::slice::from_ref(&flow)), None);
+            g.start(std::slice::from_ref(&flow)).unwrap();
             let started = Instant::now();
             let deadline = started + Duration::from_secs(30);
             while !g.done() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            assert!(g.done(), "{} of {N} frames in 30 s", g.generated());
-            (g.stop().unwrap(), started.elapsed())
+            assert!(g.done(), "{} of {N} frames in 30 s", g.generated(0));
+            (g.stop().unwrap().remove(0), started.elapsed())
         };
         let stats = tx.finish().unwrap();
         assert_eq!((run.frames, stats.frames), (N, N));
@@ -408,18 +408,107 @@ fn kernel_generation_counts_every_frame_and_stops() {
     let run = {
         let g = tx.kernel_generator().unwrap();
         g.hold(true);
-        g.start(&counting_flow(None)).unwrap();
+        g.start(&[counting_flow(None)]).unwrap();
         std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(g.generated(), 0, "held generation sends nothing");
+        assert_eq!(g.generated(0), 0, "held generation sends nothing");
         g.hold(false);
         std::thread::sleep(Duration::from_millis(200));
         assert!(!g.done());
-        g.stop().unwrap()
+        g.stop().unwrap().remove(0)
     };
     let stats = tx.finish().unwrap();
     assert!(run.frames > 1000, "{} frames in 200 ms", run.frames);
     let refused = stats.xmit_errors.unwrap();
     assert_eq!(settle(before + run.frames, refused) - before, run.frames);
+    drop(tx);
+    drop(sink);
+    lab.assert_no_xdp(&lab.b);
+}
+
+/// Several paced flows in one kernel program, into a peer that drops them in XDP: each flow
+/// sends its own count at its own rate, a flow ended alone stops while the other goes on,
+/// and every frame is accounted for.
+#[test]
+fn kernel_generation_paces_several_flows() {
+    if !is_root() {
+        return;
+    }
+    let lab = VethPair::new("m");
+    let sink = XdpDropSink::attach(&lab.b, lab.netns()).unwrap();
+    let paced = |frames: Option<u64>, gap_ns: u64, len: usize| {
+        let mut flow = counting_flow(frames);
+        let mut frame = udp_frame(0, len);
+        frame[40..42].copy_from_slice(&[0, 0]);
+        flow.templates[0].frame = frame;
+        flow.stamp = KernelStamp::Fixed(now_ns());
+        flow.pace = Some(KernelPace {
+            gap_ns,
+            gap_frac: 0,
+            burst: 1,
+            burst_gap_ns: 0,
+            late_tolerance_ns: 100_000,
+        });
+        flow
+    };
+    // 100 and 25 kpps for 0.2 s each.
+    let flows = [
+        paced(Some(20_000), 10_000, 60),
+        paced(Some(5_000), 40_000, 300),
+    ];
+    let mut tx = XdpLiveTx::open(&lab.a, lab.netns()).unwrap();
+    let (runs, took) = {
+        let g = tx.kernel_generator().unwrap();
+        assert_eq!(g.refuses(&flows), None);
+        g.start(&flows).unwrap();
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs(20);
+        while !g.done() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(g.done(), "{} and {} frames", g.generated(0), g.generated(1));
+        (g.stop().unwrap(), started.elapsed())
+    };
+    let stats = tx.finish().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(
+        (runs[0].frames, runs[1].frames, stats.frames),
+        (20_000, 5_000, 25_000)
+    );
+    assert_eq!(stats.bytes, 20_000 * 60 + 5_000 * 300);
+    // Both at their rates: the same span from first to last frame (generous bounds).
+    for r in &runs {
+        let span = (r.last_ns.unwrap() - r.first_ns.unwrap()) as f64 / 1e9;
+        assert!(span > 0.15 && span < 1.0, "span {span} s: {r:?}");
+    }
+    assert!(took > Duration::from_millis(150), "{took:?}");
+    let refused = stats.xmit_errors.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sink.dropped().unwrap() + refused < 25_000 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(sink.dropped().unwrap() + refused, 25_000);
+
+    // Continuous: one flow ended, the other goes on.
+    let mut tx = XdpLiveTx::open(&lab.a, lab.netns()).unwrap();
+    let flows = [paced(None, 20_000, 60), paced(None, 20_000, 60)];
+    let runs = {
+        let g = tx.kernel_generator().unwrap();
+        g.start(&flows).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        g.end_flow(1);
+        std::thread::sleep(Duration::from_millis(10));
+        let ended_at = g.generated(1);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(g.generated(1), ended_at, "an ended flow sends no more");
+        assert!(!g.done(), "the other flow goes on");
+        g.end_flow(0);
+        std::thread::sleep(Duration::from_millis(10));
+        assert!(g.done());
+        g.stop().unwrap()
+    };
+    tx.finish().unwrap();
+    assert!(runs[1].frames > 1_000, "{runs:?}");
+    assert!(runs[0].frames > runs[1].frames + 2_000, "{runs:?}");
     drop(tx);
     drop(sink);
     lab.assert_no_xdp(&lab.b);
@@ -437,14 +526,22 @@ fn kernel_generation_refuses_fields_it_cannot_write() {
     let g = tx.kernel_generator().unwrap();
     let mut flow = counting_flow(Some(10));
     flow.fields[0].bytes = 3;
-    let why = g.refuses(&flow).expect("a 3-byte field is refused");
+    let why = g
+        .refuses(std::slice::from_ref(&flow))
+        .expect("a 3-byte field is refused");
     assert!(why.contains("1, 2, 4, 6 or 8 bytes"), "{why}");
-    let err = g.start(&flow).expect_err("and not started").to_string();
+    let err = g
+        .start(std::slice::from_ref(&flow))
+        .expect_err("and not started")
+        .to_string();
     assert!(
         err.contains("cannot generate this flow in the kernel"),
         "{err}"
     );
     let mut flow = counting_flow(Some(10));
     flow.templates[0].frame.truncate(40);
-    assert!(g.refuses(&flow).is_some(), "fields outside the frame");
+    assert!(
+        g.refuses(std::slice::from_ref(&flow)).is_some(),
+        "fields outside the frame"
+    );
 }
