@@ -264,16 +264,10 @@ fn vxlan_over_ipv6_nests_checksums() {
     check_flow(&f, 500, 2, |_, _| {});
 }
 
-/// xdp-live's kernel generator against the same references: the frames its XDP program
-/// writes (run in the kernel's test mode, needs root) are the full rebuilds, byte for byte,
-/// with the stamp the kernel took, and etherparse agrees with every checksum. Fields of 1,
-/// 2, 4 and 6 bytes count (IPv4 source, identification counting down, UDP port, MAC), the
-/// sequence number crosses the 2^32 wrap, and frames of odd length put the trailer off the
-/// checksum's word grid. Random and listed values are the engine's too.
-#[test]
-fn kernel_program_writes_the_engines_frames() {
-    use strobe_io::kernel_frames::KernelStamp;
-    let bodies = [
+/// Flows for the kernel program's tests: fields of 1, 2, 4 and 6 bytes counting, odd frame
+/// lengths, random and listed values, several sizes, deep encapsulation.
+fn kernel_bodies() -> Vec<String> {
+    vec![
         "size = 64\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = { increment = { start = \"02:00:00:00:ff:fe\", step = \"00:00:00:00:00:01\", count = 5 } } }\n[[flows.packet]]\nipv4 = { src = { increment = { start = \"198.18.0.250\", step = \"0.0.0.3\", count = 300 } }, dst = \"198.19.0.1\", time_to_live = { increment = { start = 250, step = 2, count = 9 } }, identification = { decrement = { start = 3, step = 1, count = 7 } } }\n[[flows.packet]]\nudp = { src_port = { increment = { start = 65530, step = 1, count = 100 } }, dst_port = 7 }\n"
         .to_string(),
         format!(
@@ -299,14 +293,31 @@ fn kernel_program_writes_the_engines_frames() {
         ),
         "size = { weight_pairs = { custom = [{ size = 1500, weight = 2 }, { size = 77, weight = 3 }, { size = 300, weight = 1 }] } }\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv4 = { src = \"198.18.0.1\", dst = \"198.19.0.1\" }\n[[flows.packet]]\nudp = { src_port = { random = { min = 1024, max = 65535, seed = 9 } }, dst_port = 2000 }\n"
             .to_string(),
-    ];
+    ]
+}
+
+/// One period of `f`'s frame sizes.
+fn size_period(f: &FlowSpec) -> Vec<u32> {
+    let mut sequence = f.size.sequence(f.size_seed);
+    (0..f.size.period().unwrap())
+        .map(|_| sequence.next_size())
+        .collect()
+}
+
+/// xdp-live's kernel generator against the same references: the frames its XDP program
+/// writes (run in the kernel's test mode, needs root) are the full rebuilds, byte for byte,
+/// with the stamp the kernel took, and etherparse agrees with every checksum. Fields of 1,
+/// 2, 4 and 6 bytes count (IPv4 source, identification counting down, UDP port, MAC), the
+/// sequence number crosses the 2^32 wrap, and frames of odd length put the trailer off the
+/// checksum's word grid. Random and listed values are the engine's too.
+#[test]
+fn kernel_program_writes_the_engines_frames() {
+    use strobe_io::kernel_frames::KernelStamp;
+    let bodies = kernel_bodies();
     for body in &bodies {
         let f = flow(body);
         let gen = FlowGenerator::compile(&f, TAG, SEQ_START).unwrap();
-        let mut sequence = f.size.sequence(f.size_seed);
-        let cycle: Vec<u32> = (0..f.size.period().unwrap())
-            .map(|_| sequence.next_size())
-            .collect();
+        let cycle = size_period(&f);
         let size = |j: usize| cycle[j % cycle.len()];
         let kflow = gen
             .kernel_flow(Some(100), KernelStamp::PerFrame, &cycle)
@@ -353,24 +364,16 @@ fn kernel_program_writes_the_engines_frames() {
 #[test]
 fn kernel_program_interleaves_several_flows_by_their_deadlines() {
     use strobe_io::kernel_frames::{KernelPace, KernelStamp};
-    let bodies = [
-        "size = 64\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv4 = { src = { increment = { start = \"198.18.0.250\", step = \"0.0.0.3\", count = 300 } }, dst = \"198.19.0.1\" }\n[[flows.packet]]\nudp = { src_port = { increment = { start = 65530, step = 1, count = 100 } }, dst_port = 7 }\n".to_string(),
-        "size = { weight_pairs = { predefined = \"imix\" } }\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv4 = { src = { increment = { start = \"198.18.0.1\", step = \"0.0.0.1\", count = 50 } }, dst = \"198.19.0.1\" }\n[[flows.packet]]\nudp = { src_port = 1000, dst_port = 2000 }\n".to_string(),
-        format!(
-            "size = {{ weight_pairs = {{ custom = [{{ size = 594, weight = 1 }}, {{ size = 1518, weight = 1 }}] }} }}\n{ETH}[[flows.packet]]\nipv6 = {{ src = \"2001:2::1\", dst = \"2001:2::2\" }}\n[[flows.packet]]\nudp = {{ src_port = {{ increment = {{ start = 49152, step = 7, count = 100 }} }} }}\n[[flows.packet]]\nvxlan = {{ vni = 5 }}\n{ETH}[[flows.packet]]\nipv6 = {{ src = \"2001:2::3\", dst = \"2001:2::4\" }}\n[[flows.packet]]\nudp = {{ src_port = 1, dst_port = {{ values = [2, 3, 4] }} }}\n"
-        ),
-        "size = 90\n[[flows.packet]]\nethernet = { src = \"02:00:00:00:00:01\", dst = \"02:00:00:00:00:02\" }\n[[flows.packet]]\nipv4 = { src = { random = { min = \"198.18.0.0\", max = \"198.19.255.255\", seed = 5, count = 37 } }, dst = \"198.19.0.1\", time_to_live = { values = [64, 1, 255] } }\n[[flows.packet]]\nudp = { src_port = { random = {} }, dst_port = 9 }\n".to_string(),
-    ];
+    // A 64-byte flow, IMIX, VXLAN over IPv6 at 594 and 1518 bytes, random and listed values.
+    let all = kernel_bodies();
+    let bodies = [&all[0], &all[3], &all[5], &all[2]];
     const EACH: usize = 40;
     let mut specs = Vec::new();
     let mut kflows = Vec::new();
     for (i, body) in bodies.iter().enumerate() {
         let f = flow(body);
         let gen = FlowGenerator::compile(&f, TAG, SEQ_START).unwrap();
-        let mut sequence = f.size.sequence(f.size_seed);
-        let cycle: Vec<u32> = (0..f.size.period().unwrap())
-            .map(|_| sequence.next_size())
-            .collect();
+        let cycle = size_period(&f);
         let mut kflow = gen
             .kernel_flow(Some(EACH as u64), KernelStamp::PerFrame, &cycle)
             .unwrap();

@@ -271,13 +271,8 @@ fn into_a_peer_that_drops_in_xdp_every_frame_is_counted() {
     let elapsed = started.elapsed().as_secs_f64();
     assert_eq!(stats.frames, total);
     let refused = stats.xmit_errors.expect("veth counts XDP transmit errors");
-    // The sink's counter moves once the peer's NAPI ran: wait for it to settle.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while sink.dropped().unwrap() + refused < total && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
     assert_eq!(
-        sink.dropped().unwrap() + refused,
+        accounted(&sink, total, refused),
         total,
         "dropped by the sink {} + refused at transmit {refused}",
         sink.dropped().unwrap()
@@ -288,6 +283,16 @@ fn into_a_peer_that_drops_in_xdp_every_frame_is_counted() {
     );
     drop(sink);
     lab.assert_no_xdp(&lab.b);
+}
+
+/// Frames the sink dropped plus `refused` at transmit, once that reaches `want` (the sink's
+/// counter moves once the peer's NAPI ran) or 5 s passed.
+fn accounted(sink: &XdpDropSink, want: u64, refused: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sink.dropped().unwrap() + refused < want && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    sink.dropped().unwrap() + refused
 }
 
 /// A frame whose UDP source port counts, with a sequence number and a stamp in its payload
@@ -322,13 +327,7 @@ fn kernel_generation_counts_every_frame_and_stops() {
     }
     let lab = VethPair::new("g");
     let sink = XdpDropSink::attach(&lab.b, lab.netns()).unwrap();
-    let settle = |want: u64, refused: u64| {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while sink.dropped().unwrap() + refused < want && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        sink.dropped().unwrap() + refused
-    };
+    let settle = |want: u64, refused: u64| accounted(&sink, want, refused);
 
     const N: u64 = 3_000_000;
     let mut total = 0;
@@ -482,11 +481,7 @@ fn kernel_generation_paces_several_flows() {
     }
     assert!(took > Duration::from_millis(150), "{took:?}");
     let refused = stats.xmit_errors.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while sink.dropped().unwrap() + refused < 25_000 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert_eq!(sink.dropped().unwrap() + refused, 25_000);
+    assert_eq!(accounted(&sink, 25_000, refused), 25_000);
 
     // Continuous: one flow ended, the other goes on.
     let mut tx = XdpLiveTx::open(&lab.a, lab.netns()).unwrap();
