@@ -98,7 +98,7 @@ pub struct GenArgs {
     unpaced: bool,
     /// Write every frame in strobe's engine, even where the port could generate the flow
     /// itself (xdp-live's kernel program does for one flow, unpaced or paced at a constant
-    /// rate or in bursts): for comparing the two.
+    /// rate or in bursts, and for up to 8 such paced flows on a port): for comparing the two.
     #[arg(long)]
     engine_frames: bool,
     /// Transmit workers (cores) per transmit port: constant-rate flows stay whole on one

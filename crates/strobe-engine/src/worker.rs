@@ -1255,14 +1255,16 @@ fn run_in_kernel<B: Backend>(
         let run = runs.get(f);
         r.frames = frames[f];
         r.bytes = flows[f].wire_bytes(r.frames);
-        r.first_ns = Some(
+        // A flow that sent nothing has no first or last frame (as the engine reports it).
+        let sent = r.frames > 0;
+        r.first_ns = sent.then(|| {
             run.and_then(|r| r.first_ns)
-                .map_or(0, |ns| ns.saturating_sub(started.1)),
-        );
-        r.last_ns = Some(
+                .map_or(0, |ns| ns.saturating_sub(started.1))
+        });
+        r.last_ns = sent.then(|| {
             run.and_then(|r| r.last_ns)
-                .map_or(report.elapsed_ns, |ns| ns.saturating_sub(started.1)),
-        );
+                .map_or(report.elapsed_ns, |ns| ns.saturating_sub(started.1))
+        });
         if let Some(live) = &state.live {
             live.publish_tx(r.id, r.frames, r.bytes);
         }

@@ -424,6 +424,55 @@ fn kernel_program_interleaves_several_flows_by_their_deadlines() {
     assert_eq!(seen, vec![EACH; bodies.len()]);
 }
 
+/// Two flows with the same deep stack (VXLAN over IPv6 twice: the innermost Ethernet
+/// destination at bytes 140-145, past the headers every frame rewrites and clear of every
+/// checksum) where only one varies that address: the other's frames carry its own constant
+/// address, not what the first left in the page.
+#[test]
+fn kernel_program_rewrites_what_another_flow_varies_past_the_headers() {
+    use strobe_io::kernel_frames::{KernelPace, KernelStamp};
+    let body = |mac: &str| {
+        format!(
+            "size = 256\n{ETH}[[flows.packet]]\nipv6 = {{ src = \"2001:2::1\", dst = \"2001:2::2\" }}\n[[flows.packet]]\nudp = {{ src_port = 49152 }}\n[[flows.packet]]\nvxlan = {{ vni = 5 }}\n{ETH}[[flows.packet]]\nipv6 = {{ src = \"2001:2::3\", dst = \"2001:2::4\" }}\n[[flows.packet]]\nudp = {{ src_port = 49153 }}\n[[flows.packet]]\nvxlan = {{ vni = 6 }}\n[[flows.packet]]\nethernet = {{ src = \"02:00:00:00:00:01\", dst = {mac} }}\n[[flows.packet]]\nipv4 = {{ src = \"198.18.0.1\", dst = \"198.18.1.1\" }}\n[[flows.packet]]\nudp = {{ src_port = 1, dst_port = 2 }}\n"
+        )
+    };
+    let specs = [
+        flow(&body(
+            "{ increment = { start = \"02:00:00:00:10:00\", step = \"00:00:00:00:00:01\", count = 50 } }",
+        )),
+        flow(&body("\"02:00:00:00:10:00\"")),
+    ];
+    let kflows: Vec<_> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let gen = FlowGenerator::compile(f, TAG, SEQ_START).unwrap();
+            let mut kflow = gen
+                .kernel_flow(Some(20), KernelStamp::PerFrame, &[256])
+                .unwrap();
+            let mac = [2, 0, 0, 0, 0x10, 0];
+            assert_eq!(kflow.templates[0].frame[140..146], mac, "address at 140");
+            kflow.pace = Some(KernelPace {
+                gap_ns: 100_000 + 50_000 * i as u64,
+                gap_frac: 0,
+                burst: 1,
+                burst_gap_ns: 0,
+                late_tolerance_ns: u64::MAX,
+            });
+            kflow
+        })
+        .collect();
+    let frames = strobe_io::xdplive::generated_frames_of(&kflows, 40).unwrap();
+    let mut seen = [0u64; 2];
+    for (i, frame) in &frames {
+        let t = Trailer::from_frame(frame).expect("trailer present");
+        let want = reference(&specs[*i], seen[*i], 256, t.tx_ns);
+        assert_eq!(&frame[..], &want[..], "flow {i}'s packet {}", seen[*i]);
+        seen[*i] += 1;
+    }
+    assert_eq!(seen, [20, 20]);
+}
+
 /// Flows only the engine can write are refused with the reason, not generated wrong.
 #[test]
 fn kernel_flow_refuses_what_the_program_cannot_write() {

@@ -416,3 +416,31 @@ fn several_paced_flows_are_handed_over_together() {
     let why = report.generation.unwrap();
     assert!(why.contains("flow g") && why.contains("Poisson"), "{why}");
 }
+
+/// A flow switched off during a run ends alone in the generator (the other flows go on);
+/// the port's run ends once every flow has.
+#[test]
+fn a_flow_switched_off_ends_alone_in_the_generator() {
+    let mut flows = fast(flow("7", true));
+    let mut second = flow("9", true).remove(0);
+    second.name = "g".into();
+    second.id += 1;
+    second.schedule.duration = strobe_timing::Duration::Continuous;
+    flows.push(second);
+    let switches = strobe_engine::live::FlowSwitches::new(["f".to_string(), "g".to_string()]);
+    switches.stop("g");
+    let opts = RunOptions {
+        flow_switches: Some(std::sync::Arc::new(switches)),
+        // Ends the run should the switch not end the continuous flow.
+        time_limit_ns: Some(5_000_000_000),
+        ..RunOptions::default()
+    };
+    let mut backend = Generating::new(false);
+    let report = run(&mut backend, &flows, opts);
+    assert!(report.in_kernel, "{:?}", report.generation);
+    assert_eq!(backend.ended, vec![1]);
+    assert!(
+        !report.stopped_early,
+        "ended by the switch, not the time limit"
+    );
+}

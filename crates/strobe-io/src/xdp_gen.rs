@@ -1,13 +1,15 @@
-//! The XDP program that generates a [`KernelFlow`] in the kernel, for `xdp-live`: the
-//! kernel initialises its live-frame pages with the flow's first frame, and on every
-//! repetition the program writes into the page what changes (the varying fields — counted,
+//! The XDP program that generates [`KernelFlow`]s in the kernel, for `xdp-live`: the
+//! kernel initialises its live-frame pages with the longest frame of the flows, and on every
+//! repetition the program writes into the page a frame of one flow (with several, paced,
+//! the one whose deadline comes first): what changes (the varying fields — counted,
 //! listed or random, each value computed as the engine computes it — the trailer's sequence
 //! number and transmit stamp, the checksums, incrementally), then redirects it. Pages keep what the program wrote when the kernel recycles them, and the
 //! program rewrites every byte that varies, so each frame is exactly the engine's.
 //!
-//! The program's state (counters, its frame budget, a hold switch, the listed fields'
-//! values) is the one value of an array map mapped into user space, addressed directly
-//! (`BPF_PSEUDO_MAP_VALUE`, no lookup call per frame).
+//! The program's state (per flow a block: counters, its frame budget, deadlines, the listed
+//! fields' values, the cycle of sizes; the first block's hold switch for all) is the one
+//! value of an array map mapped into user space, addressed directly (`BPF_PSEUDO_MAP_VALUE`,
+//! no lookup call per frame).
 
 use crate::afxdp::asm::Asm;
 use crate::afxdp::bpf::{
@@ -41,8 +43,9 @@ pub(crate) const MAX_FLOWS: usize = 8;
 /// the size's frame differs from the pages' first frame).
 const MAX_REWRITE: usize = 1024;
 
-/// The program's state, as user space sees the map's value (followed by one
-/// [`FieldState`] per field).
+/// A flow's state block, as user space sees it in the map's value (followed by one
+/// [`FieldState`] per field, the listed values and the cycle of sizes). With several
+/// flows, `hold`, `idle` and `early` are the first block's only.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct GenState {
@@ -158,7 +161,7 @@ pub(crate) fn states_size(flows: &[KernelFlow]) -> usize {
     flows.iter().map(state_size).sum()
 }
 
-/// Where the cycle of template indices starts in the state value.
+/// Where the cycle of template indices starts in the flow's block.
 pub(crate) fn cycle_at(flow: &KernelFlow) -> usize {
     ST_FIELDS + flow.fields.len() * FIELD_SIZE + 8 * listed_values(flow)
 }
@@ -173,7 +176,7 @@ fn listed_values(flow: &KernelFlow) -> usize {
         .sum()
 }
 
-/// Where each field's listed values start in the state value (fields without: where the
+/// Where each field's listed values start in the flow's block (fields without: where the
 /// next would).
 pub(crate) fn listed_at(flow: &KernelFlow) -> Vec<usize> {
     let mut at = ST_FIELDS + flow.fields.len() * FIELD_SIZE;
@@ -231,8 +234,18 @@ pub(crate) fn refuses(flows: &[KernelFlow], max_frame: usize) -> Option<String> 
             "several flows unpaced (the program orders several flows by their deadlines)".into(),
         );
     }
-    if let Some(why) = flows.iter().find_map(|f| refuses_flow(f, max_frame)) {
-        return Some(why);
+    for (k, flow) in flows.iter().enumerate() {
+        match refuses_flow(flow, max_frame) {
+            Some(why) if flows.len() > 1 => {
+                return Some(format!(
+                    "{why} (the port's flow {} of {})",
+                    k + 1,
+                    flows.len()
+                ))
+            }
+            Some(why) => return Some(why),
+            None => {}
+        }
     }
     let seed = seed_of(flows);
     let differing = dirty_past_headers(flows, &seed)
@@ -241,7 +254,7 @@ pub(crate) fn refuses(flows: &[KernelFlow], max_frame: usize) -> Option<String> 
         .count();
     if differing > MAX_REWRITE {
         return Some(format!(
-            "frames of several sizes that differ in {differing} bytes past their first {REWRITTEN_BYTES} (the kernel program rewrites at most {MAX_REWRITE} there)"
+            "frames of several sizes or flows that differ in {differing} bytes past their first {REWRITTEN_BYTES} (the kernel program rewrites at most {MAX_REWRITE} there)"
         ));
     }
     // Jumps reach at most 2^15 instructions: a program too long is refused, not loaded
@@ -397,13 +410,31 @@ pub(crate) fn seed_of(flows: &[KernelFlow]) -> Vec<u8> {
 }
 
 /// The bytes past the headers that a page may hold from another frame than the one the
-/// program writes: every template's trailer (its sequence number and stamp vary), and
-/// wherever any template's frame differs from `seed`, the pages' first frame (a length
+/// program writes: every template's trailer, varying field, checksum, sequence number and
+/// stamp (what one flow writes per frame, another flow's frame may have constant there),
+/// and wherever any template's frame differs from `seed`, the pages' first frame (a length
 /// field past the first [`REWRITTEN_BYTES`] in deep encapsulations, a payload that moves
 /// with the size, another flow's bytes). Everywhere else every frame of every flow has the
 /// seed's bytes. Over the seed's length.
 fn dirty_past_headers(flows: &[KernelFlow], seed: &[u8]) -> Vec<bool> {
     let mut dirty = vec![false; seed.len()];
+    let mut mark = |at: usize, n: usize| {
+        for d in dirty.iter_mut().take(at + n).skip(at.max(REWRITTEN_BYTES)) {
+            *d = true;
+        }
+    };
+    for flow in flows {
+        for f in &flow.fields {
+            mark(f.at, f.bytes);
+        }
+        for t in &flow.templates {
+            let written = t.trailer.into_iter().chain(t.seq_at.map(|at| (at, 4)));
+            let written = written.chain(t.stamp_at.map(|at| (at, 8)));
+            for (at, n) in written.chain(t.checksums.iter().map(|k| (k.at, 2))) {
+                mark(at, n);
+            }
+        }
+    }
     for (flow, u) in flows
         .iter()
         .flat_map(|f| (0..f.templates.len()).map(move |u| (f, u)))
@@ -411,11 +442,6 @@ fn dirty_past_headers(flows: &[KernelFlow], seed: &[u8]) -> Vec<bool> {
         let frame = frame_of(flow, u);
         for (i, d) in dirty.iter_mut().enumerate().skip(REWRITTEN_BYTES) {
             *d |= frame.get(i).is_some_and(|b| *b != seed[i]);
-        }
-        if let Some((at, n)) = flow.templates[u].trailer {
-            for d in dirty.iter_mut().take(at + n).skip(at.max(REWRITTEN_BYTES)) {
-                *d = true;
-            }
         }
     }
     dirty

@@ -1083,7 +1083,7 @@ pub fn generated_frames_of(
     while frames.len() < n {
         if Instant::now() > give_up {
             return Err(IoError::Other(format!(
-                "the generator wrote {} of {n} frames in 10 s (deadlines too far apart for a test)",
+                "the generator wrote {} of {n} frames in 10 s (more than the flows' counts, deadlines too far apart for a test, or pages refused)",
                 frames.len()
             )));
         }
@@ -1128,19 +1128,26 @@ fn state_map(flows: &[KernelFlow], held: bool) -> Result<(OwnedFd, Mmap), IoErro
     .map_err(|e| kernel_error("cannot create the state of xdp-live's generator", e))?;
     let state = Mmap::shared(&map, size.next_multiple_of(4096), 0)
         .map_err(|e| kernel_error("cannot map the state of xdp-live's generator", e))?;
+    // One offset for all flows: their stamps are on the same clock.
+    let offset_ns = realtime_offset();
     for (flow, at) in flows.iter().zip(xdp_gen::blocks_at(flows)) {
         // SAFETY: the block lies within the mapping (`states_size`), 8-aligned.
-        write_state(unsafe { state.as_ptr().add(at) }, flow, held && at == 0);
+        write_state(
+            unsafe { state.as_ptr().add(at) },
+            flow,
+            held && at == 0,
+            offset_ns,
+        );
     }
     Ok((map, state))
 }
 
 /// Writes the generator's initial state block for `flow` at `base`, mapped memory of at
 /// least `state_size(flow)` bytes, 8-aligned, that no program runs over yet.
-fn write_state(base: *mut u8, flow: &KernelFlow, held: bool) {
+fn write_state(base: *mut u8, flow: &KernelFlow, held: bool, offset_ns: u64) {
     let mut init = xdp_gen::GenState {
         limit: flow.frames.unwrap_or(u64::MAX),
-        offset_ns: realtime_offset(),
+        offset_ns,
         seq: flow.seq_start,
         hold: held as u32,
         ..Default::default()

@@ -425,8 +425,8 @@ fn kernel_generation_counts_every_frame_and_stops() {
 }
 
 /// Several paced flows in one kernel program, into a peer that drops them in XDP: each flow
-/// sends its own count at its own rate, a flow ended alone stops while the other goes on,
-/// and every frame is accounted for.
+/// sends its own count at its own rate, a hold holds both, a flow ended alone stops while
+/// the other goes on, and every frame is accounted for.
 #[test]
 fn kernel_generation_paces_several_flows() {
     if !is_root() {
@@ -490,6 +490,22 @@ fn kernel_generation_paces_several_flows() {
         let g = tx.kernel_generator().unwrap();
         g.start(&flows).unwrap();
         std::thread::sleep(Duration::from_millis(100));
+        // Held: neither flow sends (the first block's switch holds both).
+        g.hold(true);
+        std::thread::sleep(Duration::from_millis(10));
+        let held = (g.generated(0), g.generated(1));
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            (g.generated(0), g.generated(1)),
+            held,
+            "held flows send nothing"
+        );
+        g.hold(false);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            g.generated(0) > held.0 && g.generated(1) > held.1,
+            "both resumed"
+        );
         g.end_flow(1);
         std::thread::sleep(Duration::from_millis(10));
         let ended_at = g.generated(1);
