@@ -255,12 +255,16 @@ fn xdp_live_paces_several_flows_in_one_kernel_program() {
     .concat();
     std::fs::write(&scenario, text).unwrap();
     let json = dir.path("flows.json");
+    let pcap = dir.path("flows.pcap");
     let dut_drops_before = drops_in(&lab.ns("dut"));
+    let capture = Capture::start(&lab.ns("rx"), "rx0", &pcap);
     let out = strobe()
         .args(["gen", &scenario, "--lab", &lab.prefix, "--json", &json])
         .output()
         .unwrap();
     let stdout = ok(out);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    drop(capture);
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let port = &r["ports"][0];
@@ -301,6 +305,49 @@ fn xdp_live_paces_several_flows_in_one_kernel_program() {
         let span = (f["last_tx_ns"].as_f64().unwrap() - f["first_tx_ns"].as_f64().unwrap()) / 1e9;
         assert!((0.8..2.0).contains(&span), "{span} s: {f}");
     }
+    // What arrived, as tshark decodes it: each flow's frames by their length, every IP and
+    // UDP checksum good, the counting port in its range, the flows interleaved from the
+    // start (each within the first 200 frames).
+    let rows = tshark(
+        &pcap,
+        &[
+            "frame.len",
+            "udp.srcport",
+            "udp.dstport",
+            "udp.checksum.status",
+            "ip.checksum.status",
+            "ipv6.src",
+        ],
+    );
+    let ours: Vec<_> = rows.iter().filter(|r| r[2] == "2000").collect();
+    let mut lengths = std::collections::BTreeMap::new();
+    let mut ports = std::collections::BTreeSet::new();
+    for (k, row) in ours.iter().enumerate() {
+        assert_eq!(row[3], "1", "UDP checksum of {row:?}");
+        let v6 = !row[5].is_empty();
+        assert_eq!(row[4], if v6 { "" } else { "1" }, "IP checksum of {row:?}");
+        let len: u32 = row[0].parse().unwrap();
+        let first = lengths.entry(len).or_insert((0u32, k));
+        first.0 += 1;
+        let port: u32 = row[1].parse().unwrap();
+        assert!((1000..1100).contains(&port), "{row:?}");
+        if len == 60 {
+            ports.insert(port);
+        }
+    }
+    // Captured without FCS: 60, 696 (IPv6) and 1514 bytes.
+    let counts: Vec<(u32, u32, usize)> = lengths.iter().map(|(&l, &(n, k))| (l, n, k)).collect();
+    assert_eq!(counts.len(), 3, "{counts:?}");
+    for ((len, n, first), (want_len, want)) in
+        counts
+            .iter()
+            .zip([(60, 20_000), (696, 5_000), (1514, 10_000)])
+    {
+        assert_eq!(*len, want_len, "{counts:?}");
+        assert!(*n * 100 >= want * 90, "{counts:?}");
+        assert!(*first < 200, "{counts:?}");
+    }
+    assert_eq!(ports.len(), 100, "the first flow's port counts");
 }
 
 /// `lab:tx@xdp-live` unpaced: the kernel's program generates the flow (a counting UDP port,

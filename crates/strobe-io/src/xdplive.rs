@@ -617,6 +617,45 @@ impl XdpLiveTx {
         Ok(())
     }
 
+    /// Sends `frame` over and over, unchanged, as fast as the kernel sends, until `stop` is
+    /// set: a program that only redirects each page (the C probe's measure), the
+    /// ceiling of this path beside which `bench/run xdplive` puts strobe's generator. Not
+    /// for runs (nothing is counted): frames count at the receiver.
+    pub fn send_unchanged(&mut self, frame: &[u8], stop: &AtomicBool) -> Result<(), IoError> {
+        if frame.len() < 14 || frame.len() > self.max_frame {
+            return Err(IoError::Other(format!(
+                "xdp-live:{}: a frame of {} bytes (14 to {} here)",
+                self.iface,
+                frame.len(),
+                self.max_frame
+            )));
+        }
+        // The ring's runner would keep the other core busy polling an empty ring.
+        if let Some(Err(e)) = self.runner.take().as_mut().map(Runner::stop) {
+            return Err(IoError::Other(format!(
+                "xdp-live:{}: the kernel's live-frame run failed: {e}",
+                self.iface
+            )));
+        }
+        let mut a = Asm::new();
+        a.map(1, self._devmap.as_raw_fd());
+        a.op(ALU64_MOV_K, 2, 0, 0, 0);
+        a.op(ALU64_MOV_K, 3, 0, 0, 0);
+        a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP);
+        a.op(JMP_EXIT, 0, 0, 0, 0);
+        let prog = load_program(&a.finish().map_err(IoError::Other)?, "strobe_bare", false)?;
+        let mut runner = Runner::start(prog, &self.iface, self.run_batch, frame.to_vec())?;
+        while !stop.load(Ordering::Relaxed) && !runner.failed() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        runner.stop().map_err(|e| {
+            IoError::Other(format!(
+                "xdp-live:{}: the kernel's live-frame run failed: {e}",
+                self.iface
+            ))
+        })
+    }
+
     /// The program's idle polls so far (written by the program: a volatile read).
     fn idle_polls(&self) -> u64 {
         // SAFETY: the control entry is live mapped memory; the read is of an aligned u64
