@@ -68,6 +68,22 @@ const RUN_BATCH_PACED: u32 = 8;
 /// Repetitions per kernel batch when the program paces a flow it generates: a due frame
 /// waits for the rest of its batch (each early repetition costs a clock read, ~40 ns).
 const RUN_BATCH_KERNEL_PACED: u32 = 4;
+/// The schedule a kernel batch may span when paced flows are asked closer together than
+/// that batch keeps (above 1 Mpps together, or bursts): frames that close leave together
+/// anyway, and fewer flushes send more.
+const KERNEL_PACED_BATCH_SPAN_NS: f64 = 4_000.0;
+
+/// The kernel batch for paced `flows`: [`RUN_BATCH_KERNEL_PACED`], or as many frames as
+/// their closest deadlines put in [`KERNEL_PACED_BATCH_SPAN_NS`] (up to the unpaced batch).
+fn kernel_paced_batch(flows: &[KernelFlow]) -> u32 {
+    let pps: f64 = flows
+        .iter()
+        .filter_map(|f| f.pace)
+        .map(|p| 1e9 / (p.gap_ns as f64 + f64::from(p.gap_frac) / 4_294_967_296.0).max(1.0))
+        .sum();
+    ((pps * KERNEL_PACED_BATCH_SPAN_NS / 1e9).round() as u32)
+        .clamp(RUN_BATCH_KERNEL_PACED, RUN_BATCH_UNPACED)
+}
 /// How long `finish` waits for the kernel to take the frames still in the ring.
 const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 /// Bytes before a slot's frame: its length (u32) and padding to 8.
@@ -963,7 +979,7 @@ impl KernelGenerator for XdpLiveTx {
         // Paced: a frame whose deadline has come leaves with the kernel's next flush, at
         // the end of the current batch of repetitions.
         let batch = if flows.iter().any(|f| f.pace.is_some()) {
-            RUN_BATCH_KERNEL_PACED
+            kernel_paced_batch(flows)
         } else {
             self.run_batch
         };
@@ -1271,6 +1287,36 @@ impl XdpDropSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paced_batches_grow_only_where_deadlines_are_closer_than_a_microsecond() {
+        let paced = |gap_ns: u64| KernelFlow {
+            templates: Vec::new(),
+            cycle: vec![0],
+            fields: Vec::new(),
+            seq_start: 0,
+            stamp: crate::kernel_frames::KernelStamp::Fixed(0),
+            frames: None,
+            pace: Some(crate::kernel_frames::KernelPace {
+                gap_ns,
+                gap_frac: 0,
+                burst: 1,
+                burst_gap_ns: 0,
+                late_tolerance_ns: 0,
+            }),
+        };
+        // 100 kpps, 1 Mpps: the precise batch.
+        assert_eq!(kernel_paced_batch(&[paced(10_000)]), RUN_BATCH_KERNEL_PACED);
+        assert_eq!(kernel_paced_batch(&[paced(1_000)]), RUN_BATCH_KERNEL_PACED);
+        // Four flows at 1 Mpps: 4 µs of their schedule; bursts 100 ns apart; never above
+        // the unpaced batch.
+        assert_eq!(
+            kernel_paced_batch(&[paced(1_000), paced(1_000), paced(1_000), paced(1_000)]),
+            16
+        );
+        assert_eq!(kernel_paced_batch(&[paced(100)]), 40);
+        assert_eq!(kernel_paced_batch(&[paced(1)]), RUN_BATCH_UNPACED);
+    }
 
     #[test]
     fn jumps_land_on_their_labels() {
