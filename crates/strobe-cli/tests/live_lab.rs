@@ -350,6 +350,29 @@ fn xdp_live_paces_several_flows_in_one_kernel_program() {
     assert_eq!(ports.len(), 100, "the first flow's port counts");
 }
 
+/// `auto:` says which path it sends with and why it did not pick xdp-live.
+#[test]
+fn auto_says_which_path_it_picked_and_why() {
+    let lab = TestLab::up("au", "cable");
+    let out = strobe()
+        .args(["gen", "--port", &format!("auto:{}/tx0", lab.ns("tx"))])
+        .args([
+            "--udp",
+            "198.18.0.1:1000-198.18.1.1:2000",
+            "--dst-mac",
+            "02:00:00:00:00:02",
+        ])
+        .args(["--count", "100", "--rate", "10kpps", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("auto:tx0: sending with AF_XDP") && stderr.contains("xdp-live:tx0"),
+        "{stderr}"
+    );
+}
+
 /// `lab:tx@xdp-live` unpaced: the kernel's program generates the flow (a counting UDP port,
 /// sequence numbers, a stamp per frame), the count is exact at the sender, and every frame
 /// is accounted for at the sink: received once and in order, or counted as dropped by the

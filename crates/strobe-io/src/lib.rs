@@ -426,7 +426,10 @@ impl AnyBackend {
                 iface,
                 queue,
             } => match open_afxdp(&iface, queue, netns.as_deref(), false, true) {
-                Ok(port) => AnyBackend::AfXdp(port.split().0),
+                Ok(port) => {
+                    eprintln!("{}", auto_pick_note(&iface));
+                    AnyBackend::AfXdp(port.split().0)
+                }
                 Err(e) => {
                     eprintln!("note: auto:{iface}: AF_XDP unavailable ({e}); using AF_PACKET");
                     AnyBackend::AfPacket(open_afpacket_tx(&iface, netns.as_deref(), false)?)
@@ -434,6 +437,15 @@ impl AnyBackend {
             },
         })
     }
+}
+
+/// What `auto:` says when it sends with AF_XDP: which path, and why not xdp-live.
+fn auto_pick_note(iface: &str) -> String {
+    format!(
+        "note: auto:{iface}: sending with AF_XDP, the fastest socket path; xdp-live \
+         (`xdp-live:{iface}`, about twice as fast) is used only when named: it keeps a core \
+         busy and needs a receiver set up for XDP frames"
+    )
 }
 
 macro_rules! each_backend {
