@@ -633,6 +633,18 @@ impl XdpLiveTx {
         Ok(())
     }
 
+    /// Stops the ring's runner before another program runs: it would keep the other core
+    /// busy polling an empty ring.
+    fn stop_ring_runner(&mut self) -> Result<(), IoError> {
+        match self.runner.take().as_mut().map(Runner::stop) {
+            Some(Err(e)) => Err(IoError::Other(format!(
+                "xdp-live:{}: the kernel's live-frame run failed: {e}",
+                self.iface
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// Sends `frame` over and over, unchanged, as fast as the kernel sends, until `stop` is
     /// set: a program that only redirects each page (the C probe's measure), the
     /// ceiling of this path beside which `bench/run xdplive` puts strobe's generator. Not
@@ -646,13 +658,7 @@ impl XdpLiveTx {
                 self.max_frame
             )));
         }
-        // The ring's runner would keep the other core busy polling an empty ring.
-        if let Some(Err(e)) = self.runner.take().as_mut().map(Runner::stop) {
-            return Err(IoError::Other(format!(
-                "xdp-live:{}: the kernel's live-frame run failed: {e}",
-                self.iface
-            )));
-        }
+        self.stop_ring_runner()?;
         let mut a = Asm::new();
         a.map(1, self._devmap.as_raw_fd());
         a.op(ALU64_MOV_K, 2, 0, 0, 0);
@@ -954,13 +960,7 @@ impl KernelGenerator for XdpLiveTx {
                 self.iface
             )));
         }
-        // The ring's runner would keep the other core busy polling an empty ring.
-        if let Some(Err(e)) = self.runner.take().as_mut().map(Runner::stop) {
-            return Err(IoError::Other(format!(
-                "xdp-live:{}: the kernel's live-frame run failed: {e}",
-                self.iface
-            )));
-        }
+        self.stop_ring_runner()?;
         let (map, state) = state_map(flows, self.held)?;
         let prog = load_program(
             &xdp_gen::program(flows, map.as_raw_fd(), self._devmap.as_raw_fd())
