@@ -101,6 +101,12 @@ impl Status {
     }
 
     pub fn tick(&mut self, t: &Tick<'_>) {
+        for w in t.warnings {
+            match &self.bar {
+                Some(bar) => bar.suspend(|| eprintln!("warning: {w}")),
+                None => eprintln!("warning: {w}"),
+            }
+        }
         if let Some(pacings) = t.ready {
             for p in pacings {
                 if !self.quiet {

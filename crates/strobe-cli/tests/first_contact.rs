@@ -278,14 +278,85 @@ fn smooth_is_the_default_late_policy() {
     assert!(late.contains("[default: smooth]"), "{late}");
 }
 
+/// A scenario of `packets` frames at 100 Mpps (10 ns a frame) on a null port described as
+/// 400 Gbit/s: run one frame per hand-over (`--batch 1`), more than any core paces, however
+/// fast the machine (the engine reads the clock and writes a frame for each).
+fn beyond_any_core(dir: &Scratch, packets: u64) -> String {
+    let scenario = dir.path("fast.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "[[ports]]\nname = \"tx\"\nlocation = \"null\"\nspeed = \"400gbps\"\n\n\
+             [[flows]]\nname = \"udp\"\ntx = \"tx\"\nsize = 64\nrate = \"100mpps\"\n\
+             duration = {{ fixed_packets = {{ packets = {packets} }} }}\n\n\
+             [[flows.packet]]\nipv4 = {{ src = \"198.18.0.1\", dst = \"198.18.1.1\" }}\n\
+             [[flows.packet]]\nudp = {{ src_port = 1, dst_port = 2 }}\n"
+        ),
+    )
+    .unwrap();
+    scenario
+}
+
+/// A run that keeps falling behind its schedule is told so while it goes, well before it
+/// ends (here: it is stopped once told; 10 s of schedule would take far longer).
+#[test]
+fn a_run_falling_behind_is_told_while_it_goes() {
+    use std::io::{BufRead, BufReader};
+    let dir = Scratch::new("fc-behind");
+    let scenario = beyond_any_core(&dir, 1_000_000_000);
+    let mut child = strobe()
+        .args(["gen", &scenario, "--batch", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let told = loop {
+        match lines.recv_timeout(std::time::Duration::from_secs(20)) {
+            Ok(line) if line.contains("keeps falling behind its schedule") => break Some(line),
+            Ok(line) => seen.push(line),
+            Err(_) => break None,
+        }
+    };
+    let after = started.elapsed();
+    // SAFETY: kill(2) on the PID of the child this test started.
+    let killed = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(killed, 0);
+    let status = child.wait().unwrap();
+    let rest: Vec<String> = lines.iter().collect();
+    let told = told.unwrap_or_else(|| panic!("not told within 20 s: {seen:?} {rest:?}"));
+    assert!(
+        told.starts_with("warning: port `tx`")
+            && told.contains("of the 100.000 Mpps asked")
+            && told.contains("--cores"),
+        "{told}"
+    );
+    assert!(after.as_secs() < 20, "told after {after:?}");
+    // Stopped by the signal (exit 128 + SIGINT), the run still reports.
+    assert_eq!(status.code(), Some(128 + libc::SIGINT), "{rest:?}");
+    assert!(
+        rest.iter().any(|l| l.contains("stopped by SIGINT")),
+        "{rest:?}"
+    );
+}
+
 #[test]
 fn a_run_that_cannot_keep_up_says_so_in_one_line_and_in_json() {
     let dir = Scratch::new("fc-shortfall");
     let json = dir.path("s.json");
-    // 14 Mpps, one frame per hand-over: far more than one core can pace.
-    let out = gen_udp_command("null")
-        .args(["--rate", "14mpps", "--count", "1000000", "--batch", "1"])
-        .args(["--json", &json])
+    let scenario = beyond_any_core(&dir, 1_000_000);
+    let out = strobe()
+        .args(["gen", &scenario, "--batch", "1", "--json", &json])
         .output()
         .unwrap();
     let err = stderr(&out);
@@ -293,7 +364,7 @@ fn a_run_that_cannot_keep_up_says_so_in_one_line_and_in_json() {
     let lines: Vec<_> = err.lines().filter(|l| l.contains("of the asked")).collect();
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
-        lines[0].contains("14.000 Mpps")
+        lines[0].contains("100.000 Mpps")
             && lines[0].contains("late")
             && lines[0].contains("lower the rate"),
         "{err}"

@@ -433,7 +433,15 @@ fn xdp_live_generates_in_the_kernel_with_every_frame_accounted() {
         .output()
         .unwrap();
     let stdout = ok(out);
-    assert!(stdout.contains("RX on all 2 queues"), "{stdout}");
+    // The lab gives each veth a queue per CPU (at least 2).
+    let queues = sh_in(&lab.ns("rx"), "ls /sys/class/net/rx0/queues")
+        .lines()
+        .filter(|q| q.starts_with("rx-"))
+        .count();
+    assert!(
+        stdout.contains(&format!("RX on all {queues} queues")),
+        "{stdout}"
+    );
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let (f, rx) = (flow(&r), &r["rx_ports"][0]);
@@ -607,16 +615,19 @@ fn udp_segmentation_batches_count_exactly() {
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_exact(flow(&r), 50_000, "afpacket-gso");
-    // The bursts of 64 (and the last of 16) leave as superframes, most of them whole: a
-    // frame joins its burst's hand-over only while that leaves it nearer its deadline than
-    // a hand-over of its own, which depends on the hand-over cost the sender measures as it
-    // goes (about 10 µs makes a 6.3 µs burst one call); on a fast moment a burst's last
-    // frames leave in a call of their own (113 of 50 000 in one run here, 2 in one CI run).
+    // The bursts of 64 (and the last of 16) leave as superframes: a frame joins its
+    // burst's hand-over only while that leaves it nearer its deadline than a hand-over of
+    // its own, so how many of a burst's frames one call takes depends on the hand-over cost
+    // the sender measures as it goes: about 10 µs here makes a 6.3 µs burst one call (one
+    // superframe per burst, 782 in all; a burst's last frames leave in a call of their own
+    // on a fast moment: 113 of 50 000 in one run here, 2 in one CI run); a machine whose
+    // calls cost 2 µs cuts each burst into about four. Bounds for both: nearly every frame
+    // in a superframe, at least 8 frames in each on average.
     let seg = &r["ports"][0]["segmentation"];
     let frames = seg["frames"].as_u64().unwrap();
     let superframes = seg["superframes"].as_u64().unwrap();
     assert!((45_000..=50_000).contains(&frames), "{seg}");
-    assert!((700..=50_000 / 64 + 100).contains(&superframes), "{seg}");
+    assert!((700..=50_000 / 8).contains(&superframes), "{seg}");
     assert_eq!(r["rx_ports"][0]["unknown_flow"], 0, "{r}");
     assert_eq!(r["rx_ports"][0]["truncated"], 0, "{r}");
 }

@@ -211,7 +211,10 @@ fn poisson_keeps_its_short_gaps_and_its_rate_on_a_live_port() {
 
     // One frame per hand-over cannot send a gap below the hand-over's cost (about the 1st
     // percentile of its gaps); Exp(10 µs) puts 1 - e^-0.1 ≈ 9.5 % of gaps below 1 µs, and
-    // coalescing sends those at the path's spacing.
+    // coalescing sends those at the path's spacing. Asked: 4 % below 4/5 of that cost
+    // (about 1.5 µs here, where the exponential puts 14 %), or half the exponential's share
+    // on a machine whose hand-overs are so short that it puts less there; and twice the
+    // share one frame per hand-over sends there.
     let mut alone = captured_run(
         &lab,
         &dir,
@@ -221,8 +224,12 @@ fn poisson_keeps_its_short_gaps_and_its_rate_on_a_live_port() {
     .1;
     alone.sort_unstable();
     let short = alone[alone.len() / 100] * 4 / 5;
+    let exponential = 1.0 - (-(short as f64) / 10_000.0).exp();
+    let want = (exponential / 2.0)
+        .min(0.04)
+        .max(2.0 * share_below(&alone, short));
     assert!(
-        share_below(&coalesced, short) > 0.04,
+        share_below(&coalesced, short) > want,
         "coalesced: only {:.2} % of gaps below {short} ns (one frame per hand-over: {:.2} %)",
         share_below(&coalesced, short) * 100.0,
         share_below(&alone, short) * 100.0
@@ -260,6 +267,9 @@ fn bursts_leave_as_back_to_back_trains() {
 /// 1000 bursts of 32 frames 200 µs apart, captured: Err when fewer than 90 % of the trains
 /// (frames between pauses of 50 µs or more) hold 32 frames, or when a train's frames are
 /// not back to back (closer than the hand-over cost, which one hand-over per frame costs).
+/// The frames of a burst are due 100 ns apart, closer than any path's hand-over, so they
+/// coalesce on a fast machine as on a slow one (1 µs apart, a machine whose calls cost less
+/// than 1 µs would rightly send each alone).
 fn burst_run(lab: &TestLab, dir: &Scratch, name: &str) -> Result<(), String> {
     let (report, gaps) = captured_run(
         lab,
@@ -269,7 +279,7 @@ fn burst_run(lab: &TestLab, dir: &Scratch, name: &str) -> Result<(), String> {
             "--pattern",
             "burst:32/200us",
             "--rate",
-            "1mpps",
+            "10mpps",
             "--count",
             "32000",
         ],

@@ -144,7 +144,8 @@ fn forged_and_stale_frames_are_counted_apart() {
         "--count",
         &count.to_string(),
     ]));
-    std::thread::sleep(Duration::from_millis(800));
+    // Injected once the run sends (100 ms of its frames arrived).
+    lab.wait_for_rx_frames(2_000);
     // Another generator on the same wire, same flow, another tag.
     ok(strobe()
         .args(["gen", "--lab", &lab.prefix, "--port", "lab:tx", "--quiet"])
@@ -212,7 +213,7 @@ fn a_second_sender_with_the_runs_tag_makes_it_suspect() {
         "--count",
         "40000",
     ]));
-    std::thread::sleep(Duration::from_millis(800));
+    lab.wait_for_rx_frames(2_000);
     // Same tag, sequence numbers the run never reaches: unique frames it did not send.
     ok(strobe()
         .args(["gen", "--lab", &lab.prefix, "--port", "lab:tx", "--quiet"])

@@ -146,6 +146,10 @@ struct LiveView {
     intervals: Vec<IntervalLatency>,
     /// Intervals dropped from the front to keep within the bound.
     intervals_dropped: u64,
+    /// What the engine said while the run went on (a port falling behind its schedule),
+    /// and how many of them [`RunHandle::take_problems`] has handed out.
+    live_warnings: Vec<String>,
+    live_warnings_taken: usize,
 }
 
 /// Latency intervals a run keeps for its live view (the oldest go first): an hour of one
@@ -270,6 +274,8 @@ pub fn start_then(
         error: None,
         intervals: Vec::new(),
         intervals_dropped: 0,
+        live_warnings: Vec::new(),
+        live_warnings_taken: 0,
     }));
     let scenario = Arc::new(plan.scenario.clone());
     let live_latency = plan.options.live_latency_intervals;
@@ -287,6 +293,7 @@ pub fn start_then(
                     if !tick.intervals.is_empty() {
                         v.add_intervals(&scenario, tick.intervals);
                     }
+                    v.live_warnings.extend_from_slice(tick.warnings);
                     v.state = RunState::Running;
                     if tick.started {
                         return;
@@ -448,18 +455,29 @@ impl RunHandle {
         }
     }
 
-    /// [`RunHandle::problems`] once, when the run is over (a front end reports them with its
-    /// next reply); empty before, and after the first time.
+    /// What the engine said while the run went on, so far (a paced port that keeps falling
+    /// behind its schedule).
+    pub fn live_warnings(&self) -> Vec<String> {
+        lock(&self.view).live_warnings.clone()
+    }
+
+    /// What the user has not been told yet, each once (a front end reports them with its
+    /// next reply): the warnings said while the run goes on as they come, and
+    /// [`RunHandle::problems`] when the run is over.
     pub fn take_problems(&self) -> Vec<String> {
-        let over = matches!(
-            lock(&self.view).state,
-            RunState::Finished | RunState::Failed
-        );
+        let (over, mut told) = {
+            let mut v = lock(&self.view);
+            let fresh = v.live_warnings[v.live_warnings_taken..].to_vec();
+            v.live_warnings_taken = v.live_warnings.len();
+            (
+                matches!(v.state, RunState::Finished | RunState::Failed),
+                fresh,
+            )
+        };
         if over && !self.problems_taken.swap(true, Ordering::Relaxed) {
-            self.problems()
-        } else {
-            Vec::new()
+            told.extend(self.problems());
         }
+        told
     }
 
     /// The run's results once it has finished well (None before).

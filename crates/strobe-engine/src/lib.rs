@@ -4,6 +4,7 @@
 //!   rebuild, no allocation).
 //! - [`worker`]: one transmit worker per port walking an absolute-deadline schedule on the
 //!   TSC ([`clock`]), flows merged by deadline.
+pub mod behind;
 pub mod clock;
 pub mod floor;
 pub mod generator;
@@ -270,6 +271,9 @@ pub struct Tick<'a> {
     /// Per-flow latency intervals finished since the last tick, when the run hands them
     /// to its watcher ([`RunOptions::live_latency_intervals`]); empty otherwise.
     pub intervals: &'a [intervals::EncodedInterval],
+    /// What the user should be told now, while the run goes on (a paced port that keeps
+    /// falling behind its schedule, see [`behind`]); each said once.
+    pub warnings: &'a [String],
 }
 
 /// Runs every port of the scenario: a receive worker for each port that some flow names as
@@ -413,10 +417,12 @@ pub fn run_scenario(
             flows: &[],
             rx_other: 0,
             intervals: &[],
+            warnings: &[],
         });
     }
     let ids = next_id;
-    let live = Arc::new(LiveCounters::new(ids));
+    let mut behind_watch = behind::BehindWatch::new(&pacings);
+    let live = Arc::new(LiveCounters::new(ids).with_paced_workers(behind_watch.names()));
     let run_tag = choose_run_tag(scenario, opts.run_tag);
     let opts = &RunOptions {
         live: Some(live.clone()),
@@ -615,18 +621,21 @@ pub fn run_scenario(
             flows: &vec![live::FlowSnapshot::default(); n_flows],
             rx_other: 0,
             intervals: &[],
+            warnings: &[],
         });
         // Watch until every transmitter is done, from a core no transmitter spins on.
         let _off_tx_cores = pin::KeepOff::cores(&tx_cores);
         let started = clock.now_ticks();
         let mut next_tick = tick_ns;
+        let mut warnings = Vec::new();
         while !tx_handles.iter().all(|(h, _)| h.is_finished()) {
             std::thread::sleep(std::time::Duration::from_millis(20));
             if let Some(c) = &mut collector {
                 c.extend(interval_rx.try_iter());
             }
             let elapsed_ns = clock.ticks_to_ns(clock.now_ticks() - started);
-            if elapsed_ns >= next_tick {
+            warnings.extend(behind_watch.observe(elapsed_ns, &live.behind()));
+            if elapsed_ns >= next_tick || !warnings.is_empty() {
                 next_tick = elapsed_ns + tick_ns;
                 let mut flows = vec![live::FlowSnapshot::default(); n_flows];
                 for (id, snap) in live.snapshot().iter().enumerate() {
@@ -643,7 +652,9 @@ pub fn run_scenario(
                     flows: &flows,
                     rx_other: live.rx_other.load(Ordering::Relaxed),
                     intervals: &fresh,
+                    warnings: &warnings,
                 });
+                warnings.clear();
             }
         }
         let tx_results: Vec<Result<PortReport, EngineError>> = tx_handles

@@ -142,6 +142,9 @@ pub struct LiveCounters {
     flows: Vec<FlowLive>,
     /// Frames received that belong to no flow (all receive ports together).
     pub rx_other: AtomicU64,
+    /// Paced transmit workers by name, and how far behind its own schedule each was at its
+    /// last hand-over (ns; 0 while on time). Published once per hand-over.
+    behind: Vec<(String, AtomicU64)>,
 }
 
 impl LiveCounters {
@@ -149,7 +152,33 @@ impl LiveCounters {
         LiveCounters {
             flows: (0..n_flows).map(|_| FlowLive::default()).collect(),
             rx_other: AtomicU64::new(0),
+            behind: Vec::new(),
         }
+    }
+
+    /// With a lag slot for each of the paced transmit workers named.
+    pub fn with_paced_workers(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.behind = names.into_iter().map(|n| (n, AtomicU64::new(0))).collect();
+        self
+    }
+
+    /// The lag slot of the paced transmit worker `name` (looked up once, before sending).
+    pub fn behind_slot(&self, name: &str) -> Option<usize> {
+        self.behind.iter().position(|(n, _)| n == name)
+    }
+
+    pub fn publish_behind(&self, slot: usize, behind_ns: u64) {
+        if let Some((_, b)) = self.behind.get(slot) {
+            b.store(behind_ns, Ordering::Relaxed);
+        }
+    }
+
+    /// Each paced worker's lag behind its schedule, in the order they were named.
+    pub fn behind(&self) -> Vec<u64> {
+        self.behind
+            .iter()
+            .map(|(_, b)| b.load(Ordering::Relaxed))
+            .collect()
     }
 
     pub fn flow(&self, id: u16) -> Option<&FlowLive> {

@@ -771,6 +771,13 @@ pub fn run_port<B: Backend>(
     }
 
     let mut switch_changes = 0u64;
+    // Where this worker says how far behind its schedule it is (a paced worker of a watched
+    // run): one relaxed store per hand-over.
+    let behind_slot = opts
+        .live
+        .as_ref()
+        .filter(|_| paced)
+        .and_then(|live| Some((live.clone(), live.behind_slot(port_name)?)));
     'batches: loop {
         if stop.load(Ordering::Relaxed) {
             report.stopped_early = true;
@@ -829,6 +836,10 @@ pub fn run_port<B: Backend>(
                     after_pause!(paused);
                     due += paused;
                 }
+            }
+            if let Some((live, slot)) = &behind_slot {
+                let since_t0 = clock.ticks_to_ns(now.saturating_sub(t0_ticks));
+                live.publish_behind(*slot, since_t0.saturating_sub(plan.deadlines[0]));
             }
             let error_ns = clock.ticks_to_ns(now.saturating_sub(due));
             handover.saturating_record(error_ns);

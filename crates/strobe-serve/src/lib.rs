@@ -307,8 +307,9 @@ fn sending(run: &Arc<RunHandle>) -> Vec<String> {
         .collect()
 }
 
-/// What runs that are over have to tell (a failure, a port an error stopped, a missed rate,
-/// total loss), each once: a control reply's warnings.
+/// What runs have to tell, each once: a control reply's warnings. While a run goes on, a
+/// paced port that keeps falling behind its schedule; once it is over, a failure, a port an
+/// error stopped, a missed rate, total loss.
 fn problems(runs: &[Arc<RunHandle>]) -> Vec<String> {
     runs.iter().flat_map(|r| r.take_problems()).collect()
 }

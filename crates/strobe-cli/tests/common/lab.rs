@@ -54,6 +54,30 @@ impl TestLab {
     }
 }
 
+impl TestLab {
+    /// Waits until rx0 has taken in `frames` more frames than when called, polling its
+    /// counter: a run started in the background is then sending (its receiver opens before
+    /// its first frame), however long the machine took to start it. Panics after 30 s.
+    pub fn wait_for_rx_frames(&self, frames: u64) {
+        let rx_ns = self.ns("rx");
+        let count = || {
+            sh_in(&rx_ns, "cat /sys/class/net/rx0/statistics/rx_packets")
+                .trim()
+                .parse::<u64>()
+                .unwrap()
+        };
+        let start = count();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while count() < start + frames {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "rx0 took in fewer than {frames} frames in 30 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
 /// A shell command inside a namespace; its stdout (it must succeed).
 pub fn sh_in(netns: &str, command: &str) -> String {
     ok(Command::new("ip")
