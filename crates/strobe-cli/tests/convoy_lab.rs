@@ -233,7 +233,10 @@ fn sweeps_run_a_convoy_per_step_and_heads_match_a_constant_rate_flow() {
         .filter_map(|t| t["dispersion_ns"].as_u64())
         .collect();
     dispersions.sort_unstable();
-    let dispersion = dispersions[dispersions.len() / 2] as f64;
+    let dispersion = *dispersions
+        .get(dispersions.len() / 2)
+        .unwrap_or_else(|| panic!("no train with a dispersion: {step}"))
+        as f64;
     let scheduled = 99.0 * 1020.0 * 8.0 / 10.0;
     let waited = (dispersion - scheduled).max(0.0);
     assert!(

@@ -321,8 +321,10 @@ fn a_run_falling_behind_is_told_while_it_goes() {
         }
     });
     let mut seen = Vec::new();
+    let deadline = started + std::time::Duration::from_secs(20);
     let told = loop {
-        match lines.recv_timeout(std::time::Duration::from_secs(20)) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match lines.recv_timeout(left) {
             Ok(line) if line.contains("keeps falling behind its schedule") => break Some(line),
             Ok(line) => seen.push(line),
             Err(_) => break None,

@@ -294,6 +294,10 @@ pub fn start_then(
                         v.add_intervals(&scenario, tick.intervals);
                     }
                     v.live_warnings.extend_from_slice(tick.warnings);
+                    if !tick.warnings.is_empty() && tick.flows.is_empty() {
+                        // Only warnings: not a sample of the counters.
+                        return;
+                    }
                     v.state = RunState::Running;
                     if tick.started {
                         return;

@@ -98,11 +98,12 @@ impl BehindWatch {
 
 impl Watched {
     fn message(&self, elapsed_ns: u64, behind_ns: u64) -> String {
-        let lost = self.lost_ns as f64 / self.over_ns.max(1) as f64;
+        // The lag is read when hand-overs start, not at the windows' edges: bounded.
+        let lost = (self.lost_ns as f64 / self.over_ns.max(1) as f64).min(1.0);
         let sends = match self.asked_pps {
             Some(asked) => format!(
                 "it sends about {} of the {} asked",
-                pps_text(asked * (1.0 - lost).max(0.0)),
+                pps_text(asked * (1.0 - lost)),
                 pps_text(asked)
             ),
             None => format!(

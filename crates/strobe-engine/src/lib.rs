@@ -272,7 +272,8 @@ pub struct Tick<'a> {
     /// to its watcher ([`RunOptions::live_latency_intervals`]); empty otherwise.
     pub intervals: &'a [intervals::EncodedInterval],
     /// What the user should be told now, while the run goes on (a paced port that keeps
-    /// falling behind its schedule, see [`behind`]); each said once.
+    /// falling behind its schedule, see [`behind`]); each said once, in a tick of its own
+    /// whose `flows` are empty (not a sample of the counters).
     pub warnings: &'a [String],
 }
 
@@ -627,16 +628,28 @@ pub fn run_scenario(
         let _off_tx_cores = pin::KeepOff::cores(&tx_cores);
         let started = clock.now_ticks();
         let mut next_tick = tick_ns;
-        let mut warnings = Vec::new();
         while !tx_handles.iter().all(|(h, _)| h.is_finished()) {
             std::thread::sleep(std::time::Duration::from_millis(20));
             if let Some(c) = &mut collector {
                 c.extend(interval_rx.try_iter());
             }
             let elapsed_ns = clock.ticks_to_ns(clock.now_ticks() - started);
-            warnings.extend(behind_watch.observe(elapsed_ns, &live.behind()));
-            if elapsed_ns >= next_tick || !warnings.is_empty() {
-                next_tick = elapsed_ns + tick_ns;
+            let warnings = behind_watch.observe(elapsed_ns, &live.behind());
+            if !warnings.is_empty() {
+                // Said at once, in a tick of its own: no counters, so that the regular
+                // ticks' rates keep their spacing.
+                on_tick(&Tick {
+                    ready: None,
+                    started: false,
+                    elapsed_ns,
+                    flows: &[],
+                    rx_other: 0,
+                    intervals: &[],
+                    warnings: &warnings,
+                });
+            }
+            if elapsed_ns >= next_tick {
+                next_tick = elapsed_ns.saturating_add(tick_ns);
                 let mut flows = vec![live::FlowSnapshot::default(); n_flows];
                 for (id, snap) in live.snapshot().iter().enumerate() {
                     flows[parent[id] as usize].add(snap);
@@ -652,9 +665,8 @@ pub fn run_scenario(
                     flows: &flows,
                     rx_other: live.rx_other.load(Ordering::Relaxed),
                     intervals: &fresh,
-                    warnings: &warnings,
+                    warnings: &[],
                 });
-                warnings.clear();
             }
         }
         let tx_results: Vec<Result<PortReport, EngineError>> = tx_handles

@@ -772,12 +772,15 @@ pub fn run_port<B: Backend>(
 
     let mut switch_changes = 0u64;
     // Where this worker says how far behind its schedule it is (a paced worker of a watched
-    // run): one relaxed store per hand-over.
+    // run), at most once a millisecond: the watcher reads it every 20 ms, and per hand-over
+    // the hot path only compares two clock readings.
     let behind_slot = opts
         .live
         .as_ref()
         .filter(|_| paced)
         .and_then(|live| Some((live.clone(), live.behind_slot(port_name)?)));
+    let behind_every = clock.ns_to_ticks(1_000_000);
+    let mut next_behind = 0u64;
     'batches: loop {
         if stop.load(Ordering::Relaxed) {
             report.stopped_early = true;
@@ -837,9 +840,12 @@ pub fn run_port<B: Backend>(
                     due += paused;
                 }
             }
-            if let Some((live, slot)) = &behind_slot {
-                let since_t0 = clock.ticks_to_ns(now.saturating_sub(t0_ticks));
-                live.publish_behind(*slot, since_t0.saturating_sub(plan.deadlines[0]));
+            if now >= next_behind {
+                if let Some((live, slot)) = &behind_slot {
+                    next_behind = now + behind_every;
+                    let since_t0 = clock.ticks_to_ns(now.saturating_sub(t0_ticks));
+                    live.publish_behind(*slot, since_t0.saturating_sub(plan.deadlines[0]));
+                }
             }
             let error_ns = clock.ticks_to_ns(now.saturating_sub(due));
             handover.saturating_record(error_ns);
