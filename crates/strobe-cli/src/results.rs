@@ -118,7 +118,7 @@ impl Status {
             }
             return;
         }
-        if self.quiet || t.started || (!t.warnings.is_empty() && t.flows.is_empty()) {
+        if self.quiet || t.started || t.warnings_only() {
             return;
         }
         let dt = (t.elapsed_ns - self.last_ns).max(1) as f64 / 1e9;

@@ -294,7 +294,7 @@ pub fn start_then(
                         v.add_intervals(&scenario, tick.intervals);
                     }
                     v.live_warnings.extend_from_slice(tick.warnings);
-                    if !tick.warnings.is_empty() && tick.flows.is_empty() {
+                    if tick.warnings_only() {
                         // Only warnings: not a sample of the counters.
                         return;
                     }
@@ -457,12 +457,6 @@ impl RunHandle {
             (None, Some(r)) => r.failures.iter().chain(&r.warnings).cloned().collect(),
             (None, None) => Vec::new(),
         }
-    }
-
-    /// What the engine said while the run went on, so far (a paced port that keeps falling
-    /// behind its schedule).
-    pub fn live_warnings(&self) -> Vec<String> {
-        lock(&self.view).live_warnings.clone()
     }
 
     /// What the user has not been told yet, each once (a front end reports them with its

@@ -4,20 +4,8 @@
 
 use strobe_engine::ClockSource;
 
-pub fn duration_text(ns: u64) -> String {
-    duration_text_f64(ns as f64)
-}
-
-/// [`duration_text`] for fractional (or negative) nanoseconds.
-pub fn duration_text_f64(ns: f64) -> String {
-    if ns.abs() >= 1e9 {
-        format!("{:.3} s", ns / 1e9)
-    } else if ns.abs() >= 1e6 {
-        format!("{:.3} ms", ns / 1e6)
-    } else {
-        format!("{:.3} µs", ns / 1e3)
-    }
-}
+// Times are written by the engine's warnings too: one definition, below the library.
+pub use strobe_engine::text::{duration_text, duration_text_f64};
 
 /// A packet rate with a unit that keeps it readable.
 pub fn pps_text(pps: f64) -> String {

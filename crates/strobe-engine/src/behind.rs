@@ -11,6 +11,7 @@
 //! [`WINDOW_NS`] in a row, and be above [`MIN_BEHIND_NS`].
 
 use crate::floor::{pps_text, PortPacing};
+use crate::text::duration_text;
 
 /// Length of one window the lag's growth is judged over.
 pub const WINDOW_NS: u64 = 100_000_000;
@@ -125,16 +126,6 @@ impl Watched {
             duration_text(self.over_ns),
             pps_text(self.ceiling_pps),
         )
-    }
-}
-
-fn duration_text(ns: u64) -> String {
-    if ns >= 1_000_000_000 {
-        format!("{:.2} s", ns as f64 / 1e9)
-    } else if ns >= 1_000_000 {
-        format!("{:.1} ms", ns as f64 / 1e6)
-    } else {
-        format!("{:.1} µs", ns as f64 / 1e3)
     }
 }
 

@@ -16,6 +16,7 @@ pub mod reflect;
 pub mod rx;
 pub mod rx_worker;
 pub mod split;
+pub mod text;
 pub mod worker;
 
 use std::sync::atomic::AtomicBool;
@@ -275,6 +276,13 @@ pub struct Tick<'a> {
     /// falling behind its schedule, see [`behind`]); each said once, in a tick of its own
     /// whose `flows` are empty (not a sample of the counters).
     pub warnings: &'a [String],
+}
+
+impl Tick<'_> {
+    /// A tick that carries only warnings, not a sample of the counters.
+    pub fn warnings_only(&self) -> bool {
+        !self.warnings.is_empty() && self.flows.is_empty()
+    }
 }
 
 /// Runs every port of the scenario: a receive worker for each port that some flow names as
