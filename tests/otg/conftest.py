@@ -4,6 +4,7 @@ on a free localhost port, driven by the unmodified snappi client.
 Everything started here is stopped by PID and every lab is removed, also when a test fails.
 """
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -68,11 +69,13 @@ class Server:
         self.log = open(f"/tmp/strobe-serve-{self.port}.log", "w+")
         # Its runs are recorded in a history of its own (never the user's); --db overrides.
         self.db = f"/tmp/strobe-serve-{self.port}.db"
+        # Remembered floors in a state directory of its own too (removed with the server).
+        self.state = f"/tmp/strobe-serve-{self.port}-state"
         self.proc = subprocess.Popen(
             [STROBE, "serve", "--listen", f"127.0.0.1:{self.port}", "--lab", lab.prefix,
              "--drain", drain, *extra],
             stdout=self.log, stderr=subprocess.STDOUT,
-            env=dict(os.environ, STROBE_DB=self.db))
+            env=dict(os.environ, STROBE_DB=self.db, STROBE_STATE_DIR=self.state))
         deadline = time.time() + 20
         while time.time() < deadline:
             try:
@@ -101,6 +104,7 @@ class Server:
                 os.remove(self.db + suffix)
             except FileNotFoundError:
                 pass
+        shutil.rmtree(self.state, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,8 @@ from otg_helpers import (add_flow, as_dict, base_config, flow_metrics, port_metr
 
 
 def captured(lab, run, kind):
-    """Frames of layer `kind` the rx end received while `run()` ran."""
+    """Frames of layer `kind` the rx end received while `run()` ran; every frame received is
+    of that layer (strobe sends nothing but the configured frames)."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "rx.pcap")
         proc = lab.capture(path)
@@ -32,8 +33,10 @@ def captured(lab, run, kind):
             proc.wait(timeout=10)
         if os.environ.get("KEEP_CAPTURES"):
             subprocess.run(["cp", path, f"/tmp/otg-{kind.__name__}.pcap"], check=False)
-        # The floor probe's frames (EtherType 0x88b5) cross the cable too: only the flow's.
-        return result, [p for p in rdpcap(path) if p.haslayer(kind)]
+        frames = rdpcap(path)
+        foreign = [p.summary() for p in frames if not p.haslayer(kind)]
+        assert not foreign, f"{len(foreign)} frames nobody configured: {foreign[:3]}"
+        return result, list(frames)
 
 
 def test_udp_flow_counts_exactly_and_every_pattern_is_on_the_wire(api, lab):
@@ -317,6 +320,51 @@ def test_pause_holds_the_flows_and_resume_goes_on(api, lab):
     # The counted flow sends all its frames: the pause delayed them, it dropped none.
     assert (m["counted"].frames_tx, m["counted"].frames_rx) == (4000, 4000), m
     assert m["steady"].frames_rx == m["steady"].frames_tx, m
+
+
+def test_a_capture_on_the_rx_port_holds_only_the_flows_frames_from_its_first(api, lab):
+    """The issue's reproduction: a paced 20-frame flow at 50 pps, captured through OTG on the
+    receiving port (start_capture, start_transmit, get_capture). Every captured frame is the
+    flow's, from captured frame 0 on: no probe or learning frame of strobe's own."""
+    import io
+    import struct
+
+    from scapy.all import PcapReader
+
+    for run in range(2):  # the second starts from the floor the first remembered
+        cfg = base_config(api, lab)
+        f = add_flow(cfg, "few", packets=20, pps=50)
+        eth, ip, udp = f.packet.ethernet().ipv4().udp()
+        eth.src.value = "02:00:00:00:00:0a"
+        ip.src.value, ip.dst.value = "198.18.0.1", "198.18.1.1"
+        udp.src_port.value, udp.dst_port.value = 1234, 5678
+        cap = cfg.captures.capture(name="c")[-1]
+        cap.port_names = ["rx"]
+        api.set_config(cfg)
+        cs = api.control_state()
+        cs.choice = cs.PORT
+        cs.port.choice = cs.port.CAPTURE
+        cs.port.capture.port_names = ["rx"]
+        cs.port.capture.state = cs.port.capture.START
+        api.set_control_state(cs)
+        m = run_to_end(api, ["few"])
+        assert m["few"].frames_tx == 20 and m["few"].frames_rx == 20, m
+        cs.port.capture.state = cs.port.capture.STOP
+        api.set_control_state(cs)
+        req = api.capture_request()
+        req.port_name = "rx"
+        frames = list(PcapReader(io.BytesIO(api.get_capture(req).read())))
+        assert len(frames) == 20, (run, len(frames), [p.summary() for p in frames[:3]])
+        for j, p in enumerate(frames):
+            raw = bytes(p)
+            assert len(raw) == 128, (run, j, len(raw))
+            assert p[Ether].src == "02:00:00:00:00:0a", (run, j)
+            assert p[IP].src == "198.18.0.1" and p[IP].dst == "198.18.1.1", (run, j)
+            assert p[UDP].sport == 1234 and p[UDP].dport == 5678, (run, j)
+            # The trailer (the 16 bytes before the FCS): marker 'S', sequence at 4..8.
+            trailer = raw[-20:-4]
+            assert trailer[0:1] == b"S", (run, j, trailer)
+            assert struct.unpack(">I", trailer[4:8])[0] == j, (run, j)
 
 
 def test_port_captures_hold_every_frame_with_its_fcs(api, lab):

@@ -147,7 +147,8 @@ pub fn run(args: AnalyzeArgs) -> Result<(), Failure> {
     };
     let mut timestamps_ns = Vec::new();
     let mut frame_lens = Vec::new();
-    // Floor probe frames (sent before a paced run to measure the path) are not the run's.
+    // Floor probe frames (`strobe ports --floor`; earlier strobe builds sent them before
+    // every paced run) are not a run's.
     let mut probes = 0u64;
     let info = strobe_io::read_capture(&args.capture, false, |f| {
         if strobe_wire::trailer::is_probe(&f.data) {
@@ -159,7 +160,7 @@ pub fn run(args: AnalyzeArgs) -> Result<(), Failure> {
     })
     .map_err(|e| Failure::BadInput(e.to_string()))?;
     if probes > 0 && !args.json {
-        eprintln!("note: left out {probes} floor probe frames (strobe's path measurement before a paced run)");
+        eprintln!("note: left out {probes} floor probe frames (strobe's path measurement, `strobe ports --floor`)");
     }
     let capture = Capture {
         timestamps_ns,

@@ -80,10 +80,11 @@ pub struct GenArgs {
     #[arg(long)]
     batch: Option<usize>,
     /// The transmit path's floor for paced ports, HANDOVER/SPACING (e.g. 2.3us/0.9us): what
-    /// one hand-over costs and how closely frames handed over together leave. Default: each
-    /// paced port measures it before the run with a few hundred probe frames (their
-    /// trailer marker cleared, so no strobe receiver counts them; a device under test does).
-    #[arg(long, value_name = "HANDOVER/SPACING")]
+    /// one hand-over costs and how closely frames handed over together leave. Default
+    /// (`remembered`): the floor the last paced run on the port's path measured (see
+    /// `strobe ports --floors`), else learned from the run's own first hand-overs; `learn`
+    /// ignores what is remembered. No frame but the flows' own is ever sent to measure it.
+    #[arg(long, value_name = "HANDOVER/SPACING|learn|remembered")]
     floor: Option<String>,
     /// When falling behind: smooth (shift at the stall, then shorten later gaps by at most
     /// 1/50 until on time again: keeps the asked rate and gaps), shift (keep gaps, the rate
@@ -545,10 +546,17 @@ fn execute(
         .floor
         .as_deref()
         .map(|text| {
-            text.parse::<strobe_timing::PathFloor>()
-                .map_err(|e| bad_flag("--floor", text, e.to_string()))
+            text.parse::<strobe_control::floors::FloorChoice>()
+                .map_err(|e| {
+                    bad_flag(
+                        "--floor",
+                        text,
+                        format!("{e} (or `learn`, or `remembered`, the default)"),
+                    )
+                })
         })
-        .transpose()?;
+        .transpose()?
+        .unwrap_or_default();
     // The HTML report draws latency over time from the same intervals as the log. Each
     // interval copies every active flow's histogram (about 229 KB) inside the receive loop,
     // so for the report alone that is done only for a few flows.

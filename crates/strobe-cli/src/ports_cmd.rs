@@ -1,12 +1,15 @@
 //! `strobe ports`: the interfaces of a namespace (or of a lab's three), what timestamps each
 //! can give, and which source strobe's latency measurement will use there.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use clap::Args;
 use serde_json::{json, Value};
 use strobe_io::netns::NETNS_DIR;
 use strobe_io::tsinfo::{interfaces, query_ts_info, TsInfo};
+
+use strobe_control::floors::{FloorMemory, MeasuredBy, RememberedFloor};
 
 use crate::failure::Failure;
 
@@ -26,6 +29,8 @@ pub struct PortsArgs {
     /// Measure the transmit floor of this port instead: what one hand-over costs and how
     /// closely frames handed over together leave (sends a few hundred 60-byte probe frames
     /// from and to one locally administered MAC), e.g. lab:tx, afpacket:NS/IFACE, afxdp:IFACE.
+    /// The floor is remembered for later paced runs on the path (runs themselves never send
+    /// probe frames: they start from the remembered floor or learn it from their own frames).
     #[arg(long, value_name = "PORT")]
     floor: Option<String>,
     /// With --floor: most frames per hand-over, for the paced ceiling.
@@ -44,6 +49,17 @@ fn floor(args: &PortsArgs, port: &str) -> Result<(), Failure> {
         .map_err(|e| Failure::Runtime(format!("--floor {port}: {e}")))?;
     let batch = usize::from(args.batch);
     let ceiling = floor.ceiling_pps(batch);
+    let memory = FloorMemory::open();
+    memory
+        .remember(&[(location.clone(), floor)], MeasuredBy::Probe)
+        .map_err(|e| {
+            Failure::Runtime(format!(
+                "--floor {port}: measured, but cannot remember it in {}: {e}",
+                memory
+                    .path()
+                    .map_or("(no state directory)".into(), |p| p.display().to_string())
+            ))
+        })?;
     if args.json {
         let doc = json!({
             "port": port,
@@ -59,7 +75,8 @@ fn floor(args: &PortsArgs, port: &str) -> Result<(), Failure> {
         println!(
             "{port} ({location}): one hand-over {}, frames handed over together {} apart; \
              paced ceiling {:.0} pps with up to {batch} frames per hand-over ({sent} probe \
-             frames; give it to gen as --floor {}ns/{}ns)",
+             frames; remembered for later paced runs on this path, or give it to gen as \
+             --floor {}ns/{}ns)",
             strobe_control::text::duration_text(floor.handover_ns),
             strobe_control::text::duration_text(floor.spacing_ns),
             ceiling,
@@ -124,16 +141,50 @@ pub fn run(args: PortsArgs) -> Result<(), Failure> {
         }
         (netns, None) => vec![scan(netns.as_deref())?],
     };
+    let floors = FloorMemory::open().all();
     if args.json {
-        let doc =
-            json!({ "namespaces": namespaces.iter().map(namespace_json).collect::<Vec<_>>() });
+        let doc = json!({ "namespaces": namespaces.iter().map(|ns| namespace_json(ns, &floors)).collect::<Vec<_>>() });
         println!("{doc:#}");
     } else {
         for ns in &namespaces {
-            print_table(ns);
+            print_table(ns, &floors);
         }
     }
     Ok(())
+}
+
+/// The remembered floors of paths through `iface` in `netns` (one per backend).
+fn floors_of<'a>(
+    floors: &'a BTreeMap<String, RememberedFloor>,
+    netns: Option<&str>,
+    iface: &str,
+) -> Vec<(&'a String, &'a RememberedFloor)> {
+    floors
+        .iter()
+        .filter(|(location, _)| {
+            strobe_io::Location::parse(location)
+                .is_ok_and(|l| l.interface() == Some((netns, iface)))
+        })
+        .collect()
+}
+
+/// A remembered floor in words: its two figures, how and how long ago it was measured.
+fn floor_text(location: &str, f: &RememberedFloor) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!(
+        "{location}: floor {} per hand-over, {} back to back (measured by {} {} ago)",
+        strobe_control::text::duration_text(f.handover_ns),
+        strobe_control::text::duration_text(f.spacing_ns),
+        match f.measured_by {
+            MeasuredBy::Run => "a paced run",
+            MeasuredBy::Probe => "strobe ports --floor",
+        },
+        strobe_control::text::duration_text(
+            now.saturating_sub(f.unix_s).saturating_mul(1_000_000_000)
+        ),
+    )
 }
 
 fn yes_no(b: bool) -> &'static str {
@@ -144,7 +195,7 @@ fn yes_no(b: bool) -> &'static str {
     }
 }
 
-fn print_table(ns: &Namespace) {
+fn print_table(ns: &Namespace, floors: &BTreeMap<String, RememberedFloor>) {
     match &ns.name {
         Some(name) => println!("network namespace {name}:"),
         None => println!("this network namespace:"),
@@ -172,9 +223,21 @@ fn print_table(ns: &Namespace) {
             info.latency_source(),
         );
     }
+    let remembered: Vec<String> = ns
+        .interfaces
+        .iter()
+        .flat_map(|info| floors_of(floors, ns.name.as_deref(), &info.iface))
+        .map(|(location, f)| floor_text(location, f))
+        .collect();
+    if !remembered.is_empty() {
+        println!("  remembered transmit floors (where paced runs on these paths start):");
+        for line in remembered {
+            println!("    {line}");
+        }
+    }
 }
 
-fn namespace_json(ns: &Namespace) -> Value {
+fn namespace_json(ns: &Namespace, floors: &BTreeMap<String, RememberedFloor>) -> Value {
     json!({
         "netns": ns.name,
         "interfaces": ns.interfaces.iter().map(|info| json!({
@@ -191,6 +254,10 @@ fn namespace_json(ns: &Namespace) -> Value {
             "phc": info.phc_path(),
             "latency_source": info.latency_source().name(),
             "latency_source_detail": info.latency_source().to_string(),
+            "floors": floors_of(floors, ns.name.as_deref(), &info.iface)
+                .into_iter()
+                .map(|(location, f)| json!({ "location": location, "floor": f }))
+                .collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
 }

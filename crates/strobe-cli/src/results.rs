@@ -281,14 +281,19 @@ pub fn print_summary(r: &Results) {
             }
             if let Some(pacing) = &p.pacing {
                 println!("  {}", pacing_line(pacing));
-                if let (Some(handover), Some(spacing)) =
-                    (pacing.observed_handover_ns, pacing.observed_spacing_ns)
-                {
+                if let Some(handover) = pacing.observed_handover_ns {
                     println!(
-                        "  floor as the run's hand-overs refined it: {} per hand-over, {} back \
-                         to back",
+                        "  floor as the run's hand-overs {} it: {} per hand-over, {}",
+                        if pacing.floor_source == "learned" {
+                            "learned"
+                        } else {
+                            "refined"
+                        },
                         duration_text(handover),
-                        duration_text(spacing)
+                        match pacing.observed_spacing_ns {
+                            Some(spacing) => format!("{} back to back", duration_text(spacing)),
+                            None => "no hand-over of several frames to time the spacing".into(),
+                        }
                     );
                 }
                 println!(
@@ -547,26 +552,29 @@ fn error_text(h: &TimingError) -> String {
 }
 
 /// One line on a paced port's floor: what one hand-over costs, how closely frames handed
-/// over together leave, and the highest rate that paces.
+/// over together leave, and the highest rate that paces, or that the run learns it.
 pub fn pacing_line(p: &PacingResult) -> String {
-    format!(
-        "tx port {}: floor {} per hand-over, {} back to back ({}{}); paces up to {} with up to \
-         {} frames per hand-over{}",
-        p.port,
-        duration_text(p.handover_ns),
-        duration_text(p.spacing_ns),
-        p.floor_source,
-        match p.probe_frames {
-            0 => String::new(),
-            n => format!(" with {n} probe frames"),
-        },
-        pps_text(p.ceiling_pps),
-        p.max_batch,
-        match p.asked_pps {
-            Some(asked) => format!("; asked {}", pps_text(asked)),
-            None => String::new(),
-        }
-    )
+    let asked = match p.asked_pps {
+        Some(asked) => format!("; asked {}", pps_text(asked)),
+        None => String::new(),
+    };
+    match (p.handover_ns, p.spacing_ns, p.ceiling_pps) {
+        (Some(handover), Some(spacing), Some(ceiling)) => format!(
+            "tx port {}: floor {} per hand-over, {} back to back ({}); paces up to {} with up \
+             to {} frames per hand-over{asked}",
+            p.port,
+            duration_text(handover),
+            duration_text(spacing),
+            p.floor_source,
+            pps_text(ceiling),
+            p.max_batch,
+        ),
+        _ => format!(
+            "tx port {}: floor learned from the run's own first hand-overs (none known for \
+             this path yet), up to {} frames per hand-over{asked}",
+            p.port, p.max_batch,
+        ),
+    }
 }
 
 /// The run's warnings (ports that missed their rate, flows that lost every frame, frames

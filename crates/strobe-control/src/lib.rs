@@ -18,6 +18,7 @@
 
 pub mod calibration;
 pub mod capture;
+pub mod floors;
 pub mod history;
 pub mod otg;
 pub mod pcap_space;

@@ -10,8 +10,8 @@ use strobe_engine::{LatePolicy, RunOptions};
 use strobe_io::Location;
 use strobe_lab::Lab;
 use strobe_model::Scenario;
-use strobe_timing::PathFloor;
 
+use crate::floors::{known_floors, FloorChoice, FloorMemory};
 use crate::ports::{resolve_lab_ports, DEFAULT_LAB_PREFIX};
 use crate::{pcap_space, ControlError};
 
@@ -25,8 +25,9 @@ pub struct PlanOptions {
     pub pacing: Pacing,
     /// Paced: most frames per hand-over; unpaced: frames per hand-over. None: the engine's.
     pub batch: Option<usize>,
-    /// The transmit path's floor for every paced port; None: each port is probed.
-    pub floor: Option<PathFloor>,
+    /// Where paced ports get their floor before the first frame (nothing is ever sent to
+    /// measure it): remembered per location, learned while running, or given.
+    pub floor: FloorChoice,
     pub late_policy: LatePolicy,
     pub late_tolerance_ns: u64,
     /// How long receivers keep counting after the last frame was sent.
@@ -56,7 +57,7 @@ impl Default for PlanOptions {
             lab_prefix: DEFAULT_LAB_PREFIX.to_string(),
             pacing: Pacing::Scheduled,
             batch: None,
-            floor: None,
+            floor: FloorChoice::default(),
             late_policy: engine.late_policy,
             late_tolerance_ns: engine.late_tolerance_ns,
             drain_ns: engine.drain_ns,
@@ -163,10 +164,16 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
     }
     let run_options = RunOptions {
         batch: options.batch,
-        floors: options
-            .floor
-            .map(|f| scenario.ports.iter().map(|p| (p.name.clone(), f)).collect())
-            .unwrap_or_default(),
+        floors: known_floors(
+            options.floor,
+            &scenario
+                .ports
+                .iter()
+                .zip(&locations)
+                .map(|(p, l)| (p.name.clone(), l.to_string()))
+                .collect::<Vec<_>>(),
+            &FloorMemory::open(),
+        ),
         late_policy: options.late_policy,
         late_tolerance_ns: options.late_tolerance_ns,
         unpaced: matches!(pacing, Pacing::Unpaced { .. }),

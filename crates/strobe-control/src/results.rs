@@ -162,32 +162,40 @@ impl From<&HandoverError> for TimingError {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PacingResult {
     pub port: String,
-    pub handover_ns: u64,
-    pub spacing_ns: u64,
-    /// `probed` (measured at the start) or `given`.
+    /// The floor known before the first frame (None when the run learned it).
+    pub handover_ns: Option<u64>,
+    pub spacing_ns: Option<u64>,
+    /// `given` (`--floor`), `remembered` (an earlier run on this path) or `learned` (from
+    /// the run's own first hand-overs). No run sends frames of its own to measure it.
     pub floor_source: String,
-    pub probe_frames: u64,
     pub max_batch: usize,
-    pub ceiling_pps: f64,
+    /// The paced ceiling of the floor known before the first frame.
+    pub ceiling_pps: Option<f64>,
     pub asked_pps: Option<f64>,
-    /// The floor as the run's own hand-overs refined it.
+    /// The floor as the run's own hand-overs refined or learned it (the spacing only when
+    /// calls of several frames measured it).
     pub observed_handover_ns: Option<u64>,
     pub observed_spacing_ns: Option<u64>,
+    /// The paced ceiling of the observed floor.
+    pub observed_ceiling_pps: Option<f64>,
 }
 
 impl From<&PortPacing> for PacingResult {
     fn from(c: &PortPacing) -> Self {
         PacingResult {
             port: c.port.clone(),
-            handover_ns: c.floor.handover_ns,
-            spacing_ns: c.floor.spacing_ns,
+            handover_ns: c.floor.map(|f| f.handover_ns),
+            spacing_ns: c.floor.map(|f| f.spacing_ns),
             floor_source: c.source.name().to_string(),
-            probe_frames: c.probe_frames,
             max_batch: c.max_batch,
             ceiling_pps: c.ceiling_pps,
             asked_pps: c.asked_pps,
             observed_handover_ns: c.observed.map(|f| f.handover_ns),
-            observed_spacing_ns: c.observed.map(|f| f.spacing_ns),
+            observed_spacing_ns: c
+                .observed
+                .filter(|_| c.observed_spacing_known)
+                .map(|f| f.spacing_ns),
+            observed_ceiling_pps: c.observed.map(|f| f.ceiling_pps(c.max_batch)),
         }
     }
 }

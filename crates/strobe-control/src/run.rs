@@ -364,7 +364,19 @@ pub fn run_blocking(
     tick_ns: u64,
     on_tick: &mut dyn FnMut(&Tick<'_>),
 ) -> Result<RunReport, ControlError> {
-    run_scenario(&plan.scenario, &plan.options, stop, tick_ns, on_tick).map_err(Into::into)
+    let report = run_scenario(&plan.scenario, &plan.options, stop, tick_ns, on_tick)?;
+    // What the run learned of its paths is where the next run on them starts from.
+    let measured = crate::floors::measured_floors(
+        &report
+            .ports
+            .iter()
+            .filter_map(|p| p.pacing.clone())
+            .collect::<Vec<_>>(),
+    );
+    // A state directory that cannot be written costs only the next run's head start: it
+    // learns the floor from its own hand-overs again (`strobe ports` shows what is kept).
+    let _ = crate::floors::FloorMemory::open().remember(&measured, crate::floors::MeasuredBy::Run);
+    Ok(report)
 }
 
 /// The view's lock; a watcher that panicked while holding it left plain counters behind,

@@ -1,8 +1,9 @@
 //! Paced workers that keep falling behind their schedule, told while the run goes on.
 //!
-//! The floor probe before a run can overrate a path: its frames cost the far side less than
-//! the run's own do (a receiver's stack on the same machine, a capture), and other work can
-//! take the sender's core. A run asking more than the path then paces falls behind
+//! A floor known before a run can overrate the path (remembered from a run whose frames cost
+//! the far side less, a receiver's stack on the same machine, a capture), a floor learned
+//! while running gives no ceiling before the first frame, and other work can take the
+//! sender's core. A run asking more than the path then paces falls behind
 //! steadily and would say so only after it ended, however long it was asked to be. The
 //! watcher reads each paced worker's lag behind its schedule (published per hand-over) and
 //! says so within a few tenths of a second. A stall (the machine stops the sender for a
@@ -26,7 +27,8 @@ pub const MIN_BEHIND_NS: u64 = 5_000_000;
 struct Watched {
     name: String,
     asked_pps: Option<f64>,
-    ceiling_pps: f64,
+    /// The ceiling of the floor known before the run (None when the run learns it).
+    ceiling_pps: Option<f64>,
     /// (elapsed, lag) when the current window began.
     window_start: Option<(u64, u64)>,
     /// Windows in a row the lag grew in, and what it grew by over them.
@@ -112,19 +114,25 @@ impl Watched {
                 (1.0 - lost) * 100.0
             ),
         };
+        let why = match self.ceiling_pps {
+            Some(ceiling) => format!(
+                "the floor known before the run let it pace up to {}: the path costs more now \
+                 than then, or other work takes the core",
+                pps_text(ceiling)
+            ),
+            None => "the path cannot keep up with the rate asked, or other work takes the core"
+                .to_string(),
+        };
         format!(
             "port `{}` keeps falling behind its schedule: {} behind after {}, losing {:.1} % \
              of the time over the last {}: {sends}, so the run will take longer than asked \
-             (the floor measured before the run let it pace up to {}: the run's own frames \
-             cost this path more than the probe's, or other work takes the core). Lower the \
-             rate, spread the flows over more cores (--cores), use another backend, or ask \
-             for --rate max to send unpaced",
+             ({why}). Lower the rate, spread the flows over more cores (--cores), use another \
+             backend, or ask for --rate max to send unpaced",
             self.name,
             duration_text(behind_ns),
             duration_text(elapsed_ns),
             lost * 100.0,
             duration_text(self.over_ns),
-            pps_text(self.ceiling_pps),
         )
     }
 }
@@ -135,20 +143,21 @@ mod tests {
     use crate::floor::FloorSource;
     use strobe_timing::PathFloor;
 
-    /// A worker asked 1 Mpps whose probed floor allowed 1.9 Mpps.
+    /// A worker asked 1 Mpps whose remembered floor allowed 1.9 Mpps.
     fn pacing(name: &str) -> PortPacing {
         PortPacing {
             port: name.into(),
-            floor: PathFloor {
+            location: "null".into(),
+            floor: Some(PathFloor {
                 handover_ns: 1_000,
                 spacing_ns: 500,
-            },
-            source: FloorSource::Probed,
+            }),
+            source: FloorSource::Remembered,
             max_batch: 256,
-            ceiling_pps: 1.9e6,
+            ceiling_pps: Some(1.9e6),
             asked_pps: Some(1e6),
-            probe_frames: 0,
             observed: None,
+            observed_spacing_known: false,
         }
     }
 

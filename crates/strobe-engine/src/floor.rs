@@ -1,15 +1,17 @@
-//! The floor probe: what one hand-over costs on a port and how closely frames handed over
-//! together leave, measured by sending a few hundred probe frames before a paced run.
+//! A paced port's floor: what one hand-over costs and how closely frames handed over
+//! together leave, and where the run got it from.
 //!
-//! The probe frame goes nowhere beyond the first hop: 60 bytes from and to the port's first
-//! flow's source MAC (a switch or bridge does not send a frame back out of the port it came
-//! in on, a router takes no frame for another MAC), with the IEEE local experimental
-//! EtherType 0x88B5 (no IP, so no IP counter, filter or capture of the run's traffic sees
-//! it), ending in the probe trailer (`strobe_wire::trailer::PROBE`), which `strobe analyze`
-//! leaves out. Give the floor with `--floor` to send nothing. Probe frames are left out of
-//! the port's transmit counts. A probe frame costs the path less than the run's frames
-//! where the path includes the receiver's stack (veth): the run refines the floor from its
-//! own hand-overs ([`strobe_timing::FloorEstimate`]).
+//! A run sends nothing but its flows' frames: it never probes the path before its first
+//! frame (a device under test counts, learns and logs every frame it sees). A paced port
+//! takes its floor from `--floor` ([`FloorSource::Given`]), from an earlier run on the same
+//! interface ([`FloorSource::Remembered`], kept by the run control), or learns it from its
+//! own first hand-overs ([`FloorSource::Learned`], see [`strobe_timing::FloorEstimate`]).
+//! Every run refines its floor from its own hand-overs as it goes.
+//!
+//! [`probe`] is the explicit, opt-in measurement of `strobe ports --floor PORT`: it sends a
+//! few hundred probe frames that go nowhere beyond the first hop (60 bytes from and to one
+//! locally administered MAC, the IEEE local experimental EtherType 0x88B5, ending in the
+//! probe trailer, which `strobe analyze` leaves out).
 
 use strobe_io::{Backend, IoError, MAX_BATCH};
 use strobe_model::FlowSpec;
@@ -26,19 +28,29 @@ const BATCH: usize = 64;
 /// Where a port's floor came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FloorSource {
-    /// Measured by the probe just before the run.
-    Probed,
     /// Given by the user (`--floor`, or the run options).
     Given,
+    /// Measured by an earlier run on the same interface (or `strobe ports --floor`).
+    Remembered,
+    /// Nothing known before the run: learned from its own first hand-overs.
+    Learned,
 }
 
 impl FloorSource {
     pub fn name(self) -> &'static str {
         match self {
-            FloorSource::Probed => "probed",
             FloorSource::Given => "given",
+            FloorSource::Remembered => "remembered",
+            FloorSource::Learned => "learned",
         }
     }
+}
+
+/// A floor known before a run, for a port (given or remembered).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KnownFloor {
+    pub floor: PathFloor,
+    pub source: FloorSource,
 }
 
 /// A paced port's floor and what it allows, as reported before and after the run.
@@ -46,45 +58,60 @@ impl FloorSource {
 pub struct PortPacing {
     /// The transmit worker (`port` or `port#k` when a port has several).
     pub port: String,
-    pub floor: PathFloor,
+    /// Where it sends (`afpacket:NS/IFACE`, …): the path the floor belongs to.
+    pub location: String,
+    /// The floor known before the first frame; None when the run learns it.
+    pub floor: Option<PathFloor>,
     pub source: FloorSource,
     /// Most frames one hand-over may carry (`--batch`; 1 turns coalescing off).
     pub max_batch: usize,
-    /// The highest paced rate this floor allows with that many frames per hand-over.
-    pub ceiling_pps: f64,
+    /// The highest paced rate the known floor allows with that many frames per hand-over.
+    pub ceiling_pps: Option<f64>,
     /// The long-run rate the worker's flows ask for together, when it is known.
     pub asked_pps: Option<f64>,
-    /// Probe frames sent on the port (left out of its counts).
-    pub probe_frames: u64,
-    /// After the run: the floor as the run's own hand-overs refined it.
+    /// After the run: the floor as the run's own hand-overs refined (or learned) it; None
+    /// when the run made too few hand-overs to learn its hand-over cost.
     pub observed: Option<PathFloor>,
+    /// Whether the observed spacing was measured (calls of several frames were made) rather
+    /// than assumed.
+    pub observed_spacing_known: bool,
 }
 
 impl PortPacing {
     pub fn new(
         port: &str,
-        floor: PathFloor,
-        source: FloorSource,
+        location: &str,
+        known: Option<KnownFloor>,
         max_batch: usize,
         flows: &[FlowSpec],
     ) -> PortPacing {
         PortPacing {
             port: port.to_string(),
-            floor,
-            source,
+            location: location.to_string(),
+            floor: known.map(|k| k.floor),
+            source: known.map_or(FloorSource::Learned, |k| k.source),
             max_batch,
-            ceiling_pps: floor.ceiling_pps(max_batch),
+            ceiling_pps: known.map(|k| k.floor.ceiling_pps(max_batch)),
             asked_pps: asked_pps(flows),
-            probe_frames: 0,
             observed: None,
+            observed_spacing_known: false,
         }
     }
 
-    /// A warning when the flows ask for more than the path can pace, with what to do.
+    /// The ceiling of the floor the run ended with (or started from, if it learned none).
+    pub fn best_ceiling_pps(&self) -> Option<f64> {
+        self.observed
+            .map(|f| f.ceiling_pps(self.max_batch))
+            .or(self.ceiling_pps)
+    }
+
+    /// A warning when the flows ask for more than the known floor can pace, with what to do
+    /// (none when the floor is learned during the run: the falling-behind watch tells then).
     pub fn warning(&self) -> Option<String> {
         let asked = self.asked_pps?;
-        // Within 2 %: the probe's own noise.
-        if asked <= self.ceiling_pps * 1.02 {
+        let (floor, ceiling) = (self.floor?, self.ceiling_pps?);
+        // Within 2 %: a floor's own noise.
+        if asked <= ceiling * 1.02 {
             return None;
         }
         let batch_hint = if self.max_batch < MAX_BATCH {
@@ -97,16 +124,17 @@ impl PortPacing {
         };
         Some(format!(
             "port `{}`: {} asked, but this path paces at most {} (one hand-over {}, frames \
-             handed over together {} apart, up to {} per hand-over): the run will fall \
-             behind and take longer than asked. {batch_hint}spread the flows over more cores \
-             (--cores), use another backend (afxdp: is usually faster than af_packet:), or \
-             ask for --rate max to send unpaced",
+             handed over together {} apart, up to {} per hand-over; floor {}): the run will \
+             fall behind and take longer than asked. {batch_hint}spread the flows over more \
+             cores (--cores), use another backend (afxdp: is usually faster than af_packet:), \
+             or ask for --rate max to send unpaced",
             self.port,
             pps_text(asked),
-            pps_text(self.ceiling_pps),
-            ns_text(self.floor.handover_ns),
-            ns_text(self.floor.spacing_ns),
-            self.max_batch
+            pps_text(ceiling),
+            ns_text(floor.handover_ns),
+            ns_text(floor.spacing_ns),
+            self.max_batch,
+            self.source.name()
         ))
     }
 }
@@ -258,7 +286,11 @@ mod tests {
             handover_ns: 2_300,
             spacing_ns: 900,
         };
-        let mut pacing = PortPacing::new("p1", floor, FloorSource::Given, 8, &[]);
+        let known = KnownFloor {
+            floor,
+            source: FloorSource::Given,
+        };
+        let mut pacing = PortPacing::new("p1", "null", Some(known), 8, &[]);
         pacing.asked_pps = Some(1e6);
         let warning = pacing
             .warning()
@@ -266,9 +298,20 @@ mod tests {
         assert!(warning.contains("1.000 Mpps asked"), "{warning}");
         assert!(warning.contains("raise --batch"), "{warning}");
         pacing.max_batch = MAX_BATCH;
-        pacing.ceiling_pps = floor.ceiling_pps(MAX_BATCH);
+        pacing.ceiling_pps = Some(floor.ceiling_pps(MAX_BATCH));
         assert_eq!(pacing.warning(), None);
         pacing.asked_pps = Some(2e6);
         assert!(!pacing.warning().unwrap().contains("raise --batch"));
+        // A floor learned while running gives nothing to warn with before the first frame.
+        let learned = PortPacing::new("p1", "null", None, 8, &[]);
+        assert_eq!(learned.source, FloorSource::Learned);
+        assert_eq!(
+            PortPacing {
+                asked_pps: Some(1e9),
+                ..learned
+            }
+            .warning(),
+            None
+        );
     }
 }

@@ -32,7 +32,7 @@ use strobe_model::Scenario;
 use strobe_timing::{Duration, Pattern, ScheduleSpec};
 
 pub use clock::{Clock, ClockSource};
-pub use floor::{FloorSource, PortPacing};
+pub use floor::{FloorSource, KnownFloor, PortPacing};
 pub use generator::FlowGenerator;
 pub use worker::{run_port, FlowReport, HandoverError, LatePolicy, PortReport, RunOptions};
 
@@ -125,42 +125,26 @@ pub fn oversubscription(scenario: &Scenario, tx_workers: usize) -> Option<String
     })
 }
 
-/// A paced worker's floor: given for its port in `opts.floors`, else probed on `backend`
-/// with the first flow's frame (before any receiver opens, so none of ours sees the probe).
+/// A paced worker's floor: the one known for its port in `opts.floors` (given or
+/// remembered), else learned from the run's own first hand-overs. Nothing is sent here.
 fn port_pacing(
     worker: &str,
     port: &str,
-    backend: &mut AnyBackend,
+    location: &str,
+    backend: &AnyBackend,
     flows: &[strobe_model::FlowSpec],
-    clock: &Clock,
     opts: &RunOptions,
-) -> Result<PortPacing, EngineError> {
+) -> PortPacing {
     let max_batch = opts
         .batch
         .unwrap_or(strobe_io::MAX_BATCH)
         .clamp(1, backend.slot_count().clamp(1, strobe_io::MAX_BATCH));
-    if let Some((_, floor)) = opts.floors.iter().find(|(name, _)| name == port) {
-        return Ok(PortPacing::new(
-            worker,
-            *floor,
-            FloorSource::Given,
-            max_batch,
-            flows,
-        ));
-    }
-    let mac = match flows.first() {
-        Some(f) => FlowGenerator::compile(f, DEFAULT_RUN_TAG, 0)?.source_mac(),
-        None => None,
-    };
-    let frame = floor::probe_frame(mac.unwrap_or(floor::PROBE_MAC));
-    let (floor, sent) =
-        floor::probe(backend, clock, &frame).map_err(|source| EngineError::Port {
-            port: port.to_string(),
-            source,
-        })?;
-    let mut pacing = PortPacing::new(worker, floor, FloorSource::Probed, max_batch, flows);
-    pacing.probe_frames = sent;
-    Ok(pacing)
+    let known = opts
+        .floors
+        .iter()
+        .find(|(name, _)| name == port)
+        .map(|(_, known)| *known);
+    PortPacing::new(worker, location, known, max_batch, flows)
 }
 
 /// Whether a flow's schedule comes to an end by itself.
@@ -408,11 +392,11 @@ pub fn run_scenario(
                 Some(port_pacing(
                     &name,
                     &port.name,
-                    &mut backend,
+                    &location.to_string(),
+                    &backend,
                     &worker_flows,
-                    &clock,
                     opts,
-                )?)
+                ))
             };
             tx_jobs.push((name, backend, worker_flows, pacing));
         }

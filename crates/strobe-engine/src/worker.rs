@@ -4,7 +4,8 @@
 //! Paced runs coalesce: one hand-over to the backend costs more than the spacing of frames
 //! handed over together (on a veth AF_PACKET path about 2.3 µs against 0.9 µs), so a frame
 //! whose deadline comes before the previous hand-over could end joins it when that puts it
-//! closer to its deadline ([`PathFloor::joins`], with the port's measured floor). Deadlines
+//! closer to its deadline ([`PathFloor::joins`], with the port's floor: given, remembered,
+//! or learned from the run's first hand-overs). Deadlines
 //! stay absolute, so the rate is kept up to the path's ceiling, and gaps are as close to
 //! the schedule as the path allows. `batch` caps the frames of one hand-over (1 = every
 //! frame alone, the behaviour before coalescing). Without a floor (a caller that gives none)
@@ -88,9 +89,10 @@ pub struct RunOptions {
     pub run_tag: Option<u8>,
     /// First sequence number of every flow (tests start near the 2^32 wrap).
     pub seq_start: u32,
-    /// Floors given per port name (`--floor`); paced ports without one are probed before
-    /// the run (see [`crate::floor`]).
-    pub floors: Vec<(String, PathFloor)>,
+    /// Floors known per port name before the run (given with `--floor`, or remembered from
+    /// an earlier run); paced ports without one learn theirs from their own first
+    /// hand-overs (see [`crate::floor`]).
+    pub floors: Vec<(String, crate::floor::KnownFloor)>,
     /// While set, transmitters hand nothing over; when cleared, the schedule resumes where
     /// it stopped, later by the pause (a pause is neither late nor a stall).
     pub pause: Option<Arc<std::sync::atomic::AtomicBool>>,
@@ -583,8 +585,8 @@ impl Plan {
 
 /// Runs one port's flows on `backend` until every flow's duration is over or `stop` is set.
 ///
-/// `pacing` is the port's floor (paced runs coalesce their hand-overs to it) and the probe
-/// frames already sent on `backend`, which are left out of the counts.
+/// `pacing` is the port's floor (paced runs coalesce their hand-overs to it; without a known
+/// floor they learn it from their first hand-overs).
 pub fn run_port<B: Backend>(
     port_name: &str,
     backend: &mut B,
@@ -671,7 +673,7 @@ pub fn run_port<B: Backend>(
                 Ok(Ok(handed)) => {
                     let mut report =
                         run_in_kernel(port_name, backend, states, &handed, clock, opts, stop);
-                    // The program paces: no floor was probed for it (see `paced_in_kernel`).
+                    // The program paces: the engine's floor plays no part (see `paced_in_kernel`).
                     report.pacing = pacing.filter(|_| paced);
                     return Ok(report);
                 }
@@ -689,10 +691,12 @@ pub fn run_port<B: Backend>(
             }
         }
     }
-    let mut coalesce = pacing
-        .as_ref()
-        .filter(|_| paced)
-        .map(|p| (p.floor, FloorEstimate::new(p.floor)));
+    let mut coalesce = pacing.as_ref().filter(|_| paced).map(|p| {
+        let estimate = p
+            .floor
+            .map_or_else(FloorEstimate::learning, FloorEstimate::new);
+        (estimate.floor(), estimate)
+    });
     let batch = opts
         .batch
         .unwrap_or(if coalesce.is_some() {
@@ -708,7 +712,6 @@ pub fn run_port<B: Backend>(
     let mut holds = vec![u32::MAX; backend.slot_count()];
     let mut scratch = BatchScratch::new();
     let mut plan = Plan::new();
-    let probe_frames = pacing.as_ref().map_or(0, |p| p.probe_frames);
     let mut report = PortReport {
         name: port_name.to_string(),
         backend: backend.describe(),
@@ -717,7 +720,7 @@ pub fn run_port<B: Backend>(
         generation,
         pacing: pacing.filter(|_| paced).map(|p| PortPacing {
             max_batch: batch,
-            ceiling_pps: p.floor.ceiling_pps(batch),
+            ceiling_pps: p.floor.map(|f| f.ceiling_pps(batch)),
             ..p
         }),
         ..PortReport::default()
@@ -804,12 +807,14 @@ pub fn run_port<B: Backend>(
         }
         let mut now = clock.now_ticks();
         let n = match &coalesce {
-            Some((floor, _)) => {
+            Some((floor, estimate)) => {
                 // Now on the deadlines' timeline (before any shift).
                 let now_ns = clock
                     .ticks_to_ns(now.saturating_sub(t0_ticks))
                     .saturating_sub(shift_ns);
-                plan.fill_coalesced(&mut states, batch, floor, now_ns)
+                // A run still learning its hand-over cost times one-frame calls.
+                let cap = if estimate.wants_singles() { 1 } else { batch };
+                plan.fill_coalesced(&mut states, cap, floor, now_ns)
             }
             None => plan.fill(&mut states, batch),
         };
@@ -871,7 +876,9 @@ pub fn run_port<B: Backend>(
             // sender falling behind (a stall, or a floor the path no longer keeps), which
             // the late policy handles.
             let owed = match &coalesce {
-                Some((floor, _)) => {
+                Some((_, estimate)) => {
+                    // Judged against the best estimate, also while the floor is learned.
+                    let floor = &estimate.guess();
                     let start_ns = plan.deadlines[0].max(ideal_free_ns);
                     ideal_free_ns = start_ns + floor.call_ns(n);
                     // Away between hand-overs for longer than waiting for this one's deadline
@@ -962,9 +969,9 @@ pub fn run_port<B: Backend>(
         if let Some((floor, estimate)) = &mut coalesce {
             let call_ns = clock.ticks_to_ns(last_tx_ticks - now);
             // A call far longer than the floor says (twice, and by more than the stall
-            // minimum) was interrupted: a stall.
+            // minimum) was interrupted: a stall. Not judged before the hand-over cost is known.
             let expected = floor.call_ns(n);
-            if call_ns > 2 * expected + stall_min_ns(floor, opts) {
+            if estimate.handover_known() && call_ns > 2 * expected + stall_min_ns(floor, opts) {
                 stalled_ns += call_ns - expected;
             }
             // The call just made refines the floor the next ones are coalesced to.
@@ -974,7 +981,7 @@ pub fn run_port<B: Backend>(
     }
     match backend.finish() {
         Ok(stats) if report.failure.is_none() => {
-            report.frames = stats.frames.saturating_sub(probe_frames);
+            report.frames = stats.frames;
             report.segmentation = stats.segmentation;
             report.xmit_errors = stats.xmit_errors;
         }
@@ -989,13 +996,14 @@ pub fn run_port<B: Backend>(
     }
     report.bytes = states.iter().map(|s| s.report.bytes).sum();
     report.shifted_ns = shift_ns;
-    if let (Some(p), Some((floor, _))) = (&mut report.pacing, &coalesce) {
-        p.observed = Some(*floor);
+    if let (Some(p), Some((_, estimate))) = (&mut report.pacing, &coalesce) {
+        p.observed = estimate.handover_known().then(|| estimate.guess());
+        p.observed_spacing_known = estimate.spacing_known();
     }
     report.handover = HandoverError::from_histogram(&handover);
     report.departure = HandoverError::from_histogram(&departure);
-    if let Some((floor, _)) = &coalesce {
-        report.departure_fit = departure_fit(flows, &departure_gaps, *floor, batch);
+    if let Some((_, estimate)) = &coalesce {
+        report.departure_fit = departure_fit(flows, &departure_gaps, estimate.guess(), batch);
     }
     // A pause after the first frame is not sending time.
     report.elapsed_ns = match (scheduled_time, first_tx_ticks) {
@@ -1079,10 +1087,9 @@ fn size_cycle(
 }
 
 /// Whether `backend`'s own program will pace `flows` (flows it can generate, paced at
-/// constant rates or in bursts), by the checks [`run_port`] makes: the engine's floor,
-/// probed for pacing hand-overs itself, is then not needed, and its probe frames stay off
-/// the wire. Should the program fail to start after all, the engine paces one frame per
-/// hand-over.
+/// constant rates or in bursts), by the checks [`run_port`] makes: the engine's floor, for
+/// pacing hand-overs itself, is then not needed. Should the program fail to start after
+/// all, the engine paces one frame per hand-over.
 pub(crate) fn paced_in_kernel<B: Backend>(
     backend: &mut B,
     flows: &[FlowSpec],

@@ -127,16 +127,11 @@ fn a_trains_head_is_handed_over_alone_then_the_rest_of_its_train() {
         handover_ns: 2_000,
         spacing_ns: 10,
     };
-    let pacing = strobe_engine::PortPacing {
-        port: "p".into(),
+    let known = strobe_engine::KnownFloor {
         floor,
         source: strobe_engine::FloorSource::Given,
-        max_batch: 256,
-        ceiling_pps: 1e8,
-        asked_pps: None,
-        probe_frames: 0,
-        observed: None,
     };
+    let pacing = strobe_engine::PortPacing::new("p", "null", Some(known), 256, &[]);
     let report = run_port(
         "p",
         &mut backend,

@@ -784,7 +784,7 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
             let started = blocking(move || {
                 let plan = strobe_control::prepare(subset, &options)?;
                 let handle = strobe_control::start_then(plan, after)?;
-                // Ports are opened and probed before the first frame: wait for that, so
+                // Ports are opened before the first frame: wait for that, so
                 // a port that cannot be opened is this request's error.
                 while handle.metrics().state == RunState::Starting && !handle.is_finished() {
                     std::thread::sleep(std::time::Duration::from_millis(5));

@@ -15,7 +15,8 @@
 //! a coalesced schedule keeps its long-run rate.
 
 /// What a transmit path allows: the cost of one hand-over and the spacing of the frames
-/// handed over together. Measured per port (see the engine's floor probe).
+/// handed over together. Per port: given, remembered from an earlier run, or learned from a
+/// run's own hand-overs ([`FloorEstimate`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PathFloor {
     /// The closest two frames handed over in separate calls can leave: one call of one
@@ -90,24 +91,115 @@ impl PathFloor {
 /// the hand-over cost (calls of one frame) or the spacing (calls of more). Exponentially
 /// weighted (1/[`FloorEstimate::WEIGHT`] per call); a call more than 4× the estimate was
 /// interrupted (preemption, an interrupt) and says nothing about the path, so it is skipped.
+///
+/// A run that knows no floor before its first frame starts [`FloorEstimate::learning`]: it
+/// learns the floor from its own first hand-overs instead of sending frames of its own to
+/// measure it (a device under test would count, learn and log such frames). Until
+/// [`LEARN_SINGLES`] one-frame calls are in, hand-overs carry one frame each
+/// ([`FloorEstimate::wants_singles`]) and the floor coalesces only frames already due; then
+/// the hand-over cost is the median of those calls (robust to a stall among them), and the
+/// spacing the median of the first [`LEARN_SPACINGS`] calls of several frames (half the
+/// hand-over cost until then). The exponential weighting takes over from those medians.
 #[derive(Clone, Copy, Debug)]
 pub struct FloorEstimate {
     handover_ns: f64,
     spacing_ns: f64,
+    learning: Option<Learning>,
 }
+
+/// One-frame calls timed before the hand-over cost is taken as known.
+pub const LEARN_SINGLES: usize = 8;
+/// Per-frame spacings of calls of several frames timed before the spacing is taken as known.
+pub const LEARN_SPACINGS: usize = 4;
+
+/// The first calls of a run that learns its floor (fixed arrays: no allocation while sending).
+#[derive(Clone, Copy, Debug)]
+struct Learning {
+    singles: [u64; LEARN_SINGLES],
+    n_singles: usize,
+    spacings: [u64; LEARN_SPACINGS],
+    n_spacings: usize,
+}
+
+/// What a learning run coalesces to before it knows anything: calls cost next to nothing and
+/// frames of one call leave half as far apart, so a frame joins a call only when it is due
+/// by then (a late frame joins, one ahead of its time waits).
+const UNKNOWN: PathFloor = PathFloor {
+    handover_ns: 2,
+    spacing_ns: 1,
+};
 
 impl FloorEstimate {
     pub const WEIGHT: f64 = 64.0;
 
+    /// An estimate that starts from a known floor (given, or remembered from an earlier run).
     pub fn new(start: PathFloor) -> Self {
         FloorEstimate {
             handover_ns: start.handover_ns.max(1) as f64,
             spacing_ns: start.spacing_ns.max(1) as f64,
+            learning: None,
         }
+    }
+
+    /// An estimate that knows nothing yet and learns from the run's first hand-overs.
+    pub fn learning() -> Self {
+        FloorEstimate {
+            handover_ns: UNKNOWN.handover_ns as f64,
+            spacing_ns: UNKNOWN.spacing_ns as f64,
+            learning: Some(Learning {
+                singles: [0; LEARN_SINGLES],
+                n_singles: 0,
+                spacings: [0; LEARN_SPACINGS],
+                n_spacings: 0,
+            }),
+        }
+    }
+
+    /// Whether the next hand-over should carry one frame: the hand-over cost is still being
+    /// learned from one-frame calls.
+    pub fn wants_singles(&self) -> bool {
+        self.learning.is_some_and(|l| l.n_singles < LEARN_SINGLES)
+    }
+
+    /// Whether the hand-over cost is known (given, remembered or learned).
+    pub fn handover_known(&self) -> bool {
+        !self.wants_singles()
+    }
+
+    /// Whether the spacing is known (given, remembered, or learned from calls of several
+    /// frames; a run that never hands several frames over together never learns it).
+    pub fn spacing_known(&self) -> bool {
+        self.learning.is_none_or(|l| l.n_spacings >= LEARN_SPACINGS)
     }
 
     /// A call of `frames` frames took `call_ns`.
     pub fn observe(&mut self, frames: usize, call_ns: u64) {
+        if let Some(l) = &mut self.learning {
+            match frames {
+                0 => {}
+                1 if l.n_singles < LEARN_SINGLES => {
+                    l.singles[l.n_singles] = call_ns;
+                    l.n_singles += 1;
+                    self.handover_ns = median(&l.singles[..l.n_singles]).max(1) as f64;
+                    if l.n_spacings == 0 {
+                        self.spacing_ns = (self.handover_ns / 2.0).max(1.0);
+                    }
+                    return;
+                }
+                n if n > 1 && l.n_singles > 0 && l.n_spacings < LEARN_SPACINGS => {
+                    let per_frame =
+                        call_ns.saturating_sub(self.handover_ns as u64) / (n - 1) as u64;
+                    l.spacings[l.n_spacings] = per_frame.max(1);
+                    l.n_spacings += 1;
+                    self.spacing_ns = median(&l.spacings[..l.n_spacings]).max(1) as f64;
+                    return;
+                }
+                _ => {}
+            }
+            if l.n_singles >= LEARN_SINGLES && l.n_spacings >= LEARN_SPACINGS {
+                self.learning = None;
+            }
+        }
         let call = call_ns as f64;
         match frames {
             0 => {}
@@ -125,12 +217,32 @@ impl FloorEstimate {
         }
     }
 
+    /// The floor hand-overs are coalesced to: what nothing known allows while the hand-over
+    /// cost is still being learned (only due frames join), the estimate after that.
     pub fn floor(&self) -> PathFloor {
+        if self.wants_singles() {
+            return UNKNOWN;
+        }
+        self.guess()
+    }
+
+    /// The best estimate so far, also while learning (the median of the calls timed so far;
+    /// next to nothing before the first): what the sender judges its own lateness against.
+    pub fn guess(&self) -> PathFloor {
         PathFloor {
             handover_ns: self.handover_ns.round().max(1.0) as u64,
             spacing_ns: self.spacing_ns.round().max(1.0) as u64,
         }
     }
+}
+
+/// The median of a few values (the upper one of an even count), without allocating.
+fn median(values: &[u64]) -> u64 {
+    let mut sorted = [0u64; LEARN_SINGLES];
+    let sorted = &mut sorted[..values.len().min(LEARN_SINGLES)];
+    sorted.copy_from_slice(&values[..sorted.len()]);
+    sorted.sort_unstable();
+    sorted[sorted.len() / 2]
 }
 
 /// Departures (ns) of an ideal sender on `floor` for `deadlines` (ascending): each call
@@ -190,6 +302,50 @@ mod tests {
         let f = e.floor();
         assert!((1_990..=2_010).contains(&f.handover_ns), "{f:?}");
         assert!((1_190..=1_210).contains(&f.spacing_ns), "{f:?}");
+    }
+
+    #[test]
+    fn a_learning_estimate_takes_singles_first_then_medians_then_follows() {
+        let mut e = FloorEstimate::learning();
+        assert!(e.wants_singles() && !e.handover_known() && !e.spacing_known());
+        // Before anything is known only due frames join: a frame 1 µs ahead waits.
+        assert!(!e.floor().joins(0, 1, 1_000));
+        assert!(e.floor().joins(10, 1, 5));
+        // Eight singles, one of them a stall: the median ignores it.
+        for call in [3_000, 3_100, 2_900, 900_000, 3_050, 2_950, 3_000, 3_020] {
+            e.observe(1, call);
+        }
+        assert!(!e.wants_singles() && e.handover_known() && !e.spacing_known());
+        assert_eq!(e.floor().handover_ns, 3_020);
+        // Half the hand-over until a call of several frames is timed.
+        assert_eq!(e.floor().spacing_ns, 1_510);
+        for call in [
+            3_000 + 9 * 700,
+            3_000 + 9 * 710,
+            3_000 + 9 * 690,
+            3_000 + 9 * 700,
+        ] {
+            e.observe(10, call);
+        }
+        assert!(e.spacing_known());
+        let f = e.floor();
+        assert!((690..=712).contains(&f.spacing_ns), "{f:?}");
+        // From here on it follows the path as a known start would.
+        for _ in 0..2_000 {
+            e.observe(1, 2_000);
+            e.observe(11, 2_000 + 10 * 1_200);
+        }
+        let f = e.floor();
+        assert!((1_990..=2_010).contains(&f.handover_ns), "{f:?}");
+        assert!((1_190..=1_210).contains(&f.spacing_ns), "{f:?}");
+    }
+
+    #[test]
+    fn a_known_start_needs_no_learning() {
+        let e = FloorEstimate::new(PATH);
+        assert!(!e.wants_singles() && e.handover_known() && e.spacing_known());
+        assert_eq!(e.floor(), PATH);
+        assert_eq!(e.guess(), PATH);
     }
 
     #[test]

@@ -24,8 +24,8 @@ pub const TIMESTAMP_OFFSET: usize = 8;
 /// run uses it as its tag, so frames of those versions read as another run's.
 pub const LEGACY_TAG: u8 = b'T';
 
-/// The trailer of a floor probe frame (sent before a paced run to measure the path, see
-/// the engine's `floor`): its marker is neither [`MARK_SENT`] nor [`MARK_REFLECTED`], so no
+/// The trailer of a floor probe frame (sent by `strobe ports --floor` to measure a path, see
+/// the engine's `floor`; runs never send them): its marker is neither [`MARK_SENT`] nor [`MARK_REFLECTED`], so no
 /// receiver or reflector takes it for traffic, and `strobe analyze` leaves such frames out.
 pub const PROBE: [u8; LEN] = *b"P-strobe-floor-P";
 

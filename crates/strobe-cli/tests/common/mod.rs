@@ -14,6 +14,11 @@ pub fn strobe() -> Command {
         "STROBE_DB",
         concat!(env!("CARGO_TARGET_TMPDIR"), "/runs.db"),
     );
+    // Remembered floors too stay with the tests, not the user's state directory.
+    command.env(
+        "STROBE_STATE_DIR",
+        concat!(env!("CARGO_TARGET_TMPDIR"), "/state"),
+    );
     command
 }
 
