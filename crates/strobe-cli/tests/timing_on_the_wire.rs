@@ -289,7 +289,8 @@ fn burst_run(lab: &TestLab, dir: &Scratch, name: &str) -> Result<(), String> {
             "32000",
         ],
     );
-    let handover = report["ports"][0]["pacing"]["handover_ns"]
+    // The floor the run refined (or learned) from its own hand-overs.
+    let handover = report["ports"][0]["pacing"]["observed_handover_ns"]
         .as_u64()
         .unwrap();
     // Trains end at the 200 µs pauses.
