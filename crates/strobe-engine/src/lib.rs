@@ -64,7 +64,7 @@ pub enum EngineError {
         #[source]
         source: std::io::Error,
     },
-    #[error("transmit worker for port `{0}` panicked")]
+    #[error("a worker of port `{0}` panicked")]
     WorkerPanicked(String),
     #[error(
         "flow `{flow}` never ends, but port `{port}` writes a trace in scheduled time, which would \
@@ -561,24 +561,22 @@ pub fn run_scenario(
                         };
                         let mut report =
                             run_rx(&thread_name, &mut receiver, &mut tracker, &ctx, rx_stop);
-                        {
-                            // Frames the receiver's own ring refused are counted by it.
-                            report.interface_drops =
-                                interface_drops.as_ref().and_then(|(d, includes_ring)| {
-                                    let n = d.since_start()?;
-                                    Some(if *includes_ring {
-                                        n.saturating_sub(report.drops.ring_full)
-                                    } else {
-                                        n
-                                    })
-                                });
-                            report.hardware_clock = hardware_sync.map(|(phc, sync)| {
-                                format!(
-                                    "{phc} − CLOCK_REALTIME = {} ns, residual {:.0} ns, drift {:.0} ppb",
-                                    sync.offset_ns, sync.residual_ns, sync.drift_ppb
-                                )
+                        // Frames the receiver's own ring refused are counted by it.
+                        report.interface_drops =
+                            interface_drops.as_ref().and_then(|(d, includes_ring)| {
+                                let n = d.since_start()?;
+                                Some(if *includes_ring {
+                                    n.saturating_sub(report.drops.ring_full)
+                                } else {
+                                    n
+                                })
                             });
-                        }
+                        report.hardware_clock = hardware_sync.map(|(phc, sync)| {
+                            format!(
+                                "{phc} − CLOCK_REALTIME = {} ns, residual {:.0} ns, drift {:.0} ppb",
+                                sync.offset_ns, sync.residual_ns, sync.drift_ppb
+                            )
+                        });
                         (report, tracker)
                     })
                     .map_err(|source| EngineError::Spawn {
