@@ -454,6 +454,33 @@ def test_a_run_that_lost_everything_says_so_once_when_stopped(api, lab):
         subprocess.run(ip + ["del", "otgaside0"], check=False)
 
 
+def test_a_receive_port_that_goes_away_stops_the_run_and_says_why(api, lab):
+    # The receive port is one end of a veth pair of its own in the rx namespace, deleted
+    # while the flow runs.
+    ip = ["ip", "-n", lab.rx_netns, "link"]
+    subprocess.run(ip + ["add", "otgrxf0", "type", "veth", "peer", "name", "otgrxf1"],
+                   check=True)
+    try:
+        for end in ("otgrxf0", "otgrxf1"):
+            subprocess.run(ip + ["set", end, "up"], check=True)
+        cfg = base_config(api, lab, rx_location=f"{lab.rx_netns}/otgrxf0")
+        add_flow(cfg, "orphan", packets=1_000_000, pps=1000).packet.ethernet().ipv4().udp()
+        api.set_config(cfg)
+        transmit(api, "start")
+        time.sleep(0.5)
+        subprocess.run(ip + ["del", "otgrxf0"], check=True)
+        # A schedule of 1000 s ends this soon only because nothing receives any more.
+        wait_stopped(api, ["orphan"], timeout=30)
+        reply = transmit(api, "stop")
+        said = [w for w in reply.warnings if "stopped receiving" in w]
+        assert said and all("otgrxf0" in w and "went away" in w for w in said), reply.warnings
+        assert any("results are incomplete" in w for w in said), reply.warnings
+        assert flow_metrics(api)["orphan"].frames_tx > 0
+        api.set_config(api.config())
+    finally:
+        subprocess.run(ip + ["del", "otgrxf0"], check=False)
+
+
 def test_link_down_and_up_on_the_labs_own_port(api, lab):
     cfg = base_config(api, lab)
     add_flow(cfg, "f", packets=10).packet.ethernet().ipv4().udp()

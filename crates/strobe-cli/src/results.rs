@@ -344,6 +344,9 @@ pub fn print_summary(r: &Results) {
         if let Some(sync) = &p.hardware_clock {
             println!("  hardware timestamps mapped to CLOCK_REALTIME by a clock sync: {sync}");
         }
+        if let Some(failure) = &p.failure {
+            println!("  stopped receiving by an error: {failure}");
+        }
     }
     println!(
         "  {:<20} {:>12} {:>12} {:>10} {:>8} {:>9} {:>6} {:>6} {:>7}",
@@ -378,7 +381,13 @@ pub fn print_summary(r: &Results) {
             ),
         }
     }
-    if !r.rx_ports.is_empty() {
+    if let Some(failed) = r.rx_ports.iter().find(|p| p.failure.is_some()) {
+        println!(
+            "  (loss is not final: rx port {} stopped receiving before the end, so frames sent \
+             after count as lost)",
+            failed.name
+        );
+    } else if !r.rx_ports.is_empty() {
         println!(
             "  (loss is final: receivers drained for {} ms after the last frame)",
             r.drain_ns / 1_000_000

@@ -895,6 +895,73 @@ fn a_full_disk_stops_a_pcap_run_with_its_results() {
     assert!(sent > 0 && sent < 200_000, "{port}");
 }
 
+#[test]
+fn a_receiver_whose_interface_goes_away_keeps_its_counts_and_stops_the_run() {
+    // Needs root: a lab of its own, whose receiving interface the test deletes. The bridge
+    // keeps the transmit side up when the receiving side goes.
+    let lab = common::lab::TestLab::up("rxf", "bridge");
+    let dir = Scratch::new("rxfail");
+    let (json, csv) = (dir.path("rxfail.json"), dir.path("rxfail.csv"));
+    let child = lab
+        .gen_command("lab:tx", "lab:rx")
+        .args(["--rate", "10kpps", "--duration", "60s"])
+        .args(["--json", &json, "--csv", &csv])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    lab.wait_for_rx_frames(2000);
+    let deleted = std::time::Instant::now();
+    common::lab::sh_in(&lab.ns("rx"), "ip link del rx0");
+    let out = child.wait_with_output().unwrap();
+    // The 60 s schedule ends early: nobody counts what it would send.
+    assert!(
+        deleted.elapsed() < std::time::Duration::from_secs(30),
+        "the run went on after its receiver was gone: {:?}",
+        deleted.elapsed()
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains("stopped receiving") && stderr.contains("rx0"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("stopped receiving by an error") && stdout.contains("loss is not final"),
+        "{stdout}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rx = &report["rx_ports"][0];
+    assert!(
+        rx["failure"].as_str().unwrap().contains("went away"),
+        "{rx}"
+    );
+    assert!(rx["frames_rx"].as_u64().unwrap() >= 2000, "{rx}");
+    let failures = report["failures"].as_array().unwrap();
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.as_str().unwrap().contains("results are incomplete")),
+        "{report}"
+    );
+    let (tx, flow) = (&report["ports"][0], &report["flows"][0]);
+    assert_eq!(tx["stopped_early"], true, "{tx}");
+    let (sent, received) = (
+        tx["frames_tx"].as_u64().unwrap(),
+        flow["frames_rx"].as_u64().unwrap(),
+    );
+    assert!(received >= 2000 && sent >= received, "{flow}");
+    assert_eq!(
+        flow["latency"]["raw"]["count"].as_u64().unwrap(),
+        received,
+        "every frame counted has its latency: {flow}"
+    );
+    assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 2);
+}
+
 /// Runs `strobe ARGS` on a pseudo-terminal (util-linux `script`), returns what it showed.
 fn on_a_terminal(args: &str) -> String {
     let command = format!("{} {args}", env!("CARGO_BIN_EXE_strobe"));

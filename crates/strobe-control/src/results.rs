@@ -34,7 +34,8 @@ pub struct Results {
     pub flows: Vec<FlowResult>,
     /// Verdicts on the run a user should read: missed rates, total loss, suspect counts.
     pub warnings: Vec<String>,
-    /// Transmit ports an error stopped before their end (the results cover what went before).
+    /// Ports an error stopped before their end, transmit or receive: the results are
+    /// incomplete and cover what went before.
     pub failures: Vec<String>,
 }
 
@@ -232,6 +233,10 @@ pub struct RxPortResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface_drops: Option<u64>,
     pub hardware_clock: Option<String>,
+    /// The receiver error that stopped the port before the run's end (its interface went
+    /// away): its counts cover what arrived until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -400,6 +405,16 @@ impl Results {
                         .as_ref()
                         .map(|f| format!("port `{}` stopped before its end: {f}", p.name))
                 })
+                .chain(report.rx_ports.iter().filter_map(|p| {
+                    p.failure.as_ref().map(|f| {
+                        format!(
+                            "port `{}` stopped receiving before the run's end: {f}; the results \
+                             are incomplete: they count what it received until then, and frames \
+                             sent after count as lost",
+                            p.name
+                        )
+                    })
+                }))
                 .collect(),
         }
     }
@@ -592,6 +607,7 @@ fn rx_port_result(p: &strobe_engine::rx_worker::RxPortReport) -> RxPortResult {
         kernel_drops: p.drops.ring_full,
         interface_drops: p.interface_drops,
         hardware_clock: p.hardware_clock.clone(),
+        failure: p.failure.clone(),
     }
 }
 

@@ -64,7 +64,7 @@ pub enum EngineError {
         #[source]
         source: std::io::Error,
     },
-    #[error("transmit worker for port `{0}` panicked")]
+    #[error("a worker of port `{0}` panicked")]
     WorkerPanicked(String),
     #[error(
         "flow `{flow}` never ends, but port `{port}` writes a trace in scheduled time, which would \
@@ -267,6 +267,16 @@ impl Tick<'_> {
     pub fn warnings_only(&self) -> bool {
         !self.warnings.is_empty() && self.flows.is_empty()
     }
+}
+
+/// A finished receive worker's report and counts.
+fn join_rx(
+    handle: std::thread::ScopedJoinHandle<'_, (RxPortReport, RxTracker)>,
+    name: &str,
+) -> Result<(RxPortReport, RxTracker), EngineError> {
+    handle
+        .join()
+        .map_err(|_| EngineError::WorkerPanicked(name.to_string()))
 }
 
 /// Runs every port of the scenario: a receive worker for each port that some flow names as
@@ -486,6 +496,9 @@ pub fn run_scenario(
     };
     let (tx_cores, rx_cores) = pins.unwrap_or_default();
     let rx_stop = AtomicBool::new(false);
+    // What the transmitters watch: the caller's `stop`, passed on by the watcher below, or
+    // set when a receiver fails (sending on with nobody counting measures nothing).
+    let tx_stop = AtomicBool::new(stop.load(Ordering::Relaxed));
     // Per-interval latency for interval logs: workers send snapshots, the watcher collects.
     let (interval_tx, interval_rx) = std::sync::mpsc::channel();
     let mut origin_ns = clock.realtime_now_ns();
@@ -530,26 +543,25 @@ pub fn run_scenario(
                                 rx_worker::IdlePolicy::default()
                             },
                         };
-                        run_rx(&thread_name, &mut receiver, &mut tracker, &ctx, rx_stop)
-                        .map(|mut report| {
-                            // Frames the receiver's own ring refused are counted by it.
-                            report.interface_drops =
-                                interface_drops.as_ref().and_then(|(d, includes_ring)| {
-                                    let n = d.since_start()?;
-                                    Some(if *includes_ring {
-                                        n.saturating_sub(report.drops.ring_full)
-                                    } else {
-                                        n
-                                    })
-                                });
-                            report.hardware_clock = hardware_sync.map(|(phc, sync)| {
-                                format!(
-                                    "{phc} − CLOCK_REALTIME = {} ns, residual {:.0} ns, drift {:.0} ppb",
-                                    sync.offset_ns, sync.residual_ns, sync.drift_ppb
-                                )
+                        let mut report =
+                            run_rx(&thread_name, &mut receiver, &mut tracker, &ctx, rx_stop);
+                        // Frames the receiver's own ring refused are counted by it.
+                        report.interface_drops =
+                            interface_drops.as_ref().and_then(|(d, includes_ring)| {
+                                let n = d.since_start()?;
+                                Some(if *includes_ring {
+                                    n.saturating_sub(report.drops.ring_full)
+                                } else {
+                                    n
+                                })
                             });
-                            (report, tracker)
-                        })
+                        report.hardware_clock = hardware_sync.map(|(phc, sync)| {
+                            format!(
+                                "{phc} − CLOCK_REALTIME = {} ns, residual {:.0} ns, drift {:.0} ppb",
+                                sync.offset_ns, sync.residual_ns, sync.drift_ppb
+                            )
+                        });
+                        (report, tracker)
                     })
                     .map_err(|source| EngineError::Spawn {
                         thread: format!("the receive worker for port `{name}`"),
@@ -558,8 +570,11 @@ pub fn run_scenario(
                 Ok((handle, name))
             })
             .collect::<Result<Vec<_>, EngineError>>();
-        let rx_handles = match rx_handles {
-            Ok(handles) => handles,
+        let mut rx_handles = match rx_handles {
+            Ok(handles) => handles
+                .into_iter()
+                .map(|(handle, name)| (Some(handle), name, None))
+                .collect::<Vec<_>>(),
             Err(e) => {
                 rx_stop.store(true, Ordering::Relaxed);
                 return Err(e);
@@ -569,8 +584,7 @@ pub fn run_scenario(
             .into_iter()
             .enumerate()
             .map(|(i, (name, mut backend, flows, pacing))| {
-                let stop = stop.clone();
-                let clock = &clock;
+                let (stop, clock) = (&tx_stop, &clock);
                 let thread_name = name.clone();
                 let core = tx_cores.get(i).copied();
                 let handle = std::thread::Builder::new()
@@ -584,7 +598,7 @@ pub fn run_scenario(
                             clock,
                             opts,
                             pacing,
-                            &stop,
+                            stop,
                         )
                         .map(|mut report| {
                             report.core = pinned;
@@ -601,7 +615,7 @@ pub fn run_scenario(
         let tx_handles = match tx_handles {
             Ok(handles) => handles,
             Err(e) => {
-                stop.store(true, Ordering::Relaxed);
+                tx_stop.store(true, Ordering::Relaxed);
                 rx_stop.store(true, Ordering::Relaxed);
                 return Err(e);
             }
@@ -622,11 +636,31 @@ pub fn run_scenario(
         let mut next_tick = tick_ns;
         while !tx_handles.iter().all(|(h, _)| h.is_finished()) {
             std::thread::sleep(std::time::Duration::from_millis(20));
+            if stop.load(Ordering::Relaxed) {
+                tx_stop.store(true, Ordering::Relaxed);
+            }
             if let Some(c) = &mut collector {
                 c.extend(interval_rx.try_iter());
             }
             let elapsed_ns = clock.ticks_to_ns(clock.now_ticks() - started);
-            let warnings = behind_watch.observe(elapsed_ns, &live.behind());
+            let mut warnings = behind_watch.observe(elapsed_ns, &live.behind());
+            // A receive worker ends before it is told to only when its receiver failed.
+            for (handle, name, early) in &mut rx_handles {
+                let Some(h) = handle.take_if(|h| h.is_finished()) else {
+                    continue;
+                };
+                let result = join_rx(h, name);
+                let why = match &result {
+                    Ok((report, _)) => report.failure.clone().unwrap_or_default(),
+                    Err(e) => e.to_string(),
+                };
+                warnings.push(format!(
+                    "port `{name}` stopped receiving: {why}; the transmitters are stopped \
+                     (nothing counts what they send) and the results cover what arrived until then"
+                ));
+                tx_stop.store(true, Ordering::Relaxed);
+                *early = Some(result);
+            }
             if !warnings.is_empty() {
                 // Said at once, in a tick of its own: no counters, so that the regular
                 // ticks' rates keep their spacing.
@@ -693,9 +727,13 @@ pub fn run_scenario(
             opts.drain_ns
         };
         rx_stop.store(true, Ordering::Relaxed);
+        // A worker without a handle was joined when it ended early.
         let rx_results: Vec<Result<(RxPortReport, RxTracker), EngineError>> = rx_handles
             .into_iter()
-            .map(|(h, name)| h.join().unwrap_or(Err(EngineError::WorkerPanicked(name))))
+            .map(|(handle, name, early)| match (handle, early) {
+                (Some(h), _) => join_rx(h, &name),
+                (None, early) => early.unwrap_or(Err(EngineError::WorkerPanicked(name))),
+            })
             .collect();
         if let Some(c) = &mut collector {
             c.extend(interval_rx.try_iter());

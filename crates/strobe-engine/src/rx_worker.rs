@@ -12,12 +12,14 @@ use crate::clock::Clock;
 use crate::intervals::Snapshot;
 use crate::live::LiveCounters;
 use crate::rx::{OtherFrames, RxTracker};
-use crate::EngineError;
 
 /// Frames taken from the receiver per poll.
 const POLL_BATCH: usize = 256;
 /// Publish live counters at least every this many frames.
 const PUBLISH_EVERY: u64 = 8192;
+/// While nothing arrives, ask the receiver this often whether it can still receive (a ring
+/// whose interface went away just stays empty).
+const ALIVE_CHECK_NS: u64 = 50_000_000;
 
 /// What one receive port saw besides the per-flow counts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,10 +40,14 @@ pub struct RxPortReport {
     pub timestamp_counts: TimestampCounts,
     /// For hardware timestamps: the NIC clock and how it was mapped to CLOCK_REALTIME.
     pub hardware_clock: Option<String>,
+    /// The receiver error that stopped this port before the run's end (its interface went
+    /// away, a ring error), if one did: the counts cover what arrived until then.
+    pub failure: Option<String>,
 }
 
 /// Counts frames from `rx` into `tracker` until `stop` is set. Frames already waiting when
-/// `stop` is seen are still drained (one last poll round).
+/// `stop` is seen are still drained (one last poll round). A receiver that fails ends the
+/// worker early: what was counted until then is kept, and the report names the failure.
 ///
 /// Hardware timestamps are in the NIC's clock: `hardware_clock` maps them to CLOCK_REALTIME,
 /// the clock of the transmit stamps (without it they cannot give a latency and are left out).
@@ -51,7 +57,7 @@ pub fn run_rx<R: Receiver>(
     tracker: &mut RxTracker,
     ctx: &RxContext<'_>,
     stop: &AtomicBool,
-) -> Result<RxPortReport, EngineError> {
+) -> RxPortReport {
     let (live, clock, hardware_clock) = (ctx.live, ctx.clock, ctx.hardware_clock);
     let mut intervals = ctx
         .intervals
@@ -67,6 +73,7 @@ pub fn run_rx<R: Receiver>(
         timestamps: "none",
         timestamp_counts: TimestampCounts::default(),
         hardware_clock: None,
+        failure: None,
     };
     let mut publisher = Publisher::new(tracker);
     let mut since_publish = 0u64;
@@ -74,6 +81,8 @@ pub fn run_rx<R: Receiver>(
     let publish_ticks = clock.ns_to_ticks(10_000_000);
     let mut idle_polls = 0u32;
     let idle = ctx.idle;
+    let alive_check_ticks = clock.ns_to_ticks(ALIVE_CHECK_NS);
+    let mut last_alive_check = last_publish;
     loop {
         let stopping = stop.load(Ordering::Relaxed);
         let counts = &mut report.timestamp_counts;
@@ -94,7 +103,14 @@ pub fn run_rx<R: Receiver>(
                 None => None,
             };
             tracker.on_frame(f.data, f.wire_len, ns);
-        })?;
+        });
+        let n = match n {
+            Ok(n) => n,
+            Err(e) => {
+                report.failure = Some(e.to_string());
+                break;
+            }
+        };
         if n > 0 {
             report.frames += n as u64;
             since_publish += n as u64;
@@ -120,6 +136,14 @@ pub fn run_rx<R: Receiver>(
             if stopping {
                 break;
             }
+            let now = clock.now_ticks();
+            if now.saturating_sub(last_alive_check) > alive_check_ticks {
+                last_alive_check = now;
+                if let Err(e) = rx.check_alive() {
+                    report.failure = Some(e.to_string());
+                    break;
+                }
+            }
             idle_polls += 1;
             idle.back_off(idle_polls);
         } else {
@@ -134,8 +158,13 @@ pub fn run_rx<R: Receiver>(
     }
     report.timestamps = report.timestamp_counts.summary();
     report.other = tracker.other;
-    report.drops = rx.drops()?;
-    Ok(report)
+    match rx.drops() {
+        Ok(drops) => report.drops = drops,
+        Err(e) => {
+            report.failure.get_or_insert(e.to_string());
+        }
+    }
+    report
 }
 
 /// How many frames each receive timestamp source stamped.
@@ -339,6 +368,134 @@ impl Publisher {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::VecDeque;
+    use strobe_io::{IoError, RxFrame};
+    use strobe_wire::trailer::{Trailer, LEN as TRAILER_LEN};
+
+    const TAG: u8 = 0x42;
+
+    /// A receiver that hands out `frames` of flow 0, 1 µs after they were sent, then fails
+    /// the way it is told: on its next poll, or only when asked whether it is alive.
+    struct Failing {
+        frames: VecDeque<Vec<u8>>,
+        poll_fails: bool,
+        alive_checks: u32,
+    }
+
+    impl Failing {
+        fn new(frames: u32, poll_fails: bool) -> Failing {
+            let frames = (0..frames)
+                .map(|seq| {
+                    let mut f = vec![0x5A; 64];
+                    let tail: &mut [u8; TRAILER_LEN] =
+                        (&mut f[64 - TRAILER_LEN..]).try_into().unwrap();
+                    Trailer::sent(TAG, 0, seq, 1_000_000 + u64::from(seq)).write(tail);
+                    f
+                })
+                .collect();
+            Failing {
+                frames,
+                poll_fails,
+                alive_checks: 0,
+            }
+        }
+    }
+
+    impl Receiver for Failing {
+        fn describe(&self) -> String {
+            "failing".into()
+        }
+        fn poll<F: FnMut(&RxFrame<'_>)>(
+            &mut self,
+            max: usize,
+            mut each: F,
+        ) -> Result<usize, IoError> {
+            if self.frames.is_empty() && self.poll_fails {
+                return Err(IoError::Other("the ring broke".into()));
+            }
+            let n = max.min(self.frames.len());
+            for f in self.frames.drain(..n) {
+                let tx_ns = Trailer::read(f[64 - TRAILER_LEN..].try_into().unwrap())
+                    .unwrap()
+                    .tx_ns;
+                each(&RxFrame {
+                    data: &f,
+                    wire_len: 64,
+                    timestamp: Some(RxTimestamp::Kernel(tx_ns + 1_000)),
+                    vlan: None,
+                });
+            }
+            Ok(n)
+        }
+        fn drops(&mut self) -> Result<RxDrops, IoError> {
+            Ok(RxDrops { ring_full: 7 })
+        }
+        fn check_alive(&mut self) -> Result<(), IoError> {
+            self.alive_checks += 1;
+            match self.frames.is_empty() {
+                true => Err(IoError::Other("interface `rx0` went away".into())),
+                false => Ok(()),
+            }
+        }
+    }
+
+    /// Runs a receive worker on `rx` that nobody stops (a watchdog does after 20 s, so a
+    /// worker that misses its receiver's failure fails the test instead of hanging it).
+    fn run_unstopped(rx: &mut Failing, tracker: &mut RxTracker) -> RxPortReport {
+        let clock = Clock::monotonic();
+        let ctx = RxContext {
+            live: None,
+            clock: &clock,
+            hardware_clock: None,
+            intervals: None,
+            idle: IdlePolicy::default(),
+        };
+        let (stop, done) = (AtomicBool::new(false), AtomicBool::new(false));
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+                while !done.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+            let report = run_rx("rx", rx, tracker, &ctx, &stop);
+            done.store(true, Ordering::Relaxed);
+            report
+        })
+    }
+
+    #[test]
+    fn a_receiver_that_fails_keeps_every_count_and_latency_before_the_failure() {
+        let mut rx = Failing::new(1000, true);
+        let mut tracker = RxTracker::new(1, TAG);
+        tracker.set_latency(0, true);
+        let report = run_unstopped(&mut rx, &mut tracker);
+        assert_eq!(report.failure.as_deref(), Some("the ring broke"));
+        assert_eq!(report.frames, 1000);
+        assert_eq!(report.drops.ring_full, 7, "drop counters still read");
+        assert_eq!(tracker.counters(0).unwrap().frames, 1000);
+        let latency = tracker.latency(0).unwrap().histogram();
+        assert_eq!(latency.len(), 1000);
+        assert_eq!(latency.max(), 1_000);
+    }
+
+    #[test]
+    fn an_interface_that_goes_away_is_noticed_while_nothing_arrives() {
+        let mut rx = Failing::new(300, false);
+        let mut tracker = RxTracker::new(1, TAG);
+        tracker.set_latency(0, true);
+        let report = run_unstopped(&mut rx, &mut tracker);
+        assert_eq!(
+            report.failure.as_deref(),
+            Some("interface `rx0` went away"),
+            "the worker ran until the watchdog stopped it"
+        );
+        assert_eq!(report.frames, 300);
+        assert_eq!(tracker.latency(0).unwrap().histogram().len(), 300);
+        // Asked while idle, not per frame: once its 300 frames (two polls) were taken.
+        assert_eq!(rx.alive_checks, 1);
+    }
 
     #[test]
     fn sources_are_counted_and_summarised() {

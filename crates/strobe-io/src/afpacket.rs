@@ -1445,6 +1445,30 @@ impl Receiver for AfPacketRx {
     fn hardware_clock(&self) -> Option<String> {
         self.hardware_clock.clone()
     }
+
+    /// The kernel unbinds a packet socket whose interface is unregistered (its ifindex
+    /// becomes -1) and never binds it again; a link that is only down comes back by itself.
+    fn check_alive(&mut self) -> Result<(), IoError> {
+        // SAFETY: sockaddr_ll is plain data; all zeros is a valid value.
+        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+        // SAFETY: `addr` and `len` are valid for writes and `len` is the size of `addr`.
+        let rc = unsafe {
+            libc::getsockname(
+                self.fd.as_raw_fd(),
+                ptr::from_mut(&mut addr).cast(),
+                &mut len,
+            )
+        };
+        check(rc).map_err(|e| self.port.error("getsockname", e))?;
+        if addr.sll_ifindex <= 0 {
+            return Err(IoError::Other(format!(
+                "interface `{}` went away while receiving",
+                self.port
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Checks that `iface` stamps every received frame in hardware and turns stamping on;

@@ -687,6 +687,13 @@ impl Receiver for AnyReceiver {
             AnyReceiver::AfXdpQueues(r) => r.hardware_clock(),
         }
     }
+    fn check_alive(&mut self) -> Result<(), IoError> {
+        match self {
+            AnyReceiver::AfPacket(r) => r.check_alive(),
+            AnyReceiver::AfXdp(r) => r.check_alive(),
+            AnyReceiver::AfXdpQueues(r) => r.check_alive(),
+        }
+    }
 }
 
 #[cfg(test)]

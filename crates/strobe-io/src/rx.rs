@@ -84,4 +84,10 @@ pub trait Receiver: Send {
     fn hardware_clock(&self) -> Option<String> {
         None
     }
+    /// An error naming why the receiver can receive no more (its interface is gone), which
+    /// [`Receiver::poll`] may never say: a ring just stays empty. A system call, so the
+    /// receive worker asks only while nothing arrives, and seldom.
+    fn check_alive(&mut self) -> Result<(), IoError> {
+        Ok(())
+    }
 }

@@ -699,3 +699,25 @@ fn measure_tx_rate_64_byte_frames() {
     let (n, drops) = receiver.join().unwrap();
     println!("receiver: {n} frames, drops {drops:?}");
 }
+
+#[test]
+fn a_receiver_says_when_its_interface_goes_away_but_not_when_its_link_goes_down() {
+    if !is_root() {
+        return;
+    }
+    let lab = new_lab("rxfail");
+    let (tx, rx) = open(&lab, &lab.b, &rx_opts()).split();
+    let mut rx = rx.unwrap();
+    rx.check_alive().unwrap();
+    lab.ip(&["link", "set", &lab.b, "down"]);
+    rx.check_alive().unwrap();
+    lab.ip(&["link", "set", &lab.b, "up"]);
+    rx.check_alive().unwrap();
+    lab.ip(&["link", "del", &lab.b]);
+    let gone = rx.check_alive().unwrap_err().to_string();
+    assert!(
+        gone.contains(&lab.b) && gone.contains("went away"),
+        "{gone}"
+    );
+    drop((tx, rx));
+}

@@ -260,3 +260,30 @@ fn measure_hand_over_delay() {
         );
     }
 }
+
+/// A link that goes down comes back by itself (the kernel rebinds the socket when it is up
+/// again); an interface that is deleted does not, and the receiver says so.
+#[test]
+fn a_receiver_tells_an_interface_gone_from_a_link_down() {
+    let lab = VethPair::new("rxfail");
+    for ring in [RxRing::Blocks, RxRing::Frames] {
+        let opts = AfPacketOptions {
+            rx_ring: ring,
+            ..AfPacketOptions::default()
+        };
+        let mut rx = AfPacketRx::open(&lab.b, lab.netns(), &opts).unwrap();
+        rx.check_alive().unwrap();
+        lab.ip(&["link", "set", &lab.b, "down"]);
+        rx.check_alive().unwrap();
+        lab.ip(&["link", "set", &lab.b, "up"]);
+        rx.check_alive().unwrap();
+        if ring == RxRing::Frames {
+            lab.ip(&["link", "del", &lab.b]);
+            let gone = rx.check_alive().unwrap_err().to_string();
+            assert!(
+                gone.contains(&lab.b) && gone.contains("went away"),
+                "{gone}"
+            );
+        }
+    }
+}

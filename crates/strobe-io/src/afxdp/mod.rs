@@ -1258,6 +1258,30 @@ impl Receiver for AfXdpRx {
             ring_full: stats.rx_dropped + stats.rx_ring_full,
         })
     }
+
+    /// The kernel unbinds an XDP socket whose interface is unregistered and leaves ENETDOWN
+    /// as its pending error (and only then: a link that goes down sets none).
+    fn check_alive(&mut self) -> Result<(), IoError> {
+        let mut pending: libc::c_int = 0;
+        sys::getsockopt(
+            &self.socket.fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            &mut pending,
+        )
+        .map_err(|e| failed(format_args!("AF_XDP RX on {}: SO_ERROR", self.place), e))?;
+        match pending {
+            0 => Ok(()),
+            libc::ENETDOWN => Err(IoError::Other(format!(
+                "AF_XDP RX on {}: interface {} went away while receiving",
+                self.place, self.place.iface
+            ))),
+            errno => Err(failed(
+                format_args!("AF_XDP RX on {}", self.place),
+                std::io::Error::from_raw_os_error(errno),
+            )),
+        }
+    }
 }
 
 /// Every receive queue of an interface, an AF_XDP socket each, fed by one XDP program: a
@@ -1375,6 +1399,10 @@ impl Receiver for AfXdpRxQueues {
             total.ring_full += q.drops()?.ring_full;
         }
         Ok(total)
+    }
+
+    fn check_alive(&mut self) -> Result<(), IoError> {
+        self.queues.iter_mut().try_for_each(|q| q.check_alive())
     }
 }
 
