@@ -11,6 +11,7 @@ pub mod generator;
 pub mod intervals;
 pub mod latency;
 pub mod live;
+pub mod pacer;
 pub mod pin;
 pub mod reflect;
 pub mod rx;
