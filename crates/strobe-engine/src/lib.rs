@@ -594,6 +594,10 @@ pub fn run_scenario(
                     .name(format!("tx-{name}"))
                     .spawn_scoped(scope, move || {
                         let pinned = core.filter(|&c| pin::pin_current_thread(c));
+                        if pinned.is_some() {
+                            // The plan gives each worker a core no other worker has.
+                            pacer::mark_own_core();
+                        }
                         run_port(
                             &thread_name,
                             &mut backend,

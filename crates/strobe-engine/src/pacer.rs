@@ -10,10 +10,11 @@
 //! ([`effective_margin_ns`]), so a quiet host spins little, a noisy one still wakes up in
 //! time where the gap allows, and the worker always sleeps part of a long gap.
 //!
-//! Paced workers pinned to a core run as SCHED_FIFO (priority 1) where the kernel allows it
-//! (CAP_SYS_NICE), so a compile job on the same core does not delay their wake-ups. A
-//! FIFO thread that never sleeps would starve its core: the worker spins only the margin
-//! (at most 2 ms) before a deadline, and one that goes [`FIFO_AWAKE_BUDGET_NS`] without
+//! Paced workers the engine pinned to a core of their own ([`mark_own_core`]: no other
+//! worker there, the watching main thread kept off it) run as SCHED_FIFO (priority 1) where
+//! the kernel allows it (CAP_SYS_NICE), so a compile job on the same core does not delay
+//! their wake-ups. A FIFO thread that never sleeps would starve its core: the worker spins
+//! only the margin (at most half the gap) before a deadline, and one that goes [`FIFO_AWAKE_BUDGET_NS`] without
 //! sleeping (gaps shorter than its margin: high rates, or catching up a backlog) drops to
 //! SCHED_OTHER for the rest of the run. FIFO is only asked for with the kernel's real-time
 //! throttling on (`sched_rt_runtime_us` not -1) and more than one CPU online, so other
@@ -211,6 +212,17 @@ pub fn policy_name() -> &'static str {
     }
 }
 
+thread_local! {
+    /// Set on a worker thread the engine pinned to a core no other worker has.
+    static OWN_CORE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Says that the calling thread was pinned to a core of its own (no other worker of the run
+/// on it, the watching main thread kept off it): a paced worker may then run SCHED_FIFO.
+pub fn mark_own_core() {
+    OWN_CORE.with(|c| c.set(true));
+}
+
 /// Why the calling thread should not ask for SCHED_FIFO, or None when it may.
 fn fifo_refusal() -> Option<String> {
     // SAFETY: cpu_set_t is plain data; pid 0 is the calling thread.
@@ -219,7 +231,7 @@ fn fifo_refusal() -> Option<String> {
         libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0
             && libc::CPU_COUNT(&set) == 1
     };
-    if !pinned {
+    if !pinned || !OWN_CORE.with(|c| c.get()) {
         return Some("not pinned to a core of its own".into());
     }
     // SAFETY: sysconf has no preconditions.
@@ -525,11 +537,12 @@ mod tests {
             std::thread::spawn(move || {
                 if pin {
                     crate::pin::pin_current_thread(crate::pin::allowed_cores()[0]);
+                    mark_own_core();
                 }
                 let before = policy_name();
                 let mut pacer = Pacer::enter(0);
                 assert_eq!(pacer.scheduling().policy, policy_name());
-                if !pin && crate::pin::allowed_cores().len() > 1 {
+                if !pin {
                     assert_eq!(pacer.scheduling().policy, "SCHED_OTHER");
                     assert_eq!(
                         pacer.scheduling().note.as_deref(),
