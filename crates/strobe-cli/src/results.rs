@@ -264,7 +264,7 @@ pub fn print_summary(r: &Results) {
             }
             if let Some(sched) = &p.scheduling {
                 println!(
-                    "  waiting: {}{}, spin margin {}",
+                    "  waiting: {}{}, spin margin learned {} (at most half of each gap is spun)",
                     sched.policy,
                     sched
                         .note
