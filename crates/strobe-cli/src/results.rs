@@ -196,6 +196,22 @@ fn pct(part: u64, whole: u64) -> f64 {
     }
 }
 
+/// The host's stalls a paced worker saw, said apart from its own lateness.
+fn host_stalls_line(h: &strobe_control::results::HostStallsResult) -> String {
+    if h.count == 0 {
+        return "host stalls while waiting: none (the worker never lost its CPU for long)"
+            .to_string();
+    }
+    format!(
+        "host stalls while waiting: {} (worst {}, {} in all): the host took the CPU from \
+         the worker (hypervisor, other processes); late frames at those times are the \
+         host's, not the sender's",
+        h.count,
+        duration_text(h.worst_ns),
+        duration_text(h.total_ns)
+    )
+}
+
 /// The final summary on stdout.
 pub fn print_summary(r: &Results) {
     println!(
@@ -243,6 +259,21 @@ pub fn print_summary(r: &Results) {
                 duration_text(p.max_late_ns),
                 duration_text(p.shifted_ns)
             );
+            if let Some(stalls) = &p.host_stalls {
+                println!("  {}", host_stalls_line(stalls));
+            }
+            if let Some(sched) = &p.scheduling {
+                println!(
+                    "  waiting: {}{}, spin margin learned {} (at most half of each gap is spun)",
+                    sched.policy,
+                    sched
+                        .note
+                        .as_ref()
+                        .map(|n| format!(" ({n})"))
+                        .unwrap_or_default(),
+                    p.spin_margin_ns.map(duration_text).unwrap_or_default()
+                );
+            }
             if let Some(generation) = &p.generation {
                 println!("  frames: {generation}");
             }

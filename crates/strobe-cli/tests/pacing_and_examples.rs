@@ -104,6 +104,11 @@ fn a_scenario_file_asks_for_an_unpaced_run_with_a_time_limit() {
     assert!(port["frames_tx"].as_u64().unwrap() > 10_000, "{port}");
     assert_eq!(port["stopped_early"], true, "{port}");
     assert!(port["handover_error"].is_null(), "{port}");
+    // Unpaced: no pacing wait, so no policy, margin or host stalls to report.
+    assert!(
+        port["scheduling"].is_null() && port["host_stalls"].is_null(),
+        "{port}"
+    );
     let secs = port["elapsed_ns"].as_f64().unwrap() / 1e9;
     assert!((0.25..3.0).contains(&secs), "elapsed {secs} s");
 }
@@ -158,4 +163,90 @@ fn smooth_late_policy_sends_everything_and_repays_its_shift() {
     // (at most 1/50 of each), so the run ends within a generous bound of 0.5 s.
     let secs = port["elapsed_ns"].as_f64().unwrap() / 1e9;
     assert!((0.45..2.0).contains(&secs), "elapsed {secs} s");
+}
+
+/// The transmit worker's thread of a running `strobe gen` (comm `tx-…`): its id.
+fn tx_thread(pid: u32) -> Option<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|tid| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                .is_ok_and(|c| c.starts_with("tx-"))
+        })
+}
+
+/// A thread's timer slack and scheduling policy (`stat` field 41: 0 other, 1 FIFO).
+fn thread_slack_and_policy(pid: u32, tid: &str) -> Option<(u64, u64)> {
+    // Only /proc/<tid> has timerslack_ns (not /proc/<pid>/task/<tid>).
+    let slack = std::fs::read_to_string(format!("/proc/{tid}/timerslack_ns")).ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    // Fields after the command's closing parenthesis start at field 3.
+    let after = stat.rsplit_once(')')?.1;
+    let policy = after.split_whitespace().nth(41 - 3)?.parse().ok()?;
+    Some((slack.trim().parse().ok()?, policy))
+}
+
+#[test]
+fn paced_worker_waits_with_1ns_slack_and_reports_the_policy_it_ran() {
+    let dir = Scratch::new("slack");
+    let json = dir.path("r.json");
+    let mut child = gen_udp_command("null")
+        .args(["--rate", "1kpps", "--count", "3000", "--json", &json])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("running strobe");
+    let pid = child.id();
+    // Looked at while it runs (3 s): the worker sets its slack as it starts pacing.
+    let mut seen = None;
+    while child.try_wait().unwrap().is_none() {
+        // 1 ns as set; recent kernels give a SCHED_FIFO thread none (0), not the 50 µs default.
+        if let Some((slack @ 0..=1, policy)) =
+            tx_thread(pid).and_then(|t| thread_slack_and_policy(pid, &t))
+        {
+            assert!(slack == 1 || policy == 1, "slack 0 on a SCHED_OTHER thread");
+            seen = Some(policy);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "strobe gen failed: {}", out.status);
+    let summary = String::from_utf8_lossy(&out.stdout);
+    let policy = seen.expect("the transmit thread never ran with a timer slack of 1 ns");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let port = &r["ports"][0];
+    let reported = port["scheduling"]["policy"].as_str().unwrap();
+    let note = port["scheduling"]["note"].as_str().unwrap_or("");
+    match policy {
+        // A FIFO worker that could not sleep for 10 ms drops to SCHED_OTHER and says so.
+        1 => assert!(
+            reported == "SCHED_FIFO" || note.contains("then SCHED_OTHER"),
+            "ran SCHED_FIFO, reported {port}"
+        ),
+        0 => assert_eq!(reported, "SCHED_OTHER", "{port}"),
+        other => panic!("unexpected policy {other}"),
+    }
+    // Root on a machine of 2 or more cores, the lone transmitter is pinned: FIFO.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 && allowed_cpus().len() > 1 {
+        assert_eq!(policy, 1, "root, pinned, yet not SCHED_FIFO: {port}");
+    }
+    // The host's stalls are reported apart from lateness, and the margin learned in bounds.
+    let stalls = &port["host_stalls"];
+    assert!(
+        stalls["count"].is_u64() && stalls["worst_ns"].is_u64(),
+        "{port}"
+    );
+    let margin = port["spin_margin_ns"].as_u64().unwrap();
+    assert!((20_000..=2_000_000).contains(&margin), "{port}");
+    // The summary says both, per port.
+    assert!(summary.contains("host stalls while waiting: "), "{summary}");
+    assert!(
+        summary.contains(&format!("waiting: {reported}")),
+        "{summary}"
+    );
 }

@@ -64,6 +64,17 @@ pub struct PortResult {
     pub late_frames: u64,
     pub max_late_ns: u64,
     pub shifted_ns: u64,
+    /// Paced ports: the scheduling policy the transmit worker ran under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<SchedulingResult>,
+    /// Paced ports: times the transmit worker lost its CPU while waiting for a deadline —
+    /// the host's stalls (hypervisor, other processes), apart from strobe's own lateness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_stalls: Option<HostStallsResult>,
+    /// Paced ports: the spin margin before each deadline as the worker learned it from its
+    /// wake-ups (20 µs .. 2 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spin_margin_ns: Option<u64>,
     pub handover_error: Option<TimingError>,
     /// Paced by the backend's kernel program: frames by how late it sent them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -83,6 +94,24 @@ pub struct PortResult {
     pub stopped_early: bool,
     pub failure: Option<String>,
     pub flows: Vec<PortFlowResult>,
+}
+
+/// The scheduling policy a paced transmit worker ran under.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchedulingResult {
+    /// `SCHED_FIFO` or `SCHED_OTHER` (at the end of the run).
+    pub policy: String,
+    /// Why not SCHED_FIFO, or why it stopped being; absent when FIFO ran throughout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Losses of the CPU a paced transmit worker saw while waiting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostStallsResult {
+    pub count: u64,
+    pub worst_ns: u64,
+    pub total_ns: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -558,6 +587,16 @@ fn port_result(p: &PortReport) -> PortResult {
         late_frames: p.late_frames,
         max_late_ns: p.max_late_ns,
         shifted_ns: p.shifted_ns,
+        scheduling: p.scheduling.as_ref().map(|s| SchedulingResult {
+            policy: s.policy.to_string(),
+            note: s.note.clone(),
+        }),
+        host_stalls: p.host_stalls.map(|h| HostStallsResult {
+            count: h.count,
+            worst_ns: h.worst_ns,
+            total_ns: h.total_ns,
+        }),
+        spin_margin_ns: p.spin_margin_ns,
         handover_error: p.handover.as_ref().map(TimingError::from),
         kernel_lateness: p.kernel_lateness.as_ref().map(KernelLateness::from_decades),
         pacing: p.pacing.as_ref().map(PacingResult::from),

@@ -11,6 +11,7 @@ pub mod generator;
 pub mod intervals;
 pub mod latency;
 pub mod live;
+pub mod pacer;
 pub mod pin;
 pub mod reflect;
 pub mod rx;
@@ -591,6 +592,10 @@ pub fn run_scenario(
                     .name(format!("tx-{name}"))
                     .spawn_scoped(scope, move || {
                         let pinned = core.filter(|&c| pin::pin_current_thread(c));
+                        if pinned.is_some() {
+                            // The plan gives each worker a core no other worker has.
+                            pacer::mark_own_core();
+                        }
                         run_port(
                             &thread_name,
                             &mut backend,

@@ -36,6 +36,7 @@ use crate::clock::WallClock;
 use crate::floor::PortPacing;
 use crate::generator::{BatchScratch, FlowGenerator, TxTime};
 use crate::live::LiveCounters;
+use crate::pacer::{HostStalls, Pacer, Scheduling};
 use crate::EngineError;
 
 /// What to do when the worker falls behind its schedule.
@@ -197,6 +198,13 @@ pub struct PortReport {
     /// Frames handed over later than the tolerance, and the worst lateness seen.
     pub late_frames: u64,
     pub max_late_ns: u64,
+    /// Paced runs: the policy the worker ran under (SCHED_FIFO where allowed).
+    pub scheduling: Option<Scheduling>,
+    /// Paced runs: times the worker lost its CPU while waiting for a deadline (the host's
+    /// doing, not strobe's; see [`crate::pacer`]).
+    pub host_stalls: Option<HostStalls>,
+    /// Paced runs: the spin margin before each deadline as learned by the end of the run.
+    pub spin_margin_ns: Option<u64>,
     /// Schedule shift still in force at the end (`Shift`: all of it; `Smooth`: what was not
     /// yet paid back).
     pub shifted_ns: u64,
@@ -725,6 +733,8 @@ pub fn run_port<B: Backend>(
         }),
         ..PortReport::default()
     };
+    // Paced: this thread's timer slack, scheduling policy and learned spin margin.
+    let mut pacer = paced.then(|| Pacer::enter(clock.now_ticks()));
     let mut t0_ticks = clock.now_ticks() + clock.ns_to_ticks(opts.start_lead_ns);
     let mut limit_ticks = opts
         .time_limit_ns
@@ -803,6 +813,9 @@ pub fn run_port<B: Backend>(
         let paused = hold_while_paused(clock, opts.pause.as_deref(), stop);
         if paused > 0 {
             after_pause!(paused);
+            if let Some(pacer) = pacer.as_mut() {
+                pacer.woke(clock.now_ticks());
+            }
             continue;
         }
         let mut now = clock.now_ticks();
@@ -822,7 +835,7 @@ pub fn run_port<B: Backend>(
             break;
         }
 
-        if paced {
+        if let Some(pacer) = pacer.as_mut() {
             if opts.late_policy == LatePolicy::Smooth && shift_ns > 0 {
                 let gap = plan.deadlines[0].saturating_sub(previous_deadline);
                 shift_ns = shift_ns.saturating_sub(gap / SMOOTH_REPAY);
@@ -837,7 +850,7 @@ pub fn run_port<B: Backend>(
                     wall.renew_if_due(clock);
                 }
                 let paused;
-                (now, paused) = wait_until(clock, due, stop, opts.pause.as_deref());
+                (now, paused) = wait_until(clock, pacer, due, stop, opts.pause.as_deref());
                 if paused > 0 {
                     // Paused while waiting for this hand-over: it and everything after it
                     // leave later by the pause.
@@ -845,6 +858,7 @@ pub fn run_port<B: Backend>(
                     due += paused;
                 }
             }
+            pacer.check_awake(clock, now);
             if now >= next_behind {
                 if let Some((live, slot)) = &behind_slot {
                     next_behind = now + behind_every;
@@ -999,6 +1013,11 @@ pub fn run_port<B: Backend>(
     if let (Some(p), Some((_, estimate))) = (&mut report.pacing, &coalesce) {
         p.observed = estimate.handover_known().then(|| estimate.guess());
         p.observed_spacing_known = estimate.spacing_known();
+    }
+    if let Some(pacer) = pacer.take() {
+        report.scheduling = Some(pacer.scheduling());
+        report.host_stalls = Some(pacer.stalls());
+        report.spin_margin_ns = Some(pacer.margin_ns());
     }
     report.handover = HandoverError::from_histogram(&handover);
     report.departure = HandoverError::from_histogram(&departure);
@@ -1428,23 +1447,28 @@ fn hold_while_paused(clock: &Clock, pause: Option<&AtomicBool>, stop: &AtomicBoo
     clock.now_ticks().saturating_sub(paused_at)
 }
 
-/// Waits until `due` (or `stop`); a pause met while waiting holds the wait and moves `due`
-/// by its length. Returns the time it ended and the ticks paused.
+/// Waits until `due` (or `stop`): sleeps to the margin before it, then spins on the clock
+/// (see [`crate::pacer`]); a pause met while waiting holds the wait and moves `due` by its
+/// length. Returns the time it ended and the ticks paused.
 fn wait_until(
     clock: &Clock,
+    pacer: &mut Pacer,
     mut due: u64,
     stop: &AtomicBool,
     pause: Option<&AtomicBool>,
 ) -> (u64, u64) {
-    const SPIN_NS: u64 = 150_000;
     let mut paused = 0;
+    let mut previous = clock.now_ticks();
+    // The gap the margin may take half of: from now, when the worker starts waiting.
+    let mut gap = clock.ticks_to_ns(due.saturating_sub(previous));
     loop {
         let now = clock.now_ticks();
         if now >= due {
+            pacer.spin_gap(clock.ticks_to_ns(now - previous));
             return (now, paused);
         }
         let left = clock.ticks_to_ns(due - now);
-        if left > SPIN_NS {
+        if left > pacer.margin_for_gap_ns(gap) {
             if stop.load(Ordering::Relaxed) {
                 return (now, paused);
             }
@@ -1452,9 +1476,17 @@ fn wait_until(
             if held > 0 {
                 paused += held;
                 due += held;
+                pacer.woke(clock.now_ticks());
+                previous = clock.now_ticks();
+                gap = clock.ticks_to_ns(due.saturating_sub(previous));
                 continue;
             }
-            std::thread::sleep(StdDuration::from_nanos((left - SPIN_NS).min(10_000_000)));
+            pacer.sleep(clock, left, gap);
+            previous = clock.now_ticks();
+            continue;
         }
+        // Two reads of the spin far apart: the thread lost its CPU in between.
+        pacer.spin_gap(clock.ticks_to_ns(now - previous));
+        previous = now;
     }
 }
