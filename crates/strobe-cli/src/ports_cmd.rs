@@ -50,16 +50,16 @@ fn floor(args: &PortsArgs, port: &str) -> Result<(), Failure> {
     let batch = usize::from(args.batch);
     let ceiling = floor.ceiling_pps(batch);
     let memory = FloorMemory::open();
-    memory
-        .remember(&[(location.clone(), floor)], MeasuredBy::Probe)
-        .map_err(|e| {
-            Failure::Runtime(format!(
-                "--floor {port}: measured, but cannot remember it in {}: {e}",
-                memory
-                    .path()
-                    .map_or("(no state directory)".into(), |p| p.display().to_string())
-            ))
-        })?;
+    // The measurement stands even where it cannot be kept: said, not refused.
+    if let Err(e) = memory.remember(&[(location.clone(), floor)], MeasuredBy::Probe) {
+        eprintln!(
+            "warning: --floor {port}: cannot remember the floor in {}: {e}; later runs \
+             learn it from their own frames (or give it with --floor)",
+            memory
+                .path()
+                .map_or("(no state directory)".into(), |p| p.display().to_string())
+        );
+    }
     if args.json {
         let doc = json!({
             "port": port,

@@ -610,8 +610,8 @@ pub fn pacing_line(p: &PacingResult) -> String {
             p.max_batch,
         ),
         _ => format!(
-            "tx port {}: floor learned from the run's own first hand-overs (none known for \
-             this path yet), up to {} frames per hand-over{asked}",
+            "tx port {}: floor learned from the run's own first hand-overs, up to {} frames \
+             per hand-over{asked}",
             p.port, p.max_batch,
         ),
     }

@@ -10,8 +10,8 @@
 //!
 //! The file is `$STROBE_STATE_DIR/floors.json`, else `$XDG_STATE_HOME/strobe/floors.json`
 //! (`~/.local/state/strobe/floors.json`). It is written whole through a temporary file and a
-//! rename, so a reader never sees half of it; two runs ending at once may each write theirs
-//! and one of the two floors is kept, the other learned again next time.
+//! rename, so a reader never sees half of it, under an exclusive lock on `floors.json.lock`,
+//! so that runs ending at once (a server's, a methodology's trials) keep every floor.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -106,6 +106,11 @@ impl FloorMemory {
         if entries.is_empty() {
             return Ok(());
         }
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        // Held until the new file is in place: read, change and write as one step.
+        let lock = std::fs::File::create(path.with_extension("json.lock"))?;
+        lock.lock()?;
         let mut file = self.read();
         let unix_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -121,10 +126,13 @@ impl FloorMemory {
                 },
             );
         }
-        let dir = path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
         let mut temp = tempfile::NamedTempFile::new_in(dir)?;
         serde_json::to_writer_pretty(&mut temp, &file)?;
+        // Readable by every user, as a file written directly would be (a temporary file is
+        // private).
+        use std::os::unix::fs::PermissionsExt;
+        temp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
         temp.persist(path).map_err(|e| e.error)?;
         Ok(())
     }
@@ -190,13 +198,14 @@ pub fn known_floors(
 }
 
 /// What a run measured of its paths' floors and is worth remembering: the observed floor of
-/// each paced worker that learned both its hand-over cost and its spacing (a run that never
-/// handed several frames over together knows only half of it). The last worker of a port
-/// wins.
+/// each paced worker that started from a remembered floor (refined by its hand-overs), or
+/// learned both its hand-over cost and its spacing (a run that never handed several frames
+/// over together knows only half of it). A floor given with `--floor` is the user's, not a
+/// measurement: never stored. The last worker of a port wins.
 pub fn measured_floors(pacings: &[PortPacing]) -> Vec<(String, PathFloor)> {
     pacings
         .iter()
-        .filter(|p| p.observed_spacing_known)
+        .filter(|p| p.source != FloorSource::Given && p.observed_spacing_known)
         .filter_map(|p| Some((p.location.clone(), p.observed?)))
         .collect()
 }
@@ -265,9 +274,18 @@ mod tests {
         assert!(measured_floors(std::slice::from_ref(&p)).is_empty());
         p.observed_spacing_known = true;
         assert_eq!(
-            measured_floors(&[p]),
+            measured_floors(std::slice::from_ref(&p)),
             vec![("afpacket:ns/a".to_string(), PATH)]
         );
+        // A floor the user gave is not a measurement of the path.
+        let given = KnownFloor {
+            floor: PATH,
+            source: FloorSource::Given,
+        };
+        let mut g = PortPacing::new("tx", "afpacket:ns/a", Some(given), 256, &[]);
+        g.observed = Some(PATH);
+        g.observed_spacing_known = true;
+        assert!(measured_floors(&[g]).is_empty());
     }
 
     #[test]

@@ -202,8 +202,8 @@ pub struct PacingResult {
     /// The paced ceiling of the floor known before the first frame.
     pub ceiling_pps: Option<f64>,
     pub asked_pps: Option<f64>,
-    /// The floor as the run's own hand-overs refined or learned it (the spacing only when
-    /// calls of several frames measured it).
+    /// The floor as the run's own hand-overs refined or learned it (a learned spacing only
+    /// when calls of several frames measured it).
     pub observed_handover_ns: Option<u64>,
     pub observed_spacing_ns: Option<u64>,
     /// The paced ceiling of the observed floor.

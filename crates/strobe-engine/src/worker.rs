@@ -699,6 +699,7 @@ pub fn run_port<B: Backend>(
             }
         }
     }
+    let has_trains = states.iter().any(|s| s.train.is_some());
     let mut coalesce = pacing.as_ref().filter(|_| paced).map(|p| {
         let estimate = p
             .floor
@@ -825,8 +826,13 @@ pub fn run_port<B: Backend>(
                 let now_ns = clock
                     .ticks_to_ns(now.saturating_sub(t0_ticks))
                     .saturating_sub(shift_ns);
-                // A run still learning its hand-over cost times one-frame calls.
-                let cap = if estimate.wants_singles() { 1 } else { batch };
+                // A run still learning its hand-over cost times one-frame calls (a train's
+                // frames join their head's call: its heads are one-frame calls already).
+                let cap = if estimate.wants_singles() && !has_trains {
+                    1
+                } else {
+                    batch
+                };
                 plan.fill_coalesced(&mut states, cap, floor, now_ns)
             }
             None => plan.fill(&mut states, batch),
@@ -890,8 +896,17 @@ pub fn run_port<B: Backend>(
             // sender falling behind (a stall, or a floor the path no longer keeps), which
             // the late policy handles.
             let owed = match &coalesce {
+                Some((_, estimate)) if !estimate.handover_known() => {
+                    // Still learning what a hand-over costs: owed at its deadline, but not
+                    // before this sender's own previous hand-over ended; the perfect sender
+                    // starts from here once the cost is known.
+                    let now_ns = clock
+                        .ticks_to_ns(now.saturating_sub(t0_ticks))
+                        .saturating_sub(shift_ns);
+                    ideal_free_ns = now_ns.max(plan.deadlines[0]) + estimate.guess().call_ns(n);
+                    due.max(last_tx_ticks)
+                }
                 Some((_, estimate)) => {
-                    // Judged against the best estimate, also while the floor is learned.
                     let floor = &estimate.guess();
                     let start_ns = plan.deadlines[0].max(ideal_free_ns);
                     ideal_free_ns = start_ns + floor.call_ns(n);

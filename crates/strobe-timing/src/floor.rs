@@ -90,22 +90,32 @@ impl PathFloor {
 /// A floor kept up to date from the hand-overs a run makes: each call's duration refines
 /// the hand-over cost (calls of one frame) or the spacing (calls of more). Exponentially
 /// weighted (1/[`FloorEstimate::WEIGHT`] per call); a call more than 4× the estimate was
-/// interrupted (preemption, an interrupt) and says nothing about the path, so it is skipped.
+/// interrupted (preemption, an interrupt) and says nothing about the path, so it is skipped
+/// — unless [`REJECTED_STREAK`] calls in a row are: then the estimate was wrong (a start
+/// remembered from a faster day), and it starts over from that part's next calls.
 ///
 /// A run that knows no floor before its first frame starts [`FloorEstimate::learning`]: it
 /// learns the floor from its own first hand-overs instead of sending frames of its own to
 /// measure it (a device under test would count, learn and log such frames). Until
-/// [`LEARN_SINGLES`] one-frame calls are in, hand-overs carry one frame each
-/// ([`FloorEstimate::wants_singles`]) and the floor coalesces only frames already due; then
-/// the hand-over cost is the median of those calls (robust to a stall among them), and the
-/// spacing the median of the first [`LEARN_SPACINGS`] calls of several frames (half the
-/// hand-over cost until then). The exponential weighting takes over from those medians.
+/// [`LEARN_SINGLES`] one-frame calls are in, the sender makes one-frame calls
+/// ([`FloorEstimate::wants_singles`]; a train's frames still join their head's call, from
+/// the floor guessed so far); the hand-over cost is the median of the calls timed so far
+/// (robust to a stall among them), and the spacing the median of the first
+/// [`LEARN_SPACINGS`] calls of several frames (half the hand-over cost until then). Before
+/// the first call is timed, a frame joins a call only when it is already due. The
+/// exponential weighting takes over from those medians.
 #[derive(Clone, Copy, Debug)]
 pub struct FloorEstimate {
     handover_ns: f64,
     spacing_ns: f64,
     learning: Option<Learning>,
+    /// Calls skipped in a row as interrupted: one-frame calls, calls of several.
+    rejected_singles: u32,
+    rejected_spacings: u32,
 }
+
+/// Calls of one kind skipped in a row after which the estimate of that part starts over.
+pub const REJECTED_STREAK: u32 = 16;
 
 /// One-frame calls timed before the hand-over cost is taken as known.
 pub const LEARN_SINGLES: usize = 8;
@@ -119,6 +129,17 @@ struct Learning {
     n_singles: usize,
     spacings: [u64; LEARN_SPACINGS],
     n_spacings: usize,
+}
+
+impl Learning {
+    fn new() -> Self {
+        Learning {
+            singles: [0; LEARN_SINGLES],
+            n_singles: 0,
+            spacings: [0; LEARN_SPACINGS],
+            n_spacings: 0,
+        }
+    }
 }
 
 /// What a learning run coalesces to before it knows anything: calls cost next to nothing and
@@ -138,6 +159,8 @@ impl FloorEstimate {
             handover_ns: start.handover_ns.max(1) as f64,
             spacing_ns: start.spacing_ns.max(1) as f64,
             learning: None,
+            rejected_singles: 0,
+            rejected_spacings: 0,
         }
     }
 
@@ -146,12 +169,9 @@ impl FloorEstimate {
         FloorEstimate {
             handover_ns: UNKNOWN.handover_ns as f64,
             spacing_ns: UNKNOWN.spacing_ns as f64,
-            learning: Some(Learning {
-                singles: [0; LEARN_SINGLES],
-                n_singles: 0,
-                spacings: [0; LEARN_SPACINGS],
-                n_spacings: 0,
-            }),
+            learning: Some(Learning::new()),
+            rejected_singles: 0,
+            rejected_spacings: 0,
         }
     }
 
@@ -206,23 +226,35 @@ impl FloorEstimate {
             1 => {
                 if call <= 4.0 * self.handover_ns {
                     self.handover_ns += (call - self.handover_ns) / Self::WEIGHT;
+                    self.rejected_singles = 0;
+                } else {
+                    self.rejected_singles += 1;
+                    if self.rejected_singles >= REJECTED_STREAK {
+                        // Not a stall but a wrong start: take this call as the estimate.
+                        self.handover_ns = call.max(1.0);
+                        self.rejected_singles = 0;
+                    }
                 }
             }
             n => {
                 let per_frame = (call - self.handover_ns) / (n - 1) as f64;
                 if per_frame > 0.0 && per_frame <= 4.0 * self.spacing_ns {
                     self.spacing_ns += (per_frame - self.spacing_ns) / Self::WEIGHT;
+                    self.rejected_spacings = 0;
+                } else if per_frame > 0.0 {
+                    self.rejected_spacings += 1;
+                    if self.rejected_spacings >= REJECTED_STREAK {
+                        self.spacing_ns = per_frame.max(1.0);
+                        self.rejected_spacings = 0;
+                    }
                 }
             }
         }
     }
 
-    /// The floor hand-overs are coalesced to: what nothing known allows while the hand-over
-    /// cost is still being learned (only due frames join), the estimate after that.
+    /// The floor hand-overs are coalesced to: before any call was timed what nothing known
+    /// allows (only due frames join), the estimate after that.
     pub fn floor(&self) -> PathFloor {
-        if self.wants_singles() {
-            return UNKNOWN;
-        }
         self.guess()
     }
 
@@ -311,8 +343,12 @@ mod tests {
         // Before anything is known only due frames join: a frame 1 µs ahead waits.
         assert!(!e.floor().joins(0, 1, 1_000));
         assert!(e.floor().joins(10, 1, 5));
+        // From the first call on, the floor guessed so far.
+        e.observe(1, 3_000);
+        assert_eq!(e.floor().handover_ns, 3_000);
+        assert_eq!(e.floor().spacing_ns, 1_500);
         // Eight singles, one of them a stall: the median ignores it.
-        for call in [3_000, 3_100, 2_900, 900_000, 3_050, 2_950, 3_000, 3_020] {
+        for call in [3_100, 2_900, 900_000, 3_050, 2_950, 3_000, 3_020] {
             e.observe(1, call);
         }
         assert!(!e.wants_singles() && e.handover_known() && !e.spacing_known());
@@ -338,6 +374,31 @@ mod tests {
         let f = e.floor();
         assert!((1_990..=2_010).contains(&f.handover_ns), "{f:?}");
         assert!((1_190..=1_210).contains(&f.spacing_ns), "{f:?}");
+    }
+
+    #[test]
+    fn a_start_far_below_the_path_is_left_after_a_streak_of_rejected_calls() {
+        // Remembered 500/100 ns; the path takes 2.3 µs per call and 0.9 µs per further
+        // frame: every call is more than 4× the start, so each alone looks interrupted.
+        let mut e = FloorEstimate::new(PathFloor {
+            handover_ns: 500,
+            spacing_ns: 100,
+        });
+        for _ in 0..REJECTED_STREAK {
+            e.observe(1, 2_300);
+            e.observe(11, 2_300 + 10 * 900);
+        }
+        for _ in 0..2_000 {
+            e.observe(1, 2_300);
+            e.observe(11, 2_300 + 10 * 900);
+        }
+        let f = e.floor();
+        assert!((2_250..=2_350).contains(&f.handover_ns), "{f:?}");
+        assert!((880..=920).contains(&f.spacing_ns), "{f:?}");
+        // One stall among good calls is still skipped.
+        let before = e.floor();
+        e.observe(1, 1_000_000);
+        assert_eq!(e.floor(), before);
     }
 
     #[test]
