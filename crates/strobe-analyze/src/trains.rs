@@ -39,7 +39,8 @@ pub struct TrainArrival {
     /// Frames that arrived from the head on with none missing (places 0, 1, … in a row):
     /// what got through before a bottleneck that drops a train's tail began to drop.
     pub head_run: u32,
-    /// The arrivals, in the order they came, past the bottleneck's first burst.
+    /// The arrivals but the head's, in the order they came, past the bottleneck's first
+    /// burst.
     pub after_burst: AfterBurst,
     /// Size of each frame, FCS included (as OTG and strobe size frames).
     pub frame_bytes: u32,
@@ -117,17 +118,25 @@ impl ArrivalFit {
 /// A train's arrivals, in the order the receiver got them, past a bottleneck's first
 /// burst: a token bucket (or an empty queue) lets a train's first frames through at once,
 /// and only the frames after them come at the bottleneck's rate. The burst ends at a gap
-/// much longer than the gaps before it ([`AfterBurst::GAP_RATIO`] times their mean) and
-/// longer than all of them together: the fit starts again there. Once the fit spans a few
-/// frame times, a late timer or a stall (one long gap) cannot restart it. Counting arrivals, not planned places, keeps the
+/// much longer than the gaps before it ([`AfterBurst::GAP_RATIO`] times their mean, and
+/// longer than the longest: the head, handed over alone, may come well before the rest):
+/// the fit starts again there. A stall restarts it too; the rate is then read from the
+/// longest run past the first. Counting arrivals, not planned places, keeps the
 /// estimate right when the bottleneck dropped a train's tail (the places past its buffer
 /// never arrive, but the frames it queued come at its rate). Constant time per frame.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct AfterBurst {
-    /// Arrivals before the fitted run: the burst (and, rarely, frames before a stall).
-    pub burst: u32,
+    /// Arrivals before the current run.
+    start: u32,
     last_ns: Option<u64>,
+    /// The current run's longest gap.
+    max_gap_ns: u64,
     fit: ArrivalFit,
+    /// The longest run that a later gap ended, past the first (which began with the
+    /// train's head, so holds the burst), and the arrivals before it. A sender that
+    /// stalls mid-train lets the shaper's bucket fill: the train's rest then leaves at
+    /// once, a burst of its own, and the run before the stall is the one at the rate.
+    best: Option<(u32, ArrivalFit)>,
 }
 
 impl AfterBurst {
@@ -143,37 +152,61 @@ impl AfterBurst {
             let n = self.fit.n;
             if n >= 2 && !self.fit.mixed {
                 let span = last.saturating_sub(self.fit.origin_ns) as f64;
-                let gap = rx_ns.saturating_sub(last) as f64;
-                if gap > span && gap > Self::GAP_RATIO * span / f64::from(n - 1) {
-                    self.burst += n;
+                let gap = rx_ns.saturating_sub(last);
+                if gap > self.max_gap_ns && gap as f64 > Self::GAP_RATIO * span / f64::from(n - 1) {
+                    if self.start > 0 && self.best.is_none_or(|(_, b)| n > b.n) {
+                        self.best = Some((self.start, self.fit));
+                    }
+                    self.start += n;
                     self.fit = ArrivalFit::default();
+                    self.max_gap_ns = 0;
                 }
+            }
+            if self.fit.n > 0 {
+                self.max_gap_ns = self.max_gap_ns.max(rx_ns.saturating_sub(last));
             }
         }
         self.fit.add(rx_ns);
         self.last_ns = Some(rx_ns);
     }
 
+    /// The run the rate is read from: the longest past the first burst (the current one
+    /// on a tie), and the arrivals before it.
+    fn chosen(&self) -> (u32, &ArrivalFit) {
+        match &self.best {
+            Some((start, best)) if best.n > self.fit.n => (*start, best),
+            _ => (self.start, &self.fit),
+        }
+    }
+
     /// Another receiver's view of the same train: the arrival order across the two is
     /// unknown, so none is kept.
     pub fn merge(&mut self, other: &AfterBurst) {
-        self.fit.merge(&other.fit);
-        if self.fit.mixed {
-            self.burst = 0;
-        } else if other.fit.n > 0 {
-            self.burst = other.burst;
+        if other.fit.n == 0 && !other.fit.mixed {
+            return;
         }
-        self.last_ns = self.last_ns.max(other.last_ns);
+        if self.fit.n == 0 && !self.fit.mixed {
+            *self = *other;
+        } else {
+            self.fit.merge(&other.fit);
+            self.best = None;
+            self.start = 0;
+        }
+    }
+
+    /// Arrivals before the fitted run: the burst (and any frames before a stall).
+    pub fn burst(&self) -> u32 {
+        self.chosen().0
     }
 
     /// Time per frame past the burst, ns (at least 3 arrivals past it).
     pub fn ns_per_frame(&self) -> Option<f64> {
-        self.fit.ns_per_frame()
+        self.chosen().1.ns_per_frame()
     }
 
-    /// Arrivals past the burst.
+    /// Arrivals past the burst, fitted.
     pub fn arrivals(&self) -> u32 {
-        self.fit.n
+        self.chosen().1.n
     }
 }
 
@@ -268,7 +301,8 @@ impl TrainResult {
             tail_loss: lost > 0
                 && a.head_run > 0
                 && 2 * u64::from(lost) >= u64::from(a.frames_sent.saturating_sub(a.head_run)),
-            burst_frames: after_burst.map(|_| a.after_burst.burst),
+            // The head, left out of the fit, left with the burst.
+            burst_frames: after_burst.map(|_| a.after_burst.burst() + u32::from(a.head_run > 0)),
             after_burst_l2_bps: after_burst_bps(a.frame_bytes),
             after_burst_l1_bps: after_burst_bps(a.frame_bytes + L1_OVERHEAD_BYTES as u32),
         }
@@ -611,7 +645,9 @@ mod tests {
             if place == a.head_run {
                 a.head_run += 1;
             }
-            a.after_burst.add(rx);
+            if place != 0 {
+                a.after_burst.add(rx);
+            }
             if place >= frames_sent / 2 {
                 a.second_half_rx += 1;
                 if place == frames_sent / 2 {
@@ -667,7 +703,8 @@ mod tests {
     fn a_burst_ends_at_the_first_much_longer_gap() {
         // Back-to-back frames, then frames 100 µs apart, every fifth 90 µs late (a late
         // timer: it and the next leave nearly together), and 500 µs when none came (a
-        // stall, after which the queued frames leave at once): one burst, ended once.
+        // stall, after which the queued frames leave at once): the burst ends once, and
+        // the run before the stall, the longest, gives the rate.
         let mut b = AfterBurst::default();
         for k in 0..5 {
             b.add(k * 800);
@@ -677,16 +714,40 @@ mod tests {
             let held = if (30..35).contains(&k) { 35 - k } else { 0 };
             b.add(3_200 + 100_000 * (k + held) + late);
         }
-        assert_eq!((b.burst, b.arrivals()), (5, 40));
+        assert_eq!((b.burst(), b.arrivals()), (5, 29));
         let ns = b.ns_per_frame().unwrap();
-        // The stall bends the line a little (5 of 40 frames held), no more.
-        assert!((ns / 100_000.0 - 1.0).abs() < 0.05, "{ns}");
+        assert!((ns / 100_000.0 - 1.0).abs() < 0.01, "{ns}");
         // No burst: every arrival is fitted.
         let mut even = AfterBurst::default();
         for k in 0..10 {
             even.add(1_000 + k * 500);
         }
-        assert_eq!((even.burst, even.ns_per_frame()), (0, Some(500.0)));
+        assert_eq!((even.burst(), even.ns_per_frame()), (0, Some(500.0)));
+        // The head handed over alone, 40 µs before the rest (4 frames at once), then the
+        // rate: the burst still ends where the rate sets in.
+        let mut lone = AfterBurst::default();
+        lone.add(0);
+        for k in 0..4 {
+            lone.add(40_000 + k * 1_300);
+        }
+        for k in 1..=20u64 {
+            lone.add(43_900 + 60_000 * k);
+        }
+        assert_eq!((lone.burst(), lone.ns_per_frame()), (5, Some(60_000.0)));
+        // A sender that stalled near the train's end: the shaper's bucket filled, and the
+        // last 5 frames left at once. The run before the stall gives the rate.
+        let mut stalled = AfterBurst::default();
+        for k in 0..4 {
+            stalled.add(k * 800);
+        }
+        for k in 1..=30u64 {
+            stalled.add(2_400 + 100_000 * k);
+        }
+        for k in 0..5 {
+            stalled.add(20_000_000 + k * 800);
+        }
+        assert_eq!((stalled.burst(), stalled.arrivals()), (4, 30));
+        assert_eq!(stalled.ns_per_frame(), Some(100_000.0));
         // Two receivers' shares of one train have no arrival order.
         let mut merged = even;
         merged.merge(&AfterBurst::default());

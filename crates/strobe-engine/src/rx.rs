@@ -112,7 +112,9 @@ impl TrainTrack {
         if class != Seen::Duplicate && place == u64::from(t.head_run) {
             t.head_run += 1;
         }
-        if let (Some(rx), true) = (rx_ns, class != Seen::Duplicate) {
+        // The head is left out: it is handed over alone, so its gap to the rest is the
+        // sender's, not the path's.
+        if let (Some(rx), true) = (rx_ns, class != Seen::Duplicate && place != 0) {
             t.after_burst.add(rx);
         }
         let mid = self.frames_per_train / 2;
@@ -658,7 +660,11 @@ mod tests {
         let report = t.report(Some(&[10]));
         let train = &report[0].trains.as_ref().unwrap()[0];
         assert_eq!(train.head_run, 6);
-        assert_eq!(train.after_burst.burst, 3);
+        assert_eq!(
+            train.after_burst.burst(),
+            2,
+            "places 1 and 2: the head is left out"
+        );
         assert_eq!(train.after_burst.arrivals(), 4);
         assert_eq!(train.after_burst.ns_per_frame(), Some(100.0));
         // By planned place the second half is places 5 and 8 only: too few for a line.
