@@ -36,6 +36,12 @@ pub struct TrainArrival {
     pub second_half_rx: u32,
     /// The second half's arrivals, fitted as they come (frames so far against time).
     pub second_half_fit: ArrivalFit,
+    /// Frames that arrived from the head on with none missing (places 0, 1, … in a row):
+    /// what got through before a bottleneck that drops a train's tail began to drop.
+    pub head_run: u32,
+    /// The arrivals but the head's, in the order they came, past the bottleneck's first
+    /// burst.
+    pub after_burst: AfterBurst,
     /// Size of each frame, FCS included (as OTG and strobe size frames).
     pub frame_bytes: u32,
 }
@@ -92,6 +98,11 @@ impl ArrivalFit {
         }
     }
 
+    /// Arrivals fitted.
+    pub fn arrivals(&self) -> u32 {
+        self.n
+    }
+
     /// Time per frame, ns: the line's slope, with at least 3 arrivals.
     pub fn ns_per_frame(&self) -> Option<f64> {
         if self.mixed || self.n < 3 {
@@ -101,6 +112,101 @@ impl ArrivalFit {
         let den = n * self.sum_xx - self.sum_x * self.sum_x;
         let slope = (n * self.sum_xt - self.sum_x * self.sum_t) / den;
         (den > 0.0 && slope > 0.0).then_some(slope)
+    }
+}
+
+/// A train's arrivals, in the order the receiver got them, past a bottleneck's first
+/// burst: a token bucket (or an empty queue) lets a train's first frames through at once,
+/// and only the frames after them come at the bottleneck's rate. The burst ends at a gap
+/// much longer than the gaps before it ([`AfterBurst::GAP_RATIO`] times their mean, and
+/// longer than the longest: the head, handed over alone, may come well before the rest):
+/// the fit starts again there. A stall restarts it too; the rate is then read from the
+/// longest run past the first. Counting arrivals, not planned places, keeps the
+/// estimate right when the bottleneck dropped a train's tail (the places past its buffer
+/// never arrive, but the frames it queued come at its rate). Constant time per frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AfterBurst {
+    /// Arrivals before the current run.
+    start: u32,
+    last_ns: Option<u64>,
+    /// The current run's longest gap.
+    max_gap_ns: u64,
+    fit: ArrivalFit,
+    /// The longest run that a later gap ended, past the first (which began with the
+    /// train's head, so holds the burst), and the arrivals before it. A sender that
+    /// stalls mid-train lets the shaper's bucket fill: the train's rest then leaves at
+    /// once, a burst of its own, and the run before the stall is the one at the rate.
+    best: Option<(u32, ArrivalFit)>,
+}
+
+impl AfterBurst {
+    /// A gap this many times the mean gap so far ends a burst. Back-to-back frames come
+    /// microseconds apart, a shaper's frames one frame time apart; a shaper's timer that
+    /// releases two frames at once leaves gaps of 0 and 2 frame times, short of it.
+    pub const GAP_RATIO: f64 = 4.0;
+
+    /// Adds the next arrival, received at `rx_ns`.
+    #[inline]
+    pub fn add(&mut self, rx_ns: u64) {
+        if let Some(last) = self.last_ns {
+            let n = self.fit.n;
+            if n >= 2 && !self.fit.mixed {
+                let span = last.saturating_sub(self.fit.origin_ns) as f64;
+                let gap = rx_ns.saturating_sub(last);
+                if gap > self.max_gap_ns && gap as f64 > Self::GAP_RATIO * span / f64::from(n - 1) {
+                    if self.start > 0 && self.best.is_none_or(|(_, b)| n > b.n) {
+                        self.best = Some((self.start, self.fit));
+                    }
+                    self.start += n;
+                    self.fit = ArrivalFit::default();
+                    self.max_gap_ns = 0;
+                }
+            }
+            if self.fit.n > 0 {
+                self.max_gap_ns = self.max_gap_ns.max(rx_ns.saturating_sub(last));
+            }
+        }
+        self.fit.add(rx_ns);
+        self.last_ns = Some(rx_ns);
+    }
+
+    /// The run the rate is read from: the longest past the first burst (the current one
+    /// on a tie), and the arrivals before it.
+    fn chosen(&self) -> (u32, &ArrivalFit) {
+        match &self.best {
+            Some((start, best)) if best.n > self.fit.n => (*start, best),
+            _ => (self.start, &self.fit),
+        }
+    }
+
+    /// Another receiver's view of the same train: the arrival order across the two is
+    /// unknown, so none is kept.
+    pub fn merge(&mut self, other: &AfterBurst) {
+        if other.fit.n == 0 && !other.fit.mixed {
+            return;
+        }
+        if self.fit.n == 0 && !self.fit.mixed {
+            *self = *other;
+        } else {
+            self.fit.merge(&other.fit);
+            self.best = None;
+            self.start = 0;
+        }
+    }
+
+    /// Arrivals before the fitted run: the burst (and any frames before a stall).
+    pub fn burst(&self) -> u32 {
+        self.chosen().0
+    }
+
+    /// Time per frame past the burst, ns (at least 3 arrivals past it).
+    pub fn ns_per_frame(&self) -> Option<f64> {
+        self.chosen().1.ns_per_frame()
+    }
+
+    /// Arrivals past the burst, fitted.
+    pub fn arrivals(&self) -> u32 {
+        self.chosen().1.n
     }
 }
 
@@ -130,6 +236,22 @@ pub struct TrainResult {
     /// when no line could be fitted.
     pub second_half_l2_bps: Option<f64>,
     pub second_half_l1_bps: Option<f64>,
+    /// Frames that arrived from the head on with none missing.
+    #[serde(default)]
+    pub head_run: u32,
+    /// The train lost frames, and most of those after its head run: a bottleneck whose
+    /// buffer it overflowed dropped its tail.
+    #[serde(default)]
+    pub tail_loss: bool,
+    /// Frames that arrived at once before the bottleneck's rate set in ([`AfterBurst`]).
+    #[serde(default)]
+    pub burst_frames: Option<u32>,
+    /// Bandwidth from the frames that arrived past the burst, in arrival order (the
+    /// least-squares line through them): robust to a token bucket and to tail loss.
+    #[serde(default)]
+    pub after_burst_l2_bps: Option<f64>,
+    #[serde(default)]
+    pub after_burst_l1_bps: Option<f64>,
 }
 
 impl TrainResult {
@@ -158,11 +280,15 @@ impl TrainResult {
                 }
             }
         };
+        let lost = a.frames_sent.saturating_sub(unique);
+        let after_burst = a.after_burst.ns_per_frame();
+        let after_burst_bps =
+            |bytes_per_frame: u32| after_burst.map(|ns| f64::from(bytes_per_frame) * 8e9 / ns);
         TrainResult {
             train: a.train,
             frames_sent: a.frames_sent,
             frames_rx: a.frames_rx,
-            lost: a.frames_sent.saturating_sub(unique),
+            lost,
             duplicates: a.duplicates,
             reordered: a.reordered,
             head_latency_ns: a.head_latency_ns,
@@ -171,7 +297,65 @@ impl TrainResult {
             l1_bps: bps(a.frame_bytes + L1_OVERHEAD_BYTES as u32),
             second_half_l2_bps: half_bps(a.frame_bytes),
             second_half_l1_bps: half_bps(a.frame_bytes + L1_OVERHEAD_BYTES as u32),
+            head_run: a.head_run,
+            tail_loss: lost > 0
+                && a.head_run > 0
+                && 2 * u64::from(lost) >= u64::from(a.frames_sent.saturating_sub(a.head_run)),
+            // The head, left out of the fit, left with the burst.
+            burst_frames: after_burst.map(|_| a.after_burst.burst() + u32::from(a.head_run > 0)),
+            after_burst_l2_bps: after_burst_bps(a.frame_bytes),
+            after_burst_l1_bps: after_burst_bps(a.frame_bytes + L1_OVERHEAD_BYTES as u32),
         }
+    }
+}
+
+/// Trains whose tails a bottleneck dropped: it let the head of each through and lost most
+/// of what came after, as a queue or bucket does when a train overflows it. What got
+/// through back to back from the head is the buffer the path has for a burst (the
+/// back-to-back frame count of RFC 9004, here per train).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TailLoss {
+    /// Trains that lost their tails, and the frames they lost.
+    pub trains: usize,
+    pub frames_lost: u64,
+    /// Frames from the head on that got through before loss began: their median over those
+    /// trains (a train's first frames can find the bucket not yet full, so the fewest
+    /// reads low), and the fewest.
+    pub frames_through_median: f64,
+    pub frames_through_min: u32,
+    /// The train length that fits: the median frames through, whole.
+    pub fits_frames: u32,
+    /// The buffer that implies, in bytes of the frames (FCS included).
+    pub buffer_bytes: u64,
+    /// Of those, frames that arrived at once (the bucket's burst), median over the trains.
+    pub burst_frames_median: Option<f64>,
+}
+
+impl TailLoss {
+    /// None unless trains lost frames and at least half of those that did lost their tails.
+    pub fn of(trains: &[TrainResult], frame_bytes: u32) -> Option<TailLoss> {
+        let lossy = trains.iter().filter(|t| t.lost > 0).count();
+        let tails: Vec<&TrainResult> = trains.iter().filter(|t| t.tail_loss).collect();
+        if tails.is_empty() || 2 * tails.len() < lossy {
+            return None;
+        }
+        let through: Vec<f64> = tails.iter().map(|t| f64::from(t.head_run)).collect();
+        let min = tails.iter().map(|t| t.head_run).min().unwrap_or(0);
+        let median = Summary::of(&through).map_or(0.0, |s| s.median);
+        let fits = median.floor() as u32;
+        let bursts: Vec<f64> = trains
+            .iter()
+            .filter_map(|t| t.burst_frames.map(f64::from))
+            .collect();
+        Some(TailLoss {
+            trains: tails.len(),
+            frames_lost: tails.iter().map(|t| u64::from(t.lost)).sum(),
+            frames_through_median: median,
+            frames_through_min: min,
+            fits_frames: fits,
+            buffer_bytes: u64::from(fits) * u64::from(frame_bytes),
+            burst_frames_median: Summary::of(&bursts).map(|s| s.median),
+        })
     }
 }
 
@@ -278,6 +462,14 @@ pub struct Convoy {
     pub l1_bps: Option<Summary>,
     pub second_half_l2_bps: Option<Summary>,
     pub second_half_l1_bps: Option<Summary>,
+    /// Bandwidth past each train's burst, in arrival order ([`AfterBurst`]): the headline.
+    #[serde(default)]
+    pub after_burst_l2_bps: Option<Summary>,
+    #[serde(default)]
+    pub after_burst_l1_bps: Option<Summary>,
+    /// The bottleneck dropped the trains' tails: they overflowed its buffer.
+    #[serde(default)]
+    pub tail_loss: Option<TailLoss>,
     pub frames_sent: u64,
     pub frames_lost: u64,
     /// Frames lost over frames sent (0 to 1).
@@ -294,6 +486,9 @@ impl Convoy {
         let l1: Vec<f64> = trains.iter().filter_map(|t| t.l1_bps).collect();
         let half_l2: Vec<f64> = trains.iter().filter_map(|t| t.second_half_l2_bps).collect();
         let half_l1: Vec<f64> = trains.iter().filter_map(|t| t.second_half_l1_bps).collect();
+        let after_l2: Vec<f64> = trains.iter().filter_map(|t| t.after_burst_l2_bps).collect();
+        let after_l1: Vec<f64> = trains.iter().filter_map(|t| t.after_burst_l1_bps).collect();
+        let frame_bytes = arrivals.first().map_or(0, |a| a.frame_bytes);
         let frames_sent: u64 = trains.iter().map(|t| u64::from(t.frames_sent)).sum();
         let frames_lost: u64 = trains.iter().map(|t| u64::from(t.lost)).sum();
         Convoy {
@@ -302,6 +497,9 @@ impl Convoy {
             l1_bps: Summary::of(&l1),
             second_half_l2_bps: Summary::of(&half_l2),
             second_half_l1_bps: Summary::of(&half_l1),
+            after_burst_l2_bps: Summary::of(&after_l2),
+            after_burst_l1_bps: Summary::of(&after_l1),
+            tail_loss: TailLoss::of(&trains, frame_bytes),
             frames_sent,
             frames_lost,
             loss_ratio: if frames_sent == 0 {
@@ -357,6 +555,13 @@ pub struct Bottleneck {
     pub counts: Counted,
     /// Where the figure comes from, e.g. "the lab's tbf shaper at 50 Mbit/s".
     pub source: String,
+    /// What it holds of a burst, in the bytes it counts: a queue's limit (a tbf's
+    /// includes its bucket). A train of more loses its tail. None: unknown.
+    #[serde(default)]
+    pub buffer_bytes: Option<u64>,
+    /// What of it leaves at once, before the rate sets in (a token bucket's size).
+    #[serde(default)]
+    pub burst_bytes: Option<u64>,
 }
 
 impl Bottleneck {
@@ -368,6 +573,22 @@ impl Bottleneck {
             return 0.0;
         }
         self.rate_bps * counted.bytes(frame_bytes) / base
+    }
+
+    /// The most frames of `frame_bytes` (FCS included) its buffer holds, when known.
+    pub fn fits_frames(&self, frame_bytes: u32) -> Option<u64> {
+        let each = self.counts.bytes(frame_bytes);
+        self.buffer_bytes
+            .filter(|_| each > 0.0)
+            .map(|b| (b as f64 / each).floor() as u64)
+    }
+
+    /// The frames of `frame_bytes` that leave at once, when its burst is known.
+    pub fn burst_frames(&self, frame_bytes: u32) -> Option<u64> {
+        let each = self.counts.bytes(frame_bytes);
+        self.burst_bytes
+            .filter(|_| each > 0.0)
+            .map(|b| (b as f64 / each).floor() as u64)
     }
 
     /// How long a train of `frames` frames of `frame_bytes` takes to pass, in ns.
@@ -384,6 +605,8 @@ pub fn expected_bandwidth_bps(link_bps: f64, frame_bytes: u32, counted: Counted)
         rate_bps: link_bps,
         counts: Counted::Wire,
         source: String::new(),
+        buffer_bytes: None,
+        burst_bytes: None,
     }
     .expected_bps(frame_bytes, counted)
 }
@@ -406,6 +629,166 @@ mod tests {
             frame_bytes,
             ..TrainArrival::default()
         }
+    }
+
+    /// A train as the receiver counts it from `(place, rx_ns)` arrivals in arrival order
+    /// (no duplicates), as strobe-engine's receiver does.
+    fn arrived(train: u32, frames_sent: u32, frame_bytes: u32, at: &[(u32, u64)]) -> TrainArrival {
+        let mut a = TrainArrival {
+            train,
+            frames_sent,
+            frames_rx: at.len() as u32,
+            frame_bytes,
+            ..TrainArrival::default()
+        };
+        for &(place, rx) in at {
+            if place == a.head_run {
+                a.head_run += 1;
+            }
+            if place != 0 {
+                a.after_burst.add(rx);
+            }
+            if place >= frames_sent / 2 {
+                a.second_half_rx += 1;
+                if place == frames_sent / 2 {
+                    a.mid_rx_ns = Some(rx);
+                }
+                a.second_half_fit.add(rx);
+            }
+            a.first_rx_ns = Some(a.first_rx_ns.map_or(rx, |f| f.min(rx)));
+            a.last_rx_ns = Some(a.last_rx_ns.map_or(rx, |l| l.max(rx)));
+        }
+        a
+    }
+
+    /// What the lab's tbf at 50 Mbit/s makes of a 100-frame train of 1518-byte frames
+    /// arriving 1 µs apart: a bucket of 6250 bytes lets 4 frames (1514 bytes as tbf counts)
+    /// through at once, its queue of 62 500 bytes more holds 41 more, which leave one frame
+    /// time (242.24 µs) apart, every fifth late by 30 µs and the next one early to catch up
+    /// (a timer firing late); one freed queue slot lets place 50 in; the rest is dropped.
+    fn tbf_train(train: u32) -> TrainArrival {
+        let frame_ns = 1514.0 * 8.0 / 50e6 * 1e9;
+        let mut at: Vec<(u32, u64)> = (0..4)
+            .map(|p| (p, 1_000_000 + u64::from(p) * 1_000))
+            .collect();
+        for k in 0..42u32 {
+            let jitter = match k % 5 {
+                4 => 30_000.0,
+                _ => 0.0,
+            };
+            let place = if k == 41 { 50 } else { 4 + k };
+            let t = 1_003_000.0 + 0.87 * frame_ns + f64::from(k) * frame_ns + jitter;
+            at.push((place, t.round() as u64));
+        }
+        arrived(train, 100, 1518, &at)
+    }
+
+    #[test]
+    fn past_the_burst_in_arrival_order_reads_a_shaper_that_dropped_the_tail() {
+        let a = tbf_train(0);
+        let t = TrainResult::of(&a);
+        assert_eq!((t.lost, t.head_run, t.tail_loss), (54, 45, true));
+        assert_eq!(t.burst_frames, Some(4));
+        // tbf counts 1514 of each 1518 bytes.
+        let rate = t.after_burst_l2_bps.unwrap() * 1514.0 / 1518.0;
+        assert!((rate / 50e6 - 1.0).abs() < 0.002, "{rate}");
+        // The whole train reads the burst's head start; the second half by planned place
+        // has one frame, so no figure.
+        let whole = t.l2_bps.unwrap() * 1514.0 / 1518.0;
+        assert!(whole > 1.05 * 50e6, "{whole}");
+        assert_eq!(t.second_half_l2_bps, None);
+    }
+
+    #[test]
+    fn a_burst_ends_at_the_first_much_longer_gap() {
+        // Back-to-back frames, then frames 100 µs apart, every fifth 90 µs late (a late
+        // timer: it and the next leave nearly together), and 500 µs when none came (a
+        // stall, after which the queued frames leave at once): the burst ends once, and
+        // the run before the stall, the longest, gives the rate.
+        let mut b = AfterBurst::default();
+        for k in 0..5 {
+            b.add(k * 800);
+        }
+        for k in 1..=40u64 {
+            let late = if k % 5 == 3 { 90_000 } else { 0 };
+            let held = if (30..35).contains(&k) { 35 - k } else { 0 };
+            b.add(3_200 + 100_000 * (k + held) + late);
+        }
+        assert_eq!((b.burst(), b.arrivals()), (5, 29));
+        let ns = b.ns_per_frame().unwrap();
+        assert!((ns / 100_000.0 - 1.0).abs() < 0.01, "{ns}");
+        // No burst: every arrival is fitted.
+        let mut even = AfterBurst::default();
+        for k in 0..10 {
+            even.add(1_000 + k * 500);
+        }
+        assert_eq!((even.burst(), even.ns_per_frame()), (0, Some(500.0)));
+        // The head handed over alone, 40 µs before the rest (4 frames at once), then the
+        // rate: the burst still ends where the rate sets in.
+        let mut lone = AfterBurst::default();
+        lone.add(0);
+        for k in 0..4 {
+            lone.add(40_000 + k * 1_300);
+        }
+        for k in 1..=20u64 {
+            lone.add(43_900 + 60_000 * k);
+        }
+        assert_eq!((lone.burst(), lone.ns_per_frame()), (5, Some(60_000.0)));
+        // A sender that stalled near the train's end: the shaper's bucket filled, and the
+        // last 5 frames left at once. The run before the stall gives the rate.
+        let mut stalled = AfterBurst::default();
+        for k in 0..4 {
+            stalled.add(k * 800);
+        }
+        for k in 1..=30u64 {
+            stalled.add(2_400 + 100_000 * k);
+        }
+        for k in 0..5 {
+            stalled.add(20_000_000 + k * 800);
+        }
+        assert_eq!((stalled.burst(), stalled.arrivals()), (4, 30));
+        assert_eq!(stalled.ns_per_frame(), Some(100_000.0));
+        // Two receivers' shares of one train have no arrival order.
+        let mut merged = even;
+        merged.merge(&AfterBurst::default());
+        assert_eq!(merged, even);
+        merged.merge(&b);
+        assert_eq!(merged.ns_per_frame(), None);
+    }
+
+    #[test]
+    fn a_convoy_that_overflowed_the_bottleneck_says_how_much_got_through() {
+        let mut arrivals: Vec<TrainArrival> = (0..20).map(tbf_train).collect();
+        // One train got one frame fewer through before the drop began, at the rate.
+        let at: Vec<(u32, u64)> = (0..44u32)
+            .map(|p| (p, 1_000_000 + u64::from(p) * 242_240))
+            .collect();
+        let short = arrived(20, 100, 1518, &at);
+        arrivals.push(short);
+        let c = Convoy::of(&arrivals);
+        let tail = c.tail_loss.unwrap();
+        assert_eq!((tail.trains, tail.frames_through_min), (21, 44));
+        assert_eq!((tail.frames_through_median, tail.fits_frames), (45.0, 45));
+        assert_eq!(tail.buffer_bytes, 45 * 1518);
+        assert_eq!(tail.burst_frames_median, Some(4.0));
+        assert_eq!(tail.frames_lost, 20 * 54 + 56);
+        let rate = c.after_burst_l2_bps.unwrap().median * 1514.0 / 1518.0;
+        assert!((rate / 50e6 - 1.0).abs() < 0.002, "{rate}");
+
+        // Every tenth frame dropped across the train: loss, but not at the tails.
+        let spread: Vec<TrainArrival> = (0..20)
+            .map(|i| {
+                let at: Vec<(u32, u64)> = (0..100u32)
+                    .filter(|p| p % 10 != 3)
+                    .map(|p| (p, 1_000_000 + u64::from(p) * 242_240))
+                    .collect();
+                arrived(i, 100, 1518, &at)
+            })
+            .collect();
+        let c = Convoy::of(&spread);
+        assert_eq!(c.frames_lost, 200);
+        assert_eq!(c.tail_loss, None);
+        assert!(c.trains.iter().all(|t| !t.tail_loss && t.head_run == 3));
     }
 
     #[test]
@@ -449,7 +832,17 @@ mod tests {
             rate_bps: 50e6,
             counts: Counted::WithoutFcs,
             source: "tbf".into(),
+            buffer_bytes: Some(68_750),
+            burst_bytes: Some(6_250),
         };
+        // Its queue holds 45 frames of 1518 bytes (1514 as it counts), 4 leaving at once.
+        assert_eq!(tbf.fits_frames(1518), Some(45));
+        assert_eq!(tbf.burst_frames(1518), Some(4));
+        let unknown = Bottleneck {
+            buffer_bytes: None,
+            ..tbf.clone()
+        };
+        assert_eq!(unknown.fits_frames(1518), None);
         assert_eq!(tbf.expected_bps(1000, Counted::WithoutFcs), 50e6);
         assert!((tbf.expected_bps(1000, Counted::WithFcs) - 50e6 * 1000.0 / 996.0).abs() < 1e-6);
         assert!((tbf.expected_bps(1000, Counted::Wire) - 50e6 * 1020.0 / 996.0).abs() < 1e-6);

@@ -528,11 +528,20 @@ pub fn print_convoys(r: &Results) {
         row("bandwidth, layer 1", &c.l1_bps, 1e6, "Mbit/s");
         row("  second halves, L2", &c.second_half_l2_bps, 1e6, "Mbit/s");
         row("  second halves, L1", &c.second_half_l1_bps, 1e6, "Mbit/s");
+        row("  past the burst, L2", &c.after_burst_l2_bps, 1e6, "Mbit/s");
+        if let Some(t) = &c.tail_loss {
+            println!(
+                "  tail loss: {} trains lost their tails; {} frames ({} bytes) got through \
+                 back to back from the head: trains longer than that overflow the path",
+                t.trains, t.fits_frames, t.buffer_bytes
+            );
+        }
         println!(
             "  (latency of each train's head only: the frames behind it queued in the sender; \
              bandwidth: the bits of a train's frames after its first over the time from its \
              first to its last arrival, and the same over each train's second half, which a \
-             shaper's bucket or a queue's first burst no longer shortens; layer 2 counts \
+             shaper's bucket or a queue's first burst no longer shortens, and over the frames \
+             that arrived after that burst, in arrival order; layer 2 counts \
              frames with their FCS, layer 1 adds 20 bytes a frame)"
         );
     }

@@ -78,9 +78,11 @@ struct CommonArgs {
     /// Trains per convoy.
     #[arg(long, default_value_t = 100, value_name = "N")]
     trains: u64,
-    /// Frames per train (the convoy and frame-size experiments).
-    #[arg(long, default_value_t = 100, value_name = "N")]
-    frames: u64,
+    /// Frames per train (the convoy and frame-size experiments). Default: as many as the
+    /// known bottleneck's buffer holds (the lab's tbf, --shaper with --buffer), at most 100;
+    /// a longer train loses its tail, which the result reports.
+    #[arg(long, value_name = "N")]
+    frames: Option<u64>,
     /// Between a train's last frame and the next one's first, e.g. 1ms. Default: twice the
     /// time a train takes through the known bottleneck (--link, --shaper, the lab's tbf),
     /// at least 1 ms.
@@ -94,6 +96,10 @@ struct CommonArgs {
     /// Linux tbf and htb count), e.g. 50mbit. A lab with a tbf DUT is known without it.
     #[arg(long, value_name = "RATE")]
     shaper: Option<String>,
+    /// The shaper's buffer (queue limit plus bucket), as bytes (68750, 64k) or a time at
+    /// its rate (10ms): trains are made to fit it.
+    #[arg(long, value_name = "SIZE", requires = "shaper")]
+    buffer: Option<String>,
     /// After each convoy, send a constant-rate flow of the same frames at the heads' rate
     /// (one frame per train and gap) and show its latency beside the heads'.
     #[arg(long)]
@@ -229,6 +235,7 @@ impl CommonArgs {
             gap: self.gap.clone(),
             link: self.link.clone(),
             shaper: self.shaper.clone(),
+            buffer: self.buffer.clone(),
             baseline: self.baseline,
             ..TrainsSpec::default()
         }
@@ -273,6 +280,9 @@ fn print_step(s: &StepResult, bottleneck: Option<&Bottleneck>) {
         c.frames_sent,
         c.loss_ratio * 100.0
     );
+    if !s.train_length.is_empty() {
+        println!("  train length: {}", s.train_length);
+    }
     let line = |what: &str, s: &Option<Summary>, unit: f64, name: &str| match s {
         Some(s) => println!("  {what:<24} {}", summary_text(s, unit, name)),
         None => println!("  {what:<24} -"),
@@ -311,6 +321,14 @@ fn print_step(s: &StepResult, bottleneck: Option<&Bottleneck>) {
     line("bandwidth, layer 2", &c.l2_bps, 1e6, "Mbit/s");
     line("bandwidth, layer 1", &c.l1_bps, 1e6, "Mbit/s");
     line("  second halves, L2", &c.second_half_l2_bps, 1e6, "Mbit/s");
+    line("  past the burst, L2", &c.after_burst_l2_bps, 1e6, "Mbit/s");
+    if let Some(t) = &c.tail_loss {
+        println!(
+            "  tail loss: {} trains lost their tails; {} frames ({} bytes; fewest {}) got \
+             through back to back from the head: trains longer than that overflow the path",
+            t.trains, t.fits_frames, t.buffer_bytes, t.frames_through_min
+        );
+    }
     if let (Some(e), Some(b)) = (&s.expected, bottleneck) {
         let (expected, counted) = match b.counts {
             Counted::Wire => (e.l1_bps, "layer 1"),
@@ -328,17 +346,18 @@ fn print_step(s: &StepResult, bottleneck: Option<&Bottleneck>) {
                 )
             })
         };
-        let median = c.second_half_l2_bps.map(|m| Summary {
+        let median = c.after_burst_l2_bps.map(|m| Summary {
             mean: m.median,
             ..m
         });
         println!(
-            "  expected, {counted}: {}; measured whole trains {}, second halves {} (median of \
-             the trains {})",
+            "  expected, {counted}: {}; measured past the burst {} (median of the trains {}), \
+             whole trains {}, second halves {}",
             bps_text(expected),
+            ratio(&c.after_burst_l2_bps),
+            ratio(&median),
             ratio(&c.l2_bps),
             ratio(&c.second_half_l2_bps),
-            ratio(&median)
         );
     }
     let needed = |points: &[strobe_analyze::trains::ConvergencePoint], mean: Option<f64>| {

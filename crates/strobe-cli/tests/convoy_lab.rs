@@ -67,6 +67,106 @@ fn convoys_through_shapers_of_10_50_and_200_mbit_read_their_rates() {
     }
 }
 
+/// Its bandwidth past each train's burst (in arrival order), median of the trains, in the
+/// bytes tbf counts (frames without FCS).
+fn past_the_burst(step: &serde_json::Value) -> f64 {
+    let bytes = step["step"]["frame_bytes"].as_f64().unwrap();
+    let median = step["convoy"]["after_burst_l2_bps"]["median"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no bandwidth past the burst: {step}"));
+    median * (bytes - 4.0) / bytes
+}
+
+#[test]
+fn default_convoys_fit_the_lab_shaper_and_read_its_rate() {
+    let _serial = one_at_a_time();
+    let dir = Scratch::new("convoy-defaults");
+    // The defaults (100 trains of 1518-byte frames): each train as long as the shaper's
+    // queue (10 ms of its rate plus its bucket) holds, at most 100 frames.
+    for (dut, rate, frames) in [
+        ("tbf:10mbit", 10e6, 10),
+        ("tbf:50mbit", 50e6, 45),
+        ("tbf:200mbit", 200e6, 100),
+    ] {
+        let lab = TestLab::up("cvyd", dut);
+        let r = trains(&lab, &dir, "convoy", &[]);
+        let step = &r["steps"][0];
+        assert_eq!(step["step"]["frames_per_train"], frames, "{dut}: {step}");
+        let why = step["train_length"].as_str().unwrap();
+        assert!(
+            why.contains("fit") && why.contains("68750") == (frames == 45),
+            "{why}"
+        );
+        let convoy = &step["convoy"];
+        assert!(convoy["tail_loss"].is_null(), "{dut}: {convoy}");
+        assert!(
+            convoy["frames_lost"].as_u64().unwrap() * 100
+                <= convoy["frames_sent"].as_u64().unwrap(),
+            "{dut}: {convoy}"
+        );
+        let warnings = step["warnings"].to_string();
+        assert!(!warnings.contains("tails"), "{dut}: {warnings}");
+        let measured = past_the_burst(step);
+        assert!(
+            (measured / rate - 1.0).abs() < 0.02,
+            "{dut}: past the burst {measured} bit/s"
+        );
+    }
+}
+
+#[test]
+fn trains_longer_than_the_shapers_buffer_report_its_tail_loss_and_still_read_the_rate() {
+    let _serial = one_at_a_time();
+    let dir = Scratch::new("convoy-overflow");
+    let lab = TestLab::up("cvyt", "tbf:50mbit");
+    // 100 frames of 1518 bytes, twice what the queue holds (68 750 bytes: 45 frames).
+    let r = trains(&lab, &dir, "convoy", &["--frames", "100", "--trains", "30"]);
+    let step = &r["steps"][0];
+    assert_eq!(step["step"]["frames_per_train"], 100);
+    assert!(step["train_length"].as_str().unwrap().contains("as given"));
+    let warnings: Vec<&str> = step["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("overflow") && w.contains("--frames 45")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.contains("lost their tails")),
+        "{warnings:?}"
+    );
+    let convoy = &step["convoy"];
+    let tail = &convoy["tail_loss"];
+    assert!(tail["trains"].as_u64().unwrap() >= 25, "{tail}");
+    // What got through from the head: the queue's 45 frames plus the bucket's 4, and a
+    // frame or two that left while the train came in.
+    let through = tail["fits_frames"].as_u64().unwrap();
+    assert!((44..=56).contains(&through), "{tail}");
+    assert_eq!(tail["buffer_bytes"].as_u64(), Some(through * 1518));
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(&format!("--frames {through})"))),
+        "{warnings:?}"
+    );
+    let burst = tail["burst_frames_median"].as_f64().unwrap();
+    assert!((1.0..=8.0).contains(&burst), "{tail}");
+    assert!(
+        convoy["frames_lost"].as_u64().unwrap() >= 30 * 40,
+        "{convoy}"
+    );
+    let measured = past_the_burst(step);
+    assert!(
+        (measured / 50e6 - 1.0).abs() < 0.02,
+        "past the burst {measured} bit/s"
+    );
+}
+
 #[test]
 fn a_convoys_loss_is_exactly_what_the_dut_dropped() {
     let _serial = one_at_a_time();
@@ -119,6 +219,8 @@ fn a_convoys_loss_is_exactly_what_the_dut_dropped() {
         .map(|t| t["lost"].as_u64().unwrap())
         .sum();
     assert_eq!(lost_in_trains, dropped);
+    // Loss spread across the trains is not a bottleneck dropping their tails.
+    assert!(convoy["tail_loss"].is_null(), "{convoy}");
     // One CSV row per train; the report draws each figure.
     let text = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(text.lines().count(), 31, "{text}");

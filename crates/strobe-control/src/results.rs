@@ -345,13 +345,13 @@ pub struct CalibrationUsed {
 }
 
 /// The columns of one train in CSV, after whatever says which convoy it belongs to.
-pub const TRAIN_CSV_HEADER: &str = "train,frames_sent,frames_rx,lost,duplicates,reordered,head_latency_ns,dispersion_ns,l2_bps,l1_bps,second_half_l2_bps,second_half_l1_bps";
+pub const TRAIN_CSV_HEADER: &str = "train,frames_sent,frames_rx,lost,duplicates,reordered,head_latency_ns,dispersion_ns,l2_bps,l1_bps,second_half_l2_bps,second_half_l1_bps,head_run,tail_loss,burst_frames,after_burst_l2_bps,after_burst_l1_bps";
 
 /// One train as CSV cells ([`TRAIN_CSV_HEADER`]'s columns), empty where there is no value.
 pub fn train_csv_row(t: &strobe_analyze::trains::TrainResult) -> String {
     let cell = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_default();
     format!(
-        "{},{},{},{},{},{},{},{},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
         t.train,
         t.frames_sent,
         t.frames_rx,
@@ -364,6 +364,11 @@ pub fn train_csv_row(t: &strobe_analyze::trains::TrainResult) -> String {
         cell(t.l1_bps),
         cell(t.second_half_l2_bps),
         cell(t.second_half_l1_bps),
+        t.head_run,
+        t.tail_loss,
+        t.burst_frames.map(|b| b.to_string()).unwrap_or_default(),
+        cell(t.after_burst_l2_bps),
+        cell(t.after_burst_l1_bps),
     )
 }
 

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 use strobe_analyze::latency::LatencyStats;
-use strobe_analyze::trains::{Bottleneck, Convoy, Counted};
+use strobe_analyze::trains::{Bottleneck, Convoy, Counted, TailLoss};
 use strobe_engine::RunReport;
 use strobe_model::Scenario;
 
@@ -29,6 +29,13 @@ pub const DEFAULT_GAP_NS: u64 = 1_000_000;
 
 /// The frame sizes of a frame-size sweep unless told otherwise (RFC 2544's, without 1280).
 pub const DEFAULT_SIZES: [u32; 6] = [64, 128, 256, 512, 1024, 1518];
+
+/// Frames per train when the bottleneck's buffer does not ask for fewer (the study's).
+pub const DEFAULT_FRAMES: u64 = 100;
+
+/// The fewest frames a train may have past a bottleneck's burst: the bandwidth is the
+/// line through the frames that arrive after it, and a line needs three.
+pub const MIN_FRAMES_PAST_BURST: u64 = 3;
 
 /// The train lengths of a train-length sweep unless told otherwise.
 pub const DEFAULT_LENGTHS: [u64; 6] = [10, 20, 50, 100, 200, 500];
@@ -75,14 +82,18 @@ pub struct TrainsSpec {
     /// Train lengths of a train-length sweep (empty: [`DEFAULT_LENGTHS`]).
     pub lengths: Vec<u64>,
     pub trains: u64,
-    /// Frames per train (convoy and frame-size sweep).
-    pub frames: u64,
+    /// Frames per train (convoy and frame-size sweep). None: as many as the bottleneck's
+    /// buffer holds, at most [`DEFAULT_FRAMES`].
+    pub frames: Option<u64>,
     /// Between a train's last frame and the next one's first, e.g. `1ms`.
     pub gap: Option<String>,
     /// The bottleneck is a link of this line rate (layer 1), e.g. `10g`.
     pub link: Option<String>,
     /// The bottleneck is a shaper of this rate counting frames without FCS, e.g. `50mbit`.
     pub shaper: Option<String>,
+    /// The shaper's buffer (queue limit plus bucket): bytes (`68750`, `64k`) or a time at
+    /// its rate (`10ms`). Sets the default train length.
+    pub buffer: Option<String>,
     pub baseline: bool,
 }
 
@@ -99,10 +110,11 @@ impl Default for TrainsSpec {
             sizes: Vec::new(),
             lengths: Vec::new(),
             trains: 100,
-            frames: 100,
+            frames: None,
             gap: None,
             link: None,
             shaper: None,
+            buffer: None,
             baseline: false,
         }
     }
@@ -128,14 +140,30 @@ impl TrainsSpec {
                 rate_bps: rate("link", link)?,
                 counts: Counted::Wire,
                 source: format!("a {link} link (counts frames on the wire)"),
+                buffer_bytes: None,
+                burst_bytes: None,
             }),
-            (None, Some(shaper)) => Some(Bottleneck {
-                rate_bps: rate("shaper", shaper)?,
-                counts: Counted::WithoutFcs,
-                source: format!("a {shaper} shaper (counts frames without FCS)"),
-            }),
+            (None, Some(shaper)) => {
+                let rate_bps = rate("shaper", shaper)?;
+                Some(Bottleneck {
+                    rate_bps,
+                    counts: Counted::WithoutFcs,
+                    source: format!("a {shaper} shaper (counts frames without FCS)"),
+                    buffer_bytes: self
+                        .buffer
+                        .as_deref()
+                        .map(|b| buffer_bytes(b, rate_bps).map_err(|e| bad("buffer", b, e)))
+                        .transpose()?,
+                    burst_bytes: None,
+                })
+            }
             (None, None) => None,
         };
+        if self.buffer.is_some() && self.shaper.is_none() {
+            return Err(ControlError::BadInput(
+                "--buffer is the shaper's: give its rate too (--shaper RATE)".into(),
+            ));
+        }
         let gap_ns = self
             .gap
             .as_deref()
@@ -179,6 +207,30 @@ impl TrainsSpec {
     }
 }
 
+/// A buffer as bytes (`68750`, `64k`, `1m`: powers of 1024) or as a time at `rate_bps`.
+fn buffer_bytes(text: &str, rate_bps: f64) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => t.split_at(i),
+        None => (t, ""),
+    };
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => Some(1),
+        "k" | "kb" | "kib" => Some(1 << 10),
+        "m" | "mb" | "mib" => Some(1 << 20),
+        _ => None,
+    };
+    let bytes = match (digits.parse::<u64>(), scale) {
+        (Ok(n), Some(scale)) => n.checked_mul(scale),
+        _ => strobe_timing::parse_duration_ns(t)
+            .ok()
+            .map(|ns| (rate_bps / 8.0 * ns as f64 / 1e9).floor() as u64),
+    };
+    bytes.filter(|&b| b > 0).ok_or_else(|| {
+        "give the shaper's buffer as bytes (68750, 64k) or as a time at its rate (10ms)".into()
+    })
+}
+
 /// The values given, or the defaults when none are.
 fn or_default<T: Copy>(given: &[T], default: &[T]) -> Vec<T> {
     if given.is_empty() { default } else { given }.to_vec()
@@ -194,7 +246,8 @@ pub struct TrainsRequest {
     pub experiment: Experiment,
     pub frame_bytes: u32,
     pub trains: u64,
-    pub frames_per_train: u64,
+    /// Frames per train as given; None: chosen to fit the bottleneck's buffer.
+    pub frames_per_train: Option<u64>,
     /// Between a train's last frame and the next one's first; None: long enough for a
     /// train to pass the bottleneck twice, at least [`DEFAULT_GAP_NS`].
     pub gap_ns: Option<u64>,
@@ -258,6 +311,10 @@ pub struct StepResult {
     /// saturating train) reads it: the frames behind the head queued in the sender.
     pub every_frame_latency: Option<LatencyStats>,
     pub baseline: Option<Baseline>,
+    /// Why the train has the length it has (the bottleneck's buffer, the default, or
+    /// as given).
+    #[serde(default)]
+    pub train_length: String,
     /// The run's warnings and failures (a port that stopped, a missed rate, …).
     pub warnings: Vec<String>,
     pub failures: Vec<String>,
@@ -273,11 +330,20 @@ pub struct TrainsReport {
     pub steps_asked: usize,
 }
 
+/// A step as planned: why its trains have the length they have, and a warning when they
+/// overflow the bottleneck's buffer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedStep {
+    pub step: Step,
+    pub train_length: String,
+    pub warning: Option<String>,
+}
+
 impl TrainsRequest {
     /// Checks the request and works out its steps and the bottleneck it is judged against.
-    pub fn plan(&self) -> Result<(Vec<Step>, Option<Bottleneck>), ControlError> {
+    pub fn plan(&self) -> Result<(Vec<PlannedStep>, Option<Bottleneck>), ControlError> {
         let bad = |m: String| Err(ControlError::BadInput(m));
-        if self.trains == 0 || self.frames_per_train == 0 {
+        if self.trains == 0 || self.frames_per_train == Some(0) {
             return bad("a convoy needs at least one train of at least one frame".into());
         }
         if self.trains > strobe_engine::rx::MAX_TRACKED_TRAINS {
@@ -296,26 +362,29 @@ impl TrainsRequest {
             Some(b) => Some(b.clone()),
             None => lab_bottleneck(&self.lab_prefix, &self.flow.flow.port)?,
         };
-        let shapes: Vec<(u32, u64)> = match &self.experiment {
+        let shapes: Vec<(u32, Option<u64>)> = match &self.experiment {
             Experiment::Convoy => vec![(self.frame_bytes, self.frames_per_train)],
             Experiment::FrameSizes(sizes) => {
                 sizes.iter().map(|&s| (s, self.frames_per_train)).collect()
             }
-            Experiment::TrainLengths(lengths) => {
-                lengths.iter().map(|&n| (self.frame_bytes, n)).collect()
-            }
+            Experiment::TrainLengths(lengths) => lengths
+                .iter()
+                .map(|&n| (self.frame_bytes, Some(n)))
+                .collect(),
         };
         if shapes.is_empty() {
             return bad("the sweep has no step: give at least one value".into());
         }
         let mut steps = Vec::with_capacity(shapes.len());
-        for (frame_bytes, frames_per_train) in shapes {
+        for (frame_bytes, given) in shapes {
             if !(64..=strobe_model::MAX_FRAME_SIZE).contains(&frame_bytes) {
                 return bad(format!(
                     "frame size {frame_bytes}: give sizes from 64 to {} bytes, FCS included",
                     strobe_model::MAX_FRAME_SIZE
                 ));
             }
+            let (frames_per_train, train_length, warning) =
+                train_length(bottleneck.as_ref(), frame_bytes, given)?;
             if frames_per_train < 2 {
                 return bad(format!(
                     "trains of {frames_per_train} frame: a train's bandwidth needs at least 2 \
@@ -328,11 +397,15 @@ impl TrainsRequest {
                         .max(DEFAULT_GAP_NS)
                 })
             });
-            steps.push(Step {
-                frame_bytes,
-                trains: self.trains,
-                frames_per_train,
-                gap_ns,
+            steps.push(PlannedStep {
+                step: Step {
+                    frame_bytes,
+                    trains: self.trains,
+                    frames_per_train,
+                    gap_ns,
+                },
+                train_length,
+                warning,
             });
         }
         Ok((steps, bottleneck))
@@ -365,19 +438,100 @@ impl TrainsRequest {
     }
 }
 
+/// Frames per train for frames of `frame_bytes` through `bottleneck`: as `given`, or as
+/// many as its buffer holds (at most [`DEFAULT_FRAMES`]); with why, and a warning when a
+/// given length overflows the buffer. Refused when the buffer holds too few frames to
+/// measure past its burst.
+fn train_length(
+    bottleneck: Option<&Bottleneck>,
+    frame_bytes: u32,
+    given: Option<u64>,
+) -> Result<(u64, String, Option<String>), ControlError> {
+    let fits = bottleneck.and_then(|b| Some((b, b.fits_frames(frame_bytes)?)));
+    let holds = |b: &Bottleneck, fits: u64| {
+        format!(
+            "{}'s buffer of {} bytes holds {fits} frames of {frame_bytes} B",
+            b.source,
+            b.buffer_bytes.unwrap_or(0)
+        )
+    };
+    match (given, fits) {
+        (Some(n), Some((b, fits))) if n > fits => Ok((
+            n,
+            format!("{n} frames, as given"),
+            Some(format!(
+                "trains of {n} frames overflow the bottleneck: {}; expect the tails of the \
+                 trains lost (run with --frames {fits} or fewer, or leave --frames out)",
+                holds(b, fits)
+            )),
+        )),
+        (Some(n), _) => Ok((n, format!("{n} frames, as given"), None)),
+        (None, Some((b, fits))) => {
+            let burst = b.burst_frames(frame_bytes).unwrap_or(0);
+            let fewest = burst + MIN_FRAMES_PAST_BURST;
+            if fits < fewest {
+                return Err(ControlError::BadInput(format!(
+                    "{}: a train needs at least {fewest} ({burst} leave at once, then \
+                     {MIN_FRAMES_PAST_BURST} to measure the rate by); use smaller frames \
+                     (--size) or a larger buffer, or give --frames to run overflowing trains",
+                    holds(b, fits)
+                )));
+            }
+            let n = fits.min(DEFAULT_FRAMES);
+            let why = if n < DEFAULT_FRAMES {
+                format!("{n} frames, chosen to fit: {}", holds(b, fits))
+            } else {
+                format!("{n} frames (the default), which fit: {}", holds(b, fits))
+            };
+            Ok((n, why, None))
+        }
+        (None, None) => Ok((
+            DEFAULT_FRAMES,
+            format!(
+                "{DEFAULT_FRAMES} frames (the default): the bottleneck's buffer is unknown \
+                 (give --buffer with --shaper); overflowing trains are reported as tail loss"
+            ),
+            None,
+        )),
+    }
+}
+
+/// What a convoy's tail loss means, for its warnings.
+fn tail_loss_warning(t: &TailLoss, trains: usize, frame_bytes: u32) -> String {
+    let burst = t.burst_frames_median.map_or(String::new(), |b| {
+        format!(", of which {b:.0} arrived at once (a bucket's burst)")
+    });
+    format!(
+        "{} of {trains} trains lost their tails ({} frames): the bottleneck let {:.0} frames \
+         (median; fewest {}) through back to back from each train's head, then dropped the \
+         rest: it buffers about {} bytes of {frame_bytes}-byte frames{burst}. Trains of at \
+         most {} frames fit (--frames {}); the loss counts the overflow, not the path, while \
+         the bandwidth past the burst still reads the bottleneck's rate",
+        t.trains,
+        t.frames_lost,
+        t.frames_through_median,
+        t.frames_through_min,
+        t.buffer_bytes,
+        t.fits_frames,
+        t.fits_frames
+    )
+}
+
 /// The bottleneck of a flow sent from a `lab:` port through the lab's tbf shaper.
 fn lab_bottleneck(prefix: &str, port: &str) -> Result<Option<Bottleneck>, ControlError> {
     if !port.starts_with("lab:") {
         return Ok(None);
     }
     Ok(match strobe_lab::status(prefix)?.map(|lab| lab.dut) {
-        Some(strobe_lab::Dut::Tbf { rate_bps }) => Some(Bottleneck {
+        Some(dut @ strobe_lab::Dut::Tbf { rate_bps }) => Some(Bottleneck {
             rate_bps: rate_bps as f64,
             counts: Counted::WithoutFcs,
             source: format!(
                 "the lab's tbf shaper at {} (Linux shapers count frames without FCS)",
                 bps_text(rate_bps as f64)
             ),
+            buffer_bytes: dut.tbf().map(|t| t.limit_bytes()),
+            burst_bytes: dut.tbf().map(|t| t.burst_bytes),
         }),
         _ => None,
     })
@@ -398,7 +552,12 @@ pub fn run_experiment<E: From<ControlError>>(
         steps: Vec::with_capacity(steps.len()),
         steps_asked: steps.len(),
     };
-    for step in steps {
+    for PlannedStep {
+        step,
+        train_length,
+        warning,
+    } in steps
+    {
         if stop.load(Ordering::Relaxed) {
             break;
         }
@@ -414,15 +573,25 @@ pub fn run_experiment<E: From<ControlError>>(
         let (scenario, run) = runner(&label, scenario, pacing)?;
         let results = Results::new(&scenario, &run, None);
         let flow = results.flows.first();
+        let convoy = flow.and_then(|f| f.convoy.clone());
+        let mut warnings: Vec<String> = warning.into_iter().collect();
+        if let Some(t) = convoy
+            .as_ref()
+            .and_then(|c| c.tail_loss.as_ref().map(|t| (c, t)))
+        {
+            warnings.push(tail_loss_warning(t.1, t.0.trains.len(), step.frame_bytes));
+        }
+        warnings.extend(results.warnings.iter().cloned());
         let mut result = StepResult {
             step,
-            convoy: flow.and_then(|f| f.convoy.clone()),
+            convoy,
             expected: bottleneck
                 .as_ref()
                 .map(|b| Expected::of(b, step.frame_bytes)),
             every_frame_latency: flow.and_then(|f| f.latency.as_ref()).map(|l| l.raw),
             baseline: None,
-            warnings: results.warnings.clone(),
+            train_length,
+            warnings,
             failures: results.failures.clone(),
         };
         if request.baseline && !stop.load(Ordering::Relaxed) {
@@ -491,12 +660,14 @@ mod tests {
             experiment,
             frame_bytes: 1000,
             trains: 20,
-            frames_per_train: 60,
+            frames_per_train: Some(60),
             gap_ns: None,
             bottleneck: Some(Bottleneck {
                 rate_bps: 50e6,
                 counts: Counted::WithoutFcs,
                 source: "a shaper".into(),
+                buffer_bytes: None,
+                burst_bytes: None,
             }),
             baseline: false,
         }
@@ -507,14 +678,14 @@ mod tests {
         let (steps, b) = request(Experiment::Convoy).plan().unwrap();
         assert!(b.is_some());
         // 60 × 996 bytes at 50 Mbit/s pass in 9.5616 ms.
-        assert_eq!(steps[0].gap_ns, 19_123_200);
+        assert_eq!(steps[0].step.gap_ns, 19_123_200);
         let mut r = request(Experiment::FrameSizes(vec![64, 1518]));
         r.bottleneck = None;
         let (steps, _) = r.plan().unwrap();
         assert_eq!(
             steps
                 .iter()
-                .map(|s| (s.frame_bytes, s.gap_ns))
+                .map(|s| (s.step.frame_bytes, s.step.gap_ns))
                 .collect::<Vec<_>>(),
             [(64, DEFAULT_GAP_NS), (1518, DEFAULT_GAP_NS)]
         );
@@ -525,6 +696,7 @@ mod tests {
         let mut r = request(Experiment::TrainLengths(vec![10, 50]));
         r.gap_ns = Some(2_000_000);
         let (steps, _) = r.plan().unwrap();
+        let steps: Vec<Step> = steps.into_iter().map(|s| s.step).collect();
         assert_eq!(steps[1].frames_per_train, 50);
         let (scenario, pacing) = r.step_flow(&steps[1]).scenario("strobe", false).unwrap();
         assert_eq!(pacing, Pacing::Scheduled);
@@ -583,6 +755,97 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not both"));
+    }
+
+    #[test]
+    fn trains_fit_the_bottlenecks_buffer_unless_told_otherwise() {
+        // The lab's tbf at 50 Mbit/s: a queue of 68 750 bytes, a bucket of 6250.
+        let tbf = |rate_bps: f64, buffer: u64, burst: u64| Bottleneck {
+            rate_bps,
+            counts: Counted::WithoutFcs,
+            source: "the tbf".into(),
+            buffer_bytes: Some(buffer),
+            burst_bytes: Some(burst),
+        };
+        let mut r = request(Experiment::Convoy);
+        r.frame_bytes = 1518;
+        r.frames_per_train = None;
+        r.bottleneck = Some(tbf(50e6, 68_750, 6_250));
+        let (steps, _) = r.plan().unwrap();
+        assert_eq!(steps[0].step.frames_per_train, 45);
+        assert!(
+            steps[0].train_length.contains("chosen to fit"),
+            "{:?}",
+            steps[0]
+        );
+        assert_eq!(steps[0].warning, None);
+        // A deep buffer: the default 100.
+        r.bottleneck = Some(tbf(200e6, 275_000, 25_000));
+        let (steps, _) = r.plan().unwrap();
+        assert_eq!(steps[0].step.frames_per_train, 100);
+        assert!(steps[0].train_length.contains("the default"));
+        // Given: kept, with a warning that names the length that fits.
+        r.bottleneck = Some(tbf(50e6, 68_750, 6_250));
+        r.frames_per_train = Some(100);
+        let (steps, _) = r.plan().unwrap();
+        assert_eq!(steps[0].step.frames_per_train, 100);
+        let warning = steps[0].warning.clone().unwrap();
+        assert!(warning.contains("--frames 45 or fewer"), "{warning}");
+        // A frame-size sweep fits each size on its own.
+        r.frames_per_train = None;
+        r.experiment = Experiment::FrameSizes(vec![64, 1518]);
+        let (steps, _) = r.plan().unwrap();
+        assert_eq!(
+            steps
+                .iter()
+                .map(|s| s.step.frames_per_train)
+                .collect::<Vec<_>>(),
+            [100, 45]
+        );
+        // A buffer too small for a line past the bucket: refused, saying what to change.
+        r.experiment = Experiment::Convoy;
+        r.bottleneck = Some(tbf(8_000.0, 3_038, 3_028));
+        let err = r.plan().unwrap_err().to_string();
+        assert!(err.contains("--size") && err.contains("--frames"), "{err}");
+        // Unknown buffer: the default, saying how to give it.
+        r.bottleneck = None;
+        let (steps, _) = r.plan().unwrap();
+        assert_eq!(steps[0].step.frames_per_train, 100);
+        assert!(steps[0].train_length.contains("--buffer"));
+    }
+
+    #[test]
+    fn a_shapers_buffer_is_bytes_or_a_time_at_its_rate() {
+        let spec = |buffer: &str| TrainsSpec {
+            shaper: Some("50mbit".into()),
+            buffer: Some(buffer.into()),
+            ..TrainsSpec::default()
+        };
+        let bytes = |buffer: &str| {
+            spec(buffer)
+                .request("lab")
+                .unwrap()
+                .bottleneck
+                .unwrap()
+                .buffer_bytes
+        };
+        assert_eq!(bytes("68750"), Some(68_750));
+        assert_eq!(bytes("64k"), Some(65_536));
+        assert_eq!(bytes("10ms"), Some(62_500));
+        let err = spec("lots").request("lab").unwrap_err().to_string();
+        assert!(
+            err.contains("buffer `lots`") && err.contains("10ms"),
+            "{err}"
+        );
+        let alone = TrainsSpec {
+            buffer: Some("10ms".into()),
+            ..TrainsSpec::default()
+        };
+        assert!(alone
+            .request("lab")
+            .unwrap_err()
+            .to_string()
+            .contains("--shaper"));
     }
 
     #[test]

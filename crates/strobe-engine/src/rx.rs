@@ -78,7 +78,8 @@ struct FlowRx {
     trains: Option<Box<TrainTrack>>,
 }
 
-/// Largest convoy tracked train by train (its slots are allocated up front: 48 bytes each).
+/// Largest convoy tracked train by train (its slots, a `TrainArrival` each, are allocated
+/// up front: about 220 bytes each).
 pub const MAX_TRACKED_TRAINS: u64 = 1_000_000;
 
 /// A flow sent as trains of `frames_per_train` frames: its sequence numbers, counted from
@@ -108,6 +109,14 @@ impl TrainTrack {
             Seen::InOrder => {}
         }
         let place = offset % self.frames_per_train;
+        if class != Seen::Duplicate && place == u64::from(t.head_run) {
+            t.head_run += 1;
+        }
+        // The head is left out: it is handed over alone, so its gap to the rest is the
+        // sender's, not the path's.
+        if let (Some(rx), true) = (rx_ns, class != Seen::Duplicate && place != 0) {
+            t.after_burst.add(rx);
+        }
         let mid = self.frames_per_train / 2;
         if class != Seen::Duplicate && place >= mid {
             t.second_half_rx += 1;
@@ -145,6 +154,9 @@ fn add_trains(mine: &mut [TrainArrival], theirs: &[TrainArrival]) {
         mine.mid_rx_ns = mine.mid_rx_ns.or(theirs.mid_rx_ns);
         mine.second_half_rx += theirs.second_half_rx;
         mine.second_half_fit.merge(&theirs.second_half_fit);
+        // Each receiver saw its frames from the head on only if it saw the head.
+        mine.head_run = mine.head_run.max(theirs.head_run);
+        mine.after_burst.merge(&theirs.after_burst);
     }
 }
 
@@ -624,6 +636,39 @@ mod tests {
         let report = t.report(Some(&[8]));
         let train = &report[0].trains.as_ref().unwrap()[0];
         assert_eq!(train.second_half_fit.ns_per_frame(), Some(100.0));
+    }
+
+    #[test]
+    fn a_train_whose_tail_was_dropped_is_fitted_by_arrival() {
+        // One train of 10 frames: places 0-2 at once (a bucket's burst), 3-5 queued and
+        // released 100 ns apart, 6-9 dropped but for place 8 (a slot freed in the queue);
+        // a duplicate of place 1 changes nothing.
+        let mut t = RxTracker::new(1, TAG);
+        assert!(t.track_trains(0, 1, 10, 0, 64));
+        for (seq, at) in [
+            (0, 1_000),
+            (1, 1_001),
+            (1, 1_001),
+            (2, 1_002),
+            (3, 1_100),
+            (4, 1_200),
+            (5, 1_300),
+            (8, 1_400),
+        ] {
+            t.on_frame(&stamped(0, seq, 10), 60, Some(at));
+        }
+        let report = t.report(Some(&[10]));
+        let train = &report[0].trains.as_ref().unwrap()[0];
+        assert_eq!(train.head_run, 6);
+        assert_eq!(
+            train.after_burst.burst(),
+            2,
+            "places 1 and 2: the head is left out"
+        );
+        assert_eq!(train.after_burst.arrivals(), 4);
+        assert_eq!(train.after_burst.ns_per_frame(), Some(100.0));
+        // By planned place the second half is places 5 and 8 only: too few for a line.
+        assert_eq!(train.second_half_fit.ns_per_frame(), None);
     }
 
     #[test]

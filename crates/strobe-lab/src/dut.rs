@@ -35,6 +35,14 @@ impl Dut {
         !matches!(self, Dut::Router)
     }
 
+    /// The token bucket's settings, for a tbf DUT.
+    pub fn tbf(&self) -> Option<TbfParams> {
+        match *self {
+            Dut::Tbf { rate_bps } => Some(tbf_params(rate_bps)),
+            _ => None,
+        }
+    }
+
     /// Rejects values that cannot be built (reachable by constructing `Dut::Tbf` directly).
     pub(crate) fn validate(&self) -> Result<(), LabError> {
         if let Dut::Tbf { rate_bps } = *self {
@@ -149,11 +157,21 @@ impl fmt::Display for Dut {
 
 /// Token-bucket settings for a rate; see [`tbf_params`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct TbfParams {
+pub struct TbfParams {
+    pub rate_bps: u64,
     /// Bucket size in bytes: how much may leave back to back at line speed.
     pub burst_bytes: u64,
     /// Longest time a frame may wait in the queue before it is dropped.
     pub latency_ms: u64,
+}
+
+impl TbfParams {
+    /// The queue's limit in bytes, as `tc` sets it from the latency: what the rate sends
+    /// in that time, plus the bucket. A burst of more is dropped (tbf counts frames without
+    /// FCS).
+    pub fn limit_bytes(&self) -> u64 {
+        self.rate_bps / 8 * self.latency_ms / 1000 + self.burst_bytes
+    }
 }
 
 /// Largest frame on a 1500-byte MTU veth (Ethernet header included, no FCS).
@@ -166,6 +184,7 @@ const MAX_FRAME_BYTES: u64 = 1514;
 /// shows as loss quickly instead of latency growing without bound.
 pub(crate) fn tbf_params(rate_bps: u64) -> TbfParams {
     TbfParams {
+        rate_bps,
         burst_bytes: (rate_bps / 8 / 1000).max(2 * MAX_FRAME_BYTES),
         latency_ms: 10,
     }
@@ -254,5 +273,16 @@ mod tests {
         assert_eq!(tbf_params(8_000).burst_bytes, 3028);
         assert_eq!(tbf_params(50_000_000).burst_bytes, 6250);
         assert_eq!(tbf_params(1_000_000_000).burst_bytes, 125_000);
+        // tc's limit from `latency 10ms`: 10 ms at the rate plus the bucket.
+        assert_eq!(tbf_params(50_000_000).limit_bytes(), 68_750);
+        assert_eq!(
+            "tbf:10mbit"
+                .parse::<Dut>()
+                .unwrap()
+                .tbf()
+                .map(|t| t.limit_bytes()),
+            Some(15_528)
+        );
+        assert_eq!(Dut::Bridge.tbf(), None);
     }
 }

@@ -32,7 +32,7 @@ mod topology;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-pub use dut::Dut;
+pub use dut::{Dut, TbfParams};
 pub use error::LabError;
 
 use netns::Netns;

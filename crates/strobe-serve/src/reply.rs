@@ -283,6 +283,9 @@ fn strobe_detail(results: &Results, name: &str) -> Option<Value> {
             "l1_bps": summary(&c.l1_bps),
             "second_half_l2_bps": summary(&c.second_half_l2_bps),
             "second_half_l1_bps": summary(&c.second_half_l1_bps),
+            "after_burst_l2_bps": summary(&c.after_burst_l2_bps),
+            "after_burst_l1_bps": summary(&c.after_burst_l1_bps),
+            "tail_loss": c.tail_loss,
         });
     }
     Some(detail)
