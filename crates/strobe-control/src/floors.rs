@@ -110,7 +110,8 @@ impl FloorMemory {
         std::fs::create_dir_all(dir)?;
         // Held until the new file is in place: read, change and write as one step.
         let lock = std::fs::File::create(path.with_extension("json.lock"))?;
-        lock.lock()?;
+        let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, errno)| std::io::Error::from(errno))?;
         let mut file = self.read();
         let unix_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
