@@ -130,13 +130,19 @@ pub fn spin_margin_ns(percentile_ns: Option<u64>) -> u64 {
 }
 
 /// The margin spun before a deadline `gap_ns` away (from when the worker started waiting for
-/// it): the learned margin, but at most half the gap (and never below [`MIN_MARGIN_NS`]), so
-/// a worker sleeps at least half of every gap longer than 40 µs however noisy its wake-ups
-/// — on a loaded host a thread that never sleeps is preempted for whole time slices, and a
-/// SCHED_FIFO one would hold its core.
+/// it): the learned margin, but for gaps longer than [`SPIN_WITHIN_NS`] twice over at most
+/// half the gap, so that a worker sleeps at least half of every long gap however noisy its
+/// wake-ups — on a loaded host a thread that never sleeps is preempted for whole time
+/// slices, and a SCHED_FIFO one would hold its core. Shorter gaps keep the whole learned
+/// margin, as strobe's fixed margin did: a wake-up overshoots by about the same whatever
+/// the gap, so a margin cut to half a short gap (a Poisson flow's many) wakes the worker
+/// after its deadline.
 pub fn effective_margin_ns(learned_ns: u64, gap_ns: u64) -> u64 {
-    learned_ns.min((gap_ns / 2).max(MIN_MARGIN_NS))
+    learned_ns.min((gap_ns / 2).max(SPIN_WITHIN_NS))
 }
+
+/// Up to this margin the learned one is never cut (strobe's fixed margin before it learned).
+pub const SPIN_WITHIN_NS: u64 = INITIAL_MARGIN_NS;
 
 /// Whether a wake-up `overshoot_ns` past its target counts as a host stall when the worker
 /// spun `margin_ns` before the deadline: it woke too late for the margin to absorb it (so
@@ -491,9 +497,11 @@ mod tests {
         assert_eq!(effective_margin_ns(1_800_000, 1_000_000), 500_000);
         // A quiet host's margin is kept where the gap allows it.
         assert_eq!(effective_margin_ns(26_250, 1_000_000), 26_250);
-        assert_eq!(effective_margin_ns(150_000, 100_000), 50_000);
-        // Short gaps: never below the least margin (the worker spins the whole gap).
-        assert_eq!(effective_margin_ns(150_000, 10_000), MIN_MARGIN_NS);
+        // Gaps up to twice the fixed margin keep the learned margin whole: a wake-up needs
+        // it, however short the gap.
+        assert_eq!(effective_margin_ns(100_000, 60_000), 100_000);
+        assert_eq!(effective_margin_ns(150_000, 100_000), 150_000);
+        assert_eq!(effective_margin_ns(400_000, 300_000), SPIN_WITHIN_NS);
     }
 
     #[test]
