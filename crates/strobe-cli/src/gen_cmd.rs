@@ -81,8 +81,8 @@ pub struct GenArgs {
     batch: Option<usize>,
     /// The transmit path's floor for paced ports, HANDOVER/SPACING (e.g. 2.3us/0.9us): what
     /// one hand-over costs and how closely frames handed over together leave. Default
-    /// (`remembered`): the floor the last paced run on the port's path measured (see
-    /// `strobe ports` lists it), else learned from the run's own first hand-overs; `learn`
+    /// (`remembered`): the floor the last paced run on the port's path measured (`strobe
+    /// ports` lists it), else learned from the run's own first hand-overs; `learn`
     /// ignores what is remembered. No frame but the flows' own is ever sent to measure it.
     #[arg(long, value_name = "HANDOVER/SPACING|learn|remembered")]
     floor: Option<String>,
