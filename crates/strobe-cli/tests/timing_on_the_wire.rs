@@ -86,12 +86,18 @@ fn model_fit(fit: &serde_json::Value, model: &str, field: &str) -> f64 {
 /// and which one frame per hand-over, sending none there, would be nearer), and the whole
 /// distribution is nearer the perfect sender too. Not a KS acceptance: this machine's
 /// hand-over cost varies with what shares its two cores, the model's floor is one value
-/// (BENCHMARKS.md has the fits on a quiet path).
+/// (BENCHMARKS.md has the fits on a quiet path). Where the two models put about the same
+/// share at the floor (within 1 %: a path whose spacing and hand-over are close), that
+/// share tells them apart no more than noise does, and the KS distance alone judges.
 fn closer_to_the_perfect_sender(fit: &serde_json::Value) -> Result<(), String> {
     let observed = fit["share_at_floor"].as_f64().unwrap();
-    let off = |model| (model_fit(fit, model, "share_at_floor") - observed).abs();
+    let share = |model| model_fit(fit, model, "share_at_floor");
+    let off = |model| (share(model) - observed).abs();
     let d = |model| model_fit(fit, model, "ks_d");
-    if off("perfect_sender") * 2.0 < off("plain") && d("perfect_sender") < d("plain") {
+    let shares_apart = (share("perfect_sender") - share("plain")).abs() > 0.01;
+    if (!shares_apart || off("perfect_sender") * 2.0 < off("plain"))
+        && d("perfect_sender") < d("plain")
+    {
         Ok(())
     } else {
         Err(format!(
@@ -147,7 +153,10 @@ fn captured_run_on(
 #[test]
 fn poisson_keeps_its_short_gaps_and_its_rate_on_a_live_port() {
     let _one = one_at_a_time();
-    let lab = TestLab::up("poi", "cable");
+    // Receive steering off, as README advises for paced timing in a VM: with it, every
+    // hand-over raises an inter-processor interrupt (a VM exit) to the receiving core, and
+    // an idle receiving vCPU makes a third of the hand-overs late on this project's VM.
+    let lab = TestLab::up_with("poi", "cable", &["--rps", "off"]);
     let dir = Scratch::new("timing-poisson");
     let poisson = [
         "--pattern",

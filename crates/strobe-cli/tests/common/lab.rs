@@ -12,11 +12,17 @@ pub struct TestLab {
 
 impl TestLab {
     pub fn up(tag: &str, dut: &str) -> TestLab {
+        Self::up_with(tag, dut, &[])
+    }
+
+    /// [`TestLab::up`] with more `strobe lab up` options (e.g. `--rps off`).
+    pub fn up_with(tag: &str, dut: &str, options: &[&str]) -> TestLab {
         // Short: interface and namespace names derive from it.
         let prefix = format!("t{}{tag}", std::process::id() % 100_000);
         let lab = TestLab { prefix };
         ok(strobe()
             .args(["lab", "up", "--prefix", &lab.prefix, "--dut", dut])
+            .args(options)
             .output()
             .unwrap());
         lab
