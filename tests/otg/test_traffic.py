@@ -1,6 +1,7 @@
 """strobe serve driven by unmodified snappi on a lab veth pair: flows with every OTG field
 pattern, exact counts on both ports, frames decoded field by field with scapy, metrics while
 a flow runs, latency only when asked for."""
+import contextlib
 import ipaddress
 import os
 import subprocess
@@ -431,15 +432,26 @@ def test_an_empty_config_clears_and_a_finished_flow_starts_again(api, lab):
     assert abs(ts["first_timestamp_ns"] / 1e9 - time.time()) < 60, ts
 
 
+@contextlib.contextmanager
+def veth_aside(lab, name):
+    """A veth pair NAME0/NAME1 of the test's own in the rx namespace, both ends up, which no
+    flow reaches; yields the `ip link` command prefix there and removes the pair after (also
+    when the test fails or already removed it)."""
+    ip = ["ip", "-n", lab.rx_netns, "link"]
+    subprocess.run(ip + ["add", f"{name}0", "type", "veth", "peer", "name", f"{name}1"],
+                   check=True)
+    try:
+        for end in (f"{name}0", f"{name}1"):
+            subprocess.run(ip + ["set", end, "up"], check=True)
+        yield ip
+    finally:
+        subprocess.run(ip + ["del", f"{name}0"], check=False)
+
+
 def test_a_run_that_lost_everything_says_so_once_when_stopped(api, lab):
     # The receive port is one end of a veth pair of its own in the rx namespace, which the
     # flow never reaches.
-    ip = ["ip", "-n", lab.rx_netns, "link"]
-    subprocess.run(ip + ["add", "otgaside0", "type", "veth", "peer", "name", "otgaside1"],
-                   check=True)
-    try:
-        for end in ("otgaside0", "otgaside1"):
-            subprocess.run(ip + ["set", end, "up"], check=True)
+    with veth_aside(lab, "otgaside"):
         cfg = base_config(api, lab, rx_location=f"{lab.rx_netns}/otgaside0")
         add_flow(cfg, "lost", packets=200).packet.ethernet().ipv4().udp()
         api.set_config(cfg)
@@ -450,19 +462,12 @@ def test_a_run_that_lost_everything_says_so_once_when_stopped(api, lab):
         assert flow_metrics(api)["lost"].loss == 100
         assert not transmit(api, "stop").warnings
         api.set_config(api.config())
-    finally:
-        subprocess.run(ip + ["del", "otgaside0"], check=False)
 
 
 def test_a_receive_port_that_goes_away_stops_the_run_and_says_why(api, lab):
     # The receive port is one end of a veth pair of its own in the rx namespace, deleted
     # while the flow runs.
-    ip = ["ip", "-n", lab.rx_netns, "link"]
-    subprocess.run(ip + ["add", "otgrxf0", "type", "veth", "peer", "name", "otgrxf1"],
-                   check=True)
-    try:
-        for end in ("otgrxf0", "otgrxf1"):
-            subprocess.run(ip + ["set", end, "up"], check=True)
+    with veth_aside(lab, "otgrxf") as ip:
         cfg = base_config(api, lab, rx_location=f"{lab.rx_netns}/otgrxf0")
         add_flow(cfg, "orphan", packets=1_000_000, pps=1000).packet.ethernet().ipv4().udp()
         api.set_config(cfg)
@@ -477,8 +482,6 @@ def test_a_receive_port_that_goes_away_stops_the_run_and_says_why(api, lab):
         assert any("results are incomplete" in w for w in said), reply.warnings
         assert flow_metrics(api)["orphan"].frames_tx > 0
         api.set_config(api.config())
-    finally:
-        subprocess.run(ip + ["del", "otgrxf0"], check=False)
 
 
 def test_link_down_and_up_on_the_labs_own_port(api, lab):
