@@ -52,6 +52,8 @@ def strobe_fields(p):
         "frames": frames,
         "late_frames": p["late_frames"],
         "late_share": p["late_frames"] / frames if frames else 0.0,
+        # Absent from builds before late frames were told apart by cause.
+        "late_host_frames": p.get("late_host_frames"),
         "max_late_ns": p["max_late_ns"],
         # Absent from builds before the learned margin (main's code spins a fixed 150 µs).
         "spin_margin_ns": p.get("spin_margin_ns", 150_000),
@@ -65,10 +67,10 @@ def strobe_fields(p):
 
 
 def as_spun(row, rate):
-    """The margin spun before each deadline: a learned one is cut to half the gap (at least
-    20 µs); main's fixed 150 µs is not."""
+    """The margin spun before each deadline: a learned one is cut to half of gaps over
+    300 µs (strobe's effective_margin_ns); main's fixed 150 µs is not."""
     if row["learned"]:
-        row["spin_margin_ns"] = min(row["spin_margin_ns"], max(10**9 // rate // 2, 20_000))
+        row["spin_margin_ns"] = min(row["spin_margin_ns"], max(10**9 // rate // 2, 150_000))
 
 
 def null_row(args):
@@ -108,6 +110,8 @@ def log_row(_args):
     r = json.loads(sys.stdin.read())
     head = f"{r['build']:<7} {r['kind']:<4} {r['rate'] / 1e3:>6.0f} kpps r{r['round']}"
     late = f"late {r['late_frames']}/{r['frames']} ({100 * r['late_share']:.3f} %)"
+    if r.get("late_host_frames") is not None:
+        late += f", {r['late_host_frames']} the host's"
     stalls = f"host stalls {r['host_stalls']} (worst {r['host_stall_worst_ns']} ns)"
     tail = f"{r['policy']}, margin {r['spin_margin_ns'] / 1e3:.0f} µs"
     if r["kind"] == "null":
@@ -121,8 +125,8 @@ def log_row(_args):
 def summarize(args):
     rows = [json.loads(l) for l in open(args.raw) if l.strip()]
     meta = json.loads(args.meta) if args.meta else {}
-    out = ["| build | case | rate | late frames (share) | worst late | host stalls (worst) | policy | spin margin (as spun) | cyclictest avg / max | cyclictest wake-ups beyond margin | gaps within ±1 µs |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| build | case | rate | late frames (share) | of them the host's | strobe's own (share) | worst late | host stalls (worst) | policy | spin margin (as spun) | cyclictest avg / max | cyclictest wake-ups beyond margin | gaps within ±1 µs |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         stalls = "—" if r["host_stalls"] is None else f"{r['host_stalls']} ({r['host_stall_worst_ns'] / 1e3:.0f} µs)"
         ct = "—" if r["kind"] != "null" else f"{r['cyclictest_avg_us']} / {r['cyclictest_max_us']} µs"
@@ -131,10 +135,18 @@ def summarize(args):
             f"({100 * r['cyclictest_beyond_margin_share']:.2f} %)")
         within = "—" if r["kind"] != "cbr" else f"{100 * r['within_1us']:.2f} %"
         goal = "≤ 0.1 %" if r["kind"] == "null" else ""
+        host = r.get("late_host_frames")
+        if host is None:
+            host_col, own_col = "not told", "—"
+        else:
+            own = r["late_frames"] - host
+            host_col = str(host)
+            own_col = f"{own} ({100 * own / r['frames'] if r['frames'] else 0:.3f} %)"
         out.append(
             f"| {r['build']} r{r['round']} | {'null port' if r['kind'] == 'null' else 'veth CBR'} | "
             f"{r['rate'] / 1e3:.0f} kpps | {r['late_frames']} of {r['frames']} "
             f"({100 * r['late_share']:.3f} %{', goal ' + goal if goal else ''}) | "
+            f"{host_col} | {own_col} | "
             f"{r['max_late_ns'] / 1e3:.0f} µs | {stalls} | {r['policy']} | "
             f"{r['spin_margin_ns'] / 1e3:.0f} µs | {ct} | {beyond} | {within} |")
     summary = {"meta": meta, "rows": rows}

@@ -108,6 +108,10 @@ fn main() -> ExitCode {
     } else {
         Ok(())
     };
+    if long_running {
+        // The engine's clock calibrates while the command reads its input and opens ports.
+        strobe_control::calibrate_clock_soon();
+    }
     let result = installed.and_then(|()| match cli.command {
         Command::Gen(args) => gen_cmd::run(*args),
         Command::Analyze(args) => analyze_cmd::run(args),

@@ -254,8 +254,9 @@ pub fn print_summary(r: &Results) {
                 p.core.map(|c| format!(", core {c}")).unwrap_or_default()
             );
             println!(
-                "  late frames: {} (worst {}, schedule still shifted at the end {})",
+                "  late frames: {}{} (worst {}, schedule still shifted at the end {})",
                 p.late_frames,
+                late_cause_text(p.late_frames, p.host_stalls.map(|_| p.late_host_frames)),
                 duration_text(p.max_late_ns),
                 duration_text(p.shifted_ns)
             );
@@ -264,7 +265,7 @@ pub fn print_summary(r: &Results) {
             }
             if let Some(sched) = &p.scheduling {
                 println!(
-                    "  waiting: {}{}, spin margin learned {} (at most half of each gap is spun)",
+                    "  waiting: {}{}, spin margin learned {} (gaps over 300 µs spin at most half)",
                     sched.policy,
                     sched
                         .note
@@ -631,5 +632,18 @@ pub fn pacing_line(p: &PacingResult) -> String {
 pub fn print_verdicts(r: &Results) {
     for line in &r.warnings {
         eprintln!("warning: {line}");
+    }
+}
+
+/// Says how many of a port's late frames the host made late (it took the worker's CPU across
+/// their deadline, or woke it after it) and how many were strobe's own.
+/// (`host` is None where the engine's paced worker did not wait: unpaced, in the kernel.)
+fn late_cause_text(late: u64, host: Option<u64>) -> String {
+    match host {
+        Some(host) if late > 0 => format!(
+            ", {host} by the host taking the CPU across the deadline, {} strobe's own",
+            late - host.min(late)
+        ),
+        _ => String::new(),
     }
 }

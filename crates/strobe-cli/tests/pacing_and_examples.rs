@@ -250,3 +250,40 @@ fn paced_worker_waits_with_1ns_slack_and_reports_the_policy_it_ran() {
         "{summary}"
     );
 }
+
+/// Gaps shorter than the initial spin margin (10 kpps: 100 µs against 150 µs) left the worker
+/// never sleeping, so it never learned its host's wake-ups and spun the initial guess for
+/// the whole run (then lost SCHED_FIFO after 10 ms awake). It now learns them before its
+/// first deadline, and tells the late frames the host caused from its own.
+#[test]
+fn short_gaps_learn_the_margin_before_the_first_deadline_and_late_frames_name_their_cause() {
+    let dir = Scratch::new("warmup");
+    let json = dir.path("r.json");
+    let out = gen_udp_command("null")
+        .args(["--rate", "10kpps", "--count", "2000", "--json", &json])
+        .output()
+        .expect("running strobe");
+    assert!(out.status.success(), "strobe gen failed: {}", out.status);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let port = &r["ports"][0];
+    let margin = port["spin_margin_ns"].as_u64().unwrap();
+    // Learned: p99.9 × 1.25 + 5 µs of real wake-ups, never exactly the initial 150 µs.
+    assert_ne!(margin, 150_000, "the margin was never learned: {port}");
+    assert!((20_000..=2_000_000).contains(&margin), "{port}");
+    let (late, host) = (
+        port["late_frames"].as_u64().unwrap(),
+        port["late_host_frames"].as_u64().unwrap(),
+    );
+    assert!(host <= late, "{port}");
+    let summary = String::from_utf8_lossy(&out.stdout);
+    if late > 0 {
+        assert!(
+            summary.contains(&format!(
+                "{host} by the host taking the CPU across the deadline, {} strobe's own",
+                late - host
+            )),
+            "{summary}"
+        );
+    }
+}

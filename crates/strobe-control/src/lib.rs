@@ -33,6 +33,12 @@ pub mod trains;
 pub mod y1564;
 
 pub use plan::{prepare, Pacing, Plan, PlanOptions};
+
+/// Starts calibrating the engine's clock in the background (see
+/// `strobe_engine::clock::Clock::calibrate_soon`): a front end calls it first thing.
+pub fn calibrate_clock_soon() {
+    strobe_engine::clock::Clock::calibrate_soon();
+}
 pub use results::Results;
 pub use run::{
     start, start_then, FlowMetrics, IntervalLatency, Metrics, PortMetrics, RunEnd, RunHandle,

@@ -62,6 +62,11 @@ pub struct PortResult {
     pub frames_tx: u64,
     pub bytes_tx: u64,
     pub late_frames: u64,
+    /// Of `late_frames`, those the host made late: the transmit worker lost its CPU across
+    /// their deadline while waiting for it, or was woken after it. `late_frames` minus
+    /// this is strobe's own lateness (or a loss of the CPU it could not see).
+    #[serde(default)]
+    pub late_host_frames: u64,
     pub max_late_ns: u64,
     pub shifted_ns: u64,
     /// Paced ports: the scheduling policy the transmit worker ran under.
@@ -590,6 +595,7 @@ fn port_result(p: &PortReport) -> PortResult {
         frames_tx: p.frames,
         bytes_tx: p.bytes,
         late_frames: p.late_frames,
+        late_host_frames: p.late_host_frames,
         max_late_ns: p.max_late_ns,
         shifted_ns: p.shifted_ns,
         scheduling: p.scheduling.as_ref().map(|s| SchedulingResult {

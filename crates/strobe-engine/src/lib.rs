@@ -581,6 +581,9 @@ pub fn run_scenario(
                 return Err(e);
             }
         };
+        // Each transmitter says here that it ended, so the watch below ends with the last
+        // of them, not up to one watch period later.
+        let (tx_ended, tx_ending) = std::sync::mpsc::channel::<()>();
         let tx_handles = tx_jobs
             .into_iter()
             .enumerate()
@@ -588,9 +591,11 @@ pub fn run_scenario(
                 let (stop, clock) = (&tx_stop, &clock);
                 let thread_name = name.clone();
                 let core = tx_cores.get(i).copied();
+                let ended = tx_ended.clone();
                 let handle = std::thread::Builder::new()
                     .name(format!("tx-{name}"))
                     .spawn_scoped(scope, move || {
+                        let _ended = EndSignal(ended);
                         let pinned = core.filter(|&c| pin::pin_current_thread(c));
                         if pinned.is_some() {
                             // The plan gives each worker a core no other worker has.
@@ -639,8 +644,15 @@ pub fn run_scenario(
         let _off_tx_cores = pin::KeepOff::cores(&tx_cores);
         let started = clock.now_ticks();
         let mut next_tick = tick_ns;
+        drop(tx_ended);
         while !tx_handles.iter().all(|(h, _)| h.is_finished()) {
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            match tx_ending.recv_timeout(std::time::Duration::from_millis(20)) {
+                // All signalled: the threads are returning; wait for them briefly.
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(std::time::Duration::from_micros(100))
+                }
+                Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
             if stop.load(Ordering::Relaxed) {
                 tx_stop.store(true, Ordering::Relaxed);
             }
@@ -804,6 +816,15 @@ pub fn run_scenario(
         drain_ns: drained_ns,
         latency_intervals,
     })
+}
+
+/// Sends on its channel when dropped: a worker thread's end, also when it unwinds.
+struct EndSignal(std::sync::mpsc::Sender<()>);
+
+impl Drop for EndSignal {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,10 @@
 //! `LatePolicy::Smooth` (default) shifts like `Shift` at the stall, then pays the shift back by
 //! shortening each following gap by at most 1/50 of its length until the schedule is on
 //! time again: one long gap at the stall, every other gap within 2 % of its target (0.2 µs
-//! at 100 kpps), and the long-run rate kept. Either way late frames are counted.
+//! at 100 kpps), and the long-run rate kept. Where the port's last deadline is fixed (a
+//! constant rate for a count or a time), what is still owed near the end is spread over the
+//! gaps left, so the last frame leaves when planned: the run keeps its asked duration and
+//! mean rate. Either way late frames are counted.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -198,6 +201,10 @@ pub struct PortReport {
     /// Frames handed over later than the tolerance, and the worst lateness seen.
     pub late_frames: u64,
     pub max_late_ns: u64,
+    /// Of the late frames, those the host made late: the worker lost its CPU across their
+    /// deadline while waiting for it, or was woken after it (see [`crate::pacer`]). The
+    /// rest were late for strobe's own work (or a loss it could not see).
+    pub late_host_frames: u64,
     /// Paced runs: the policy the worker ran under (SCHED_FIFO where allowed).
     pub scheduling: Option<Scheduling>,
     /// Paced runs: times the worker lost its CPU while waiting for a deadline (the host's
@@ -465,12 +472,15 @@ impl Plan {
     /// while it is better off in the same hand-over ([`PathFloor::joins`]), up to `cap`.
     /// `now_ns` is the current time on the deadlines' timeline: a late hand-over starts
     /// then, not at its first deadline. Returns how many (0 when every flow is done).
+    /// `join_due`: frames already due join whatever the floor says (a check of the spacing,
+    /// [`FloorEstimate::wants_spacing_check`]).
     fn fill_coalesced(
         &mut self,
         states: &mut [FlowState],
         cap: usize,
         floor: &PathFloor,
         now_ns: u64,
+        join_due: bool,
     ) -> usize {
         let mut n = 0;
         let mut start_ns = 0;
@@ -490,7 +500,9 @@ impl Plan {
             let head = states[i].next_is_train_head();
             if n == 0 {
                 start_ns = deadline.max(now_ns);
-            } else if head || !floor.joins(start_ns, n, deadline) {
+            } else if head
+                || !(floor.joins(start_ns, n, deadline) || join_due && deadline <= now_ns)
+            {
                 break;
             }
             self.deadlines[n] = deadline;
@@ -651,6 +663,17 @@ pub fn run_port<B: Backend>(
     }
     let scheduled_time = backend.time_base() == TimeBase::Scheduled;
     let paced = !scheduled_time && !opts.unpaced;
+    // When the port's last frame is due, where every flow's schedule fixes it: `Smooth`
+    // pays a shift back by then, so the run keeps its asked duration and mean rate.
+    let last_deadline_ns = flows
+        .iter()
+        .zip(&states)
+        .map(|(f, s)| {
+            s.fixed
+                .and_then(|(size, _)| f.schedule.last_departure_ns(size))
+        })
+        .collect::<Option<Vec<u64>>>()
+        .and_then(|ends| ends.into_iter().max());
     // A batch shares one transmit stamp: unpaced runs that measure latency keep batches
     // short; pure throughput runs take the batch that sends fastest.
     let latency_measured = flows
@@ -735,11 +758,11 @@ pub fn run_port<B: Backend>(
         ..PortReport::default()
     };
     // Paced: this thread's timer slack, scheduling policy and learned spin margin.
-    let mut pacer = paced.then(|| Pacer::enter(clock.now_ticks()));
-    let mut t0_ticks = clock.now_ticks() + clock.ns_to_ticks(opts.start_lead_ns);
-    let mut limit_ticks = opts
-        .time_limit_ns
-        .map(|ns| t0_ticks + clock.ns_to_ticks(ns));
+    let mut pacer = paced.then(|| {
+        let mut pacer = Pacer::enter(clock.now_ticks());
+        pacer.warm_up(clock);
+        pacer
+    });
     let mut shift_ns = 0u64;
     // Coalesced runs: when a perfect sender on the path would end its last hand-over, on the
     // deadlines' timeline (before any shift).
@@ -757,8 +780,15 @@ pub fn run_port<B: Backend>(
     let mut last_leaves: Option<u64> = None;
     let mut first_tx_ticks = None;
     let mut paused_while_sending_ns = 0u64;
-    let mut last_tx_ticks = t0_ticks;
     let mut wall = WallClock::new(clock);
+    // t0 after every set-up above (histograms, the wall clock's anchor, the pacer's warm-up),
+    // so the lead is all the first hand-over has to get ready: a t0 taken earlier made the
+    // first frame of a run near the path's ceiling ~160 µs late, and the run that much short.
+    let mut t0_ticks = clock.now_ticks() + clock.ns_to_ticks(opts.start_lead_ns);
+    let mut limit_ticks = opts
+        .time_limit_ns
+        .map(|ns| t0_ticks + clock.ns_to_ticks(ns));
+    let mut last_tx_ticks = t0_ticks;
     if !scheduled_time {
         let (now_ticks, now_unix) = (clock.now_ticks(), wall.now_ns(clock));
         report.t0_unix_ns = Some(if t0_ticks >= now_ticks {
@@ -833,7 +863,10 @@ pub fn run_port<B: Backend>(
                 } else {
                     batch
                 };
-                plan.fill_coalesced(&mut states, cap, floor, now_ns)
+                // Behind with a spacing no call has timed for long: the frames already
+                // due go together once, so a wrong spacing cannot keep the sender behind.
+                let join_due = estimate.wants_spacing_check();
+                plan.fill_coalesced(&mut states, cap, floor, now_ns, join_due)
             }
             None => plan.fill(&mut states, batch),
         };
@@ -844,19 +877,22 @@ pub fn run_port<B: Backend>(
         if let Some(pacer) = pacer.as_mut() {
             if opts.late_policy == LatePolicy::Smooth && shift_ns > 0 {
                 let gap = plan.deadlines[0].saturating_sub(previous_deadline);
-                shift_ns = shift_ns.saturating_sub(gap / SMOOTH_REPAY);
+                let repay = smooth_repay_ns(shift_ns, gap, plan.deadlines[0], last_deadline_ns);
+                shift_ns = shift_ns.saturating_sub(repay);
             }
             previous_deadline = plan.deadlines[0];
             first_deadline.get_or_insert(plan.deadlines[0]);
             let mut due = t0_ticks + clock.ns_to_ticks(plan.deadlines[0] + shift_ns);
+            let mut host_late_ns = 0;
             if now < due {
                 // Renewing the transmit stamp's anchor takes a few clock reads (under 1 µs):
                 // do it in the slack before the deadline, not between it and the hand-over.
                 if due - now > clock.ns_to_ticks(RENEW_SLACK_NS) {
                     wall.renew_if_due(clock);
                 }
-                let paused;
-                (now, paused) = wait_until(clock, pacer, due, stop, opts.pause.as_deref());
+                let waited = wait_until(clock, pacer, due, stop, opts.pause.as_deref());
+                (now, host_late_ns) = (waited.now, waited.host_late_ns);
+                let paused = waited.paused;
                 if paused > 0 {
                     // Paused while waiting for this hand-over: it and everything after it
                     // leave later by the pause.
@@ -928,6 +964,9 @@ pub fn run_port<B: Backend>(
                 report.max_late_ns = report.max_late_ns.max(late);
                 if late > opts.late_tolerance_ns {
                     report.late_frames += n as u64;
+                    if late_for_the_host(late, host_late_ns, opts.late_tolerance_ns) {
+                        report.late_host_frames += n as u64;
+                    }
                     // Coalesced, only the part a stall caused is shifted: a backlog within
                     // the path's floor is repaid by coalescing, as a perfect sender would.
                     let shift = match coalesce {
@@ -1027,7 +1066,8 @@ pub fn run_port<B: Backend>(
     report.shifted_ns = shift_ns;
     if let (Some(p), Some((_, estimate))) = (&mut report.pacing, &coalesce) {
         p.observed = estimate.handover_known().then(|| estimate.guess());
-        p.observed_spacing_known = estimate.spacing_known();
+        // Only a spacing this run timed is remembered and reported as observed.
+        p.observed_spacing_known = estimate.spacing_known() && estimate.spacing_seen();
     }
     if let Some(pacer) = pacer.take() {
         report.scheduling = Some(pacer.scheduling());
@@ -1462,30 +1502,91 @@ fn hold_while_paused(clock: &Clock, pause: Option<&AtomicBool>, stop: &AtomicBoo
     clock.now_ticks().saturating_sub(paused_at)
 }
 
+/// What `LatePolicy::Smooth` pays back of a schedule shift of `shift_ns` over a gap of
+/// `gap_ns` ending at `deadline_ns`: 1/[`SMOOTH_REPAY`] of the gap, or more where the rest
+/// of the shift would otherwise outlast the port's last deadline — the gaps left share it
+/// evenly, so the last frame still leaves when it was planned and the run keeps its asked
+/// duration and mean rate.
+fn smooth_repay_ns(shift_ns: u64, gap_ns: u64, deadline_ns: u64, last_ns: Option<u64>) -> u64 {
+    let steady = gap_ns / SMOOTH_REPAY;
+    let Some(last_ns) = last_ns else {
+        return steady;
+    };
+    let left_ns = last_ns.saturating_sub(deadline_ns);
+    let by_the_end = if left_ns <= gap_ns {
+        shift_ns
+    } else {
+        (u128::from(shift_ns) * u128::from(gap_ns) / u128::from(left_ns)) as u64
+    };
+    steady.max(by_the_end)
+}
+
+/// Two reads of a deadline's spin at least this far apart: the worker lost its CPU between
+/// them (the spin reads the clock every few tens of ns).
+const SPIN_LOSS_NS: u64 = 500;
+
+/// Of the time past `due` at `now`, what the host took: all of it when the spin's previous
+/// read came before `due` and the two reads are `loss_ticks` or more apart (the CPU was
+/// away across the deadline), else none.
+fn lost_across_deadline(previous: u64, now: u64, due: u64, loss_ticks: u64) -> u64 {
+    if previous < due && due <= now && now - previous >= loss_ticks {
+        now - due
+    } else {
+        0
+    }
+}
+
+/// A frame `late_ns` after its deadline is the host's when the host took the worker at
+/// least that long past the deadline (within the late tolerance: the hand-over's own
+/// few hundred ns after the wait are not strobe falling behind).
+fn late_for_the_host(late_ns: u64, host_late_ns: u64, tolerance_ns: u64) -> bool {
+    host_late_ns > 0 && late_ns <= host_late_ns + tolerance_ns
+}
+
+/// How a wait for a deadline ended ([`wait_until`]).
+struct Waited {
+    now: u64,
+    paused: u64,
+    /// Of the time past the deadline, how much the host took (0: none seen).
+    host_late_ns: u64,
+}
+
 /// Waits until `due` (or `stop`): sleeps to the margin before it, then spins on the clock
 /// (see [`crate::pacer`]); a pause met while waiting holds the wait and moves `due` by its
-/// length. Returns the time it ended and the ticks paused.
+/// length. Returns the time it ended, the ticks paused, and how far past `due` the host
+/// took the worker: the CPU lost across the deadline while spinning (two reads of the spin
+/// [`SPIN_LOSS_NS`] or more apart, the first before `due`), or a wake-up that came after it.
 fn wait_until(
     clock: &Clock,
     pacer: &mut Pacer,
     mut due: u64,
     stop: &AtomicBool,
     pause: Option<&AtomicBool>,
-) -> (u64, u64) {
+) -> Waited {
     let mut paused = 0;
     let mut previous = clock.now_ticks();
     // The gap the margin may take half of: from now, when the worker starts waiting.
     let mut gap = clock.ticks_to_ns(due.saturating_sub(previous));
+    let loss_ticks = clock.ns_to_ticks(SPIN_LOSS_NS);
     loop {
         let now = clock.now_ticks();
         if now >= due {
             pacer.spin_gap(clock.ticks_to_ns(now - previous));
-            return (now, paused);
+            return Waited {
+                now,
+                paused,
+                host_late_ns: clock
+                    .ticks_to_ns(lost_across_deadline(previous, now, due, loss_ticks)),
+            };
         }
         let left = clock.ticks_to_ns(due - now);
         if left > pacer.margin_for_gap_ns(gap) {
             if stop.load(Ordering::Relaxed) {
-                return (now, paused);
+                return Waited {
+                    now,
+                    paused,
+                    host_late_ns: 0,
+                };
             }
             let held = hold_while_paused(clock, pause, stop);
             if held > 0 {
@@ -1498,10 +1599,72 @@ fn wait_until(
             }
             pacer.sleep(clock, left, gap);
             previous = clock.now_ticks();
+            if previous >= due {
+                // Woken after the deadline: beyond the learned margin, the host's doing.
+                return Waited {
+                    now: previous,
+                    paused,
+                    host_late_ns: clock.ticks_to_ns(previous - due),
+                };
+            }
             continue;
         }
         // Two reads of the spin far apart: the thread lost its CPU in between.
         pacer.spin_gap(clock.ticks_to_ns(now - previous));
         previous = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_loss_of_the_cpu_across_the_deadline_is_the_hosts() {
+        // Reads 2 ticks apart (the spin): never the host's, however late.
+        assert_eq!(lost_across_deadline(999, 1_001, 1_000, 500), 0);
+        // Away from 600 to 1 400 across the deadline at 1 000: the 400 past it are the host's.
+        assert_eq!(lost_across_deadline(600, 1_400, 1_000, 500), 400);
+        // Away as long, but ended before the deadline: nothing past it.
+        assert_eq!(lost_across_deadline(100, 900, 1_000, 500), 0);
+        // Already past the deadline before the loss: strobe was late on its own.
+        assert_eq!(lost_across_deadline(1_100, 1_900, 1_000, 500), 0);
+        // A short loss across the deadline is the spin's own granularity.
+        assert_eq!(lost_across_deadline(900, 1_300, 1_000, 500), 0);
+    }
+
+    #[test]
+    fn smooth_pays_the_shift_back_by_the_last_deadline() {
+        // Far from the end: 1/50 of each gap, as before.
+        assert_eq!(smooth_repay_ns(5_000, 10_000, 0, Some(1_000_000_000)), 200);
+        assert_eq!(smooth_repay_ns(5_000, 10_000, 0, None), 200);
+        // 1 ms behind with 10 ms left: each 10 µs gap repays 1 µs, a tenth shorter.
+        let last = 1_000_000_000;
+        assert_eq!(
+            smooth_repay_ns(1_000_000, 10_000, last - 10_000_000, Some(last)),
+            1_000
+        );
+        // The last gap repays all that is left.
+        assert_eq!(
+            smooth_repay_ns(1_000_000, 10_000, last - 5_000, Some(last)),
+            1_000_000
+        );
+        // Repaid step by step, the shift is gone at the last deadline.
+        let (mut shift, mut t) = (3_000_000u64, last - 20_000_000);
+        while t < last {
+            t += 10_000;
+            shift -= smooth_repay_ns(shift, 10_000, t, Some(last)).min(shift);
+        }
+        assert_eq!(shift, 0);
+    }
+
+    #[test]
+    fn a_frame_is_the_hosts_when_the_host_took_at_least_its_lateness() {
+        assert!(late_for_the_host(5_000, 5_000, 1_000));
+        // The hand-over after the wait adds its own few hundred ns.
+        assert!(late_for_the_host(5_800, 5_000, 1_000));
+        // Later than the host explains: strobe's own work made it late.
+        assert!(!late_for_the_host(9_000, 5_000, 1_000));
+        assert!(!late_for_the_host(2_000, 0, 1_000));
     }
 }

@@ -413,9 +413,12 @@ impl AfPacketTx {
         }
         // The slot holds any frame the interface carries, jumbo frames included, up to the
         // longest frame strobe builds (loopback's MTU of 65536 would cost 64 KiB a slot).
-        let mtu = in_netns(netns, || {
+        // One socket for the MTU and the ring: closing a packet socket waits for an RCU
+        // grace period (about 15 ms here), which a separate probe socket added to every start.
+        let (fd, mtu) = in_netns(netns, || {
             let fd = packet_socket(&port)?;
-            interface_mtu(&fd, &port)
+            let mtu = interface_mtu(&fd, &port)?;
+            Ok((fd, mtu))
         })?;
         let longest = (mtu + LINK_OVERHEAD).min(crate::MAX_FRAME_LEN);
         let frame_size = align_up(
@@ -465,12 +468,13 @@ impl AfPacketTx {
         }
         // Segmented frames go through the qdisc path; the direct path drops them.
         let qdisc_bypass = opts.qdisc_bypass && !opts.gso;
-        let (fd, ring) = in_netns(netns, || {
-            let fd = packet_socket(&port)?;
-            let ifindex = interface_index(&fd, &port)?;
+        let port_ref = &port;
+        let (fd, ring) = in_netns(netns, move || {
+            let port = port_ref;
+            let ifindex = interface_index(&fd, port)?;
             set_int_option(
                 &fd,
-                &port,
+                port,
                 libc::SOL_PACKET,
                 libc::PACKET_VERSION,
                 "PACKET_VERSION",
@@ -482,7 +486,7 @@ impl AfPacketTx {
             // veth pair; linear skbs cost about 30 % less CPU per 64-byte frame there.
             set_int_option(
                 &fd,
-                &port,
+                port,
                 libc::SOL_PACKET,
                 libc::PACKET_VNET_HDR,
                 "PACKET_VNET_HDR",
@@ -491,7 +495,7 @@ impl AfPacketTx {
             if qdisc_bypass {
                 set_int_option(
                     &fd,
-                    &port,
+                    port,
                     libc::SOL_PACKET,
                     libc::PACKET_QDISC_BYPASS,
                     "PACKET_QDISC_BYPASS",
@@ -507,9 +511,9 @@ impl AfPacketTx {
                 }
                 err
             })?;
-            let ring = Mapping::map(&fd, &port, ring_bytes)?;
+            let ring = Mapping::map(&fd, port, ring_bytes)?;
             // Protocol 0: the socket only sends, so the kernel delivers nothing to it.
-            bind_to(&fd, &port, ifindex, 0)?;
+            bind_to(&fd, port, ifindex, 0)?;
             Ok((fd, ring))
         })?;
 

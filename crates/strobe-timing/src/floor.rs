@@ -112,7 +112,20 @@ pub struct FloorEstimate {
     /// Calls skipped in a row as interrupted: one-frame calls, calls of several.
     rejected_singles: u32,
     rejected_spacings: u32,
+    /// Calls of several frames in a row whose frames cost under half the spacing.
+    cheaper_spacings: u32,
+    /// Calls of several frames timed in this run.
+    spacings_seen: u64,
+    /// Calls since the last call of several frames.
+    calls_since_spacing: u32,
 }
+
+/// Calls without one of several frames after which a sender that is behind its schedule
+/// hands its due frames over together once ([`FloorEstimate::wants_spacing_check`]): a
+/// spacing estimated too high (remembered from a run whose frames cost more together, or
+/// from another pattern) says frames never gain by joining, so no call would ever time it
+/// again and the sender would stay behind, making one call per frame.
+pub const SPACING_CHECK_EVERY: u32 = 256;
 
 /// Calls of one kind skipped in a row after which the estimate of that part starts over.
 pub const REJECTED_STREAK: u32 = 16;
@@ -161,6 +174,9 @@ impl FloorEstimate {
             learning: None,
             rejected_singles: 0,
             rejected_spacings: 0,
+            cheaper_spacings: 0,
+            spacings_seen: 0,
+            calls_since_spacing: 0,
         }
     }
 
@@ -172,6 +188,9 @@ impl FloorEstimate {
             learning: Some(Learning::new()),
             rejected_singles: 0,
             rejected_spacings: 0,
+            cheaper_spacings: 0,
+            spacings_seen: 0,
+            calls_since_spacing: 0,
         }
     }
 
@@ -194,8 +213,27 @@ impl FloorEstimate {
         self.learning.is_none_or(|l| l.n_spacings >= 1)
     }
 
+    /// Whether this run timed a call of several frames itself (else the spacing is what was
+    /// given or remembered, or a guess).
+    pub fn spacing_seen(&self) -> bool {
+        self.spacings_seen > 0
+    }
+
+    /// Whether a sender that is behind its schedule should hand the frames already due over
+    /// in one call, whatever the floor says of joining: no call of several frames for
+    /// [`SPACING_CHECK_EVERY`] calls (see there).
+    pub fn wants_spacing_check(&self) -> bool {
+        self.handover_known() && self.calls_since_spacing >= SPACING_CHECK_EVERY
+    }
+
     /// A call of `frames` frames took `call_ns`.
     pub fn observe(&mut self, frames: usize, call_ns: u64) {
+        if frames > 1 {
+            self.spacings_seen += 1;
+            self.calls_since_spacing = 0;
+        } else if frames == 1 {
+            self.calls_since_spacing = self.calls_since_spacing.saturating_add(1);
+        }
         if let Some(l) = &mut self.learning {
             match frames {
                 0 => {}
@@ -240,6 +278,19 @@ impl FloorEstimate {
             }
             n => {
                 let per_frame = (call - self.handover_ns) / (n - 1) as f64;
+                // Several calls in a row far cheaper per frame than the estimate: it was
+                // wrong (too high), not a lucky call; take the latest. (Calls of 3 frames
+                // or more: the hand-over's own noise swamps the spacing of a pair.)
+                if n >= 3 && per_frame > 0.0 && per_frame < self.spacing_ns / 2.0 {
+                    self.cheaper_spacings += 1;
+                    if self.cheaper_spacings as usize >= LEARN_SPACINGS {
+                        self.spacing_ns = per_frame.max(1.0);
+                        self.cheaper_spacings = 0;
+                        return;
+                    }
+                } else {
+                    self.cheaper_spacings = 0;
+                }
                 if per_frame > 0.0 && per_frame <= 4.0 * self.spacing_ns {
                     self.spacing_ns += (per_frame - self.spacing_ns) / Self::WEIGHT;
                     self.rejected_spacings = 0;
@@ -397,6 +448,50 @@ mod tests {
         let before = e.floor();
         e.observe(1, 1_000_000);
         assert_eq!(e.floor(), before);
+    }
+
+    #[test]
+    fn a_spacing_remembered_too_high_is_checked_and_corrected() {
+        // Remembered 966 ns per call and 4.1 µs per further frame (timed in trains whose
+        // frames cost more together): with the spacing above the hand-over nothing joins,
+        // so only one-frame calls come, and no call times the spacing.
+        let mut e = FloorEstimate::new(PathFloor {
+            handover_ns: 966,
+            spacing_ns: 4_118,
+        });
+        assert!(!e.floor().joins(0, 1, 0), "a due frame joined a call");
+        for _ in 0..SPACING_CHECK_EVERY - 1 {
+            e.observe(1, 900);
+        }
+        assert!(!e.wants_spacing_check() && !e.spacing_seen());
+        e.observe(1, 900);
+        assert!(e.wants_spacing_check());
+        // The path's frames cost 0.53 µs together: a few checks of due frames say so.
+        for _ in 0..LEARN_SPACINGS {
+            e.observe(40, 900 + 39 * 530);
+            assert!(
+                !e.wants_spacing_check(),
+                "checked again right after a call of several"
+            );
+            for _ in 0..SPACING_CHECK_EVERY {
+                e.observe(1, 900);
+            }
+        }
+        let f = e.floor();
+        assert!((500..=560).contains(&f.spacing_ns), "{f:?}");
+        assert!(e.spacing_seen());
+        // Corrected, due frames join again.
+        assert!(f.joins(0, 1, 0));
+        // Noise in pairs of frames does not pull a right spacing down.
+        let mut e = FloorEstimate::new(PATH);
+        for _ in 0..=LEARN_SPACINGS {
+            e.observe(2, PATH.handover_ns + 10);
+        }
+        assert!(
+            e.floor().spacing_ns > PATH.spacing_ns / 2,
+            "{:?}",
+            e.floor()
+        );
     }
 
     #[test]

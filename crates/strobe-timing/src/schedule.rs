@@ -317,6 +317,27 @@ impl Periodic {
 }
 
 impl ScheduleSpec {
+    /// When the last departure is due, in ns from t0, where the schedule fixes it: a
+    /// constant rate or bursts of a known count (frames of `frame_len` bytes, FCS
+    /// included), or any pattern run for a time (its departures end before it). None for
+    /// a continuous flow, or a count of random departures.
+    pub fn last_departure_ns(&self, frame_len: u32) -> Option<u64> {
+        if let Ok(p) = self.periodic(frame_len) {
+            let n = p.packets?.checked_sub(1)?;
+            let frac = ((u128::from(n) * u128::from(p.gap_frac)) >> 32) as u64;
+            return n
+                .checked_mul(p.gap_ns)?
+                .checked_add(frac)?
+                .checked_add((n / p.burst).checked_mul(p.burst_gap_ns)?);
+        }
+        match duration_limits(&self.duration) {
+            Ok((_, Some(end_ns))) if matches!(self.duration, Duration::Seconds(_)) => {
+                self.start_delay_ns.checked_add(end_ns)
+            }
+            _ => None,
+        }
+    }
+
     /// This schedule as [`Periodic`] for frames of `frame_len` bytes (FCS included), or
     /// why it is not: constant rates and bursts, without a start delay or a rate profile.
     pub fn periodic(&self, frame_len: u32) -> Result<Periodic, String> {

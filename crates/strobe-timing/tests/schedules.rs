@@ -552,3 +552,44 @@ fn random_and_delayed_schedules_are_not_periodic() {
     let continuous = ScheduleSpec::default().periodic(64).unwrap();
     assert_eq!((continuous.gap_ns, continuous.packets), (1_000_000, None));
 }
+
+#[test]
+fn the_last_departure_is_where_the_schedule_puts_it() {
+    let cases = [
+        (cbr(Rate::Pps(3000.0)), Duration::Packets(1000)),
+        (cbr(Rate::Pps(1_172_973.0)), Duration::Seconds(0.01)),
+        (cbr(Rate::L1BitsPerSec(1e9)), Duration::Packets(777)),
+        (
+            cbr(Rate::Pps(1e6)),
+            Duration::Bursts {
+                bursts: 5,
+                packets: 7,
+                inter_burst_gap_ns: 3_333,
+            },
+        ),
+    ];
+    for (spec, duration) in cases {
+        let spec = ScheduleSpec { duration, ..spec };
+        let exact = departures(spec.clone(), 128, usize::MAX);
+        let last = spec.last_departure_ns(128).unwrap();
+        assert!(
+            last.abs_diff(*exact.last().unwrap()) <= 1,
+            "{spec:?}: {last} vs {exact:?}"
+        );
+    }
+    // Random departures run for a time end before it, wherever they fall.
+    let poisson = ScheduleSpec {
+        pattern: Pattern::Poisson,
+        duration: Duration::Seconds(2.0),
+        start_delay_ns: 7,
+        ..Default::default()
+    };
+    assert_eq!(poisson.last_departure_ns(64), Some(2_000_000_007));
+    // Until stopped, or a count of random gaps: no fixed end.
+    assert_eq!(cbr(Rate::Pps(1e3)).last_departure_ns(64), None);
+    let counted = ScheduleSpec {
+        duration: Duration::Packets(10),
+        ..poisson
+    };
+    assert_eq!(counted.last_departure_ns(64), None);
+}
