@@ -8,7 +8,14 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 # The dashboard's chart library (strobe serve), embedded by the build.
 need_web
+# Quiet, but not silent: the first release build takes minutes (about 4 on 2 cores).
+if [ -x target/release/strobe ]; then
+    echo "building strobe (release; only what changed)…" >&2
+else
+    echo "building strobe (release, first time: a few minutes on 2 cores)…" >&2
+fi
 cargo build --release --quiet -p strobe-cli
+echo "built target/release/strobe; running strobe demo" >&2
 if [ "$(id -u)" -eq 0 ]; then
     exec target/release/strobe demo "$@"
 else

@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
+# The tests leave the checkout as they found it (they write under target/ or a temp
+# directory): what git says of the tree now is compared at the end.
+tree_before="$(git status --porcelain 2>/dev/null || true)"
 need_apt tshark tcpdump nftables iproute2 ethtool libcap2-bin util-linux procps
 # The independent reader of HdrHistogram interval logs.
 need_pip hdrh hdrhistogram
@@ -16,6 +19,13 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # Every fuzz target for a few seconds (nightly + cargo-fuzz, installed when missing); the
 # long campaign is `bash fuzz/run campaign`.
 bash fuzz/run smoke "${FUZZ_SECONDS:-12}"
-cargo test --workspace --quiet --no-fail-fast 2>&1 | tee /tmp/strobe-test.log
+mkdir -p target
+cargo test --workspace --quiet --no-fail-fast 2>&1 | tee target/strobe-test.log
 bash scripts/otg-tests.sh
 bash scripts/gosnappi-tests.sh
+tree_after="$(git status --porcelain 2>/dev/null || true)"
+if [ "$tree_before" != "$tree_after" ]; then
+    echo "the tests changed the checkout (they must write only under target/ or a temp directory):" >&2
+    diff <(echo "$tree_before") <(echo "$tree_after") >&2 || true
+    exit 1
+fi

@@ -51,6 +51,12 @@ function cell(row, text, cls) {
 
 // ---- charts ---------------------------------------------------------------------------
 
+// The time axis of a live chart: the samples' span, or a second either side of one sample.
+function timeRange(u, min, max) {
+  if (min == null || max == null) return [min, max];
+  return max - min < 1 ? [min - 1, max + 1] : [min, max];
+}
+
 // A chart whose series follow the data: rebuilt when the set of series changes.
 class LiveChart {
   constructor(el, { yLog = false, yLabel = "" } = {}) {
@@ -72,7 +78,9 @@ class LiveChart {
       })));
       this.plot = new uPlot({
         width: Math.max(this.el.clientWidth, 300), height: 240, series,
-        scales: { x: { time: true }, y: this.yLog ? { distr: 3 } : {} },
+        // One sample (a short run's one latency interval) would make uPlot pad the time
+        // axis by years: a second either side instead.
+        scales: { x: { time: true, range: timeRange }, y: this.yLog ? { distr: 3 } : {} },
         axes: [{}, { label: this.yLabel, size: 70 }],
         legend: { live: false },
       }, data, this.el);
@@ -124,7 +132,17 @@ function chartData(store, pick) {
 
 // ---- traffic ---------------------------------------------------------------------------
 
+// Whether the server has a config: without one it has no metrics, and asking for them every
+// second would fill the browser's console with 400s, so the page asks for the config instead
+// until there is one.
+let haveConfig = false;
+
 async function pollMetrics() {
+  if (!haveConfig) {
+    const config = await api("config");
+    if (!config || !Object.keys(config).length) throw new Error("no config");
+    haveConfig = true;
+  }
   const [flows, ports] = await Promise.all([
     api("monitor/metrics", { method: "POST", body: JSON.stringify({ choice: "flow", flow: { flow_names: [] } }) }),
     api("monitor/metrics", { method: "POST", body: JSON.stringify({ choice: "port", port: { port_names: [] } }) }),
@@ -216,6 +234,7 @@ async function poll() {
     const badge = $("server-state");
     // A server without a config has no metrics yet: that is a state, not a fault.
     const noConfig = e.message.includes("no config");
+    if (noConfig) haveConfig = false;
     badge.textContent = noConfig ? "no config" : "server unreachable";
     badge.className = "badge" + (noConfig ? "" : " error");
     badge.title = e.message;
@@ -472,8 +491,11 @@ async function compareSelected() {
       scales: { x: { time: false, distr: 3 }, y: { distr: 3, range: [Math.min(1e-6, 1 / maxCount), 1] } },
       axes: [{ label: "latency (µs)" }, {
         label: "fraction of frames slower", size: 70,
-        values: (u, ticks) => ticks.map((v) => (v >= 0.01 ? String(v) : v.toExponential(0))),
+        // A log axis hands over the ticks it leaves unlabelled as null.
+        values: (u, ticks) => ticks.map((v) => (v == null ? null : v >= 0.01 ? String(v) : v.toExponential(0))),
       }],
+      // Names only: a live legend would show "--" beside each until the cursor is over the chart.
+      legend: { live: false },
       series: [{ label: "µs" }].concat(cmp.series.map((s, k) => ({
         label: s.name, stroke: PALETTE[k % PALETTE.length], width: 1.5,
         paths: uPlot.paths.stepped({ align: 1 }),

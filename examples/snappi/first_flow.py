@@ -1,8 +1,8 @@
 """A first snappi script against `strobe serve`: two ports, one UDP flow, read the metrics.
 
-    sudo strobe lab up --dut cable          # or use your own interfaces below
-    sudo strobe serve &                     # http://127.0.0.1:8443
-    python3 first_flow.py [http://127.0.0.1:8443]
+    strobe lab up --dut cable               # as root (or sudo); or use your own interfaces below
+    strobe serve &                          # http://127.0.0.1:8443
+    bash setup.sh && .venv/bin/python first_flow.py [http://127.0.0.1:8443]
 
 Written as for any OTG traffic generator: only the URL and the port locations are strobe's.
 """

@@ -4,9 +4,9 @@ OTG reports minimum, average and maximum; strobe measures every frame and adds i
 percentiles (to p99.9999) under the `x_strobe` key of each flow metric, which snappi's
 objects do not carry: read them from the raw reply (below, with requests).
 
-    sudo strobe lab up                       # a Linux router as the DUT
-    sudo strobe serve &
-    python3 latency.py [http://127.0.0.1:8443]
+    strobe lab up                       # a Linux router as the DUT
+    strobe serve &
+    .venv/bin/python latency.py [http://127.0.0.1:8443]
 """
 import json
 import sys

@@ -1,9 +1,9 @@
 """An RFC 2544-style throughput search written with snappi alone: the highest rate at
 which the device under test loses no frame, by binary search over trials.
 
-    sudo strobe lab up --dut tbf:50mbit      # a DUT with a known limit
-    sudo strobe serve &
-    python3 rate_search.py [http://127.0.0.1:8443 [LOW_PPS HIGH_PPS]]
+    strobe lab up --dut tbf:50mbit      # a DUT with a known limit
+    strobe serve &
+    .venv/bin/python rate_search.py [http://127.0.0.1:8443 [LOW_PPS HIGH_PPS]]
 
 This shows the OTG API is enough to write one; strobe's own RFC 2544 methodology (aimed
 search, NDR and PDR at once, every trial kept) is `rfc2544.py` beside it.

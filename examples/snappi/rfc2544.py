@@ -2,9 +2,9 @@
 OTG's (POST /strobe/rfc2544, the same fields as `strobe rfc2544`'s options), next to a
 snappi session on the same server.
 
-    sudo strobe lab up --dut tbf:50mbit      # a DUT with a known limit
-    sudo strobe serve &
-    python3 rfc2544.py [http://127.0.0.1:8443 [SIZE,SIZE,...]]
+    strobe lab up --dut tbf:50mbit      # a DUT with a known limit
+    strobe serve &
+    .venv/bin/python rfc2544.py [http://127.0.0.1:8443 [SIZE,SIZE,...]]
 """
 import json
 import sys

@@ -2,9 +2,9 @@
 /strobe/y1564, the same fields as `strobe y1564`'s options), next to a snappi session on
 the same server.
 
-    sudo strobe lab up --dut tbf:50mbit      # a DUT with a known limit
-    sudo strobe serve &
-    python3 y1564.py [http://127.0.0.1:8443 [CIR EIR]]
+    strobe lab up --dut tbf:50mbit      # a DUT with a known limit
+    strobe serve &
+    .venv/bin/python y1564.py [http://127.0.0.1:8443 [CIR EIR]]
 """
 import json
 import sys

@@ -53,6 +53,38 @@ def wait(driver, condition, timeout=20, what=""):
                              f"browser log: {driver.get_log('browser')}")
 
 
+# Counts, per series of a uPlot chart in the element `chart_id`, the canvas pixels drawn in
+# that series' colour (within a small tolerance for anti-aliasing): a chart whose drawing
+# failed keeps an empty canvas however much data it holds.
+PIXELS_PER_SERIES = """
+const plot = arguments[0] === 'chart-ccdf' ? ccdfPlot : charts[arguments[1]].plot;
+const canvas = document.querySelector('#' + arguments[0] + ' canvas');
+if (!plot || !canvas) return null;
+const px = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+return plot.series.slice(1).map((s) => {
+  const hex = s.stroke();
+  const want = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+  let n = 0;
+  for (let i = 0; i < px.length; i += 4) {
+    if (px[i + 3] > 200 && Math.abs(px[i] - want[0]) < 40 && Math.abs(px[i + 1] - want[1]) < 40
+        && Math.abs(px[i + 2] - want[2]) < 40) n++;
+  }
+  return n;
+});
+"""
+
+
+def drawn_pixels(driver, chart_id, chart=None):
+    return driver.execute_script(PIXELS_PER_SERIES, chart_id, chart)
+
+
+def script_errors(driver):
+    """The page's own errors since the last call (failed requests are the server's replies,
+    checked where they matter)."""
+    return [e for e in driver.get_log("browser")
+            if e["level"] == "SEVERE" and e.get("source") != "network"]
+
+
 def otg_config(lab, name, packets=None, pps=5000):
     flow = {"name": name, "tx_rx": {"choice": "port", "port": {"tx_name": "tx", "rx_names": ["rx"]}},
             "size": {"choice": "fixed", "fixed": 128}, "rate": {"choice": "pps", "pps": pps},
@@ -79,6 +111,11 @@ def test_the_dashboard_runs_watches_and_compares_in_a_browser(lab, tmp_path, bro
         wait(browser, lambda d: d.find_element(By.ID, "server-state").text == "no config",
              what="the server's state")
         assert not browser.find_element(By.ID, "notice").is_displayed(), "the chart library is missing"
+        # Idle without a config, the page polls without failing requests: no 400s pile up in
+        # the console (metrics are asked for once there is a config).
+        time.sleep(2.5)
+        failed = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert failed == [], failed
 
         # A config with a mistake: the server's own OTG error, shown beside the editor.
         bad = otg_config(lab, "live")
@@ -112,6 +149,12 @@ def test_the_dashboard_runs_watches_and_compares_in_a_browser(lab, tmp_path, bro
             "return [charts.latency.names, p.data.slice(1).map(s => s[i])];")
         assert names == ["live max", "live p50", "live p99"], names
         assert 0 < last[1] <= last[2] <= last[0], (names, last)
+        # Lines drawn on the canvases: every latency statistic's; of the rates, whose sent
+        # and received lines lie on each other, at least one.
+        wait(browser, lambda d: all(n >= 20 for n in drawn_pixels(d, "chart-latency", "latency") or [0]),
+             what="the latency chart's lines drawn")
+        wait(browser, lambda d: any(n >= 20 for n in drawn_pixels(d, "chart-rate", "rate") or [0]),
+             what="the rate chart's lines drawn")
         # The chart draws what the server measured: its last rate sample near 5 kpps.
         rates = browser.execute_script(
             "return charts.rate.plot.data.slice(1).map(s => s[s.length - 1]);")
@@ -157,10 +200,16 @@ def test_the_dashboard_runs_watches_and_compares_in_a_browser(lab, tmp_path, bro
         shot(browser, "2-history-report")
         for box in browser.find_elements(By.CSS_SELECTOR, "#runs tbody input[type=checkbox]"):
             box.click()
+        assert script_errors(browser) == []
         browser.find_element(By.ID, "compare-selected").click()
         ccdf = browser.find_element(By.ID, "chart-ccdf")
         wait(browser, lambda d: ccdf.get_attribute("data-series") == "2", what="the comparison")
         assert ccdf.find_elements(By.TAG_NAME, "canvas"), "no chart drawn"
+        # Both curves are on the canvas (the drawing once failed in the axis labels, leaving
+        # a legend over an empty box), and the page raised nothing.
+        wait(browser, lambda d: all(n >= 20 for n in drawn_pixels(d, "chart-ccdf") or [0]),
+             what="both comparison curves drawn")
+        assert script_errors(browser) == []
         table = browser.find_element(By.ID, "compare-table").text
         assert "live (irqbalance off)" in table and "short" in table and "p99" in table, table
         # Its numbers are the server's comparison of the stored histograms.
@@ -199,6 +248,35 @@ def transmit_safely(server):
                                              "flow_transmit": {"state": "stop"}}}, timeout=10)
     except requests.RequestException:
         pass
+
+
+def test_a_short_runs_charts_keep_to_its_seconds(lab, browser):
+    """A run of 451 frames makes one latency interval: its chart once spanned two years."""
+    server = Server(lab)
+    try:
+        requests.post(server.url + "/config", json=otg_config(lab, "tiny", packets=451, pps=1000),
+                      timeout=10).raise_for_status()
+        browser.get(server.url + "/")
+        wait(browser, lambda d: d.find_element(By.ID, "server-state").text == "idle",
+             what="the server idle with a config")
+        requests.post(server.url + "/control/state", json={
+            "choice": "traffic", "traffic": {"choice": "flow_transmit",
+                                             "flow_transmit": {"state": "start"}}},
+                      timeout=10).raise_for_status()
+        wait(browser, lambda d: d.execute_script(
+            "const p = charts.latency.plot; return p ? p.data[0].length : 0;") >= 1,
+             what="the run's latency on the chart")
+        now = time.time()
+        for name in ("latency", "rate"):
+            lo, hi = browser.execute_script(
+                "const s = charts[arguments[0]].plot.scales.x; return [s.min, s.max];", name)
+            assert hi - lo < 120 and now - 3600 < lo <= hi < now + 3600, (name, lo, hi, now)
+        wait(browser, lambda d: all(n >= 1 for n in drawn_pixels(d, "chart-latency", "latency") or [0]),
+             what="the latency chart's points drawn")
+        assert script_errors(browser) == []
+    finally:
+        transmit_safely(server)
+        server.stop()
 
 
 def test_the_dashboard_needs_the_token_like_the_api(lab, browser):

@@ -52,3 +52,21 @@ def test_y1564_prints_each_step_with_its_verdict(server):
     assert re.search(r"100 % of CIR: offered   20.00 Mbit/s, IR +[\d.]+ Mbit/s, FLR 0\.0000 % -> PASS", out), out
     assert re.search(r"policing: .* -> FAIL IR .* not policed", out), out
     assert "Y.1564: FAIL" in out, out
+
+
+def test_the_examples_setup_gives_the_pinned_snappi(tmp_path):
+    """`bash examples/snappi/setup.sh` (the README's one line) makes a virtualenv whose snappi
+    is the one these tests pin: what a user runs the examples with is what was tested."""
+    pins = {}
+    for name in ("examples/snappi/requirements.txt", "tests/otg/requirements.txt"):
+        path = os.path.join(os.path.dirname(__file__), "..", "..", name)
+        pins[name] = re.search(r"^snappi==(\S+)$", open(path).read(), re.M).group(1)
+    assert len(set(pins.values())) == 1, pins
+    venv = tmp_path / "venv"
+    out = subprocess.run(["bash", os.path.join(EXAMPLES, "setup.sh"), str(venv)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    version = subprocess.run([str(venv / "bin" / "python"), "-c",
+                              "import importlib.metadata as m, snappi; print(m.version('snappi'))"],
+                             capture_output=True, text=True, timeout=60)
+    assert version.stdout.strip() == pins["tests/otg/requirements.txt"], version

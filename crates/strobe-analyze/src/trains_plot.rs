@@ -208,8 +208,9 @@ fn steps_table(steps: &[StepFigures]) -> Markup {
                     th { "convoy" } th { "trains" } th { "loss %" }
                     th { "head µs mean" } th { "95 % CI" } th { "IDI µs" }
                     th { "every frame µs mean" } th { "baseline µs mean" }
-                    th { "L2 Mbit/s mean" } th { "IDI Mbit/s" }
-                    th { "second halves Mbit/s" } th { "expected Mbit/s" }
+                    th { "L2 Mbit/s mean (with FCS)" } th { "IDI Mbit/s" }
+                    th { "second halves Mbit/s" }
+                    th { "expected Mbit/s (layer 2 with FCS, as measured here)" }
                 }
             }
             tbody {

@@ -155,7 +155,12 @@ fn print_endpoint(role: &str, lab: &Lab, e: &Endpoint) {
 }
 
 fn print_lab(lab: &Lab) {
-    println!("lab `{}`, device under test: {:?}", lab.prefix, lab.dut);
+    println!(
+        "lab `{}`, device under test: {} ({})",
+        lab.prefix,
+        lab.dut,
+        lab.dut.describe()
+    );
     print_endpoint("tx", lab, &lab.tx);
     print_endpoint("rx", lab, &lab.rx);
     match strobe_lab::steering(lab) {

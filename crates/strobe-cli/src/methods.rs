@@ -7,7 +7,6 @@ use clap::Args;
 use strobe_control::history::{Recorder, TrialHistograms};
 use strobe_control::rfc2544::{TrialRun, TrialRunner};
 use strobe_control::PlanOptions;
-use strobe_history::FlowHistogram;
 use strobe_model::Scenario;
 
 use crate::failure::Failure;
@@ -101,15 +100,20 @@ pub fn record_report(
     kind: &str,
     report: &impl serde::Serialize,
     outcome: String,
-    histograms: Vec<FlowHistogram>,
+    trials: &mut TrialHistograms,
 ) -> Option<String> {
+    // Started when the method's trials were set up, not now that it has ended.
+    let provenance = strobe_control::history::Provenance {
+        started_unix_ns: trials.started_unix_ns(),
+        ..crate::runs_cmd::provenance(kind)
+    };
     let record = strobe_control::history::method_record(
-        &crate::runs_cmd::provenance(kind),
+        &provenance,
         &outcome,
         serde_json::json!({ "args": std::env::args().skip(1).collect::<Vec<_>>() }),
         serde_json::to_value(report).unwrap_or_default(),
-        Default::default(),
-        histograms,
+        trials.summary(),
+        trials.take(),
     );
     crate::runs_cmd::keep(recorder, &record)
 }

@@ -242,7 +242,7 @@ pub fn run(args: Rfc2544Args) -> Result<(), Failure> {
         "rfc2544",
         &report,
         outcome,
-        trials.0.histograms.take(),
+        &mut trials.0.histograms,
     );
     print_report(&report);
     if let Some(f) = &report.failure {

@@ -363,16 +363,25 @@ fn compare(db: &History, args: CompareArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::BadInput(e.to_string()))?;
     let comparison =
         strobe_history::compare::compare(&runs, args.flow.as_deref()).map_err(Failure::BadInput)?;
+    let mut written = Vec::new();
     if let Some(path) = &args.html {
         write_file(path, comparison.html().as_bytes())?;
+        written.push(format!(
+            "the report with the overlaid CCDFs: {}",
+            path.display()
+        ));
     }
     if let Some(path) = &args.svg {
         write_file(path, comparison.svg().as_bytes())?;
+        written.push(format!("the CCDF chart: {}", path.display()));
     }
     for line in &comparison.runs {
         println!("{line}");
     }
     print!("{}", comparison.table());
+    for line in written {
+        println!("wrote {line}");
+    }
     Ok(())
 }
 

@@ -197,7 +197,7 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
         "trains",
         &report,
         outcome,
-        terminal.histograms.take(),
+        &mut terminal.histograms,
     );
     print_report(&report);
     if let Some(line) = recorded {
@@ -350,9 +350,17 @@ fn print_step(s: &StepResult, bottleneck: Option<&Bottleneck>) {
             mean: m.median,
             ..m
         });
+        // The report's page shows bandwidth at layer 2 with FCS: say that figure beside.
+        let with_fcs = match b.counts {
+            Counted::WithFcs => String::new(),
+            _ => format!(
+                " (layer 2 with FCS, as the HTML report shows it: {})",
+                bps_text(e.l2_bps)
+            ),
+        };
         println!(
-            "  expected, {counted}: {}; measured past the burst {} (median of the trains {}), \
-             whole trains {}, second halves {}",
+            "  expected, {counted}: {}{with_fcs}; measured past the burst {} (median of the \
+             trains {}), whole trains {}, second halves {}",
             bps_text(expected),
             ratio(&c.after_burst_l2_bps),
             ratio(&median),
@@ -367,13 +375,23 @@ fn print_step(s: &StepResult, bottleneck: Option<&Bottleneck>) {
             .find(|p| p.stddev_of_mean <= 0.01 * mean.abs())
             .map(|p| p.trains)
     };
+    // How many trains it took for each mean to be known to 1 %, or that this convoy's were
+    // too few.
+    let converged = |what: &str, n: Option<usize>| match n {
+        Some(n) => format!("{what} after {n} trains"),
+        None => format!("{what} not within these {} trains", c.trains.len()),
+    };
     println!(
-        "  convergence: the mean's standard deviation falls below 1 % of it after {} trains \
-         (latency) and {} trains (bandwidth)",
-        needed(&c.latency_convergence, c.head_latency_ns.map(|s| s.mean))
-            .map_or("more than these".into(), |n| n.to_string()),
-        needed(&c.bandwidth_convergence, c.l2_bps.map(|s| s.mean))
-            .map_or("more than these".into(), |n| n.to_string()),
+        "  convergence (the mean known to within 1 %, its standard deviation below 1 % of it): \
+         {}; {}",
+        converged(
+            "latency",
+            needed(&c.latency_convergence, c.head_latency_ns.map(|s| s.mean))
+        ),
+        converged(
+            "bandwidth",
+            needed(&c.bandwidth_convergence, c.l2_bps.map(|s| s.mean))
+        ),
     );
 }
 

@@ -188,7 +188,7 @@ pub fn run(args: Y1564Args) -> Result<(), Failure> {
         "y1564",
         &report,
         outcome,
-        terminal.histograms.take(),
+        &mut terminal.histograms,
     );
     print_report(&report);
     if let Some(line) = recorded {

@@ -91,6 +91,15 @@ fn the_command_lab_up_suggests_runs_on_that_lab() {
         );
         let out = ok(strobe().args(&words[1..]).output().unwrap());
         assert!(out.contains("lost"), "{out}");
+        // The DUT by its name and in words, not as Rust's debug form (`Cable`, `Tbf {`).
+        assert!(
+            listing.contains("device under test: cable (a plain veth pair"),
+            "{listing}"
+        );
+        assert!(
+            !listing.contains("Cable") && !listing.contains('{'),
+            "{listing}"
+        );
     }
     // A lab that is not up: the message says how to bring up that very lab.
     let out = strobe()

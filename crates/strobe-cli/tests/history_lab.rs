@@ -111,6 +111,12 @@ for path in sys.argv[1:]:
         );
     }
     assert!(table.contains("#2 udp (bigger frames)"), "{table}");
+    // It says where it wrote its files.
+    assert!(
+        table.contains(&format!("wrote the report with the overlaid CCDFs: {html}"))
+            && table.contains(&format!("wrote the CCDF chart: {svg}")),
+        "{table}"
+    );
     let html = std::fs::read_to_string(&html).unwrap();
     assert!(html.contains("<svg") && html.contains("bigger frames"));
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
@@ -188,6 +194,16 @@ fn a_run_ctrl_c_stops_and_a_methodology_are_recorded() {
         1,
         "{convoy}"
     );
+    // Recorded from when the method started (its trial drains 500 ms at least), with what
+    // its trials sent, received, lost and measured.
+    let took_ns =
+        convoy["finished_unix_ns"].as_i64().unwrap() - convoy["started_unix_ns"].as_i64().unwrap();
+    assert!(took_ns > 400_000_000, "took {took_ns} ns: {convoy}");
+    let summary = &rows[1]["summary"];
+    assert_eq!(summary["frames_tx"], 50, "{list}");
+    assert_eq!(summary["frames_rx"], 50, "{list}");
+    assert_eq!(summary["frames_lost"], 0, "{list}");
+    assert!(summary["p50_ns"].as_f64().unwrap() > 0.0, "{list}");
     // Each trial's latency histogram is kept, named by its trial, and compared like a flow.
     let histograms = convoy["histograms"].as_array().unwrap();
     assert!(!histograms.is_empty(), "{convoy}");

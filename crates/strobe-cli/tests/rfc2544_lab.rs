@@ -37,10 +37,19 @@ fn the_throughput_through_a_shaper_is_its_rate_in_frames_per_second() {
     let lab = TestLab::up("rt", "tbf:50mbit");
     let dir = Scratch::new("rfc2544-throughput");
     let (json, csv) = (dir.path("r.json"), dir.path("r.csv"));
+    let db = dir.path("runs.db");
     let r = rfc2544(
         &lab,
         &json,
-        &["throughput", "--sizes", "256,1518", "--csv", &csv],
+        &[
+            "throughput",
+            "--sizes",
+            "256,1518",
+            "--csv",
+            &csv,
+            "--db",
+            &db,
+        ],
     );
     let throughput = r["throughput"].as_array().unwrap();
     assert_eq!(throughput.len(), 2, "{r}");
@@ -88,6 +97,8 @@ fn the_throughput_through_a_shaper_is_its_rate_in_frames_per_second() {
     let csv = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(csv.lines().count(), rows + 1, "{csv}");
     assert!(csv.starts_with("benchmark,size,load_pct,asked_pps,offered_pps,"));
+    // Recorded from its start: every trial lasted 1 s; trials above the shaper lost frames.
+    assert_method_recorded(&db, "rfc2544", rows as f64, true);
 }
 
 #[test]
@@ -235,6 +246,7 @@ fn y1564_steps_pass_or_fail_as_the_shaper_dictates() {
         .args([
             "--settle", "100ms", "--json", &json, "--csv", &csv, "--html", &html,
         ])
+        .args(["--db", &dir.path("runs.db")])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -279,4 +291,42 @@ fn y1564_steps_pass_or_fail_as_the_shaper_dictates() {
     assert_eq!(csv.lines().count(), 1 + 6 + 5 + 2, "{csv}");
     let html = std::fs::read_to_string(&html).unwrap();
     assert!(html.contains("service `big`") && html.contains("#fde2e1"));
+    // The history holds it from its start (12 steps of 1 s and more, not the instant it
+    // ended), with what its steps sent, received and lost together.
+    assert_method_recorded(&dir.path("runs.db"), "y1564", 12.0, true);
+}
+
+/// The one run in the history `db`: of `kind`, lasting `at_least_s`, with its trials' frames
+/// summed (sent = received + lost) and their latency; `lossy` when trials lost frames.
+fn assert_method_recorded(db: &str, kind: &str, at_least_s: f64, lossy: bool) {
+    let list = ok(strobe()
+        .args(["runs", "--db", db, "list", "--json"])
+        .output()
+        .unwrap());
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    let rows = list.as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{list}");
+    let row = &rows[0];
+    assert_eq!(row["kind"], kind, "{row}");
+    let took_s = (row["finished_unix_ns"].as_i64().unwrap()
+        - row["started_unix_ns"].as_i64().unwrap()) as f64
+        / 1e9;
+    assert!(took_s >= at_least_s, "took {took_s} s: {row}");
+    let s = &row["summary"];
+    let (tx, rx, lost) = (
+        s["frames_tx"].as_u64().unwrap(),
+        s["frames_rx"].as_u64().unwrap(),
+        s["frames_lost"].as_u64().unwrap(),
+    );
+    assert!(tx > 0 && rx > 0 && rx + lost == tx, "{row}");
+    assert_eq!(lost > 0, lossy, "{row}");
+    assert!(
+        s["p99_ns"].as_f64().unwrap() >= s["p50_ns"].as_f64().unwrap(),
+        "{row}"
+    );
+    let shown = ok(strobe()
+        .args(["runs", "--db", db, "show", &row["id"].to_string()])
+        .output()
+        .unwrap());
+    assert!(!shown.contains("took 0.0 s"), "{shown}");
 }

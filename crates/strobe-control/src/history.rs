@@ -110,17 +110,36 @@ fn flow_histograms(scenario: &Scenario, report: &RunReport, prefix: &str) -> Vec
         .collect()
 }
 
-/// A methodology's trials' latency histograms, as its record keeps them: one per trial and
+/// What a methodology's record keeps of its trials: when the method started, what its trials
+/// sent, received and lost together and the latency of all their frames
+/// ([`TrialHistograms::summary`]), and each trial's latency histograms, one per trial and
 /// flow, named `trial N: LABEL: FLOW` (N counts the trials that measured, from 1; learning
 /// runs are not trials), so that `strobe runs compare --flow` can set trials side by side.
-#[derive(Default)]
 pub struct TrialHistograms {
+    started_unix_ns: i64,
     trials: usize,
     histograms: Vec<FlowHistogram>,
+    summary: Summary,
+    /// Every trial's frames' latency together (the summary's percentiles).
+    latency: Option<hdrhistogram::Histogram<u64>>,
+}
+
+impl Default for TrialHistograms {
+    /// Trials of a method that starts now.
+    fn default() -> Self {
+        TrialHistograms {
+            started_unix_ns: strobe_history::now_unix_ns(),
+            trials: 0,
+            histograms: Vec::new(),
+            summary: Summary::default(),
+            latency: None,
+        }
+    }
 }
 
 impl TrialHistograms {
-    /// Keeps the histograms of one finished trial, named by what it was.
+    /// Keeps the histograms of one finished trial, named by what it was, and adds what it
+    /// sent, received, lost and measured to the method's totals.
     pub fn add(&mut self, label: &str, scenario: &Scenario, report: &RunReport) {
         self.trials += 1;
         let prefix = if label.is_empty() {
@@ -130,6 +149,50 @@ impl TrialHistograms {
         };
         self.histograms
             .extend(flow_histograms(scenario, report, &prefix));
+        let trial = summary(&Results::new(scenario, report, None));
+        let add = |total: &mut Option<u64>, v: Option<u64>| {
+            if let Some(v) = v {
+                *total = Some(total.unwrap_or(0) + v);
+            }
+        };
+        add(&mut self.summary.frames_tx, trial.frames_tx);
+        add(&mut self.summary.frames_rx, trial.frames_rx);
+        add(&mut self.summary.frames_lost, trial.frames_lost);
+        self.summary.flows = self.summary.flows.max(trial.flows);
+        for rx in report.rx_flows.iter().flatten() {
+            let Some(latency) = rx.latency.as_ref() else {
+                continue;
+            };
+            let hist = latency.histogram();
+            if hist.is_empty() {
+                continue;
+            }
+            match &mut self.latency {
+                Some(all) => {
+                    // Both 1 ns .. 100 s at 3 digits (the engine's bounds): never refused.
+                    let _ = all.add(hist);
+                }
+                None => self.latency = Some(hist.clone()),
+            }
+        }
+    }
+
+    /// When the method started (when these trials were set up).
+    pub fn started_unix_ns(&self) -> i64 {
+        self.started_unix_ns
+    }
+
+    /// The method's totals over its trials: frames sent, received and lost summed, the
+    /// percentiles of every trial's frames together (no rate: trials ran at many).
+    pub fn summary(&self) -> Summary {
+        let mut summary = self.summary.clone();
+        if let Some(h) = &self.latency {
+            summary.p50_ns = Some(h.value_at_quantile(0.5) as f64);
+            summary.p99_ns = Some(h.value_at_quantile(0.99) as f64);
+            summary.p99_9999_ns = Some(h.value_at_quantile(0.999999) as f64);
+            summary.max_ns = Some(h.max() as f64);
+        }
+        summary
     }
 
     /// The histograms kept, in the trials' order.

@@ -685,6 +685,8 @@ struct Session<'a, T: Trials> {
     max_trials: Vec<Option<MaxTrials>>,
     /// Trials still to come in the benchmarks after the current one (for the time left).
     trials_after: usize,
+    /// The throughput search's trials for each size searched so far (for the time left).
+    search_trials: Vec<usize>,
 }
 
 /// Runs `request`'s benchmarks through `runner` until all ran or `stop` is set. A trial
@@ -732,6 +734,7 @@ pub(crate) fn run_sizes<T: Trials>(
         wall_done_ns: 0,
         max_trials: vec![None; sizes.len()],
         trials_after: 0,
+        search_trials: Vec::new(),
     };
     let mut report = Rfc2544Report {
         tests: request.tests.clone(),
@@ -766,6 +769,7 @@ pub(crate) fn run_sizes<T: Trials>(
             let Some(t) = session.throughput(i, size)? else {
                 break;
             };
+            session.search_trials.push(t.trials.len());
             report.throughput.push(t);
         }
         if !wants(Benchmark::Throughput) {
@@ -911,8 +915,9 @@ impl<T: Trials> Session<'_, T> {
     fn estimate_after(&self, benchmark: Benchmark, sizes_left: usize) -> usize {
         let r = self.request;
         let per_size = |b: Benchmark| match b {
-            // At the maximum, a few aimed trials and a confirmation (the unit tests' 3-5).
-            Benchmark::Throughput => 5,
+            Benchmark::Throughput => {
+                search_trials_per_size(&self.search_trials, r.tolerances.len() > 1)
+            }
             Benchmark::Latency => r.latency_loads.len() * r.latency_trials as usize,
             // Down to the knee and two clean steps; a third of the steps is typical.
             Benchmark::Loss => ((1.0 / r.loss_step) / 3.0).ceil() as usize + 2,
@@ -1672,6 +1677,18 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
             .and_then(|f| f.as_ref())
             .and_then(|f| f.latency.clone());
         Ok(Some(TrialOutcome { result, latency }))
+    }
+}
+
+/// Trials a size's throughput search is expected to take (the trial at the maximum
+/// included): the mean of the sizes searched so far (`done`), or before any, what the aimed
+/// search takes through the lab's shaper — 3-6 for the NDR alone (BENCHMARKS.md §10), 9-10
+/// with the PDR beside it (a user's run of 256, 512 and 1518 B through tbf:50mbit).
+fn search_trials_per_size(done: &[usize], with_pdr: bool) -> usize {
+    match (done.len(), with_pdr) {
+        (0, true) => 10,
+        (0, false) => 6,
+        (n, _) => done.iter().sum::<usize>().div_ceil(n),
     }
 }
 

@@ -50,8 +50,10 @@ pub enum LatePolicy {
     Smooth,
 }
 
-/// `LatePolicy::Smooth` shortens a gap by at most 1/SMOOTH_REPAY of its length.
+/// `LatePolicy::Smooth` shortens a gap by at most 1/SMOOTH_REPAY of its length…
 const SMOOTH_REPAY: u64 = 50;
+/// …and, to have the shift paid back by a fixed last deadline, by at most 1/SMOOTH_END_REPAY.
+const SMOOTH_END_REPAY: u64 = 10;
 
 /// Options of a transmit run.
 #[derive(Clone, Debug)]
@@ -1506,7 +1508,9 @@ fn hold_while_paused(clock: &Clock, pause: Option<&AtomicBool>, stop: &AtomicBoo
 /// `gap_ns` ending at `deadline_ns`: 1/[`SMOOTH_REPAY`] of the gap, or more where the rest
 /// of the shift would otherwise outlast the port's last deadline — the gaps left share it
 /// evenly, so the last frame still leaves when it was planned and the run keeps its asked
-/// duration and mean rate.
+/// duration and mean rate — but never more than 1/[`SMOOTH_END_REPAY`] of the gap: a shift
+/// the end cannot absorb so is left, rather than sent as a burst (a catch-up burst at the
+/// end of a trial fills a DUT's queue that the asked rate never would).
 fn smooth_repay_ns(shift_ns: u64, gap_ns: u64, deadline_ns: u64, last_ns: Option<u64>) -> u64 {
     let steady = gap_ns / SMOOTH_REPAY;
     let Some(last_ns) = last_ns else {
@@ -1518,7 +1522,7 @@ fn smooth_repay_ns(shift_ns: u64, gap_ns: u64, deadline_ns: u64, last_ns: Option
     } else {
         (u128::from(shift_ns) * u128::from(gap_ns) / u128::from(left_ns)) as u64
     };
-    steady.max(by_the_end)
+    steady.max(by_the_end.min(gap_ns / SMOOTH_END_REPAY))
 }
 
 /// Two reads of a deadline's spin at least this far apart: the worker lost its CPU between
@@ -1638,24 +1642,37 @@ mod tests {
         // Far from the end: 1/50 of each gap, as before.
         assert_eq!(smooth_repay_ns(5_000, 10_000, 0, Some(1_000_000_000)), 200);
         assert_eq!(smooth_repay_ns(5_000, 10_000, 0, None), 200);
-        // 1 ms behind with 10 ms left: each 10 µs gap repays 1 µs, a tenth shorter.
+        // 1 ms behind with 20 ms left: each 10 µs gap repays 0.5 µs, 5 % shorter.
         let last = 1_000_000_000;
+        assert_eq!(
+            smooth_repay_ns(1_000_000, 10_000, last - 20_000_000, Some(last)),
+            500
+        );
+        // Never more than a tenth of a gap, even at the very end: no catch-up burst.
         assert_eq!(
             smooth_repay_ns(1_000_000, 10_000, last - 10_000_000, Some(last)),
             1_000
         );
-        // The last gap repays all that is left.
         assert_eq!(
             smooth_repay_ns(1_000_000, 10_000, last - 5_000, Some(last)),
-            1_000_000
+            1_000
         );
-        // Repaid step by step, the shift is gone at the last deadline.
-        let (mut shift, mut t) = (3_000_000u64, last - 20_000_000);
-        while t < last {
-            t += 10_000;
-            shift -= smooth_repay_ns(shift, 10_000, t, Some(last)).min(shift);
+        // Repaid step by step from far enough before the end, the shift is gone at the
+        // last deadline; too close to it, what a tenth of the gaps left cannot absorb stays.
+        for (shift_ns, before_ns, left_ns) in [
+            (3_000_000u64, 40_000_000u64, 0u64),
+            (3_000_000, 20_000_000, 1_000_000),
+        ] {
+            let (mut shift, mut t) = (shift_ns, last - before_ns);
+            while t < last {
+                t += 10_000;
+                shift -= smooth_repay_ns(shift, 10_000, t, Some(last)).min(shift);
+            }
+            assert_eq!(
+                shift, left_ns,
+                "{shift_ns} ns owed {before_ns} ns before the end"
+            );
         }
-        assert_eq!(shift, 0);
     }
 
     #[test]

@@ -110,6 +110,10 @@ fn flow_names(run: &StoredRun) -> String {
 
 /// The table's rows for one series: (label, µs with 3 decimals, or "-" for a percentile
 /// its frames are too few to resolve).
+/// Up to this many series the table has a column each; more (the trials of one methodology
+/// run) would make it hundreds of characters wide, so each gets a row instead.
+const SERIES_AS_COLUMNS: usize = 4;
+
 fn cells(stats: &LatencyStats) -> Vec<(&'static str, String)> {
     stats
         .rows()
@@ -167,6 +171,9 @@ impl Comparison {
 
     /// The percentile table as text, latencies in µs; a column per series.
     pub fn table(&self) -> String {
+        if self.series.len() > SERIES_AS_COLUMNS {
+            return self.table_by_series();
+        }
         let width = self
             .series
             .iter()
@@ -193,6 +200,27 @@ impl Comparison {
                 let _ = write!(out, " {:>width$}", column[row].1);
             }
             out.push('\n');
+        }
+        out += "(\"-\": too few frames to resolve that percentile)\n";
+        out
+    }
+
+    /// The table with a row per series (many trials of one methodology run): the statistics
+    /// as columns of fixed width, each series' whole name at the end of its row.
+    fn table_by_series(&self) -> String {
+        let columns: Vec<_> = self.series.iter().map(|s| cells(&s.stats)).collect();
+        let mut out = String::new();
+        let _ = write!(out, "{:>10}", "frames");
+        for (name, _) in columns.first().into_iter().flatten() {
+            let _ = write!(out, " {name:>10}");
+        }
+        out += "  µs, per series\n";
+        for (s, column) in self.series.iter().zip(&columns) {
+            let _ = write!(out, "{:>10}", s.stats.count);
+            for (_, cell) in column {
+                let _ = write!(out, " {cell:>10}");
+            }
+            let _ = writeln!(out, "  {}", s.name);
         }
         out += "(\"-\": too few frames to resolve that percentile)\n";
         out
@@ -300,6 +328,35 @@ mod tests {
         let j = c.to_json();
         assert_eq!(j["series"][2]["name"], "#2 f2");
         assert_eq!(j["series"][0]["ccdf"][1][1], 1.0 / 3.0);
+    }
+
+    #[test]
+    fn many_series_get_a_row_each_with_their_whole_names() {
+        let flows: Vec<(String, Vec<u64>)> = (1..=6)
+            .map(|k| {
+                (
+                    format!("trial {k}: throughput 1518 B at 4.1 kpps: f0"),
+                    vec![k * 1_000; 5],
+                )
+            })
+            .collect();
+        let latencies: Vec<(&str, &[u64])> = flows
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_slice()))
+            .collect();
+        let run = StoredRun {
+            id: 7,
+            record: record("rfc2544", "r", &latencies),
+        };
+        let table = compare(std::slice::from_ref(&run), None).unwrap().table();
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].split_whitespace().any(|w| w == "p50"), "{table}");
+        for (k, (name, _)) in flows.iter().enumerate() {
+            let row = lines[k + 1];
+            assert!(row.ends_with(&format!("#7 {name}")), "{table}");
+            assert_eq!(row.split_whitespace().next(), Some("5"), "{table}");
+        }
+        assert!(lines.iter().all(|l| l.chars().count() < 200), "{table}");
     }
 
     #[test]

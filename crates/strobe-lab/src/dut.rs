@@ -25,6 +25,24 @@ pub enum Dut {
 }
 
 impl Dut {
+    /// What the DUT is, in words (`lab up` and `lab status` print it beside its name).
+    pub fn describe(&self) -> String {
+        match self {
+            Dut::Cable => "a plain veth pair: generator and sink on one wire".into(),
+            Dut::Bridge => "a Linux bridge between generator and sink".into(),
+            Dut::Router => "a Linux router (IPv4 and IPv6 forwarding) between two subnets".into(),
+            Dut::Tbf { .. } => {
+                let p = self.tbf().expect("a tbf DUT has tbf parameters");
+                format!(
+                    "a Linux bridge with a token-bucket shaper at {} bit/s toward the sink                      (bucket {} bytes, queue limit {} bytes)",
+                    p.rate_bps,
+                    p.burst_bytes,
+                    p.limit_bytes()
+                )
+            }
+        }
+    }
+
     /// Whether the DUT lives in a namespace of its own (everything but the cable).
     pub fn has_namespace(&self) -> bool {
         !matches!(self, Dut::Cable)

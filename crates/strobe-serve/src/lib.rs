@@ -527,7 +527,6 @@ where
         };
         let report = encoded.as_ref().map_err(String::as_str);
         let stopped = stop.load(Ordering::SeqCst);
-        let histograms = runner.histograms.take();
         record::method(
             history.as_ref(),
             &kind,
@@ -535,7 +534,7 @@ where
             started,
             report,
             stopped,
-            histograms,
+            &mut runner.histograms,
         );
         (outcome, encoded)
     })

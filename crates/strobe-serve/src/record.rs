@@ -78,7 +78,8 @@ pub fn after_run(
 }
 
 /// Records a methodology run through the server: its request and its report (or why it
-/// failed); `stopped`: a stop request or the shutdown ended it early.
+/// failed), with what its trials sent, lost and measured; `stopped`: a stop request or the
+/// shutdown ended it early.
 pub fn method(
     history: Option<&RunHistory>,
     kind: &str,
@@ -86,7 +87,7 @@ pub fn method(
     started_unix_ns: i64,
     report: Result<&Value, &str>,
     stopped: bool,
-    histograms: Vec<strobe_history::FlowHistogram>,
+    trials: &mut history::TrialHistograms,
 ) {
     let Some(history) = history else {
         return;
@@ -103,7 +104,7 @@ pub fn method(
         &outcome,
         request,
         results,
-        Default::default(),
-        histograms,
+        trials.summary(),
+        trials.take(),
     ));
 }

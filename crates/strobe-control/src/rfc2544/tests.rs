@@ -453,3 +453,43 @@ fn every_trial_is_one_csv_row() {
         .unwrap()
         .starts_with("throughput,64,,,1000000.000,"));
 }
+
+#[test]
+fn the_time_left_counts_the_trials_a_search_takes() {
+    // Before any size was searched: what searches take (a run of 3 sizes that took 9-10
+    // trials each was once announced at 5 a size, 73 s for 145 s).
+    assert_eq!(search_trials_per_size(&[], true), 10);
+    assert_eq!(search_trials_per_size(&[], false), 6);
+    // Then what the sizes searched so far took.
+    assert_eq!(search_trials_per_size(&[9, 12], true), 11);
+    assert_eq!(search_trials_per_size(&[3], false), 3);
+    // Over a whole run (the model's searches take 5 trials a size, every trial 1 s): at the
+    // start of each size after the first, the estimate is within a trial of the time that
+    // really remained.
+    let mut model = Model::new(1_100_000.0, 1_050_000.0, 104_166.0);
+    let sizes: Vec<FrameSize> = ["64", "65", "66"]
+        .iter()
+        .map(|s| FrameSize {
+            size: s.to_string(),
+            ..size64()
+        })
+        .collect();
+    let report = run_sizes(&request(&[Benchmark::Throughput]), &sizes, &mut model).unwrap();
+    let total = model.labels.len();
+    let mut k = 0;
+    for t in &report.throughput {
+        if k > 0 {
+            let (what, progress) = &model.labels[k];
+            let left = progress.split("about ").nth(1).unwrap();
+            let said: f64 = left
+                .strip_suffix(" s left")
+                .map_or(0.0, |s| s.parse().unwrap());
+            let actual = (total - k) as f64;
+            assert!(
+                (said - actual).abs() <= 1.0,
+                "trial {k} ({what}): said {said} s, {actual} s were left"
+            );
+        }
+        k += t.trials.len();
+    }
+}
