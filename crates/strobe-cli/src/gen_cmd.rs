@@ -284,6 +284,7 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
     print_latency(&results);
     print_convoys(&results);
     print_verdicts(&results);
+    println!("{}", crate::results::verdict_line(&results));
     if let Some(line) = recorded {
         println!("{line}");
     }

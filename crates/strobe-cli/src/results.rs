@@ -635,6 +635,83 @@ pub fn print_verdicts(r: &Results) {
     }
 }
 
+/// The run in one line, as the demo ends each of its parts: what was sent against what was
+/// asked, what arrived, the latency, and whether the schedule was kept.
+pub fn verdict_line(r: &Results) -> String {
+    let live: Vec<_> = r.ports.iter().filter(|p| !p.scheduled_time).collect();
+    let sent: u64 = r.ports.iter().map(|p| p.frames_tx).sum();
+    let mut parts = Vec::new();
+    // The achieved rate as a paced sender keeps it: frames after the first over the span.
+    let achieved: f64 = live
+        .iter()
+        .filter(|p| p.frames_tx > 1 && p.elapsed_ns > 0)
+        .map(|p| (p.frames_tx - 1) as f64 * 1e9 / p.elapsed_ns as f64)
+        .sum();
+    let asked: Option<f64> = live
+        .iter()
+        .map(|p| p.pacing.as_ref().and_then(|c| c.asked_pps))
+        .sum();
+    parts.push(match (asked, achieved > 0.0) {
+        (Some(asked), true) if asked > 0.0 => format!(
+            "{sent} frames sent at {} ({:+.3} % of the {} asked)",
+            pps_text(achieved),
+            (achieved / asked - 1.0) * 100.0,
+            pps_text(asked)
+        ),
+        (_, true) => format!("{sent} frames sent at {}", pps_text(achieved)),
+        _ => format!("{sent} frames sent"),
+    });
+    let received: Vec<_> = r.flows.iter().filter(|f| !f.rx_ports.is_empty()).collect();
+    if received.is_empty() {
+        parts.push("no receive port, so no loss or latency measured (--rx PORT)".into());
+    } else {
+        let tx: u64 = received.iter().filter_map(|f| f.frames_tx).sum();
+        let lost: u64 = received.iter().filter_map(|f| f.loss).sum();
+        parts.push(if lost == 0 {
+            "every frame arrived".into()
+        } else {
+            format!("{lost} lost ({:.4} %)", pct(lost, tx))
+        });
+        let slowest = received
+            .iter()
+            .filter_map(|f| Some((f.name.as_str(), &f.latency.as_ref()?.raw)))
+            .max_by(|a, b| a.1.p99_ns.total_cmp(&b.1.p99_ns));
+        if let Some((name, l)) = slowest {
+            let whose = if received.len() > 1 {
+                format!(" (slowest flow, {name})")
+            } else {
+                String::new()
+            };
+            parts.push(format!(
+                "latency p50 {} / p99 {}{whose}",
+                duration_text(l.p50_ns as u64),
+                duration_text(l.p99_ns as u64)
+            ));
+        }
+    }
+    let paced: Vec<_> = live.iter().filter(|p| p.pacing.is_some()).collect();
+    if !paced.is_empty() {
+        let late: u64 = paced.iter().map(|p| p.late_frames).sum();
+        let host: u64 = paced.iter().map(|p| p.late_host_frames).sum();
+        parts.push(if late == 0 {
+            "every frame on schedule (within 1 µs)".into()
+        } else {
+            format!(
+                "{late} frames late ({:.3} %; {host} of them the host's)",
+                pct(late, sent)
+            )
+        });
+    }
+    if !r.warnings.is_empty() {
+        parts.push(format!(
+            "{} warning{} above",
+            r.warnings.len(),
+            if r.warnings.len() == 1 { "" } else { "s" }
+        ));
+    }
+    format!("verdict: {}", parts.join("; "))
+}
+
 /// Says how many of a port's late frames the host made late (it took the worker's CPU across
 /// their deadline, or woke it after it) and how many were strobe's own.
 /// (`host` is None where the engine's paced worker did not wait: unpaced, in the kernel.)

@@ -738,7 +738,10 @@ fn loss_is_counted_exactly_when_the_dut_drops_every_1000th_frame() {
     nft("add table inet strobetest");
     nft("add chain inet strobetest every1000 { type filter hook forward priority 0 ; }");
     nft("add rule inet strobetest every1000 udp dport 2000 numgen inc mod 1000 == 0 drop");
-    let r = lab.gen(&dir, &["--rate", "100kpps", "--count", "100000"]);
+    let json = dir.path("loss.json");
+    let text = lab.gen_text(&["--rate", "100kpps", "--count", "100000", "--json", &json]);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let f = flow(&r);
     assert_eq!(f["frames_tx"], 100_000);
     assert_eq!(
@@ -746,6 +749,17 @@ fn loss_is_counted_exactly_when_the_dut_drops_every_1000th_frame() {
         "every 1000th of 100 000 frames dropped: {f}"
     );
     assert_eq!(f["frames_rx"], 99_900);
+    // The run ends with its verdict in one line, as the demo's parts do.
+    let verdict = text
+        .lines()
+        .find(|l| l.starts_with("verdict: "))
+        .unwrap_or_else(|| panic!("no verdict line:\n{text}"));
+    assert!(
+        verdict.starts_with("verdict: 100000 frames sent at ")
+            && verdict.contains("% of the 100.00 kpps asked")
+            && verdict.contains("; 100 lost (0.1000 %); latency p50 "),
+        "{verdict}"
+    );
 }
 
 #[test]

@@ -277,6 +277,20 @@ fn short_gaps_learn_the_margin_before_the_first_deadline_and_late_frames_name_th
     );
     assert!(host <= late, "{port}");
     let summary = String::from_utf8_lossy(&out.stdout);
+    // The verdict line: what was sent against what was asked, nothing measured at a receiver,
+    // and the schedule.
+    let verdict = summary
+        .lines()
+        .find(|l| l.starts_with("verdict: "))
+        .unwrap_or_else(|| panic!("no verdict line:\n{summary}"));
+    assert!(
+        verdict.starts_with("verdict: 2000 frames sent at ")
+            && verdict.contains("% of the 10.00 kpps asked")
+            && verdict.contains("no receive port")
+            && (verdict.contains("every frame on schedule")
+                || verdict.contains(&format!("{late} frames late"))),
+        "{verdict}"
+    );
     if late > 0 {
         assert!(
             summary.contains(&format!(
