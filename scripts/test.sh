@@ -21,6 +21,12 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 bash fuzz/run smoke "${FUZZ_SECONDS:-12}"
 mkdir -p target
 cargo test --workspace --quiet --no-fail-fast 2>&1 | tee target/strobe-test.log
+# The README's install step, as written but into a folder under target/ and as a debug build
+# (which reuses the tests' build): it must give a `strobe` that runs.
+rm -rf target/install-check
+CARGO_TARGET_DIR="$PWD/target" cargo install --quiet --debug --locked --path crates/strobe-cli \
+    --root target/install-check
+target/install-check/bin/strobe --version >/dev/null
 bash scripts/otg-tests.sh
 bash scripts/gosnappi-tests.sh
 tree_after="$(git status --porcelain 2>/dev/null || true)"
