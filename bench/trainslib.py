@@ -125,12 +125,13 @@ def summarize(raw_path, out_path, meta):
                 "iperf3_tcp": iperf_row(rec["base"] + ".iperf3-tcp.json", rec["rate_bps"],
                                         TCP_FRAME_PER_PAYLOAD),
             }
-            key = rec["rate_bps"]
+            probe = rec.get("probe", False)
+            key = (rec["rate_bps"], frame, rec["frames"], probe)
             # frames 0: strobe chose the train length (its default): read it from the report.
             frames = rec["frames"] or row["strobe"]["frames"]
-            shapers.setdefault(key, {"rate_bps": key, "frame_bytes": frame, "frames": frames,
-                                     "defaults": not rec["frames"],
-                                     "rounds": []})["rounds"].append(row)
+            shapers.setdefault(key, {"rate_bps": rec["rate_bps"], "frame_bytes": frame,
+                                     "frames": frames, "defaults": not rec["frames"],
+                                     "probe": probe, "rounds": []})["rounds"].append(row)
         else:
             r = load(rec["base"] + ".lengths.json")
             for step in r["steps"]:
@@ -184,7 +185,8 @@ def markdown(path):
         st, udp, tcp = m["strobe"], m["iperf3_udp"], m["iperf3_tcp"]
         print("| %g Mbit/s, %d × %d B trains%s | %s %% (%s %%) | %s %% | %d (%d) | %s (%s) after %s of convoy | %s %% → %s %% | %s (%s) | %s %% | %s |" % (
             sh["rate_bps"] / 1e6, sh["frames"], sh["frame_bytes"],
-            " (strobe's defaults)" if sh.get("defaults") else "",
+            (" (--shaper alone: strobe measured the buffer first)" if sh.get("probe")
+             else " (strobe's defaults)" if sh.get("defaults") else ""),
             fmt(st["half_err_pct"], "{:+.3f}"), fmt(st["half_mean_err_pct"], "{:+.3f}"),
             fmt(st["whole_err_pct"]), st["loss"], st["tail_loss_trains"],
             secs(st["settle_05_s"]), secs(st["settle_2_s"]), secs(st["convoy_s"]),

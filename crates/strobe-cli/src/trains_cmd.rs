@@ -80,7 +80,9 @@ struct CommonArgs {
     trains: u64,
     /// Frames per train (the convoy and frame-size experiments). Default: as many as the
     /// known bottleneck's buffer holds (the lab's tbf, --shaper with --buffer), at most 100;
-    /// a longer train loses its tail, which the result reports.
+    /// with --shaper or --link but no --buffer, a first convoy of 5 trains of 100 frames
+    /// measures the buffer (from the tails it loses). A longer train loses its tail, which
+    /// the result reports.
     #[arg(long, value_name = "N")]
     frames: Option<u64>,
     /// Between a train's last frame and the next one's first, e.g. 1ms. Default: twice the
@@ -182,14 +184,17 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
             strobe_analyze::trains_plot::html_report(&title, &report_figures(&report))
         }),
     ]);
-    let step_failures: Vec<String> = report
-        .steps
-        .iter()
-        .flat_map(|s| {
+    let probe_failures = report.buffer_probe.iter().flat_map(|p| {
+        p.failures
+            .iter()
+            .map(|f| format!("measuring the buffer: {f}"))
+    });
+    let step_failures: Vec<String> = probe_failures
+        .chain(report.steps.iter().flat_map(|s| {
             s.failures
                 .iter()
                 .map(|f| format!("{}: {f}", s.step.label()))
-        })
+        }))
         .collect();
     let outcome = crate::runs_cmd::outcome(signals.signal(), &step_failures);
     let recorded = crate::methods::record_report(
@@ -202,6 +207,14 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
     print_report(&report);
     if let Some(line) = recorded {
         println!("{line}");
+    }
+    if let Some(p) = &report.buffer_probe {
+        for w in &p.warnings {
+            eprintln!("warning: measuring the buffer: {w}");
+        }
+        for f in &p.failures {
+            failures.note(Err(Failure::Runtime(format!("measuring the buffer: {f}"))));
+        }
     }
     for s in &report.steps {
         for w in &s.warnings {
@@ -253,6 +266,9 @@ fn experiment_name(e: &Experiment) -> &'static str {
 fn print_report(r: &TrainsReport) {
     if let Some(b) = &r.bottleneck {
         println!("bottleneck: {}", b.source);
+    }
+    if let Some(p) = &r.buffer_probe {
+        println!("buffer: {}", p.finding);
     }
     for s in &r.steps {
         print_step(s, r.bottleneck.as_ref());

@@ -115,6 +115,57 @@ fn default_convoys_fit_the_lab_shaper_and_read_its_rate() {
 }
 
 #[test]
+fn a_shaper_given_without_its_buffer_is_measured_first_and_the_trains_fit_it() {
+    let _serial = one_at_a_time();
+    let dir = Scratch::new("convoy-probe");
+    // `--shaper RATE` alone, as for a shaper strobe cannot read: a first convoy of 5 trains
+    // of 100 frames finds the buffer (the lab's queue holds 10 and 45 frames of 1518 B, its
+    // bucket one and four more), and the convoy's trains are 0.9 of what got through.
+    for (dut, shaper, rate, fits) in [
+        ("tbf:10mbit", "10mbit", 10e6, 6..=11u64),
+        ("tbf:50mbit", "50mbit", 50e6, 38..=50),
+    ] {
+        let lab = TestLab::up("cvyp", dut);
+        let r = trains(
+            &lab,
+            &dir,
+            "convoy",
+            &["--shaper", shaper, "--trains", "30"],
+        );
+        let probe = &r["buffer_probe"];
+        assert_eq!(probe["step"]["trains"], 5, "{dut}: {probe}");
+        assert_eq!(probe["step"]["frames_per_train"], 100, "{dut}: {probe}");
+        assert!(!probe["tail_loss"].is_null(), "{dut}: {probe}");
+        let through = probe["tail_loss"]["frames_through_median"]
+            .as_f64()
+            .unwrap();
+        let step = &r["steps"][0];
+        let frames = step["step"]["frames_per_train"].as_u64().unwrap();
+        assert!(fits.contains(&frames), "{dut}: {step}");
+        assert_eq!(frames, (through * 0.9).floor() as u64, "{dut}: {probe}");
+        let why = step["train_length"].as_str().unwrap();
+        assert!(why.contains("as a first convoy"), "{dut}: {why}");
+        assert_eq!(
+            r["bottleneck"]["buffer_bytes"], probe["buffer_bytes"],
+            "{dut}: {r}"
+        );
+        // The convoy itself fits: no tails lost, and the shaper's rate past the burst.
+        let convoy = &step["convoy"];
+        assert!(convoy["tail_loss"].is_null(), "{dut}: {convoy}");
+        assert!(
+            convoy["frames_lost"].as_u64().unwrap() * 100
+                <= convoy["frames_sent"].as_u64().unwrap(),
+            "{dut}: {convoy}"
+        );
+        let measured = past_the_burst(step);
+        assert!(
+            (measured / rate - 1.0).abs() < 0.02,
+            "{dut}: past the burst {measured} bit/s"
+        );
+    }
+}
+
+#[test]
 fn trains_longer_than_the_shapers_buffer_report_its_tail_loss_and_still_read_the_rate() {
     let _serial = one_at_a_time();
     let dir = Scratch::new("convoy-overflow");

@@ -37,6 +37,15 @@ pub const DEFAULT_FRAMES: u64 = 100;
 /// line through the frames that arrive after it, and a line needs three.
 pub const MIN_FRAMES_PAST_BURST: u64 = 3;
 
+/// Trains of the first, short convoy that measures a bottleneck's buffer when its rate is
+/// known but its buffer is not (`--shaper` or `--link` without `--buffer`).
+pub const PROBE_TRAINS: u64 = 5;
+
+/// Of what got through from each probe train's head, the share a train is made of: the rest
+/// spares the sender's own speed varying from train to train (a slower train lets a little
+/// more drain while it comes in, a faster one less).
+pub const PROBE_SPARE: f64 = 0.9;
+
 /// The train lengths of a train-length sweep unless told otherwise.
 pub const DEFAULT_LENGTHS: [u64; 6] = [10, 20, 50, 100, 200, 500];
 
@@ -328,6 +337,75 @@ pub struct TrainsReport {
     pub steps: Vec<StepResult>,
     /// Steps asked for; fewer ran when the experiment was stopped.
     pub steps_asked: usize,
+    /// The first, short convoy that measured the bottleneck's buffer, when it ran.
+    #[serde(default)]
+    pub buffer_probe: Option<BufferProbe>,
+}
+
+/// A first, short convoy of the flow's own frames, sent when the bottleneck's rate is known
+/// but its buffer is not: trains of [`DEFAULT_FRAMES`] that overflow it lose their tails,
+/// and what got through from each head is the buffer (RFC 9004's back-to-back frames).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BufferProbe {
+    pub step: Step,
+    pub frames_sent: u64,
+    pub frames_lost: u64,
+    /// The trains' lost tails; None when none overflowed (or nothing arrived).
+    pub tail_loss: Option<TailLoss>,
+    /// The buffer the steps' trains are made to fit, in the bytes the bottleneck counts:
+    /// [`PROBE_SPARE`] of the frames that got through (median). None: no train overflowed.
+    pub buffer_bytes: Option<u64>,
+    /// What of it left at once (the median burst), in the bytes the bottleneck counts.
+    pub burst_bytes: Option<u64>,
+    /// What it found, in words.
+    pub finding: String,
+    pub warnings: Vec<String>,
+    pub failures: Vec<String>,
+}
+
+impl BufferProbe {
+    /// What `convoy`, sent as `step` through `bottleneck`, says of its buffer.
+    fn of(step: Step, convoy: Option<&Convoy>, bottleneck: &Bottleneck) -> BufferProbe {
+        let shape = probe_shape(&step);
+        let each = bottleneck.counts.bytes(step.frame_bytes);
+        let mut probe = BufferProbe {
+            step,
+            frames_sent: convoy.map_or(0, |c| c.frames_sent),
+            frames_lost: convoy.map_or(0, |c| c.frames_lost),
+            tail_loss: convoy.and_then(|c| c.tail_loss),
+            buffer_bytes: None,
+            burst_bytes: None,
+            finding: String::new(),
+            warnings: Vec::new(),
+            failures: Vec::new(),
+        };
+        probe.finding = match (convoy, &probe.tail_loss) {
+            (None, _) => format!("{shape}: nothing arrived to measure the buffer by"),
+            (Some(_), Some(t)) => {
+                let frames = (t.frames_through_median * PROBE_SPARE).floor();
+                probe.buffer_bytes = Some((frames * each) as u64);
+                probe.burst_bytes = t.burst_frames_median.map(|b| (b * each) as u64);
+                format!(
+                    "{shape}: {} of them lost their tails after {:.0} frames (median) got \
+                     through, so the bottleneck's buffer holds about {:.0} bytes; trains are \
+                     made to fit {:.0} frames' worth, a tenth spared",
+                    t.trains,
+                    t.frames_through_median,
+                    t.frames_through_median * each,
+                    frames
+                )
+            }
+            (Some(c), None) if c.frames_lost == 0 => {
+                format!("{shape}: no frame lost, the buffer holds at least a train")
+            }
+            (Some(c), None) => format!(
+                "{shape}: {} of {} frames lost, but not trains' tails: the buffer holds at least \
+                 a train, and the path loses frames of its own",
+                c.frames_lost, c.frames_sent
+            ),
+        };
+        probe
+    }
 }
 
 /// A step as planned: why its trains have the length they have, and a warning when they
@@ -342,6 +420,36 @@ pub struct PlannedStep {
 impl TrainsRequest {
     /// Checks the request and works out its steps and the bottleneck it is judged against.
     pub fn plan(&self) -> Result<(Vec<PlannedStep>, Option<Bottleneck>), ControlError> {
+        self.plan_with(None)
+    }
+
+    /// The first, short convoy that measures the bottleneck's buffer, when the trains' length
+    /// is left to strobe and the bottleneck has a known rate but no known buffer.
+    pub fn probe_step(&self, bottleneck: Option<&Bottleneck>) -> Option<Step> {
+        let b = bottleneck.filter(|b| b.buffer_bytes.is_none())?;
+        let frame_bytes = match &self.experiment {
+            _ if self.frames_per_train.is_some() => return None,
+            Experiment::Convoy => self.frame_bytes,
+            // The largest frames overflow the buffer soonest.
+            Experiment::FrameSizes(sizes) => sizes.iter().copied().max()?,
+            Experiment::TrainLengths(_) => return None,
+        };
+        let gap_ns = self.gap_ns.unwrap_or_else(|| {
+            ((2.0 * b.train_ns(DEFAULT_FRAMES, frame_bytes)).ceil() as u64).max(DEFAULT_GAP_NS)
+        });
+        Some(Step {
+            frame_bytes,
+            trains: PROBE_TRAINS,
+            frames_per_train: DEFAULT_FRAMES,
+            gap_ns,
+        })
+    }
+
+    /// [`plan`](Self::plan), with the buffer a first convoy measured.
+    pub fn plan_with(
+        &self,
+        probe: Option<&BufferProbe>,
+    ) -> Result<(Vec<PlannedStep>, Option<Bottleneck>), ControlError> {
         let bad = |m: String| Err(ControlError::BadInput(m));
         if self.trains == 0 || self.frames_per_train == Some(0) {
             return bad("a convoy needs at least one train of at least one frame".into());
@@ -358,10 +466,16 @@ impl TrainsRequest {
                 "a convoy is measured where it arrives: give the receive port (--rx PORT)".into(),
             );
         }
-        let bottleneck = match &self.bottleneck {
+        let mut bottleneck = match &self.bottleneck {
             Some(b) => Some(b.clone()),
             None => lab_bottleneck(&self.lab_prefix, &self.flow.flow.port)?,
         };
+        if let (Some(b), Some(p)) = (bottleneck.as_mut(), probe) {
+            if b.buffer_bytes.is_none() {
+                b.buffer_bytes = p.buffer_bytes;
+                b.burst_bytes = p.burst_bytes;
+            }
+        }
         let shapes: Vec<(u32, Option<u64>)> = match &self.experiment {
             Experiment::Convoy => vec![(self.frame_bytes, self.frames_per_train)],
             Experiment::FrameSizes(sizes) => {
@@ -384,7 +498,7 @@ impl TrainsRequest {
                 ));
             }
             let (frames_per_train, train_length, warning) =
-                train_length(bottleneck.as_ref(), frame_bytes, given)?;
+                train_length(bottleneck.as_ref(), probe, frame_bytes, given)?;
             if frames_per_train < 2 {
                 return bad(format!(
                     "trains of {frames_per_train} frame: a train's bandwidth needs at least 2 \
@@ -444,16 +558,24 @@ impl TrainsRequest {
 /// measure past its burst.
 fn train_length(
     bottleneck: Option<&Bottleneck>,
+    probe: Option<&BufferProbe>,
     frame_bytes: u32,
     given: Option<u64>,
 ) -> Result<(u64, String, Option<String>), ControlError> {
     let fits = bottleneck.and_then(|b| Some((b, b.fits_frames(frame_bytes)?)));
-    let holds = |b: &Bottleneck, fits: u64| {
-        format!(
+    let measured = probe.filter(|p| p.buffer_bytes.is_some());
+    let holds = |b: &Bottleneck, fits: u64| match measured {
+        Some(p) => format!(
+            "the bottleneck's buffer as {} measured it, less a tenth ({} bytes), holds {fits} \
+             frames of {frame_bytes} B",
+            probe_shape(&p.step),
+            b.buffer_bytes.unwrap_or(0)
+        ),
+        None => format!(
             "{}'s buffer of {} bytes holds {fits} frames of {frame_bytes} B",
             b.source,
             b.buffer_bytes.unwrap_or(0)
-        )
+        ),
     };
     match (given, fits) {
         (Some(n), Some((b, fits))) if n > fits => Ok((
@@ -487,13 +609,25 @@ fn train_length(
         }
         (None, None) => Ok((
             DEFAULT_FRAMES,
-            format!(
-                "{DEFAULT_FRAMES} frames (the default): the bottleneck's buffer is unknown \
-                 (give --buffer with --shaper); overflowing trains are reported as tail loss"
-            ),
+            match probe {
+                Some(p) => format!("{DEFAULT_FRAMES} frames (the default): {}", p.finding),
+                None => format!(
+                    "{DEFAULT_FRAMES} frames (the default): the bottleneck's buffer is unknown \
+                     (give --buffer with --shaper); overflowing trains are reported as tail loss"
+                ),
+            },
             None,
         )),
     }
+}
+
+/// `a first convoy of 5 trains of 1518 B × 100 frames`.
+fn probe_shape(step: &Step) -> String {
+    format!(
+        "a first convoy of {} trains of {}",
+        step.trains,
+        step.label()
+    )
 }
 
 /// What a convoy's tail loss means, for its warnings.
@@ -545,12 +679,40 @@ pub fn run_experiment<E: From<ControlError>>(
     stop: &AtomicBool,
     mut runner: impl FnMut(&str, Scenario, Pacing) -> Result<(Scenario, RunReport), E>,
 ) -> Result<TrainsReport, E> {
-    let (steps, bottleneck) = request.plan()?;
+    let (mut steps, mut bottleneck) = request.plan()?;
+    let mut buffer_probe = None;
+    if let Some((step, b)) = request
+        .probe_step(bottleneck.as_ref())
+        .zip(bottleneck.clone())
+    {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(TrainsReport {
+                experiment: request.experiment.clone(),
+                bottleneck,
+                steps: Vec::new(),
+                steps_asked: steps.len(),
+                buffer_probe: None,
+            });
+        }
+        let (scenario, pacing) = request
+            .step_flow(&step)
+            .scenario(&request.lab_prefix, false)?;
+        let label = format!("measuring the buffer: {}", probe_shape(&step));
+        let (scenario, run) = runner(&label, scenario, pacing)?;
+        let results = Results::new(&scenario, &run, None);
+        let convoy = results.flows.first().and_then(|f| f.convoy.as_ref());
+        let mut probe = BufferProbe::of(step, convoy, &b);
+        probe.warnings = results.warnings.clone();
+        probe.failures = results.failures.clone();
+        (steps, bottleneck) = request.plan_with(Some(&probe))?;
+        buffer_probe = Some(probe);
+    }
     let mut report = TrainsReport {
         experiment: request.experiment.clone(),
         bottleneck: bottleneck.clone(),
         steps: Vec::with_capacity(steps.len()),
         steps_asked: steps.len(),
+        buffer_probe,
     };
     for PlannedStep {
         step,
@@ -812,6 +974,84 @@ mod tests {
         let (steps, _) = r.plan().unwrap();
         assert_eq!(steps[0].step.frames_per_train, 100);
         assert!(steps[0].train_length.contains("--buffer"));
+    }
+
+    #[test]
+    fn an_unknown_buffer_is_measured_by_a_first_short_convoy_and_trains_fit_it() {
+        use strobe_analyze::trains::TrainArrival;
+        let mut r = request(Experiment::Convoy);
+        r.frame_bytes = 1518;
+        r.frames_per_train = None;
+        let shaper = r.bottleneck.clone();
+        // A shaper's rate without its buffer: 5 trains of 100 frames, twice their passage
+        // apart.
+        let step = r.probe_step(shaper.as_ref()).unwrap();
+        assert_eq!((step.trains, step.frames_per_train), (5, 100));
+        assert_eq!(step.gap_ns, 48_448_000);
+        // Not when the length is given, the buffer known, or no rate to judge against.
+        r.frames_per_train = Some(45);
+        assert_eq!(r.probe_step(shaper.as_ref()), None);
+        r.frames_per_train = None;
+        let known = Bottleneck {
+            buffer_bytes: Some(68_750),
+            ..shaper.clone().unwrap()
+        };
+        assert_eq!(r.probe_step(Some(&known)), None);
+        assert_eq!(r.probe_step(None), None);
+        let mut lengths = request(Experiment::TrainLengths(vec![10, 20]));
+        lengths.frames_per_train = None;
+        assert_eq!(lengths.probe_step(shaper.as_ref()), None);
+        // A sweep probes with its largest frames, which overflow soonest.
+        let mut sizes = request(Experiment::FrameSizes(vec![64, 1518, 512]));
+        sizes.frames_per_train = None;
+        assert_eq!(sizes.probe_step(shaper.as_ref()).unwrap().frame_bytes, 1518);
+
+        // Each probe train got 50 frames through from its head, then lost the rest.
+        let overflowed = TrainArrival {
+            frames_sent: 100,
+            frames_rx: 50,
+            head_run: 50,
+            first_rx_ns: Some(1_000),
+            last_rx_ns: Some(12_000_000),
+            frame_bytes: 1518,
+            ..Default::default()
+        };
+        let convoy = Convoy::of(&[overflowed; 5]);
+        let probe = BufferProbe::of(step, Some(&convoy), shaper.as_ref().unwrap());
+        // A tenth spared: 45 frames' worth, in the bytes the shaper counts.
+        assert_eq!(probe.buffer_bytes, Some(45 * 1514));
+        assert!(probe.finding.contains("50 frames"), "{}", probe.finding);
+        let (steps, b) = r.plan_with(Some(&probe)).unwrap();
+        assert_eq!(steps[0].step.frames_per_train, 45);
+        assert!(
+            steps[0]
+                .train_length
+                .contains("as a first convoy of 5 trains"),
+            "{}",
+            steps[0].train_length
+        );
+        assert_eq!(b.unwrap().buffer_bytes, Some(45 * 1514));
+        // Other sizes of a sweep fit the same bytes.
+        sizes.frames_per_train = None;
+        let (steps, _) = sizes.plan_with(Some(&probe)).unwrap();
+        let lengths: Vec<u64> = steps.iter().map(|s| s.step.frames_per_train).collect();
+        assert_eq!(lengths, [100, 45, 100]);
+
+        // Nothing lost: the default length, saying the probe found the buffer deep enough.
+        let whole = TrainArrival {
+            frames_rx: 100,
+            head_run: 100,
+            ..overflowed
+        };
+        let probe = BufferProbe::of(step, Some(&Convoy::of(&[whole; 5])), &known);
+        assert_eq!(probe.buffer_bytes, None);
+        let (steps, _) = r.plan_with(Some(&probe)).unwrap();
+        assert_eq!(steps[0].step.frames_per_train, 100);
+        assert!(
+            steps[0].train_length.contains("no frame lost"),
+            "{}",
+            steps[0].train_length
+        );
     }
 
     #[test]
