@@ -9,7 +9,7 @@
 
 mod bursts;
 mod expectation;
-mod floorfit;
+mod gap_fit;
 mod gaps;
 mod ks;
 pub mod latency;
@@ -24,7 +24,7 @@ mod xy;
 
 pub use bursts::BurstStats;
 pub use expectation::{l1_bits, Expectation, ParseExpectationError, FCS_BYTES, L1_OVERHEAD_BYTES};
-pub use floorfit::{
+pub use gap_fit::{
     estimate_floor, fit as fit_through_floor, FloorChoice, FloorFit, FloorModel, ModelFit,
 };
 pub use gaps::{GapStats, Histogram, HistogramBin, Percentiles};
@@ -52,7 +52,7 @@ pub struct Capture {
 pub struct Options {
     pub expect: Option<Expectation>,
     /// Judge the gaps against a timing model as a perfect sender on a path with a floor
-    /// sends it (see the `floorfit` module).
+    /// sends it (see the `gap_fit` module).
     pub floor_model: Option<FloorModel>,
     /// Gap at or below which two packets are back to back. Default: 1/10 of the
     /// (mean) target gap, or without an expectation 1/10 of the mean gap; never
@@ -197,7 +197,7 @@ pub fn analyze(capture: &Capture, options: &Options) -> Result<Report, AnalyzeEr
     };
 
     let floor_fit = match &options.floor_model {
-        Some(m) => floorfit::fit(&sorted, m, resolution_ns, POISSON_ALPHA)
+        Some(m) => gap_fit::fit(&sorted, m, resolution_ns, POISSON_ALPHA)
             .map_err(AnalyzeError::InvalidModel)?,
         None => None,
     };

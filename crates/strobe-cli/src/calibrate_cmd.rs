@@ -13,11 +13,11 @@ use strobe_control::{PlanOptions, Results};
 use strobe_lab::{Dut, LabConfig};
 use strobe_model::quick::QuickArgs;
 
+use crate::display::{print_latency, print_summary, print_verdicts};
 use crate::failure::Failure;
 use crate::gen_cmd::{run_on_terminal, StatusView};
 use crate::lab_cmd::lab_failure;
 use crate::outputs::{self, write_file};
-use crate::results::{print_latency, print_summary, print_verdicts};
 use crate::signals;
 
 /// The lab calibrate builds when none is named, so a lab the user has up is never touched.

@@ -12,9 +12,9 @@ use strobe_lab::{Dut, Lab, LabConfig};
 use strobe_model::quick::QuickArgs;
 use strobe_model::Scenario;
 
+use crate::display::{print_latency, print_summary};
 use crate::failure::Failure;
 use crate::lab_cmd::lab_failure;
-use crate::results::{print_latency, print_summary};
 use crate::signals;
 
 /// A saturated path's p99 above which the demo explains queueing (an idle veth path's is

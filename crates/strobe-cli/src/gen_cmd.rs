@@ -7,11 +7,11 @@ use strobe_control::{Pacing, PlanOptions, Results};
 use strobe_engine::{ClockSource, LatePolicy};
 use strobe_model::{quick, Scenario};
 
+use crate::display::{print_convoys, print_latency, print_summary, print_verdicts, Status};
 use crate::failure::Failure;
 use crate::lab_cmd::{rx_port_forms, TX_PORT_HELP};
 use crate::latency_out::{self, LatencyOutputs};
 use crate::outputs::{self, write_file, WriteFailures};
-use crate::results::{print_convoys, print_latency, print_summary, print_verdicts, Status};
 use crate::runs_cmd;
 use crate::signals;
 use strobe_control::calibration::Correction;
@@ -284,7 +284,7 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
     print_latency(&results);
     print_convoys(&results);
     print_verdicts(&results);
-    println!("{}", crate::results::verdict_line(&results));
+    println!("{}", crate::display::verdict_line(&results));
     if let Some(line) = recorded {
         println!("{line}");
     }
@@ -547,7 +547,7 @@ fn execute(
         .floor
         .as_deref()
         .map(|text| {
-            text.parse::<strobe_control::floors::FloorChoice>()
+            text.parse::<strobe_control::floor_memory::FloorChoice>()
                 .map_err(|e| {
                     bad_flag(
                         "--floor",

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use strobe_io::netns::NETNS_DIR;
 use strobe_io::tsinfo::{interfaces, query_ts_info, TsInfo};
 
-use strobe_control::floors::{FloorMemory, MeasuredBy, RememberedFloor};
+use strobe_control::floor_memory::{FloorMemory, MeasuredBy, RememberedFloor};
 
 use crate::failure::Failure;
 
@@ -45,7 +45,7 @@ pub struct PortsArgs {
 fn floor(args: &PortsArgs, port: &str) -> Result<(), Failure> {
     let prefix = args.lab.as_deref().unwrap_or("strobe");
     let location = crate::lab_cmd::resolve_lab_location(port, prefix)?;
-    let (floor, sent) = strobe_engine::floor::probe_location(&location)
+    let (floor, sent) = strobe_engine::port_floor::probe_location(&location)
         .map_err(|e| Failure::Runtime(format!("--floor {port}: {e}")))?;
     let batch = usize::from(args.batch);
     let ceiling = floor.ceiling_pps(batch);

@@ -137,8 +137,7 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
         }
         Ok::<_, Failure>(worker.join())
     })?
-    .map_err(|_| Failure::Runtime("the reflector worker panicked".into()))?
-    .map_err(Failure::from)?;
+    .map_err(|_| Failure::Runtime("the reflector worker panicked".into()))?;
     // The file first: the terminal may be gone by now (SIGHUP).
     let mut failures = WriteFailures::default();
     if let Some(path) = &args.json {
@@ -146,6 +145,11 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
         failures.note(write_file(path, text.as_bytes()));
     }
     print_report(&report);
+    if let Some(f) = &report.failure {
+        failures.note(Err(Failure::Runtime(format!(
+            "the reflector stopped early, {f}; the counts above are those until then"
+        ))));
+    }
     failures.outcome(signals.outcome())
 }
 
@@ -179,6 +183,9 @@ fn print_report(r: &ReflectReport) {
         "  refused: to another address {}, to a group address {}, from a group address {}, already reflected {}",
         r.not_for_us, r.group_destination, r.group_source, r.already_reflected
     );
+    if let Some(f) = &r.failure {
+        println!("  stopped by an error: {f}");
+    }
 }
 
 fn report_json(r: &ReflectReport) -> serde_json::Value {
@@ -195,6 +202,7 @@ fn report_json(r: &ReflectReport) -> serde_json::Value {
         "unfit": r.unfit,
         "tx_dropped": r.tx_dropped,
         "rx_ring_full": r.rx_drops.ring_full,
+        "failure": r.failure,
     })
 }
 

@@ -14,7 +14,7 @@ use strobe_control::text::{bps_text, duration_text, pps_text};
 use strobe_model::Scenario;
 
 use crate::failure::Failure;
-use crate::methods::{write_outputs, MethodPorts, Terminal};
+use crate::methodology::{write_outputs, MethodPorts, Terminal};
 use crate::outputs;
 use crate::signals;
 
@@ -237,7 +237,7 @@ pub fn run(args: Rfc2544Args) -> Result<(), Failure> {
         }),
     ]);
     let outcome = crate::runs_cmd::outcome(signals.signal(), report.failure.as_slice());
-    let recorded = crate::methods::record_report(
+    let recorded = crate::methodology::record_report(
         &mut recorder,
         "rfc2544",
         &report,

@@ -8,9 +8,9 @@ use strobe_control::history::{Build, Provenance, Recorder};
 use strobe_control::Results;
 use strobe_history::{Filter, History, RunRecord, RunRow};
 
+use crate::display::{print_latency, print_summary};
 use crate::failure::Failure;
 use crate::outputs::write_file;
-use crate::results::{print_latency, print_summary};
 
 /// Where runs are recorded; flattened into every command that measures.
 #[derive(Args, Clone, Debug, Default)]

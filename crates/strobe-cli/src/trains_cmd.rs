@@ -12,10 +12,10 @@ use strobe_control::trains::{
     run_experiment, Experiment, ExperimentKind, StepResult, TrainsReport, TrainsSpec,
 };
 
+use crate::display::summary_text;
 use crate::failure::Failure;
-use crate::methods::{write_outputs, MethodPorts, Terminal};
+use crate::methodology::{write_outputs, MethodPorts, Terminal};
 use crate::outputs;
-use crate::results::summary_text;
 use crate::signals;
 
 #[derive(Args)]
@@ -197,7 +197,7 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
         }))
         .collect();
     let outcome = crate::runs_cmd::outcome(signals.signal(), &step_failures);
-    let recorded = crate::methods::record_report(
+    let recorded = crate::methodology::record_report(
         &mut recorder,
         "trains",
         &report,

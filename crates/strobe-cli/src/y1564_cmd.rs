@@ -12,7 +12,7 @@ use strobe_control::y1564::{
 };
 
 use crate::failure::Failure;
-use crate::methods::{write_outputs, MethodPorts, Terminal};
+use crate::methodology::{write_outputs, MethodPorts, Terminal};
 use crate::outputs;
 use crate::signals;
 
@@ -183,7 +183,7 @@ pub fn run(args: Y1564Args) -> Result<(), Failure> {
         done if done == "completed" => "completed: FAIL".to_owned(),
         other => other,
     };
-    let recorded = crate::methods::record_report(
+    let recorded = crate::methodology::record_report(
         &mut recorder,
         "y1564",
         &report,

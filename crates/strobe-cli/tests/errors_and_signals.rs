@@ -896,6 +896,59 @@ fn a_full_disk_stops_a_pcap_run_with_its_results() {
 }
 
 #[test]
+fn a_reflector_whose_interface_goes_away_keeps_its_counts_and_says_so() {
+    use std::io::{BufRead, BufReader, Read};
+    // Needs root: a lab of its own, whose reflecting interface the test deletes.
+    let lab = common::lab::TestLab::up("rff", "cable");
+    let dir = Scratch::new("reflect-fail");
+    let json = dir.path("reflect.json");
+    let mut child = strobe()
+        .args(["reflect", "lab:rx", "--lab", &lab.prefix, "--json", &json])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("reflecting on"), "{line}");
+    ok(lab
+        .gen_command("lab:tx", "lab:tx")
+        .args(["--rate", "10kpps", "--count", "1000"])
+        .output()
+        .unwrap());
+    let deleted = std::time::Instant::now();
+    common::lab::sh_in(&lab.ns("rx"), "ip link del rx0");
+    // A reflector that misses the loss of its interface waits forever: ended here instead.
+    while child.try_wait().unwrap().is_none() {
+        if deleted.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the reflector went on for 30 s after its interface was gone");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let mut stderr = line;
+    err.read_to_string(&mut stderr).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains("stopped early") && stderr.contains("went away"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("stopped by an error"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["reflected"], 1000, "{report}");
+    assert!(
+        report["failure"].as_str().unwrap().contains("went away"),
+        "{report}"
+    );
+}
+
+#[test]
 fn a_receiver_whose_interface_goes_away_keeps_its_counts_and_stops_the_run() {
     // Needs root: a lab of its own, whose receiving interface the test deletes. The bridge
     // keeps the transmit side up when the receiving side goes.

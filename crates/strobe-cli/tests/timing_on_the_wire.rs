@@ -434,7 +434,7 @@ fn a_rate_above_the_paced_ceiling_is_warned_about_before_the_run() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("paces at most 99.6 kpps"), "{stderr}");
+    assert!(stderr.contains("paces at most 99.60 kpps"), "{stderr}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let pacing = &report["ports"][0]["pacing"];

@@ -18,7 +18,7 @@
 
 pub mod calibration;
 pub mod capture;
-pub mod floors;
+pub mod floor_memory;
 pub mod history;
 pub mod otg;
 pub mod pcap_space;

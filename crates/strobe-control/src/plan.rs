@@ -11,7 +11,7 @@ use strobe_io::Location;
 use strobe_lab::Lab;
 use strobe_model::Scenario;
 
-use crate::floors::{known_floors, FloorChoice, FloorMemory};
+use crate::floor_memory::{known_floors, FloorChoice, FloorMemory};
 use crate::ports::{resolve_lab_ports, DEFAULT_LAB_PREFIX};
 use crate::{pcap_space, ControlError};
 

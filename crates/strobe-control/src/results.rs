@@ -381,10 +381,11 @@ impl Results {
     /// The results of `report`, a run of `scenario`; latency corrected by `correction` when
     /// one is in use.
     pub fn new(scenario: &Scenario, report: &RunReport, correction: Option<&Correction>) -> Self {
+        let totals = tx_totals(report);
         let flows: Vec<FlowResult> = scenario
             .flows
             .iter()
-            .map(|f| flow_result(report, f, correction))
+            .map(|f| flow_result(report, f, &totals, correction))
             .collect();
         let mut warnings: Vec<String> = report.ports.iter().filter_map(shortfall).collect();
         for p in &report.ports {
@@ -672,10 +673,21 @@ struct TxTotals {
     seen: bool,
 }
 
-fn tx_totals(r: &RunReport, id: u16) -> TxTotals {
-    let mut t = TxTotals::default();
+/// Every flow's transmit totals, by flow id, in one pass over the ports (a port may carry
+/// tens of thousands of flows: no search per flow).
+fn tx_totals(r: &RunReport) -> Vec<TxTotals> {
+    let ids = r
+        .ports
+        .iter()
+        .flat_map(|p| p.flows.iter().map(|f| usize::from(f.id) + 1))
+        .max()
+        .unwrap_or(0);
+    let mut totals: Vec<TxTotals> = std::iter::repeat_with(TxTotals::default)
+        .take(ids)
+        .collect();
     for p in &r.ports {
-        for f in p.flows.iter().filter(|f| f.id == id) {
+        for f in &p.flows {
+            let t = &mut totals[usize::from(f.id)];
             t.seen = true;
             t.frames += f.frames;
             t.bytes += f.bytes;
@@ -689,12 +701,16 @@ fn tx_totals(r: &RunReport, id: u16) -> TxTotals {
             t.instrumented |= f.instrumented;
         }
     }
-    t
+    totals
 }
 
-fn flow_result(r: &RunReport, f: &FlowSpec, correction: Option<&Correction>) -> FlowResult {
-    let t = tx_totals(r, f.id);
-    let tx = t.seen.then_some(&t);
+fn flow_result(
+    r: &RunReport,
+    f: &FlowSpec,
+    totals: &[TxTotals],
+    correction: Option<&Correction>,
+) -> FlowResult {
+    let tx = totals.get(usize::from(f.id)).filter(|t| t.seen);
     let rx = r.rx_flows.get(usize::from(f.id)).and_then(Option::as_ref);
     FlowResult {
         name: f.name.clone(),

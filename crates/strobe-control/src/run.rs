@@ -366,7 +366,7 @@ pub fn run_blocking(
 ) -> Result<RunReport, ControlError> {
     let report = run_scenario(&plan.scenario, &plan.options, stop, tick_ns, on_tick)?;
     // What the run learned of its paths is where the next run on them starts from.
-    let measured = crate::floors::measured_floors(
+    let measured = crate::floor_memory::measured_floors(
         &report
             .ports
             .iter()
@@ -375,7 +375,8 @@ pub fn run_blocking(
     );
     // A state directory that cannot be written costs only the next run's head start: it
     // learns the floor from its own hand-overs again (`strobe ports` shows what is kept).
-    let _ = crate::floors::FloorMemory::open().remember(&measured, crate::floors::MeasuredBy::Run);
+    let _ = crate::floor_memory::FloorMemory::open()
+        .remember(&measured, crate::floor_memory::MeasuredBy::Run);
     Ok(report)
 }
 

@@ -4,19 +4,9 @@
 
 use strobe_engine::ClockSource;
 
-// Times are written by the engine's warnings too: one definition, below the library.
-pub use strobe_engine::text::{duration_text, duration_text_f64};
-
-/// A packet rate with a unit that keeps it readable.
-pub fn pps_text(pps: f64) -> String {
-    if pps >= 1e6 {
-        format!("{:.3} Mpps", pps / 1e6)
-    } else if pps >= 1e3 {
-        format!("{:.2} kpps", pps / 1e3)
-    } else {
-        format!("{pps:.1} pps")
-    }
-}
+// Times and packet rates are written by the engine's warnings too: one definition, below
+// the library.
+pub use strobe_engine::text::{duration_text, duration_text_f64, pps_text};
 
 /// A bit rate with a unit that keeps it readable: `50.000 Mbit/s`, `9.844 Gbit/s`.
 pub fn bps_text(bps: f64) -> String {

@@ -11,8 +11,9 @@
 //! fall. So the lag must grow by more than [`LOSING`] of the time in [`WINDOWS`] windows of
 //! [`WINDOW_NS`] in a row, and be above [`MIN_BEHIND_NS`].
 
-use crate::floor::{pps_text, PortPacing};
+use crate::port_floor::PortPacing;
 use crate::text::duration_text;
+use crate::text::pps_text;
 
 /// Length of one window the lag's growth is judged over.
 pub const WINDOW_NS: u64 = 100_000_000;
@@ -140,7 +141,7 @@ impl Watched {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::floor::FloorSource;
+    use crate::port_floor::FloorSource;
     use strobe_timing::PathFloor;
 
     /// A worker asked 1 Mpps whose remembered floor allowed 1.9 Mpps.
@@ -190,7 +191,7 @@ mod tests {
         assert!(text.contains("port `port0` keeps falling behind"), "{text}");
         assert!(text.contains("losing 20.0 %"), "{text}");
         assert!(
-            text.contains("800.0 kpps of the 1.000 Mpps asked"),
+            text.contains("800.00 kpps of the 1.000 Mpps asked"),
             "{text}"
         );
         assert!(text.contains("up to 1.900 Mpps"), "{text}");

@@ -6,13 +6,14 @@
 //!   TSC ([`clock`]), flows merged by deadline.
 pub mod behind;
 pub mod clock;
-pub mod floor;
+mod earliest;
 pub mod generator;
 pub mod intervals;
 pub mod latency;
 pub mod live;
 pub mod pacer;
 pub mod pin;
+pub mod port_floor;
 pub mod reflect;
 pub mod rx;
 pub mod rx_worker;
@@ -33,8 +34,8 @@ use strobe_model::Scenario;
 use strobe_timing::{Duration, Pattern, ScheduleSpec};
 
 pub use clock::{Clock, ClockSource};
-pub use floor::{FloorSource, KnownFloor, PortPacing};
 pub use generator::FlowGenerator;
+pub use port_floor::{FloorSource, KnownFloor, PortPacing};
 pub use worker::{run_port, FlowReport, HandoverError, LatePolicy, PortReport, RunOptions};
 
 /// Errors that stop a run.

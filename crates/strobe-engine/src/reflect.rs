@@ -19,7 +19,6 @@ use strobe_wire::reflect::{mark_reflected, swap_addresses};
 use strobe_wire::trailer::Trailer;
 
 use crate::rx_worker::IdlePolicy;
-use crate::EngineError;
 
 /// Frames taken from the receiver per poll, and reflected per transmit call.
 const STAGE_FRAMES: usize = 64;
@@ -75,16 +74,20 @@ pub struct ReflectReport {
     /// Frames the backend would not take (its ring stayed full).
     pub tx_dropped: u64,
     pub rx_drops: RxDrops,
+    /// Why the reflector stopped before it was told to (its receiver or its transmitter
+    /// failed: an interface that went away, a ring error). The counts are those until then.
+    pub failure: Option<String>,
 }
 
-/// Reflects frames from `rx` out of `tx` until `stop` is set (or `max_frames` is reached).
+/// Reflects frames from `rx` out of `tx` until `stop` is set (or `max_frames` is reached,
+/// or a port fails: what was counted until then is kept, and the report names the failure).
 pub fn run_reflect<R: Receiver, B: Backend>(
     rx: &mut R,
     tx: &mut B,
     opts: &ReflectOptions,
     stop: &AtomicBool,
     live: Option<&ReflectCounters>,
-) -> Result<ReflectReport, EngineError> {
+) -> ReflectReport {
     let mut report = ReflectReport {
         receiver: rx.describe(),
         backend: tx.describe(),
@@ -95,6 +98,7 @@ pub fn run_reflect<R: Receiver, B: Backend>(
     let mut stage = vec![0u8; per_call * slot_len];
     let mut lens = [0usize; STAGE_FRAMES];
     let mut idle_polls = 0u32;
+    let mut last_alive_check = crate::clock::clock_ns(libc::CLOCK_MONOTONIC);
     while !stop.load(Ordering::Relaxed) {
         let mut staged = 0usize;
         let now_ns = crate::clock::clock_ns(libc::CLOCK_REALTIME);
@@ -151,17 +155,37 @@ pub fn run_reflect<R: Receiver, B: Backend>(
             swap_addresses(buf);
             lens[staged] = len;
             staged += 1;
-        })?;
+        });
+        let received = match received {
+            Ok(n) => n,
+            Err(e) => {
+                report.failure = Some(format!("receiving: {e}"));
+                break;
+            }
+        };
         report.received += received as u64;
         if received == 0 {
+            // A ring whose interface went away just stays empty: ask now and then.
+            let now = crate::clock::clock_ns(libc::CLOCK_MONOTONIC);
+            if now.saturating_sub(last_alive_check) > crate::rx_worker::ALIVE_CHECK_NS {
+                last_alive_check = now;
+                if let Err(e) = rx.check_alive() {
+                    report.failure = Some(format!("receiving: {e}"));
+                    break;
+                }
+            }
             idle_polls = idle_polls.saturating_add(1);
             opts.idle.back_off(idle_polls);
             continue;
         }
         idle_polls = 0;
-        let sent = hand_over(tx, &stage, slot_len, &lens[..staged])?;
+        let (sent, failed) = hand_over(tx, &stage, slot_len, &lens[..staged]);
         report.reflected += sent as u64;
         report.tx_dropped += (staged - sent) as u64;
+        if let Some(e) = failed {
+            report.failure = Some(format!("sending back: {e}"));
+            break;
+        }
         if let Some(live) = live {
             live.received.store(report.received, Ordering::Relaxed);
             live.reflected.store(report.reflected, Ordering::Relaxed);
@@ -170,19 +194,34 @@ pub fn run_reflect<R: Receiver, B: Backend>(
             break;
         }
     }
-    tx.finish()?;
-    report.rx_drops = rx.drops()?;
-    Ok(report)
+    if let Some(live) = live {
+        live.received.store(report.received, Ordering::Relaxed);
+        live.reflected.store(report.reflected, Ordering::Relaxed);
+    }
+    if let Err(e) = tx.finish() {
+        report
+            .failure
+            .get_or_insert_with(|| format!("sending back: {e}"));
+    }
+    match rx.drops() {
+        Ok(drops) => report.rx_drops = drops,
+        Err(e) => {
+            report
+                .failure
+                .get_or_insert_with(|| format!("receiving: {e}"));
+        }
+    }
+    report
 }
 
 /// Sends the staged frames, in order, in as many transmit calls as the backend needs.
-/// Returns how many it took before its ring stayed full.
+/// Returns how many it took before its ring stayed full or it failed, and the failure.
 fn hand_over<B: Backend>(
     tx: &mut B,
     stage: &[u8],
     slot_len: usize,
     lens: &[usize],
-) -> Result<usize, EngineError> {
+) -> (usize, Option<strobe_io::IoError>) {
     let mut done = 0;
     let mut stalls = 0u32;
     while done < lens.len() {
@@ -194,7 +233,11 @@ fn hand_over<B: Backend>(
                 slot.len = len;
                 slot.scheduled_ns = 0;
             }
-        })?;
+        });
+        let sent = match sent {
+            Ok(sent) => sent,
+            Err(e) => return (done, Some(e)),
+        };
         done += sent;
         if sent == 0 {
             stalls += 1;
@@ -204,7 +247,7 @@ fn hand_over<B: Backend>(
             std::hint::spin_loop();
         }
     }
-    Ok(done)
+    (done, None)
 }
 
 #[cfg(test)]
@@ -346,7 +389,7 @@ mod tests {
             sent: Vec::new(),
             take: 16,
         };
-        let r = run_reflect(&mut rx, &mut tx, &opts(), &stop, None).unwrap();
+        let r = run_reflect(&mut rx, &mut tx, &opts(), &stop, None);
         assert_eq!((r.received, r.reflected, r.not_instrumented), (2, 1, 1));
         assert_eq!(Trailer::from_frame(&tx.sent[0]).unwrap().seq, 1);
     }
@@ -371,7 +414,7 @@ mod tests {
             sent: Vec::new(),
             take: 3,
         };
-        let r = run_reflect(&mut rx, &mut tx, &opts(), &stop, None).unwrap();
+        let r = run_reflect(&mut rx, &mut tx, &opts(), &stop, None);
         assert_eq!((r.received, r.reflected), (202, 200));
         assert_eq!((r.not_instrumented, r.unfit, r.tx_dropped), (1, 1, 0));
         for (seq, f) in tx.sent.iter().enumerate() {
@@ -400,7 +443,7 @@ mod tests {
             sent: Vec::new(),
             take: 4,
         };
-        let r = run_reflect(&mut rx, &mut tx, &opts(), &stop, None).unwrap();
+        let r = run_reflect(&mut rx, &mut tx, &opts(), &stop, None);
         assert_eq!(r.reflected, 3);
         for (seq, f) in tx.sent.iter().enumerate() {
             assert_eq!(f.len(), 68);
@@ -429,7 +472,7 @@ mod tests {
             max_frames: Some(100),
             ..opts()
         };
-        let r = run_reflect(&mut rx, &mut tx, &opts, &stop, None).unwrap();
+        let r = run_reflect(&mut rx, &mut tx, &opts, &stop, None);
         assert!(r.reflected >= 100 && r.reflected < 200, "{}", r.reflected);
     }
 
@@ -466,7 +509,7 @@ mod tests {
             all_frames: true,
             ..opts()
         };
-        let r = run_reflect(&mut rx, &mut tx, &all, &stop, None).unwrap();
+        let r = run_reflect(&mut rx, &mut tx, &all, &stop, None);
         assert_eq!((r.received, r.reflected), (7, 1));
         assert_eq!(
             (r.not_for_us, r.group_destination, r.group_source),
@@ -482,7 +525,149 @@ mod tests {
             stop: &stop,
             vlan: None,
         };
-        let r = run_reflect(&mut rx, &mut tx, &all, &stop, None).unwrap();
+        let r = run_reflect(&mut rx, &mut tx, &all, &stop, None);
         assert_eq!((r.reflected, r.already_reflected), (0, 1));
+    }
+
+    /// How a [`Dying`] receiver ends once its frames are out.
+    #[derive(Clone, Copy)]
+    enum Ending {
+        /// Its poll fails (a ring error).
+        PollFails,
+        /// It stays empty and says it is dead when asked (an interface that went away).
+        GoesQuiet,
+    }
+
+    /// A receiver that hands out its frames, then fails as `ending` says.
+    struct Dying {
+        frames: VecDeque<Vec<u8>>,
+        ending: Ending,
+    }
+
+    impl Receiver for Dying {
+        fn describe(&self) -> String {
+            "dying".into()
+        }
+        fn poll<F: FnMut(&RxFrame<'_>)>(
+            &mut self,
+            max: usize,
+            mut each: F,
+        ) -> Result<usize, IoError> {
+            if self.frames.is_empty() {
+                return match self.ending {
+                    Ending::PollFails => Err(IoError::Other("the ring broke".into())),
+                    Ending::GoesQuiet => Ok(0),
+                };
+            }
+            let mut n = 0;
+            while let Some(f) = self.frames.pop_front().filter(|_| n < max) {
+                each(&RxFrame {
+                    data: &f,
+                    wire_len: f.len() as u32,
+                    timestamp: None,
+                    vlan: None,
+                });
+                n += 1;
+            }
+            Ok(n)
+        }
+        fn drops(&mut self) -> Result<RxDrops, IoError> {
+            Ok(RxDrops::default())
+        }
+        fn check_alive(&mut self) -> Result<(), IoError> {
+            Err(IoError::Other(
+                "interface `x` went away while receiving".into(),
+            ))
+        }
+    }
+
+    /// Runs the reflector on `rx` into `tx`; a watchdog stops it after 20 s so that a
+    /// reflector missing its port's failure fails the test instead of hanging it.
+    fn reflect_until_it_fails<R: Receiver + Send, B: Backend + Send>(
+        rx: &mut R,
+        tx: &mut B,
+    ) -> ReflectReport {
+        let stop = AtomicBool::new(false);
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+                while !done.load(Ordering::Relaxed) && std::time::Instant::now() < until {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+            let r = run_reflect(rx, tx, &opts(), &stop, None);
+            done.store(true, Ordering::Relaxed);
+            r
+        })
+    }
+
+    #[test]
+    fn a_port_that_fails_keeps_what_was_reflected_and_names_the_failure() {
+        for (ending, said) in [
+            (Ending::PollFails, "receiving: the ring broke"),
+            (Ending::GoesQuiet, "receiving: interface `x` went away"),
+        ] {
+            let mut rx = Dying {
+                frames: (0..5).map(instrumented).collect(),
+                ending,
+            };
+            let mut tx = Sink {
+                slots: vec![vec![0; 128]; 8],
+                sent: Vec::new(),
+                take: 8,
+            };
+            let r = reflect_until_it_fails(&mut rx, &mut tx);
+            assert_eq!((r.received, r.reflected), (5, 5));
+            assert!(r.failure.as_deref().unwrap().starts_with(said), "{r:?}");
+        }
+        // The transmit side fails after taking two frames of a batch of five.
+        struct Broken(Sink);
+        impl Backend for Broken {
+            fn describe(&self) -> String {
+                "broken".into()
+            }
+            fn slot_count(&self) -> usize {
+                8
+            }
+            fn max_frame_len(&self) -> usize {
+                128
+            }
+            fn time_base(&self) -> TimeBase {
+                TimeBase::RealTime
+            }
+            fn transmit<F: FnOnce(&mut [TxSlot<'_>])>(
+                &mut self,
+                count: usize,
+                fill: F,
+            ) -> Result<usize, IoError> {
+                if self.0.sent.len() >= 2 {
+                    return Err(IoError::Other("the link went down".into()));
+                }
+                self.0.transmit(count, fill)
+            }
+            fn finish(&mut self) -> Result<strobe_io::BackendStats, IoError> {
+                Ok(Default::default())
+            }
+        }
+        let mut rx = Dying {
+            frames: (0..5).map(instrumented).collect(),
+            ending: Ending::GoesQuiet,
+        };
+        let mut tx = Broken(Sink {
+            slots: vec![vec![0; 128]; 8],
+            sent: Vec::new(),
+            take: 2,
+        });
+        let r = reflect_until_it_fails(&mut rx, &mut tx);
+        assert_eq!((r.received, r.reflected, r.tx_dropped), (5, 2, 3));
+        assert!(
+            r.failure
+                .as_deref()
+                .unwrap()
+                .starts_with("sending back: the link went down"),
+            "{r:?}"
+        );
     }
 }

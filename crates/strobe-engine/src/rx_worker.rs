@@ -19,7 +19,7 @@ const POLL_BATCH: usize = 256;
 const PUBLISH_EVERY: u64 = 8192;
 /// While nothing arrives, ask the receiver this often whether it can still receive (a ring
 /// whose interface went away just stays empty).
-const ALIVE_CHECK_NS: u64 = 50_000_000;
+pub(crate) const ALIVE_CHECK_NS: u64 = 50_000_000;
 
 /// What one receive port saw besides the per-flow counts.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -37,7 +37,7 @@ pub use error::LabError;
 
 use netns::Netns;
 use rtnl::Conns;
-use topology::{Plan, Role};
+use topology::{Role, Topology};
 
 /// The prefix of the lab's namespace names unless told otherwise.
 pub const DEFAULT_PREFIX: &str = "strobe";
@@ -210,7 +210,7 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
     on_worker(|runtime| {
         match read(runtime, prefix) {
             Ok(Some(lab)) if lab.dut == cfg.dut => {
-                queues::steer(&Plan::new(prefix, &cfg.dut), cfg.receive_steering)?;
+                queues::steer(&Topology::new(prefix, &cfg.dut), cfg.receive_steering)?;
                 return Ok(lab);
             }
             Ok(None) => {}
@@ -219,7 +219,7 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
             }
             Err(e) => return Err(e),
         }
-        let plan = Plan::new(prefix, &cfg.dut);
+        let plan = Topology::new(prefix, &cfg.dut);
         let mut created = Rollback::default();
         let mut namespaces = Vec::new();
         for &role in &plan.roles {

@@ -22,7 +22,7 @@ use std::fs;
 use std::io;
 use std::process::Command;
 
-use crate::topology::Plan;
+use crate::topology::Topology;
 use crate::LabError;
 
 /// The most queues the kernel gives one device.
@@ -40,7 +40,7 @@ pub(crate) fn per_veth() -> u32 {
 }
 
 /// Sets XPS, and RPS on or off, on every veth end of `plan`, whose links must exist.
-pub(crate) fn steer(plan: &Plan, receive_steering: bool) -> Result<(), LabError> {
+pub(crate) fn steer(plan: &Topology, receive_steering: bool) -> Result<(), LabError> {
     let every_cpu = cpu_mask(0..possible_cpus()?);
     let receive_mask = if receive_steering {
         receive_cpus().map(cpu_mask)

@@ -20,7 +20,7 @@ use rtnetlink::{
 
 use crate::dut::tbf_params;
 use crate::netns::{Netns, Sysctl};
-use crate::topology::{Iface, Plan, Role, RX0, TX0};
+use crate::topology::{Iface, Role, Topology, RX0, TX0};
 use crate::{Dut, Lab, LabError};
 
 /// Marks tx0 as a lab link and records the DUT kind, so `status` can read it back.
@@ -171,7 +171,7 @@ pub(crate) fn sysctls(role: Role, dut: &Dut) -> Vec<Sysctl> {
 /// Creates the links, addresses, routes, neighbours and shaper of `plan` in namespaces that
 /// already exist and carry their sysctls, and waits until frames cross. The lab is marked
 /// complete apart, by [`mark_complete`].
-pub(crate) async fn build(conns: &Conns, plan: &Plan) -> Result<(), LabError> {
+pub(crate) async fn build(conns: &Conns, plan: &Topology) -> Result<(), LabError> {
     for &role in &plan.roles {
         let lo = Iface {
             role,
@@ -354,7 +354,7 @@ pub(crate) async fn set_endpoint_link(conns: &Conns, rx: bool, up: bool) -> Resu
     Ok(())
 }
 
-pub(crate) async fn mark_complete(conns: &Conns, plan: &Plan) -> Result<(), LabError> {
+pub(crate) async fn mark_complete(conns: &Conns, plan: &Topology) -> Result<(), LabError> {
     let tx = TX0;
     let index = conns.index(tx).await?;
     let alias = format!("{ALIAS_PREFIX}{}", plan.lab.dut);
@@ -407,7 +407,7 @@ async fn wait_until_ready(
 
 /// Waits until every link is operationally up and every bridge port forwards: only then do
 /// frames cross, and only then has IPv6 configured the links (and announced itself).
-async fn wait_until_forwarding(conns: &Conns, plan: &Plan) -> Result<(), LabError> {
+async fn wait_until_forwarding(conns: &Conns, plan: &Topology) -> Result<(), LabError> {
     let deadline = Instant::now() + READY_TIMEOUT;
     for iface in plan.interfaces() {
         let bridge_port = plan.bridge.is_some_and(|(_, ports)| ports.contains(&iface));
@@ -509,7 +509,7 @@ pub(crate) async fn read(conns: &Conns, prefix: &str, has_dut_ns: bool) -> Resul
             Role::Dut.netns(prefix)
         )));
     }
-    let plan = Plan::new(prefix, &dut);
+    let plan = Topology::new(prefix, &dut);
     for iface in plan.interfaces() {
         let link = conns
             .link(iface)

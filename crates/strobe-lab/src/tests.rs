@@ -608,7 +608,7 @@ fn default_config_uses_the_strobe_prefix() {
     let cfg = LabConfig::default();
     assert_eq!(cfg.prefix, "strobe");
     assert_eq!(LabConfig::new(Dut::Router).dut, Dut::Router);
-    let lab = crate::topology::Plan::new("strobe", &Dut::Router).lab;
+    let lab = crate::topology::Topology::new("strobe", &Dut::Router).lab;
     assert_eq!(lab.port(&lab.rx, "afxdp"), "afxdp:strobe-rx/rx0");
     assert_eq!(lab.namespaces(), ["strobe-tx", "strobe-rx", "strobe-dut"]);
     assert_eq!((lab.tx.mac, lab.rx.next_hop_mac), (MAC_TX, MAC_DUT1));

@@ -116,7 +116,7 @@ pub(crate) struct DefaultRoute {
 
 /// Everything `up` creates, in the order it creates it.
 #[derive(Clone, Debug)]
-pub(crate) struct Plan {
+pub(crate) struct Topology {
     pub lab: Lab,
     pub roles: Vec<Role>,
     /// veth pairs; the first end is created in its namespace, the peer straight in its own.
@@ -146,8 +146,8 @@ fn v6(subnet: u16, host: u16) -> Ipv6Addr {
     Ipv6Addr::new(0x2001, 0x2, 0, subnet, 0, 0, 0, host)
 }
 
-impl Plan {
-    pub fn new(prefix: &str, dut: &Dut) -> Plan {
+impl Topology {
+    pub fn new(prefix: &str, dut: &Dut) -> Topology {
         let tx_v4 = v4(0, 1);
         let rx_v4 = v4(1, 1);
         let (tx_v6, rx_v6, prefix_len_v4) = if dut.is_l2() {
@@ -187,7 +187,7 @@ impl Plan {
             ip,
             mac: peer.mac,
         };
-        let mut plan = Plan {
+        let mut plan = Topology {
             lab,
             roles: vec![Role::Tx, Role::Rx],
             veths: vec![(TX0, RX0)],
@@ -273,7 +273,7 @@ mod tests {
 
     #[test]
     fn cable_is_one_wire_in_one_subnet() {
-        let plan = Plan::new("strobe", &Dut::Cable);
+        let plan = Topology::new("strobe", &Dut::Cable);
         assert_eq!(plan.roles, [Role::Tx, Role::Rx]);
         assert_eq!(plan.veths, [(TX0, RX0)]);
         let lab = &plan.lab;
@@ -291,7 +291,7 @@ mod tests {
     fn every_veth_gets_a_queue_per_cpu_and_at_least_two() {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         for dut in [Dut::Cable, Dut::Router] {
-            let plan = Plan::new("p", &dut);
+            let plan = Topology::new("p", &dut);
             assert!(plan.queues >= 2, "{dut}: {} queues", plan.queues);
             assert!(plan.queues as usize >= cpus.min(4096), "{dut}");
         }
@@ -299,7 +299,7 @@ mod tests {
 
     #[test]
     fn router_sends_to_its_near_port_and_pins_neighbours() {
-        let plan = Plan::new("p", &Dut::Router);
+        let plan = Topology::new("p", &Dut::Router);
         let lab = &plan.lab;
         assert_eq!(lab.tx.next_hop_mac, MAC_DUT0);
         assert_eq!(lab.rx.next_hop_mac, MAC_DUT1);
@@ -326,7 +326,7 @@ mod tests {
 
     #[test]
     fn tbf_is_a_bridge_with_a_shaped_sink_port() {
-        let plan = Plan::new(
+        let plan = Topology::new(
             "p",
             &Dut::Tbf {
                 rate_bps: 1_000_000,

@@ -23,18 +23,18 @@
 
 #![forbid(unsafe_code)]
 
-mod clock;
 mod dist;
 mod error;
-mod floor;
+mod exact_time;
 mod parse;
+mod path_floor;
 mod rate;
 mod schedule;
 
 pub use dist::{Dist, EmpiricalTable};
 pub use error::TimingError;
-pub use floor::{perfect_departures, FloorEstimate, PathFloor};
 pub use parse::{parse_duration_ns, parse_rate};
+pub use path_floor::{perfect_departures, FloorEstimate, PathFloor};
 pub use rate::{l1_bits, Rate, L1_OVERHEAD_BYTES, MAX_RATE, MIN_RATE};
 pub use schedule::{
     Duration, Pattern, Periodic, RateProfile, RateStep, Schedule, ScheduleSpec, MAX_RAMP_STEPS,

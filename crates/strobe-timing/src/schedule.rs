@@ -4,9 +4,9 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Exp1};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::clock::{ExactClock, FracClock, U64_LIMIT};
 use crate::dist::{Dist, GapSampler};
 use crate::error::{invalid, TimingError};
+use crate::exact_time::{ExactClock, FracClock, U64_LIMIT};
 use crate::rate::{ExactRate, Rate};
 use crate::NS_PER_SEC;
 

@@ -129,8 +129,8 @@ impl PortPacing {
              cores (--cores), use another backend (afxdp: is usually faster than af_packet:), \
              or ask for --rate max to send unpaced",
             self.port,
-            pps_text(asked),
-            pps_text(ceiling),
+            crate::text::pps_text(asked),
+            crate::text::pps_text(ceiling),
             ns_text(floor.handover_ns),
             ns_text(floor.spacing_ns),
             self.max_batch,
@@ -146,16 +146,6 @@ fn asked_pps(flows: &[FlowSpec]) -> Option<f64> {
         let schedule = Schedule::new(f.schedule.clone()).ok()?;
         Some(sum + schedule.nominal_pps(f.size.mean())?)
     })
-}
-
-pub(crate) fn pps_text(pps: f64) -> String {
-    if pps >= 1e6 {
-        format!("{:.3} Mpps", pps / 1e6)
-    } else if pps >= 1e3 {
-        format!("{:.1} kpps", pps / 1e3)
-    } else {
-        format!("{pps:.1} pps")
-    }
 }
 
 pub(crate) fn ns_text(ns: u64) -> String {

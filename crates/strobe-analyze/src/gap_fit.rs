@@ -1,5 +1,5 @@
 //! Floor-aware fits: a capture's gaps against a timing model as a sender on a path with a
-//! floor would send it (see [`strobe_timing::floor`]).
+//! floor would send it (see [`strobe_timing::path_floor`]).
 //!
 //! A software sender's path can put frames `spacing` apart (one hand-over) or `handover`
 //! and more apart (separate hand-overs), nothing in between. So the gaps of a random model
