@@ -1,7 +1,7 @@
 //! What the methodology commands (`trains`, `rfc2544`, `y1564`) share: the ports they send
 //! from and measure on, how they run each step on the terminal, and their output files.
 
-use std::path::Path;
+use std::path::PathBuf;
 
 use clap::Args;
 use strobe_control::history::{Recorder, TrialHistograms};
@@ -31,6 +31,53 @@ pub struct MethodPorts {
     /// Prefix of the lab that `lab:tx` / `lab:rx` ports refer to.
     #[arg(long, default_value = "strobe", value_name = "PREFIX")]
     pub lab: String,
+}
+
+/// The files a methodology writes, and whether it shows a status line.
+#[derive(Args)]
+pub struct MethodOutputs {
+    /// Write the results as JSON to FILE: every step or trial, and the summary.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the steps as CSV to FILE: one row per trial (rfc2544), per step and service
+    /// (y1564), per train (trains).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Write an HTML report to FILE: the method's figures and tables (rfc2544: throughput,
+    /// latency and loss against frame size and load; y1564: the steps with pass/fail;
+    /// trains: per-train latency and bandwidth, convergence, a sweep's IDI).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// No status line while a step runs.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+impl MethodOutputs {
+    /// Refuses, before anything runs, a file that could not be written.
+    pub fn check(&self) -> Result<(), Failure> {
+        crate::outputs::check_all(&[
+            ("--json", self.json.as_deref()),
+            ("--csv", self.csv.as_deref()),
+            ("--html", self.html.as_deref()),
+        ])
+    }
+
+    /// Writes each asked-for file, its text made only then.
+    pub fn write(
+        &self,
+        json: &dyn Fn() -> String,
+        csv: &dyn Fn() -> String,
+        html: &dyn Fn() -> String,
+    ) -> WriteFailures {
+        let mut failures = WriteFailures::default();
+        for (path, text) in [(&self.json, json), (&self.csv, csv), (&self.html, html)] {
+            if let Some(path) = path {
+                failures.note(write_file(path, text().as_bytes()));
+            }
+        }
+        failures
+    }
 }
 
 /// Runs each step of a methodology as `strobe gen` runs a scenario: its label, then the
@@ -77,20 +124,6 @@ impl TrialRunner for Terminal {
         }
         Ok((scenario, report))
     }
-}
-
-/// A report's file and the text that goes into it, made only when the file is asked for.
-pub type Output<'a> = (Option<&'a Path>, &'a dyn Fn() -> String);
-
-/// Writes each asked-for file; what failed is collected for the exit status.
-pub fn write_outputs(files: &[Output<'_>]) -> WriteFailures {
-    let mut failures = WriteFailures::default();
-    for (path, text) in files {
-        if let Some(path) = path {
-            failures.note(write_file(path, text().as_bytes()));
-        }
-    }
-    failures
 }
 
 /// Records a methodology's whole report in the run history (config: its command line);

@@ -1,7 +1,6 @@
 //! `strobe rfc2544`: RFC 2544's throughput, latency and frame loss benchmarks per frame size;
 //! the benchmarks themselves are `strobe_control::rfc2544`.
 
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use clap::{Args, ValueEnum};
@@ -14,8 +13,7 @@ use strobe_control::text::{bps_text, duration_text, pps_text};
 use strobe_model::Scenario;
 
 use crate::failure::Failure;
-use crate::methodology::{write_outputs, MethodPorts, Terminal};
-use crate::outputs;
+use crate::methodology::{MethodOutputs, MethodPorts, Terminal};
 use crate::signals;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -116,19 +114,8 @@ pub struct Rfc2544Args {
     /// System recovery: the window's slices (the recovery time's resolution).
     #[arg(long, default_value = "20ms", value_name = "DURATION", value_parser = crate::values::positive_text)]
     recovery_slice: String,
-    /// Write every trial and the results as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-    /// Write every trial as CSV to FILE, one row per trial.
-    #[arg(long, value_name = "FILE")]
-    csv: Option<PathBuf>,
-    /// Write an HTML report: throughput in Mpps and Gbit/s against frame size, latency
-    /// percentiles against frame size and load, loss curves, and tables.
-    #[arg(long, value_name = "FILE")]
-    html: Option<PathBuf>,
-    /// No status line while a trial runs.
-    #[arg(short, long)]
-    quiet: bool,
+    #[command(flatten)]
+    outputs: MethodOutputs,
 }
 
 impl Rfc2544Args {
@@ -217,25 +204,18 @@ fn trial_text(t: &TrialResult) -> String {
 }
 
 pub fn run(args: Rfc2544Args) -> Result<(), Failure> {
-    outputs::check_all(&[
-        ("--json", args.json.as_deref()),
-        ("--csv", args.csv.as_deref()),
-    ])?;
+    args.outputs.check()?;
     let request = args.spec().request(&args.ports.lab)?;
     let mut recorder = args.history.recorder()?;
-    let mut trials = Trials(Terminal::new(&args.ports.lab, args.quiet));
+    let mut trials = Trials(Terminal::new(&args.ports.lab, args.outputs.quiet));
     let signals = signals::install()?;
     let report = run_benchmarks(&request, &signals.stop, &mut trials)?;
     // Files first: after a SIGHUP the terminal may be gone, and printing fails.
-    let mut failures = write_outputs(&[
-        (args.json.as_deref(), &|| {
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        }),
-        (args.csv.as_deref(), &|| report.trials_csv()),
-        (args.html.as_deref(), &|| {
-            strobe_analyze::rfc2544_plot::html_report("strobe rfc2544", &report.figures())
-        }),
-    ]);
+    let mut failures = args.outputs.write(
+        &|| serde_json::to_string_pretty(&report).unwrap_or_default(),
+        &|| report.trials_csv(),
+        &|| strobe_analyze::rfc2544_plot::html_report("strobe rfc2544", &report.figures()),
+    );
     let outcome = crate::runs_cmd::outcome(signals.signal(), report.failure.as_slice());
     let recorded = crate::methodology::record_report(
         &mut recorder,

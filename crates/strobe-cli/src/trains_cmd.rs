@@ -1,7 +1,6 @@
 //! `strobe trains`: the convoy-of-packet-trains study's experiments, one command each; the
 //! experiments themselves are `strobe_control::trains`.
 
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use clap::{Args, Subcommand};
@@ -14,8 +13,7 @@ use strobe_control::trains::{
 
 use crate::display::summary_text;
 use crate::failure::Failure;
-use crate::methodology::{write_outputs, MethodPorts, Terminal};
-use crate::outputs;
+use crate::methodology::{MethodOutputs, MethodPorts, Terminal};
 use crate::signals;
 
 #[derive(Args)]
@@ -109,19 +107,8 @@ struct CommonArgs {
     /// How long the receiver keeps counting after the last frame, e.g. 500ms.
     #[arg(long, default_value = "500ms", allow_hyphen_values = true, value_parser = crate::values::positive_text)]
     drain: String,
-    /// Write the results as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-    /// Write every train as CSV to FILE, one row per train.
-    #[arg(long, value_name = "FILE")]
-    csv: Option<PathBuf>,
-    /// Write an HTML report with per-train latency and bandwidth, convergence and, for a
-    /// sweep, the IDI against the swept value.
-    #[arg(long, value_name = "FILE")]
-    html: Option<PathBuf>,
-    /// No status line while running.
-    #[arg(short, long)]
-    quiet: bool,
+    #[command(flatten)]
+    outputs: MethodOutputs,
 }
 
 pub fn run(args: TrainsArgs) -> Result<(), Failure> {
@@ -152,16 +139,12 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
             a.common,
         ),
     };
-    outputs::check_all(&[
-        ("--json", common.json.as_deref()),
-        ("--csv", common.csv.as_deref()),
-        ("--html", common.html.as_deref()),
-    ])?;
+    common.outputs.check()?;
     let request = spec.request(&common.ports.lab)?;
     let mut recorder = common.history.recorder()?;
     let drain_ns = strobe_timing::parse_duration_ns(&common.drain)
         .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", common.drain)))?;
-    let mut terminal = Terminal::new(&common.ports.lab, common.quiet);
+    let mut terminal = Terminal::new(&common.ports.lab, common.outputs.quiet);
     let signals = signals::install()?;
     let report = run_experiment(&request, &signals.stop, |label, scenario, pacing| {
         terminal.run(TrialRun {
@@ -174,16 +157,14 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
         })
     })?;
     // Files first: after a SIGHUP the terminal may be gone, and printing fails.
-    let mut failures = write_outputs(&[
-        (common.json.as_deref(), &|| {
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        }),
-        (common.csv.as_deref(), &|| report.trains_csv()),
-        (common.html.as_deref(), &|| {
+    let mut failures = common.outputs.write(
+        &|| serde_json::to_string_pretty(&report).unwrap_or_default(),
+        &|| report.trains_csv(),
+        &|| {
             let title = format!("strobe trains: {}", experiment_name(&report.experiment));
             strobe_analyze::trains_plot::html_report(&title, &report_figures(&report))
-        }),
-    ]);
+        },
+    );
     let probe_failures = report.buffer_probe.iter().flat_map(|p| {
         p.failures
             .iter()

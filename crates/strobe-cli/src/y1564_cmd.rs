@@ -12,8 +12,7 @@ use strobe_control::y1564::{
 };
 
 use crate::failure::Failure;
-use crate::methodology::{write_outputs, MethodPorts, Terminal};
-use crate::outputs;
+use crate::methodology::{MethodOutputs, MethodPorts, Terminal};
 use crate::signals;
 
 #[derive(Args)]
@@ -65,18 +64,8 @@ pub struct Y1564Args {
     /// An information rate passes when at least this close to what it should be, in %.
     #[arg(long, default_value_t = 2.0, value_name = "PCT")]
     ir_tolerance: f64,
-    /// Write the results as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-    /// Write every step as CSV to FILE, one row per step and service.
-    #[arg(long, value_name = "FILE")]
-    csv: Option<PathBuf>,
-    /// Write an HTML report: the step tables with pass/fail.
-    #[arg(long, value_name = "FILE")]
-    html: Option<PathBuf>,
-    /// No status line while a step runs.
-    #[arg(short, long)]
-    quiet: bool,
+    #[command(flatten)]
+    outputs: MethodOutputs,
 }
 
 /// `name=voice,cir=10mbit,…` as a service.
@@ -155,29 +144,23 @@ impl Y1564Args {
 }
 
 pub fn run(args: Y1564Args) -> Result<(), Failure> {
-    outputs::check_all(&[
-        ("--json", args.json.as_deref()),
-        ("--csv", args.csv.as_deref()),
-        ("--html", args.html.as_deref()),
-    ])?;
+    args.outputs.check()?;
     let request = args.spec()?.request(&args.ports.lab)?;
     let mut recorder = args.history.recorder()?;
-    let mut terminal = Terminal::new(&args.ports.lab, args.quiet);
+    let mut terminal = Terminal::new(&args.ports.lab, args.outputs.quiet);
     let signals = signals::install()?;
     let report = run_y1564(&request, &signals.stop, &mut terminal)?;
-    let mut failures = write_outputs(&[
-        (args.json.as_deref(), &|| {
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        }),
-        (args.csv.as_deref(), &|| report.csv()),
-        (args.html.as_deref(), &|| {
+    let mut failures = args.outputs.write(
+        &|| serde_json::to_string_pretty(&report).unwrap_or_default(),
+        &|| report.csv(),
+        &|| {
             strobe_analyze::rfc2544_plot::table_report(
                 "strobe y1564",
                 &report_notes(&report),
                 &report_tables(&report),
             )
-        }),
-    ]);
+        },
+    );
     let outcome = match crate::runs_cmd::outcome(signals.signal(), report.failure.as_slice()) {
         done if done == "completed" && report.pass => "completed: PASS".to_owned(),
         done if done == "completed" => "completed: FAIL".to_owned(),

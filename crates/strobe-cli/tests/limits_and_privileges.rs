@@ -1,6 +1,6 @@
 //! Limits (flows, cores, frame sizes) are checked before anything is allocated or started,
 //! a worker that cannot be started is an error rather than a panic, and strobe runs
-//! unprivileged with exactly the capabilities the README names.
+//! unprivileged with exactly the capabilities docs/privileges.md names.
 
 mod common;
 use common::lab::sh_in;
@@ -257,7 +257,7 @@ impl ReflectorAt1500 {
         // SAFETY: kill(2) on the PID of the child this test started.
         unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
         let status = self.child.wait().unwrap();
-        // 130: stopped by SIGINT, its report written (README: exit codes).
+        // 130: stopped by SIGINT, its report written (docs/results.md: exit codes).
         assert_eq!(status.code(), Some(130), "reflector: {status}");
         serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
     }
@@ -424,7 +424,7 @@ fn all_arrived(out: Output, what: &str) {
     assert_eq!(&row[1..4], ["1000", "1000", "0"], "{what}: {stdout}");
 }
 
-/// strobe as user nobody with exactly the README's capabilities: AF_PACKET and AF_XDP runs
+/// strobe as user nobody with exactly the capabilities of docs/privileges.md: AF_PACKET and AF_XDP runs
 /// work with 64 KiB of locked memory (CAP_IPC_LOCK); without CAP_IPC_LOCK, strobe raises
 /// its soft memlock limit to what the UMEM needs; without capabilities, the errors name
 /// the missing ones.

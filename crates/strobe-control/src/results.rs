@@ -408,6 +408,7 @@ impl Results {
                 ));
             }
         }
+        warnings.extend(report.setting_warnings.iter().cloned());
         if let Some(line) = total_loss_warning(&flows) {
             warnings.push(line);
         }

@@ -230,6 +230,10 @@ pub struct RunReport {
     pub drain_ns: u64,
     /// Per-flow latency per interval (`RunOptions::latency_interval_ns`), in time order.
     pub latency_intervals: Vec<intervals::EncodedInterval>,
+    /// What the layer that ran the engine knew of the run's setting and found to bear on
+    /// these results (e.g. a lab whose receive steering made paced frames late), said with
+    /// them. Empty from the engine.
+    pub setting_warnings: Vec<String>,
 }
 
 impl RunReport {
@@ -816,6 +820,7 @@ pub fn run_scenario(
         rx_flows,
         drain_ns: drained_ns,
         latency_intervals,
+        setting_warnings: Vec::new(),
     })
 }
 
