@@ -331,9 +331,9 @@ fn burst_run(lab: &TestLab, dir: &Scratch, name: &str) -> Result<(), String> {
 }
 
 /// `xdp-live` paces the frames it generates in the kernel: its program sends each frame at
-/// the first repetition at or after its deadline. A constant rate keeps its rate and most
-/// gaps within a microsecond (kernel batches of 64, or pacing by batch, put far fewer
-/// there); bursts leave as trains of their length, spaced as asked.
+/// the first repetition at or after its deadline. A constant rate keeps its rate and a
+/// quarter or more of its gaps within a microsecond (kernel batches of 64, or pacing by
+/// batch, put almost none there); bursts leave as trains of their length, spaced as asked.
 #[test]
 fn xdp_live_paces_in_the_kernel() {
     let _one = one_at_a_time();
@@ -384,12 +384,20 @@ fn xdp_live_cbr_run(lab: &TestLab, dir: &Scratch, name: &str) -> Result<(), Stri
         .filter(|&&g| g.abs_diff(10_000) <= 1_000)
         .count() as f64
         / gaps.len() as f64;
-    if (rate / 100_000.0 - 1.0).abs() > 0.005 || within < 0.5 {
+    // Alone on this VM 51-58 % of the captured gaps fall within ±1 µs (the capture's own
+    // software stamps jitter too); under a full test suite 41 %. Frames sent in batches put
+    // almost none there (the gaps inside a batch are well under 1 µs), so a quarter still
+    // tells per-frame pacing from batching.
+    if (rate / 100_000.0 - 1.0).abs() > 0.005 || within < 0.25 {
         return Err(format!(
             "{rate:.1} pps, {:.1} % of gaps within ±1 µs",
             within * 100.0
         ));
     }
+    eprintln!(
+        "xdp-live cbr {name}: {rate:.1} pps, {:.1} % of gaps within ±1 µs",
+        within * 100.0
+    );
     Ok(())
 }
 
