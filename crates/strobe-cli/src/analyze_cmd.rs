@@ -145,27 +145,19 @@ pub fn run(args: AnalyzeArgs) -> Result<(), Failure> {
             (None, None)
         }
     };
-    let mut timestamps_ns = Vec::new();
-    let mut frame_lens = Vec::new();
-    // Floor probe frames (`strobe ports --floor`; earlier strobe builds sent them before
-    // every paced run) are not a run's.
-    let mut probes = 0u64;
-    let info = strobe_io::read_capture(&args.capture, false, |f| {
-        if strobe_wire::trailer::is_probe(&f.data) {
-            probes += 1;
-            return;
-        }
-        timestamps_ns.push(f.ts_ns);
-        frame_lens.push(f.orig_len);
-    })
-    .map_err(|e| Failure::BadInput(e.to_string()))?;
-    if probes > 0 && !args.json {
-        eprintln!("note: left out {probes} floor probe frames (strobe's path measurement, `strobe ports --floor`)");
+    let times = strobe_control::host::read_capture_times(&args.capture)
+        .map_err(|e| Failure::BadInput(e.to_string()))?;
+    if times.probes > 0 && !args.json {
+        eprintln!(
+            "note: left out {} floor probe frames (strobe's path measurement, `strobe ports --floor`)",
+            times.probes
+        );
     }
+    let format = times.format;
     let capture = Capture {
-        timestamps_ns,
-        frame_lens,
-        resolution_ns: info.resolution_ns,
+        timestamps_ns: times.timestamps_ns,
+        frame_lens: times.frame_lens,
+        resolution_ns: times.resolution_ns,
     };
     let options = Options {
         expect,
@@ -180,7 +172,7 @@ pub fn run(args: AnalyzeArgs) -> Result<(), Failure> {
     } else {
         println!(
             "capture: {} ({}, {} ns resolution)",
-            args.capture, info.format, info.resolution_ns
+            args.capture, format, capture.resolution_ns
         );
         println!("{report}");
     }

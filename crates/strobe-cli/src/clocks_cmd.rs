@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use clap::Args;
 use serde_json::json;
-use strobe_io::clocksync::{
-    kernel_tai_offset_s, measure, open_clock, phc_devices, phc_name, ClockReader, SystemClock,
-    SAMPLES_PER_ROUND,
+use strobe_control::host::{
+    kernel_tai_offset_s, measure_clocks, open_clock, phc_devices, phc_name, ClockReader,
+    SystemClock, SAMPLES_PER_ROUND,
 };
 
 use crate::failure::Failure;
@@ -57,7 +57,7 @@ fn sync(a_spec: &str, b_spec: &str, args: &ClocksArgs) -> Result<(), Failure> {
     let mut a = open(a_spec)?;
     let mut b = open(b_spec)?;
     let interval = Duration::from_millis(args.interval_ms);
-    let result = measure(
+    let result = measure_clocks(
         a.as_mut(),
         b.as_mut(),
         args.rounds,
@@ -133,7 +133,7 @@ fn phc_interfaces(device: &Path) -> Vec<String> {
 }
 
 fn list(as_json: bool) -> Result<(), Failure> {
-    let runtime = |e: strobe_io::IoError| Failure::Runtime(e.to_string());
+    let runtime = |e: strobe_control::host::IoError| Failure::Runtime(e.to_string());
     let tai_s = kernel_tai_offset_s().map_err(runtime)?;
     let mut system = Vec::new();
     for (name, kernel_name) in SystemClock::ALL {

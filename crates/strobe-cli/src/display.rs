@@ -8,9 +8,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use strobe_analyze::latency::{self, LatencyStats};
 use strobe_control::results::{PacingResult, TimingError};
 use strobe_control::text::{duration_text, pps_text};
+use strobe_control::FlowSnapshot;
 use strobe_control::Results;
-use strobe_engine::live::FlowSnapshot;
-use strobe_engine::Tick;
+use strobe_control::Tick;
 use strobe_model::Scenario;
 
 /// Bits a frame of `bytes` (without FCS, as counted on veth) costs at layer 2 and layer 1.

@@ -16,13 +16,3 @@ impl From<strobe_control::ControlError> for Failure {
         }
     }
 }
-
-impl From<strobe_engine::EngineError> for Failure {
-    fn from(e: strobe_engine::EngineError) -> Self {
-        if e.is_bad_input() {
-            Failure::BadInput(e.to_string())
-        } else {
-            Failure::Runtime(e.to_string())
-        }
-    }
-}

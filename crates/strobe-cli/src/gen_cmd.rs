@@ -3,8 +3,8 @@ use std::sync::atomic::Ordering;
 
 use clap::Args;
 use strobe_control::source::OneFlow;
+use strobe_control::{ClockSource, LatePolicy};
 use strobe_control::{Pacing, PlanOptions, Results};
-use strobe_engine::{ClockSource, LatePolicy};
 use strobe_model::{quick, Scenario};
 
 use crate::display::{print_convoys, print_latency, print_summary, print_verdicts, Status};
@@ -506,7 +506,7 @@ fn sweep(
 struct SweepStep {
     rate: String,
     scenario: Scenario,
-    report: strobe_engine::RunReport,
+    report: strobe_control::RunReport,
     results: Results,
     point: Option<strobe_analyze::latency::LoadPoint>,
 }
@@ -537,7 +537,7 @@ fn execute(
     args: &GenArgs,
     scenario: Scenario,
     pacing: Pacing,
-) -> Result<(Scenario, strobe_engine::RunReport), Failure> {
+) -> Result<(Scenario, strobe_control::RunReport), Failure> {
     let bad_flag =
         |flag: &str, text: &str, e: String| Failure::BadInput(format!("{flag} {text}: {e}"));
     let parse_ns = |flag: &str, text: &str| {
@@ -632,7 +632,7 @@ pub fn run_on_terminal(
     options: &PlanOptions,
     view: StatusView,
     needs_rx: bool,
-) -> Result<(Scenario, strobe_engine::RunReport), Failure> {
+) -> Result<(Scenario, strobe_control::RunReport), Failure> {
     let plan = strobe_control::prepare(scenario, options)?;
     if needs_rx && plan.scenario.flows.iter().all(|f| f.rx_ports.is_empty()) {
         return Err(Failure::BadInput(

@@ -11,7 +11,7 @@ use strobe_analyze::latency::{
 use strobe_analyze::plot::{
     html_report, load_sweep_svg, FlowLatency, FlowTraffic, IntervalLatency, RunContext,
 };
-use strobe_engine::RunReport;
+use strobe_control::RunReport;
 use strobe_model::Scenario;
 
 use crate::failure::Failure;
@@ -49,10 +49,7 @@ pub struct LatencyOutputs {
 fn measured<'a>(
     scenario: &'a Scenario,
     r: &'a RunReport,
-) -> Vec<(
-    &'a strobe_model::FlowSpec,
-    &'a strobe_engine::latency::FlowLatency,
-)> {
+) -> Vec<(&'a strobe_model::FlowSpec, &'a strobe_control::FlowLatency)> {
     scenario
         .flows
         .iter()
@@ -290,7 +287,7 @@ fn command_line() -> String {
 /// The lab whose namespaces a port location names, if any (found by asking the lab it
 /// would belong to; ports outside a lab find none).
 fn lab_of(location: &str) -> Option<strobe_lab::Lab> {
-    let parsed = strobe_io::Location::parse(location).ok()?;
+    let parsed = strobe_control::Location::parse(location).ok()?;
     let netns = parsed.interface()?.0?;
     let prefix = netns
         .strip_suffix("-tx")

@@ -105,7 +105,7 @@ impl Terminal {
 impl TrialRunner for Terminal {
     type Error = Failure;
 
-    fn run(&mut self, trial: TrialRun) -> Result<(Scenario, strobe_engine::RunReport), Failure> {
+    fn run(&mut self, trial: TrialRun) -> Result<(Scenario, strobe_control::RunReport), Failure> {
         if !trial.learning {
             println!("== {}", trial.status());
         }

@@ -6,8 +6,7 @@ use std::path::Path;
 
 use clap::Args;
 use serde_json::{json, Value};
-use strobe_io::netns::NETNS_DIR;
-use strobe_io::tsinfo::{interfaces, query_ts_info, TsInfo};
+use strobe_control::host::{interfaces, query_ts_info, TsInfo, NETNS_DIR};
 
 use strobe_control::floor_memory::{FloorMemory, MeasuredBy, RememberedFloor};
 
@@ -45,7 +44,7 @@ pub struct PortsArgs {
 fn floor(args: &PortsArgs, port: &str) -> Result<(), Failure> {
     let prefix = args.lab.as_deref().unwrap_or("strobe");
     let location = crate::lab_cmd::resolve_lab_location(port, prefix)?;
-    let (floor, sent) = strobe_engine::port_floor::probe_location(&location)
+    let (floor, sent) = strobe_control::ports::probe_floor(&location)
         .map_err(|e| Failure::Runtime(format!("--floor {port}: {e}")))?;
     let batch = usize::from(args.batch);
     let ceiling = floor.ceiling_pps(batch);
@@ -105,7 +104,7 @@ fn scan(netns: Option<&str>) -> Result<Namespace, Failure> {
             )));
         }
     }
-    let runtime = |e: strobe_io::IoError| Failure::Runtime(e.to_string());
+    let runtime = |e: strobe_control::host::IoError| Failure::Runtime(e.to_string());
     let interfaces = interfaces(netns)
         .map_err(runtime)?
         .iter()
@@ -162,7 +161,7 @@ fn floors_of<'a>(
     floors
         .iter()
         .filter(|(location, _)| {
-            strobe_io::Location::parse(location)
+            strobe_control::Location::parse(location)
                 .is_ok_and(|l| l.interface() == Some((netns, iface)))
         })
         .collect()

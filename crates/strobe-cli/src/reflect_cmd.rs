@@ -4,12 +4,13 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
 use serde_json::json;
-use strobe_engine::reflect::{run_reflect, ReflectCounters, ReflectOptions, ReflectReport};
-use strobe_engine::rx_worker::IdlePolicy;
+use strobe_control::reflector::{parse_unicast_mac, ReflectReport, Reflector, ReflectorOptions};
+use strobe_control::ControlError;
+use strobe_model::mac_string;
 
 use crate::failure::Failure;
 use crate::lab_cmd::{resolve_lab_location, rx_port_forms};
@@ -61,7 +62,7 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
         .mac
         .as_deref()
         .map(|text| {
-            parse_mac(text).ok_or_else(|| {
+            parse_unicast_mac(text).ok_or_else(|| {
                 Failure::BadInput(format!(
                     "--mac {text}: not a unicast MAC address; write six hex bytes like \
                      02:00:00:00:00:01 (the lowest bit of the first is clear)"
@@ -79,65 +80,42 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
                 .map_err(|e| Failure::BadInput(format!("--duration {d}: {e}")))
         })
         .transpose()?;
-    let (mut tx, mut rx) = strobe_io::open_duplex(&location, 64)
-        .map_err(|e| Failure::BadInput(format!("port {}: {e}", args.port)))?;
-    let mac = match given_mac {
-        Some(mac) => mac,
-        None => strobe_io::ifaddr::port_mac(&location)
-            .map_err(|e| Failure::BadInput(format!("port {}: {e}", args.port)))?,
-    };
-    let signals = signals::install()?;
-    let stop = &signals.stop;
-    let opts = ReflectOptions {
-        mac,
+    let options = ReflectorOptions {
+        mac: given_mac,
         all_frames: args.all,
-        idle: if args.busy_poll {
-            IdlePolicy::busy()
-        } else {
-            IdlePolicy::default()
-        },
+        busy_poll: args.busy_poll,
+        limit,
         max_frames: args.count,
     };
-    let live = ReflectCounters::default();
+    let reflector = Reflector::open(&location, options).map_err(|e| match e {
+        ControlError::BadInput(m) => Failure::BadInput(format!("port {}: {m}", args.port)),
+        ControlError::Runtime(m) => Failure::Runtime(format!("port {}: {m}", args.port)),
+    })?;
+    let signals = signals::install()?;
     if !args.quiet {
         eprintln!(
             "reflecting on {location}, frames to {} (Ctrl-C to stop)",
-            mac_text(mac)
+            mac_string(reflector.mac())
         );
     }
-    let report = std::thread::scope(|scope| {
-        let worker = std::thread::Builder::new()
-            .name("reflect".into())
-            .spawn_scoped(scope, || {
-                run_reflect(&mut rx, &mut tx, &opts, stop, Some(&live))
-            })
-            .map_err(|e| {
-                Failure::Runtime(format!(
-                    "cannot start the reflector thread: {e} (too many threads for this process \
-                     or user? check `ulimit -u` and the cgroup's pids.max)"
-                ))
-            })?;
-        let started = Instant::now();
-        let mut last = (0u64, started);
-        while !worker.is_finished() {
-            std::thread::sleep(Duration::from_millis(20));
-            if limit.is_some_and(|l| started.elapsed() >= l) {
-                stop.store(true, Ordering::Relaxed);
+    let mut last = (0u64, Duration::ZERO);
+    let report = reflector.run(
+        &signals.stop,
+        Duration::from_secs(1),
+        &mut |live, elapsed| {
+            if args.quiet {
+                return;
             }
-            if !args.quiet && last.1.elapsed() >= Duration::from_secs(1) {
-                let reflected = live.reflected.load(Ordering::Relaxed);
-                let dt = last.1.elapsed().as_secs_f64();
-                eprintln!(
-                    "{:>6.1}s  reflected {reflected:>12}  {:>10.0} pps",
-                    started.elapsed().as_secs_f64(),
-                    (reflected - last.0) as f64 / dt
-                );
-                last = (reflected, Instant::now());
-            }
-        }
-        Ok::<_, Failure>(worker.join())
-    })?
-    .map_err(|_| Failure::Runtime("the reflector worker panicked".into()))?;
+            let reflected = live.reflected.load(Ordering::Relaxed);
+            let dt = (elapsed - last.1).as_secs_f64();
+            eprintln!(
+                "{:>6.1}s  reflected {reflected:>12}  {:>10.0} pps",
+                elapsed.as_secs_f64(),
+                (reflected - last.0) as f64 / dt
+            );
+            last = (reflected, elapsed);
+        },
+    )?;
     // The file first: the terminal may be gone by now (SIGHUP).
     let mut failures = WriteFailures::default();
     if let Some(path) = &args.json {
@@ -151,24 +129,6 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
         ))));
     }
     failures.outcome(signals.outcome())
-}
-
-/// A unicast MAC address written as six hex bytes separated by `:` or `-`.
-fn parse_mac(text: &str) -> Option<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let mut parts = text.split([':', '-']);
-    for byte in &mut mac {
-        let part = parts.next()?;
-        if part.is_empty() || part.len() > 2 {
-            return None;
-        }
-        *byte = u8::from_str_radix(part, 16).ok()?;
-    }
-    (parts.next().is_none() && mac[0] & 1 == 0).then_some(mac)
-}
-
-fn mac_text(mac: [u8; 6]) -> String {
-    mac.map(|b| format!("{b:02x}")).join(":")
 }
 
 fn print_report(r: &ReflectReport) {
@@ -204,26 +164,4 @@ fn report_json(r: &ReflectReport) -> serde_json::Value {
         "rx_ring_full": r.rx_drops.ring_full,
         "failure": r.failure,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mac_addresses_parse_and_group_addresses_are_refused() {
-        assert_eq!(parse_mac("02:00:0a:ff:00:01"), Some([2, 0, 10, 255, 0, 1]));
-        assert_eq!(parse_mac("02-00-0A-FF-00-01"), Some([2, 0, 10, 255, 0, 1]));
-        for bad in [
-            "",
-            "02:00:00:00:00",
-            "02:00:00:00:00:01:02",
-            "ff:ff:ff:ff:ff:ff",
-            "01:00:5e:00:00:01",
-            "02:00:00:00:00:100",
-            "zz:00:00:00:00:01",
-        ] {
-            assert_eq!(parse_mac(bad), None, "{bad}");
-        }
-    }
 }

@@ -166,7 +166,7 @@ struct Trials(Terminal);
 impl TrialRunner for Trials {
     type Error = Failure;
 
-    fn run(&mut self, trial: TrialRun) -> Result<(Scenario, strobe_engine::RunReport), Failure> {
+    fn run(&mut self, trial: TrialRun) -> Result<(Scenario, strobe_control::RunReport), Failure> {
         self.0.run(trial)
     }
 

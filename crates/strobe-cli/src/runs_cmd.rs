@@ -394,7 +394,7 @@ pub fn record_engine_run(
     signal: Option<i32>,
     config: serde_json::Value,
     scenario: &strobe_model::Scenario,
-    report: &strobe_engine::RunReport,
+    report: &strobe_control::RunReport,
     results: &Results,
 ) -> Option<String> {
     let record = strobe_control::history::run_record(

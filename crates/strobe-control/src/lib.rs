@@ -20,13 +20,16 @@ pub mod calibration;
 pub mod capture;
 pub mod floor_memory;
 pub mod history;
+pub mod host;
 pub mod otg;
 pub mod pcap_space;
 pub mod plan;
 pub mod ports;
+pub mod reflector;
 pub mod results;
 pub mod rfc2544;
 pub mod run;
+pub mod session;
 pub mod source;
 pub mod text;
 pub mod trains;
@@ -40,10 +43,16 @@ pub fn calibrate_clock_soon() {
     strobe_engine::clock::Clock::calibrate_soon();
 }
 pub use results::Results;
+// What the engine reports and the settings a front end names, re-exported so that front
+// ends need no crate below this one.
 pub use run::{
     start, start_then, FlowMetrics, IntervalLatency, Metrics, PortMetrics, RunEnd, RunHandle,
     RunState, Transmit,
 };
+pub use strobe_engine::latency::FlowLatency;
+pub use strobe_engine::live::FlowSnapshot;
+pub use strobe_engine::{ClockSource, LatePolicy, RunReport, Tick};
+pub use strobe_io::Location;
 
 /// Why a plan cannot run or a run failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -209,6 +209,14 @@ pub fn check_locations(scenario: &Scenario) -> Result<(), ControlError> {
     Ok(())
 }
 
+/// Measures the transmit floor of `location` (a resolved port, not `lab:`) with a few hundred
+/// probe frames from and to one locally administered MAC: `strobe ports --floor`, the only
+/// place strobe sends frames of its own. Returns the floor and the frames sent.
+pub fn probe_floor(location: &str) -> Result<(strobe_timing::PathFloor, u64), ControlError> {
+    strobe_engine::port_floor::probe_location(location)
+        .map_err(|e| ControlError::Runtime(e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

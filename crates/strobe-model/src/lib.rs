@@ -26,7 +26,7 @@ mod size;
 mod value;
 
 pub use error::ModelError;
-pub use mac::{check_macs, fill_unset_macs};
+pub use mac::{check_macs, fill_unset_macs, mac_string, parse_mac};
 pub use model::{
     FieldPattern, FlowSpec, HeaderSpec, LatencyMode, Metrics, NoFiles, Pacing, PortSpec, Resources,
     Scenario, DEFAULT_PORT_SPEED_BPS, FCS_LEN, MAX_CORES, MAX_FLOWS, MAX_FRAME_SIZE,

@@ -121,6 +121,17 @@ fn first_bad(pattern: &Pattern, bad: impl Fn(u128) -> bool) -> Option<u128> {
         .find(|&v| bad(v))
 }
 
+/// A MAC address written as six hex bytes separated by `:` or `-` (e.g. 02:00:00:00:00:01).
+pub fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let value = crate::value::parse_mac(text.trim())?;
+    Some(std::array::from_fn(|i| (value >> (8 * (5 - i))) as u8))
+}
+
+/// A MAC address as six lower-case hex bytes separated by `:`.
+pub fn mac_string(mac: [u8; 6]) -> String {
+    mac_text(mac_value(mac))
+}
+
 fn mac_value(mac: [u8; 6]) -> u128 {
     mac.iter().fold(0u128, |acc, &b| (acc << 8) | u128::from(b))
 }

@@ -42,7 +42,7 @@ pub(crate) fn parse_uint(text: &str) -> Option<u128> {
     u128::from_str_radix(digits, radix).ok()
 }
 
-fn parse_mac(text: &str) -> Option<u128> {
+pub(crate) fn parse_mac(text: &str) -> Option<u128> {
     let separator = if text.contains('-') { '-' } else { ':' };
     let parts: Vec<&str> = text.split(separator).collect();
     if parts.len() != 6 {

@@ -30,9 +30,10 @@ use strobe_control::capture::{Capture, CaptureFormat};
 use strobe_control::history::TrialHistograms;
 use strobe_control::otg::scenario_from_otg;
 use strobe_control::rfc2544::{Rfc2544Spec, TrialRun, TrialRunner};
+use strobe_control::session::{start_run, Session};
 use strobe_control::trains::TrainsSpec;
 use strobe_control::y1564::Y1564Spec;
-use strobe_control::{ControlError, PlanOptions, RunHandle, RunState};
+use strobe_control::{ControlError, PlanOptions, RunHandle};
 use strobe_model::Scenario;
 use tokio::sync::Mutex;
 
@@ -77,7 +78,7 @@ pub struct ServeOptions {
 struct Server {
     options: ServeOptions,
     control: Arc<Mutex<()>>,
-    state: Mutex<Session>,
+    state: Mutex<ServerState>,
     /// Ends the methodology running (between trials, its trial cut short): set by a traffic
     /// stop request and by the server's shutdown; cleared when a methodology starts.
     method_stop: Arc<AtomicBool>,
@@ -100,15 +101,13 @@ impl ShutdownHandle {
 }
 
 #[derive(Default)]
-struct Session {
+struct ServerState {
     /// The config as the client sent it (`GET /config` returns it).
     config: Option<Value>,
-    scenario: Option<Scenario>,
+    /// The config's scenario and the runs started from it.
+    flows: Session,
     /// Ports the config may capture on, and the format of their captures.
     capture_ports: Vec<(String, CaptureFormat)>,
-    /// Runs, oldest first: one per start request, each with the flows it started (a flow's
-    /// counters are those of the newest run that sends it).
-    runs: Vec<Arc<RunHandle>>,
     /// Captures running, and the last capture of each port once stopped.
     capturing: HashMap<String, Capture>,
     captured: HashMap<String, Vec<u8>>,
@@ -128,7 +127,7 @@ pub fn router_with_shutdown(options: ServeOptions) -> (Router, ShutdownHandle) {
     let server = Arc::new(Server {
         options,
         control: Arc::new(Mutex::new(())),
-        state: Mutex::new(Session::default()),
+        state: Mutex::new(ServerState::default()),
         method_stop: Arc::new(AtomicBool::new(false)),
         shutting_down: AtomicBool::new(false),
         method_running: Arc::new(AtomicBool::new(false)),
@@ -294,34 +293,6 @@ async fn stop_and_wait(run: Arc<RunHandle>) -> Result<(), OtgError> {
     blocking(move || run.wait_over()).await
 }
 
-/// The flows of `run` still sending (not finished, not stopped, not done).
-fn sending(run: &Arc<RunHandle>) -> Vec<String> {
-    if run.is_finished() {
-        return Vec::new();
-    }
-    run.metrics()
-        .flows
-        .into_iter()
-        .filter(|f| f.transmit != strobe_control::Transmit::Stopped)
-        .map(|f| f.name)
-        .collect()
-}
-
-/// What runs have to tell, each once: a control reply's warnings. While a run goes on, a
-/// paced port that keeps falling behind its schedule; once it is over, a failure, a port an
-/// error stopped, a missed rate, total loss.
-fn problems(runs: &[Arc<RunHandle>]) -> Vec<String> {
-    runs.iter().flat_map(|r| r.take_problems()).collect()
-}
-
-fn flow_names_of(run: &RunHandle) -> Vec<String> {
-    run.scenario()
-        .flows
-        .iter()
-        .map(|f| f.name.clone())
-        .collect()
-}
-
 async fn set_config(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     let config = parse_body(&body)?;
     let _control = server.control.lock().await;
@@ -380,20 +351,19 @@ async fn install_config(
         }
     }
     // A new config replaces the old one: runs still going are stopped first.
-    let runs = server.state.lock().await.runs.clone();
+    let runs = server.state.lock().await.flows.runs().to_vec();
     for run in runs {
         stop_and_wait(run).await?;
     }
-    let mut session = server.state.lock().await;
+    let mut state = server.state.lock().await;
     // Dropping a run joins its watcher thread (which may still be recording it), and ending
     // a capture joins its thread: both off the async workers.
-    let old_runs = std::mem::take(&mut session.runs);
-    let old_captures = std::mem::take(&mut session.capturing);
-    blocking(move || drop((old_runs, old_captures))).await?;
-    session.captured.clear();
-    session.config = Some(config);
-    session.scenario = Some(scenario);
-    session.capture_ports = captures;
+    let old_flows = std::mem::replace(&mut state.flows, Session::new(scenario));
+    let old_captures = std::mem::take(&mut state.capturing);
+    blocking(move || drop((old_flows, old_captures))).await?;
+    state.captured.clear();
+    state.config = Some(config);
+    state.capture_ports = captures;
     Ok(ok_json(json!({ "warnings": warnings })))
 }
 
@@ -486,14 +456,7 @@ where
             vec!["the server is shutting down: no methodology starts now".into()],
         ));
     }
-    if server
-        .state
-        .lock()
-        .await
-        .runs
-        .iter()
-        .any(|r| !r.is_finished())
-    {
+    if server.state.lock().await.flows.is_running() {
         return Err(error(
             409,
             "validation",
@@ -569,7 +532,7 @@ impl TrialRunner for EngineRunner {
     fn run(
         &mut self,
         trial: TrialRun,
-    ) -> Result<(Scenario, strobe_engine::RunReport), ControlError> {
+    ) -> Result<(Scenario, strobe_control::RunReport), ControlError> {
         let options = PlanOptions {
             pacing: trial.pacing,
             drain_ns: trial.drain_ns,
@@ -606,7 +569,7 @@ async fn live_latency(
             ]))
         }
     };
-    let runs = server.state.lock().await.runs.clone();
+    let runs = server.state.lock().await.flows.runs().to_vec();
     let mut intervals: Vec<strobe_control::IntervalLatency> = runs
         .iter()
         .flat_map(|r| r.latency_intervals(0))
@@ -669,7 +632,7 @@ async fn set_control_state(State(server): State<Arc<Server>>, body: Bytes) -> Re
         server.method_stop.store(true, Ordering::SeqCst);
     }
     let _control = server.control.lock().await;
-    if stops_method && server.state.lock().await.scenario.is_none() {
+    if stops_method && server.state.lock().await.flows.scenario().is_none() {
         return Ok(ok_json(json!({
             "warnings": ["stopped the methodology that was running; no traffic config is set"]
         })));
@@ -707,65 +670,23 @@ async fn set_control_state(State(server): State<Arc<Server>>, body: Bytes) -> Re
 async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
     let flow_names = names(request.get("flow_names"))?;
     let state = request.get("state").and_then(Value::as_str).unwrap_or("");
-    // A copy of what the request needs: the state lock is not held while runs start or
-    // drain (the control lock keeps other changes out meanwhile).
-    let (scenario, runs) = {
-        let session = server.state.lock().await;
-        let Some(scenario) = session.scenario.clone() else {
-            return Err(no_config());
-        };
-        (scenario, session.runs.clone())
-    };
-    if let Some(unknown) = flow_names
-        .iter()
-        .find(|n| !scenario.flows.iter().any(|f| &f.name == *n))
-    {
-        return Err(validation(vec![format!(
-            "flow_transmit.flow_names: no flow `{unknown}` in the config (flows: {})",
-            scenario
-                .flows
-                .iter()
-                .map(|f| f.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )]));
-    }
-    // Named flows, or all of them.
-    let wanted: Vec<String> = if flow_names.is_empty() {
-        scenario.flows.iter().map(|f| f.name.clone()).collect()
-    } else {
-        flow_names.clone()
-    };
-    let touches = |run: &RunHandle| flow_names_of(run).iter().any(|n| wanted.contains(n));
+    // A copy of the session: the state lock is not held while runs start or drain (the
+    // control lock keeps other changes out meanwhile).
+    let session = server.state.lock().await.flows.clone();
+    let refused = |e: ControlError| validation(vec![format!("flow_transmit {state}: {e}")]);
     match state {
         "start" => {
-            if scenario.flows.is_empty() {
-                return Err(validation(vec![
-                    "flow_transmit start: the config has no flows".into(),
-                ]));
-            }
-            let sending_now: Vec<String> = runs.iter().flat_map(sending).collect();
-            let busy: Vec<&String> = wanted.iter().filter(|n| sending_now.contains(n)).collect();
-            if !busy.is_empty() {
-                return Err(validation(vec![format!(
-                    "flow_transmit start: flows {} are still sending — stop them first",
-                    busy.iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )]));
-            }
+            let step = session.start_step(&flow_names).map_err(refused)?;
             // A run with a flow to start again whose transmitters are all done is only
             // draining (its receivers count frames still in flight): it ends first. One whose
             // other flows still send goes on beside the new run.
-            for run in runs.iter().filter(|r| touches(r) && sending(r).is_empty()) {
-                stop_and_wait(run.clone()).await?;
+            for run in step.end_first {
+                stop_and_wait(run).await?;
             }
-            let subset = select_flows(scenario, &flow_names);
             let mut options = server.options.plan.clone();
             // Latency per interval for live views (GET /strobe/latency); each interval copies
             // every flow's histogram on the receive path, so only for a few flows.
-            if subset.flows.len() <= LIVE_LATENCY_MAX_FLOWS {
+            if step.scenario.flows.len() <= LIVE_LATENCY_MAX_FLOWS {
                 options.latency_interval_ns = Some(LIVE_LATENCY_INTERVAL_NS);
                 options.live_latency = true;
             }
@@ -780,97 +701,35 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                     ),
                 },
             );
-            let started = blocking(move || {
-                let plan = strobe_control::prepare(subset, &options)?;
-                let handle = strobe_control::start_then(plan, after)?;
-                // Ports are opened before the first frame: wait for that, so
-                // a port that cannot be opened is this request's error.
-                while handle.metrics().state == RunState::Starting && !handle.is_finished() {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-                if handle.metrics().state == RunState::Failed {
-                    return Err(handle
-                        .wait()
-                        .err()
-                        .unwrap_or(ControlError::Runtime("the run failed".into())));
-                }
-                Ok(handle)
-            })
-            .await?
-            .map_err(control_error)?;
-            let mut session = server.state.lock().await;
-            session.runs.push(Arc::new(started));
-            // Runs that are over and none of whose flows is a newer run's are forgotten.
-            let all = std::mem::take(&mut session.runs);
-            let newer_has = |i: usize, name: &String| {
-                all[i + 1..]
-                    .iter()
-                    .any(|later| flow_names_of(later).contains(name))
-            };
-            let kept: Vec<bool> = all
-                .iter()
-                .enumerate()
-                .map(|(i, run)| {
-                    !run.is_finished() || !flow_names_of(run).iter().all(|n| newer_has(i, n))
-                })
-                .collect();
-            session.runs = all
-                .into_iter()
-                .zip(kept)
-                .filter_map(|(run, keep)| keep.then_some(run))
-                .collect();
-            Ok(ok_json(json!({ "warnings": problems(&session.runs) })))
+            let scenario = step.scenario;
+            let started = blocking(move || start_run(scenario, &options, after))
+                .await?
+                .map_err(control_error)?;
+            let mut state = server.state.lock().await;
+            state.flows.add_run(started);
+            Ok(ok_json(json!({ "warnings": state.flows.problems() })))
         }
         "stop" => {
-            // A run whose flows are all named stops whole (and drains); one with others
-            // still sending stops the named flows only.
-            for run in runs.iter().filter(|r| !r.is_finished()) {
-                let names = flow_names_of(run);
-                if names.iter().all(|n| wanted.contains(n)) {
-                    stop_and_wait(run.clone()).await?;
-                } else {
-                    let named: Vec<String> =
-                        names.into_iter().filter(|n| wanted.contains(n)).collect();
-                    run.stop_flows(&named);
-                }
+            let step = session.stop_step(&flow_names).map_err(refused)?;
+            for (run, named) in step.some {
+                run.stop_flows(&named);
             }
-            let session = server.state.lock().await;
-            Ok(ok_json(json!({ "warnings": problems(&session.runs) })))
+            for run in step.whole {
+                stop_and_wait(run).await?;
+            }
+            let state = server.state.lock().await;
+            Ok(ok_json(json!({ "warnings": state.flows.problems() })))
         }
         "pause" | "resume" => {
-            let live: Vec<&Arc<RunHandle>> = runs
-                .iter()
-                .filter(|r| !r.is_finished() && touches(r))
-                .collect();
-            if live.is_empty() {
-                return Err(validation(vec![format!(
-                    "flow_transmit {state}: no flow named is sending — start them first"
-                )]));
-            }
-            // All or nothing: a run is paused whole, so every flow it sends must be named.
-            for run in &live {
-                let others: Vec<String> = flow_names_of(run)
-                    .into_iter()
-                    .filter(|n| !wanted.contains(n))
-                    .collect();
-                if !others.is_empty() {
-                    return Err(validation(vec![format!(
-                        "flow_transmit {state}: flows started together {state} together — \
-                         name {} too, or start the flows to {state} apart in their own start \
-                         request",
-                        others.join(", ")
-                    )]));
-                }
-            }
-            for run in live {
+            for run in session.pause_targets(&flow_names, state).map_err(refused)? {
                 if state == "pause" {
                     run.pause();
                 } else {
                     run.resume();
                 }
             }
-            let session = server.state.lock().await;
-            Ok(ok_json(json!({ "warnings": problems(&session.runs) })))
+            let state = server.state.lock().await;
+            Ok(ok_json(json!({ "warnings": state.flows.problems() })))
         }
         other => Err(validation(vec![format!(
             "flow_transmit.state: `{other}` — accepted: start, stop, pause, resume"
@@ -882,7 +741,7 @@ async fn port_capture(server: &Arc<Server>, request: &Value) -> Reply {
     let mut ports = names(request.get("port_names"))?;
     let state = request.get("state").and_then(Value::as_str).unwrap_or("");
     let mut session = server.state.lock().await;
-    let Some(scenario) = session.scenario.clone() else {
+    let Some(scenario) = session.flows.scenario().cloned() else {
         return Err(no_config());
     };
     if ports.is_empty() {
@@ -947,7 +806,7 @@ async fn port_link(server: &Arc<Server>, request: &Value) -> Reply {
         }
     };
     let mut session = server.state.lock().await;
-    let scenario = session.scenario.clone().ok_or_else(no_config)?;
+    let scenario = session.flows.scenario().cloned().ok_or_else(no_config)?;
     let mut locations = Vec::new();
     for port in &scenario.ports {
         if names.is_empty() || names.contains(&port.name) {
@@ -985,7 +844,7 @@ async fn port_link(server: &Arc<Server>, request: &Value) -> Reply {
 }
 
 /// Stops the port's capture, if one runs, and keeps its bytes for `/monitor/capture`.
-async fn finish_capture(session: &mut Session, name: &str) -> Result<(), OtgError> {
+async fn finish_capture(session: &mut ServerState, name: &str) -> Result<(), OtgError> {
     let Some(capture) = session.capturing.remove(name) else {
         return Ok(());
     };
@@ -1020,17 +879,6 @@ async fn get_capture(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     }
 }
 
-/// The flows named (all when none are), with flow ids renumbered in order.
-fn select_flows(mut scenario: Scenario, names: &[String]) -> Scenario {
-    if !names.is_empty() {
-        scenario.flows.retain(|f| names.contains(&f.name));
-        for (id, f) in scenario.flows.iter_mut().enumerate() {
-            f.id = u16::try_from(id).unwrap_or(u16::MAX);
-        }
-    }
-    scenario
-}
-
 /// Whether a client takes fields the OTG model does not name. gosnappi decodes replies
 /// strictly (an unknown field fails the call) and is recognised by Go's HTTP client; snappi
 /// and others ignore them.
@@ -1044,13 +892,13 @@ fn takes_extensions(headers: &HeaderMap) -> bool {
 async fn get_metrics(State(server): State<Arc<Server>>, headers: HeaderMap, body: Bytes) -> Reply {
     let request = parse_body(&body)?;
     let session = server.state.lock().await;
-    let scenario = session.scenario.as_ref().ok_or_else(no_config)?;
+    let scenario = session.flows.scenario().ok_or_else(no_config)?;
     let reply = match choice(&request, &["port", "flow"]).unwrap_or("port") {
         "flow" => {
             let wanted = names(request.get("flow").and_then(|f| f.get("flow_names")))?;
             reply::flow_metrics(
                 scenario,
-                &session.runs,
+                session.flows.runs(),
                 &wanted,
                 !server.options.no_extensions && takes_extensions(&headers),
             )
@@ -1059,7 +907,7 @@ async fn get_metrics(State(server): State<Arc<Server>>, headers: HeaderMap, body
             let wanted = names(request.get("port").and_then(|p| p.get("port_names")))?;
             let capturing: Vec<&str> = session.capturing.keys().map(String::as_str).collect();
             let down: Vec<&str> = session.links_down.iter().map(String::as_str).collect();
-            reply::port_metrics(scenario, &session.runs, &wanted, &capturing, &down)
+            reply::port_metrics(scenario, session.flows.runs(), &wanted, &capturing, &down)
         }
         other => Err(format!(
             "choice: `{other}` metrics are not supported — strobe reports port and flow metrics"
@@ -1073,7 +921,7 @@ async fn get_metrics(State(server): State<Arc<Server>>, headers: HeaderMap, body
 async fn get_prometheus(State(server): State<Arc<Server>>) -> Response {
     let text = {
         let session = server.state.lock().await;
-        scrape::exposition(session.scenario.as_ref(), &session.runs)
+        scrape::exposition(session.flows.scenario(), session.flows.runs())
     };
     (
         [(axum::http::header::CONTENT_TYPE, scrape::CONTENT_TYPE)],

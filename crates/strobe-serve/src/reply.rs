@@ -4,10 +4,10 @@
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use strobe_control::{FlowMetrics, Metrics, PortMetrics, Results, RunHandle, Transmit};
+use strobe_control::session::Latest;
+use strobe_control::{Results, RunHandle, Transmit};
 use strobe_model::Scenario;
 
 /// Capture bytes, as OTG clients read them.
@@ -84,55 +84,6 @@ fn transmit(t: Transmit) -> &'static str {
         Transmit::Started => "started",
         Transmit::Stopped => "stopped",
         Transmit::Paused => "paused",
-    }
-}
-
-/// The counters of every flow of the config in its order, from the newest run that sends
-/// it (zeros for a flow no run sent), with the index of that run; each run's metrics are
-/// read once.
-pub(crate) struct Latest {
-    pub(crate) flows: Vec<(FlowMetrics, Option<usize>)>,
-    /// Each run's own metrics, oldest first.
-    runs: Vec<Metrics>,
-}
-
-impl Latest {
-    pub(crate) fn of(scenario: &Scenario, runs: &[Arc<RunHandle>]) -> Latest {
-        let metrics: Vec<Metrics> = runs.iter().map(|r| r.metrics()).collect();
-        let mut newest: HashMap<&str, (usize, &FlowMetrics)> = HashMap::new();
-        for (i, m) in metrics.iter().enumerate() {
-            for f in &m.flows {
-                newest.insert(f.name.as_str(), (i, f));
-            }
-        }
-        let flows = scenario
-            .flows
-            .iter()
-            .map(|f| match newest.get(f.name.as_str()) {
-                Some(&(i, m)) => (m.clone(), Some(i)),
-                None => (FlowMetrics::idle(f), None),
-            })
-            .collect();
-        Latest {
-            flows,
-            runs: metrics,
-        }
-    }
-
-    /// Port counters: one run's own (a receive port counts every frame it saw), or with
-    /// flows from several runs, their flows' counters added up per port.
-    pub(crate) fn ports(&self, scenario: &Scenario) -> Vec<PortMetrics> {
-        let mut used: Vec<usize> = self.flows.iter().filter_map(|(_, i)| *i).collect();
-        used.sort_unstable();
-        used.dedup();
-        match used.as_slice() {
-            [] => Vec::new(),
-            [one] => self.runs[*one].ports.clone(),
-            _ => {
-                let flows: Vec<FlowMetrics> = self.flows.iter().map(|(f, _)| f.clone()).collect();
-                strobe_control::run::port_metrics(scenario, &flows)
-            }
-        }
     }
 }
 

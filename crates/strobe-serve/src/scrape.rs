@@ -17,7 +17,7 @@ use prometheus::{Encoder, TextEncoder};
 use strobe_control::{RunHandle, RunState};
 use strobe_model::Scenario;
 
-use crate::reply::Latest;
+use strobe_control::session::Latest;
 
 /// The content type of the exposition.
 pub const CONTENT_TYPE: &str = prometheus::TEXT_FORMAT;
