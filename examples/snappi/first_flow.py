@@ -5,21 +5,19 @@
     bash setup.sh && .venv/bin/python first_flow.py [http://127.0.0.1:8443]
 
 Written as for any OTG traffic generator: only the URL and the port locations are strobe's.
+helpers.py beside it holds the plumbing the examples share: the two ports and a flow between
+them, starting and stopping the flows, reading a flow's metrics.
 """
 import sys
 import time
 
 import snappi
 
+from helpers import flow_metrics, lab_flow, set_transmit
+
 api = snappi.api(location=sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8443",
                  verify=False)
-cfg = api.config()
-# Locations: lab:tx / lab:rx (the lab's ends), an interface (eth1, NETNS/IFACE), or
-# afxdp:IFACE@QUEUE for AF_XDP.
-cfg.ports.port(name="p1", location="lab:tx").port(name="p2", location="lab:rx")
-
-flow = cfg.flows.flow(name="udp")[-1]
-flow.tx_rx.port.tx_name, flow.tx_rx.port.rx_names = "p1", ["p2"]
+cfg, flow = lab_flow(api, "udp")   # ports p1 (lab:tx) and p2 (lab:rx), a flow from p1 to p2
 eth, ip, udp = flow.packet.ethernet().ipv4().udp()   # lab ports fill in the MACs
 ip.src.value, ip.dst.value = "198.18.0.1", "198.18.1.1"
 udp.src_port.value = 1000
@@ -30,22 +28,14 @@ flow.duration.fixed_packets.packets = 200_000
 flow.metrics.enable = True
 api.set_config(cfg)
 
-cs = api.control_state()
-cs.choice = cs.TRAFFIC
-cs.traffic.choice = cs.traffic.FLOW_TRANSMIT
-cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
-api.set_control_state(cs)
-
-req = api.metrics_request()
-req.flow.flow_names = ["udp"]
+set_transmit(api, "start")
 while True:
-    m = api.get_metrics(req).flow_metrics[0]
+    m = flow_metrics(api, "udp")
     print(f"{m.transmit:8} tx {m.frames_tx:>8} rx {m.frames_rx:>8} ({m.frames_tx_rate:,.0f} pps)")
     if m.transmit == "stopped":
         break
     time.sleep(0.5)
 
-cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
-api.set_control_state(cs)           # waits for the receivers' drain: counts are final
-m = api.get_metrics(req).flow_metrics[0]
+set_transmit(api, "stop")           # waits for the receivers' drain: counts are final
+m = flow_metrics(api, "udp")
 print(f"final: sent {m.frames_tx}, received {m.frames_rx}, loss {m.loss:.4f} %")

@@ -10,17 +10,15 @@ objects do not carry: read them from the raw reply (below, with requests).
 """
 import json
 import sys
-import time
 
 import requests
 import snappi
 
+from helpers import lab_flow, run_to_end
+
 url = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8443"
 api = snappi.api(location=url, verify=False)
-cfg = api.config()
-cfg.ports.port(name="p1", location="lab:tx").port(name="p2", location="lab:rx")
-flow = cfg.flows.flow(name="timed")[-1]
-flow.tx_rx.port.tx_name, flow.tx_rx.port.rx_names = "p1", ["p2"]
+cfg, flow = lab_flow(api, "timed")   # the lab's two ports, a flow from one to the other
 eth, ip, udp = flow.packet.ethernet().ipv4().udp()
 ip.src.value, ip.dst.value = "198.18.0.1", "198.18.1.1"
 flow.rate.pps = 50_000
@@ -28,20 +26,8 @@ flow.duration.fixed_packets.packets = 100_000
 flow.metrics.enable = True
 flow.metrics.latency.enable = True
 api.set_config(cfg)
+m = run_to_end(api, "timed", poll_seconds=0.2)   # after the receivers' drain: final figures
 
-cs = api.control_state()
-cs.choice = cs.TRAFFIC
-cs.traffic.choice = cs.traffic.FLOW_TRANSMIT
-cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
-api.set_control_state(cs)
-req = api.metrics_request()
-req.flow.flow_names = ["timed"]
-while api.get_metrics(req).flow_metrics[0].transmit != "stopped":
-    time.sleep(0.2)
-cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
-api.set_control_state(cs)           # waits for the drain: the figures are final
-
-m = api.get_metrics(req).flow_metrics[0]
 print(f"OTG: min {m.latency.minimum_ns:.0f} ns, avg {m.latency.average_ns:.0f} ns, "
       f"max {m.latency.maximum_ns:.0f} ns over {m.frames_rx} frames")
 raw = requests.post(f"{url}/monitor/metrics", json={"choice": "flow", "flow": {"flow_names": ["timed"]}})

@@ -9,9 +9,10 @@ This shows the OTG API is enough to write one; strobe's own RFC 2544 methodology
 search, NDR and PDR at once, every trial kept) is `rfc2544.py` beside it.
 """
 import sys
-import time
 
 import snappi
+
+from helpers import lab_flow, run_to_end
 
 url = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8443"
 api = snappi.api(location=url, verify=False)
@@ -20,10 +21,7 @@ LOW, HIGH = (int(x) for x in (sys.argv[2:4] if len(sys.argv) > 3 else (1_000, 20
 
 
 def trial(pps):
-    cfg = api.config()
-    cfg.ports.port(name="p1", location="lab:tx").port(name="p2", location="lab:rx")
-    flow = cfg.flows.flow(name="trial")[-1]
-    flow.tx_rx.port.tx_name, flow.tx_rx.port.rx_names = "p1", ["p2"]
+    cfg, flow = lab_flow(api, "trial")   # the lab's two ports, a flow from one to the other
     eth, ip, udp = flow.packet.ethernet().ipv4().udp()
     ip.src.value, ip.dst.value = "198.18.0.1", "198.18.1.1"
     flow.size.fixed = SIZE
@@ -31,18 +29,7 @@ def trial(pps):
     flow.duration.fixed_packets.packets = int(pps * TRIAL_SECONDS)
     flow.metrics.enable = True
     api.set_config(cfg)
-    cs = api.control_state()
-    cs.choice = cs.TRAFFIC
-    cs.traffic.choice = cs.traffic.FLOW_TRANSMIT
-    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.START
-    api.set_control_state(cs)
-    req = api.metrics_request()
-    req.flow.flow_names = ["trial"]
-    while api.get_metrics(req).flow_metrics[0].transmit != "stopped":
-        time.sleep(0.1)
-    cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
-    api.set_control_state(cs)
-    m = api.get_metrics(req).flow_metrics[0]
+    m = run_to_end(api, "trial", poll_seconds=0.1)
     return m.frames_tx, m.frames_rx
 
 

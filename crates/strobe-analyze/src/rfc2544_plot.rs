@@ -214,59 +214,66 @@ fn rate_cell(v: Option<f64>) -> String {
 }
 
 fn throughput_table(t: &[ThroughputFigure]) -> Markup {
-    html! {
-        table {
-            thead {
-                tr {
-                    th { "frame" } th { "NDR pps" } th { "NDR Mbit/s, L1" } th { "% of line" }
-                    th { "PDR pps" } th { "highest rate pps" } th { "trials" } th { "time s" }
-                }
-            }
-            tbody {
-                @for p in t {
-                    tr {
-                        td { (p.size) " B" }
-                        td { (rate_cell(p.ndr_pps)) }
-                        td { (p.ndr_pps.map_or("-".into(), |v| format!("{:.3}", l1_bps(v, p.mean_bytes) / 1e6))) }
-                        td { (p.ndr_pps.map_or("-".into(), |v| format!("{:.3}", 100.0 * v / p.line_rate_pps))) }
-                        td { (rate_cell(p.pdr_pps)) }
-                        td { (format!("{:.1}", p.max_pps)) " (" (p.max_source) ")" }
-                        td { (p.trials) }
-                        td { (format!("{:.1}", p.seconds)) }
-                    }
-                }
-            }
-        }
-    }
+    let header = [
+        "frame",
+        "NDR pps",
+        "NDR Mbit/s, L1",
+        "% of line",
+        "PDR pps",
+        "highest rate pps",
+        "trials",
+        "time s",
+    ];
+    let rows = t.iter().map(|p| {
+        let thousandths = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
+        vec![
+            format!("{} B", p.size),
+            rate_cell(p.ndr_pps),
+            thousandths(p.ndr_pps.map(|v| l1_bps(v, p.mean_bytes) / 1e6)),
+            thousandths(p.ndr_pps.map(|v| 100.0 * v / p.line_rate_pps)),
+            rate_cell(p.pdr_pps),
+            format!("{:.1} ({})", p.max_pps, p.max_source),
+            p.trials.to_string(),
+            format!("{:.1}", p.seconds),
+        ]
+    });
+    html_table(&header, rows.map(|cells| (cells, None)))
 }
 
 fn latency_table(l: &[LatencyFigure]) -> Markup {
-    html! {
-        table {
-            thead {
-                tr {
-                    th { "frame" } th { "load %" } th { "rate pps" } th { "frames" }
-                    th { "min µs" } th { "p50 µs" } th { "p99 µs" } th { "p99.9 µs" }
-                    th { "p99.99 µs" } th { "max µs" }
-                }
-            }
-            tbody {
-                @for s in l {
-                    @for (load, pps, st) in &s.points {
-                        tr {
-                            td { (s.size) " B" }
-                            td { (format!("{load:.0}")) }
-                            td { (format!("{pps:.1}")) }
-                            td { (st.count) }
-                            @for v in [st.min_ns, st.p50_ns, st.p99_ns, st.p99_9_ns, st.p99_99_ns, st.max_ns] {
-                                td { (format!("{:.3}", v / 1e3)) }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
+    let header = [
+        "frame",
+        "load %",
+        "rate pps",
+        "frames",
+        "min µs",
+        "p50 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "p99.99 µs",
+        "max µs",
+    ];
+    let rows = l.iter().flat_map(|s| {
+        s.points.iter().map(|(load, pps, st)| {
+            let mut cells = vec![
+                format!("{} B", s.size),
+                format!("{load:.0}"),
+                format!("{pps:.1}"),
+                st.count.to_string(),
+            ];
+            let percentiles = [
+                st.min_ns,
+                st.p50_ns,
+                st.p99_ns,
+                st.p99_9_ns,
+                st.p99_99_ns,
+                st.max_ns,
+            ];
+            cells.extend(percentiles.map(|v| format!("{:.3}", v / 1e3)));
+            (cells, None)
+        })
+    });
+    html_table(&header, rows)
 }
 
 /// The self-contained HTML report of RFC 2544 benchmarks.
@@ -329,14 +336,29 @@ pub fn table_report(title: &str, notes: &[String], tables: &[Table]) -> String {
 }
 
 fn table_markup(t: &Table) -> Markup {
+    let rows = t.rows.iter().map(|(cells, pass)| {
+        let style = if *pass { "" } else { "background: #fde2e1" };
+        (cells.clone(), Some(style))
+    });
     html! {
         h2 { (t.title) }
+        (html_table(&t.header, rows))
+    }
+}
+
+/// A table of text cells under column heads; a row with a style carries it (a failing
+/// step's colour).
+fn html_table(
+    header: &[impl AsRef<str>],
+    rows: impl Iterator<Item = (Vec<String>, Option<&'static str>)>,
+) -> Markup {
+    html! {
         table {
-            thead { tr { @for h in &t.header { th { (h) } } } }
+            thead { tr { @for h in header { th { (h.as_ref()) } } } }
             tbody {
-                @for (row, pass) in &t.rows {
-                    tr style=(if *pass { "" } else { "background: #fde2e1" }) {
-                        @for c in row { td { (c) } }
+                @for (cells, style) in rows {
+                    tr style=[style] {
+                        @for c in cells { td { (c) } }
                     }
                 }
             }

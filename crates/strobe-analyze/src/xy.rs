@@ -1,11 +1,13 @@
 //! x–y figures of a few series (points, lines, dashed levels) on a linear or log y axis,
 //! shared by the methodology reports.
 
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::plot::{
     decade_label, draw_grid, finish_figure, legend_sample, log_axis_over, sized_figure,
-    titled_chart, DRAWING_IS_INFALLIBLE, SIDE_BY_SIDE, TIME_Y_LABEL_AREA,
+    titled_chart, Figure, DRAWING_IS_INFALLIBLE, SIDE_BY_SIDE, TIME_Y_LABEL_AREA,
 };
 
 /// How a series is drawn.
@@ -56,7 +58,6 @@ pub(crate) fn xy_svg(
         let root = sized_figure(&mut svg, SIDE_BY_SIDE);
         let mut builder = titled_chart(&root, title);
         builder.y_label_area_size(TIME_Y_LABEL_AREA);
-        let has_data = all().next().is_some();
         if log_y {
             let (lo, hi, bold, light) = log_axis_over(all().map(|p| p.1));
             let mut chart = builder
@@ -68,18 +69,8 @@ pub(crate) fn xy_svg(
                         .with_light_points(light),
                 )
                 .expect(DRAWING_IS_INFALLIBLE);
-            draw_grid(
-                chart
-                    .configure_mesh()
-                    .x_desc(x_desc)
-                    .y_desc(y_desc)
-                    .x_label_formatter(&|&x| format!("{x:.0}"))
-                    .y_label_formatter(&|&v| decade_label(v)),
-            );
-            for s in series {
-                draw(&mut chart, s);
-            }
-            finish_figure(&root, &mut chart, has_data, SeriesLabelPosition::UpperRight);
+            let y_label = |&v: &f64| decade_label(v);
+            draw_chart(&root, &mut chart, (x_desc, y_desc), Some(&y_label), series);
         } else {
             let (y_lo, y_hi) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
                 (lo.min(p.1), hi.max(p.1))
@@ -93,20 +84,37 @@ pub(crate) fn xy_svg(
             let mut chart = builder
                 .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)
                 .expect(DRAWING_IS_INFALLIBLE);
-            draw_grid(
-                chart
-                    .configure_mesh()
-                    .x_desc(x_desc)
-                    .y_desc(y_desc)
-                    .x_label_formatter(&|&x| format!("{x:.0}")),
-            );
-            for s in series {
-                draw(&mut chart, s);
-            }
-            finish_figure(&root, &mut chart, has_data, SeriesLabelPosition::UpperRight);
+            draw_chart(&root, &mut chart, (x_desc, y_desc), None, series);
         }
     }
     svg
+}
+
+/// Draws the grid (whole-number x labels; `y_label` formats the y ticks, plotters' default
+/// when `None`), every series, and the legend or the "no samples" note.
+fn draw_chart<'a, Y>(
+    root: &Figure<'_>,
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Y>>,
+    (x_desc, y_desc): (&str, &str),
+    y_label: Option<&dyn Fn(&f64) -> String>,
+    series: &[Series],
+) where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let x_label = |&x: &f64| format!("{x:.0}");
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_label_formatter(&x_label);
+    if let Some(y_label) = y_label {
+        mesh.y_label_formatter(y_label);
+    }
+    draw_grid(&mut mesh);
+    for s in series {
+        draw(chart, s);
+    }
+    let has_data = series.iter().any(|s| !s.points.is_empty());
+    finish_figure(root, chart, has_data, SeriesLabelPosition::UpperRight);
 }
 
 fn draw<'a, CT>(chart: &mut ChartContext<'a, SVGBackend<'a>, CT>, s: &Series)

@@ -10,7 +10,7 @@ use strobe_model::{quick, Scenario};
 use crate::display::{print_convoys, print_latency, print_summary, print_verdicts, Status};
 use crate::failure::Failure;
 use crate::lab_cmd::{rx_port_forms, TX_PORT_HELP};
-use crate::latency_out::{self, LatencyOutputs};
+use crate::latency_out::{self, LatencyOutputs, LoadSweep};
 use crate::outputs::{self, write_file, WriteFailures};
 use crate::runs_cmd;
 use crate::signals;
@@ -167,31 +167,9 @@ pub struct GenArgs {
     calibration: Option<PathBuf>,
     #[command(flatten)]
     outputs: LatencyOutputs,
-    /// Latency against load: run once per rate (one-flow options), e.g. 10kpps,50kpps,100kpps.
-    #[arg(
-        long,
-        value_name = "LIST",
-        value_delimiter = ',',
-        help_heading = "Latency",
-        allow_hyphen_values = true, value_parser = crate::values::positive_text
-    )]
-    rates: Vec<String>,
-    /// Write the sweep (offered, sent and received rate, loss, p50, p99, p99.99 per step) as CSV.
-    #[arg(
-        long,
-        value_name = "FILE",
-        help_heading = "Latency",
-        requires = "rates"
-    )]
-    sweep_csv: Option<PathBuf>,
-    /// Plot the sweep (p50, p99, p99.99 against offered load) as SVG.
-    #[arg(
-        long,
-        value_name = "FILE",
-        help_heading = "Latency",
-        requires = "rates"
-    )]
-    sweep_svg: Option<PathBuf>,
+    // Last: its heading (Latency) carries on to any option declared after it.
+    #[command(flatten)]
+    sweep: LoadSweep,
 }
 
 /// The scenario the arguments describe (a file, or the one-flow options) and its pacing.
@@ -251,7 +229,7 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
     check_outputs(&args)?;
     let mut recorder = args.history.recorder()?;
     let provenance = runs_cmd::provenance("gen");
-    if !args.rates.is_empty() {
+    if !args.sweep.rates.is_empty() {
         return sweep(&args, correction.as_ref(), &mut recorder, &provenance);
     }
     let (scenario, pacing) = load(&args)?;
@@ -339,8 +317,8 @@ fn check_outputs(args: &GenArgs) -> Result<(), Failure> {
         ("--latency-html", args.outputs.latency_html.as_deref()),
         ("--latency-csv", args.outputs.latency_csv.as_deref()),
         ("--hdr-log", args.outputs.hdr_log.as_deref()),
-        ("--sweep-csv", args.sweep_csv.as_deref()),
-        ("--sweep-svg", args.sweep_svg.as_deref()),
+        ("--sweep-csv", args.sweep.sweep_csv.as_deref()),
+        ("--sweep-svg", args.sweep.sweep_svg.as_deref()),
     ])
 }
 
@@ -394,7 +372,7 @@ fn sweep(
     let base = one_flow(args)?;
     let mut runs = Vec::new();
     let signals = signals::install()?;
-    for rate in &args.rates {
+    for rate in &args.sweep.rates {
         if signals.stop.load(Ordering::Relaxed) {
             break;
         }
@@ -435,18 +413,13 @@ fn sweep(
         eprintln!(
             "interrupted: the sweep ends after {} of {} steps",
             runs.len(),
-            args.rates.len()
+            args.sweep.rates.len()
         );
     }
     let points: Vec<_> = runs.iter().filter_map(|s| s.point).collect();
     // Files first: after a SIGHUP the terminal may be gone, and printing fails.
     let mut failures = WriteFailures::default();
-    latency_out::write_sweep(
-        &points,
-        args.sweep_csv.as_deref(),
-        args.sweep_svg.as_deref(),
-        &mut failures,
-    );
+    latency_out::write_sweep(&points, &args.sweep, &mut failures);
     if let Some(path) = &args.outputs.hdr_log {
         let intervals: Vec<_> = runs
             .iter()

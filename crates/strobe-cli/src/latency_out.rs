@@ -45,6 +45,26 @@ pub struct LatencyOutputs {
     pub hdr_interval: String,
 }
 
+/// Latency against load (`--rates`): the rates to run at, and where to write the curve.
+#[derive(Args, Clone, Debug, Default)]
+#[command(next_help_heading = "Latency")]
+pub struct LoadSweep {
+    /// Latency against load: run once per rate (one-flow options), e.g. 10kpps,50kpps,100kpps.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        allow_hyphen_values = true, value_parser = crate::values::positive_text
+    )]
+    pub rates: Vec<String>,
+    /// Write the sweep (offered, sent and received rate, loss, p50, p99, p99.99 per step) as CSV.
+    #[arg(long, value_name = "FILE", requires = "rates")]
+    pub sweep_csv: Option<PathBuf>,
+    /// Plot the sweep (p50, p99, p99.99 against offered load) as SVG.
+    #[arg(long, value_name = "FILE", requires = "rates")]
+    pub sweep_svg: Option<PathBuf>,
+}
+
 /// The flows that have a latency distribution, with their histogram.
 fn measured<'a>(
     scenario: &'a Scenario,
@@ -154,14 +174,10 @@ pub fn write_outputs(
     }
 }
 
-/// Writes a finished sweep as CSV and/or SVG; a failed one is noted in `failures`.
-pub fn write_sweep(
-    points: &[LoadPoint],
-    csv: Option<&Path>,
-    svg: Option<&Path>,
-    failures: &mut WriteFailures,
-) {
-    if let Some(path) = csv {
+/// Writes a finished sweep as the CSV and/or SVG `sweep` asks for; a failed one is noted in
+/// `failures`.
+pub fn write_sweep(points: &[LoadPoint], sweep: &LoadSweep, failures: &mut WriteFailures) {
+    if let Some(path) = &sweep.sweep_csv {
         let mut out = Vec::new();
         failures.note(
             write_load_sweep_csv(&mut out, points)
@@ -169,7 +185,7 @@ pub fn write_sweep(
                 .and_then(|()| write_file(path, &out)),
         );
     }
-    if let Some(path) = svg {
+    if let Some(path) = &sweep.sweep_svg {
         failures.note(write_file(path, load_sweep_svg(points).as_bytes()));
     }
 }

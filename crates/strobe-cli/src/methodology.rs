@@ -33,6 +33,16 @@ pub struct MethodPorts {
     pub lab: String,
 }
 
+/// The one UDP flow a methodology sends (rfc2544, trains), and the ports it goes between.
+#[derive(Args)]
+pub struct MethodFlow {
+    #[command(flatten)]
+    pub ports: MethodPorts,
+    /// UDP flow SRC:PORT-DST:PORT (default: the lab's generator to its sink).
+    #[arg(long, default_value = "198.18.0.1:1000-198.18.1.1:2000")]
+    pub udp: String,
+}
+
 /// The files a methodology writes, and whether it shows a status line.
 #[derive(Args)]
 pub struct MethodOutputs {
@@ -98,6 +108,24 @@ impl Terminal {
             },
             quiet,
             histograms: TrialHistograms::default(),
+        }
+    }
+
+    /// Records the methodology's whole report with these trials' histograms (see
+    /// `record_report`), prints it with `print`, then the line that says where it was
+    /// recorded.
+    pub fn record_and_print<R: serde::Serialize>(
+        &mut self,
+        recorder: &mut Recorder,
+        kind: &str,
+        report: &R,
+        outcome: String,
+        print: fn(&R),
+    ) {
+        let recorded = record_report(recorder, kind, report, outcome, &mut self.histograms);
+        print(report);
+        if let Some(line) = recorded {
+            println!("{line}");
         }
     }
 }

@@ -13,7 +13,7 @@ use strobe_control::text::{bps_text, duration_text, pps_text};
 use strobe_model::Scenario;
 
 use crate::failure::Failure;
-use crate::methodology::{MethodOutputs, MethodPorts, Terminal};
+use crate::methodology::{MethodFlow, MethodOutputs, Terminal};
 use crate::signals;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -47,12 +47,9 @@ pub struct Rfc2544Args {
     #[arg(value_enum)]
     which: Which,
     #[command(flatten)]
-    ports: MethodPorts,
+    flow: MethodFlow,
     #[command(flatten)]
     history: crate::runs_cmd::HistoryArgs,
-    /// UDP flow SRC:PORT-DST:PORT (default: the lab's generator to its sink).
-    #[arg(long, default_value = "198.18.0.1:1000-198.18.1.1:2000")]
-    udp: String,
     /// Frame sizes, FCS included, or imix (default 64,128,256,512,1024,1280,1518).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     sizes: Vec<String>,
@@ -129,11 +126,11 @@ impl Rfc2544Args {
                 Which::Recovery => vec![Benchmark::Recovery],
                 Which::All => Benchmark::ALL.to_vec(),
             },
-            port: self.ports.port.clone(),
-            rx: self.ports.rx.clone(),
-            udp: self.udp.clone(),
-            src_mac: self.ports.src_mac.clone(),
-            dst_mac: self.ports.dst_mac.clone(),
+            port: self.flow.ports.port.clone(),
+            rx: self.flow.ports.rx.clone(),
+            udp: self.flow.udp.clone(),
+            src_mac: self.flow.ports.src_mac.clone(),
+            dst_mac: self.flow.ports.dst_mac.clone(),
             sizes: self.sizes.clone(),
             link: self.link.clone(),
             max_rate: self.max_rate.clone(),
@@ -205,9 +202,9 @@ fn trial_text(t: &TrialResult) -> String {
 
 pub fn run(args: Rfc2544Args) -> Result<(), Failure> {
     args.outputs.check()?;
-    let request = args.spec().request(&args.ports.lab)?;
+    let request = args.spec().request(&args.flow.ports.lab)?;
     let mut recorder = args.history.recorder()?;
-    let mut trials = Trials(Terminal::new(&args.ports.lab, args.outputs.quiet));
+    let mut trials = Trials(Terminal::new(&args.flow.ports.lab, args.outputs.quiet));
     let signals = signals::install()?;
     let report = run_benchmarks(&request, &signals.stop, &mut trials)?;
     // Files first: after a SIGHUP the terminal may be gone, and printing fails.
@@ -385,18 +382,14 @@ fn print_latency(l: &LatencyResult) {
     );
     for p in &l.points {
         let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.3}", v / 1e3));
-        let s = p.latency;
+        let [min, _mean, p50, p99, p99_9, max] =
+            strobe_control::rfc2544::latency_columns(p.latency).map(f);
         println!(
-            "  {:>6.0} {:>13} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "  {:>6.0} {:>13} {:>10} {:>8} {min:>10} {p50:>10} {p99:>10} {p99_9:>10} {max:>10}",
             p.load_pct,
             pps_text(p.rate.pps),
             p.frames_tx,
             p.frames_lost,
-            f(s.map(|s| s.min_ns)),
-            f(s.map(|s| s.p50_ns)),
-            f(s.map(|s| s.p99_ns)),
-            f(s.map(|s| s.p99_9_ns)),
-            f(s.map(|s| s.max_ns)),
         );
     }
 }

@@ -13,7 +13,7 @@ use strobe_control::trains::{
 
 use crate::display::summary_text;
 use crate::failure::Failure;
-use crate::methodology::{MethodOutputs, MethodPorts, Terminal};
+use crate::methodology::{MethodFlow, MethodOutputs, Terminal};
 use crate::signals;
 
 #[derive(Args)]
@@ -67,12 +67,9 @@ struct LengthsArgs {
 #[derive(Args)]
 struct CommonArgs {
     #[command(flatten)]
-    ports: MethodPorts,
+    flow: MethodFlow,
     #[command(flatten)]
     history: crate::runs_cmd::HistoryArgs,
-    /// UDP flow SRC:PORT-DST:PORT (default: the lab's generator to its sink).
-    #[arg(long, default_value = "198.18.0.1:1000-198.18.1.1:2000")]
-    udp: String,
     /// Trains per convoy.
     #[arg(long, default_value_t = 100, value_name = "N")]
     trains: u64,
@@ -140,11 +137,11 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
         ),
     };
     common.outputs.check()?;
-    let request = spec.request(&common.ports.lab)?;
+    let request = spec.request(&common.flow.ports.lab)?;
     let mut recorder = common.history.recorder()?;
     let drain_ns = strobe_timing::parse_duration_ns(&common.drain)
         .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", common.drain)))?;
-    let mut terminal = Terminal::new(&common.ports.lab, common.outputs.quiet);
+    let mut terminal = Terminal::new(&common.flow.ports.lab, common.outputs.quiet);
     let signals = signals::install()?;
     let report = run_experiment(&request, &signals.stop, |label, scenario, pacing| {
         terminal.run(TrialRun {
@@ -178,17 +175,7 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
         }))
         .collect();
     let outcome = crate::runs_cmd::outcome(signals.signal(), &step_failures);
-    let recorded = crate::methodology::record_report(
-        &mut recorder,
-        "trains",
-        &report,
-        outcome,
-        &mut terminal.histograms,
-    );
-    print_report(&report);
-    if let Some(line) = recorded {
-        println!("{line}");
-    }
+    terminal.record_and_print(&mut recorder, "trains", &report, outcome, print_report);
     if let Some(p) = &report.buffer_probe {
         for w in &p.warnings {
             eprintln!("warning: measuring the buffer: {w}");
@@ -219,11 +206,11 @@ impl CommonArgs {
     /// The options every experiment shares, as the run-control layer takes them.
     fn spec(&self) -> TrainsSpec {
         TrainsSpec {
-            port: self.ports.port.clone(),
-            rx: self.ports.rx.clone(),
-            udp: self.udp.clone(),
-            src_mac: self.ports.src_mac.clone(),
-            dst_mac: self.ports.dst_mac.clone(),
+            port: self.flow.ports.port.clone(),
+            rx: self.flow.ports.rx.clone(),
+            udp: self.flow.udp.clone(),
+            src_mac: self.flow.ports.src_mac.clone(),
+            dst_mac: self.flow.ports.dst_mac.clone(),
             trains: self.trains,
             frames: self.frames,
             gap: self.gap.clone(),

@@ -166,17 +166,7 @@ pub fn run(args: Y1564Args) -> Result<(), Failure> {
         done if done == "completed" => "completed: FAIL".to_owned(),
         other => other,
     };
-    let recorded = crate::methodology::record_report(
-        &mut recorder,
-        "y1564",
-        &report,
-        outcome,
-        &mut terminal.histograms,
-    );
-    print_report(&report);
-    if let Some(line) = recorded {
-        println!("{line}");
-    }
+    terminal.record_and_print(&mut recorder, "y1564", &report, outcome, print_report);
     if let Some(f) = &report.failure {
         failures.note(Err(Failure::Runtime(format!("a step failed to run: {f}"))));
     } else if !report.pass && !signals.stop.load(Ordering::Relaxed) {
@@ -273,13 +263,7 @@ fn report_notes(r: &Y1564Report) -> Vec<String> {
             "ITU-T Y.1564: {}; configuration steps of {}, performance test {}. Rates are \
              layer-1 bit rates; FTD is judged on the mean of every frame's delay, FDV is the \
              99.9th percentile of the delays less the minimum; IR tolerance {:.1} %.",
-            if r.pass {
-                "PASS"
-            } else if r.interrupted {
-                "stopped before the end"
-            } else {
-                "FAIL"
-            },
+            overall_verdict(r),
             duration_text(r.step_ns),
             duration_text(r.performance_ns),
             r.ir_tolerance * 100.0
@@ -302,14 +286,16 @@ fn print_report(r: &Y1564Report) {
             );
         }
     }
-    println!(
-        "Y.1564: {}",
-        if r.pass {
-            "PASS"
-        } else if r.interrupted {
-            "stopped before the end"
-        } else {
-            "FAIL"
-        }
-    );
+    println!("Y.1564: {}", overall_verdict(r));
+}
+
+/// The whole test's verdict, as the report's notes and its last line give it.
+fn overall_verdict(r: &Y1564Report) -> &'static str {
+    if r.pass {
+        "PASS"
+    } else if r.interrupted {
+        "stopped before the end"
+    } else {
+        "FAIL"
+    }
 }

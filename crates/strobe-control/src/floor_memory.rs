@@ -215,10 +215,7 @@ pub fn measured_floors(pacings: &[PortPacing]) -> Vec<(String, PathFloor)> {
 mod tests {
     use super::*;
 
-    const PATH: PathFloor = PathFloor {
-        handover_ns: 2_300,
-        spacing_ns: 900,
-    };
+    const PATH: PathFloor = PathFloor::EXAMPLE;
 
     #[test]
     fn a_floor_is_remembered_per_location_and_recalled() {

@@ -21,6 +21,7 @@ pub mod capture;
 pub mod floor_memory;
 pub mod history;
 pub mod host;
+pub mod methodology;
 pub mod otg;
 pub mod pcap_space;
 pub mod plan;

@@ -17,7 +17,7 @@
 //! [`TrialRunner`]; everything else happens here.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use strobe_analyze::latency::LatencyStats;
@@ -27,6 +27,7 @@ use strobe_engine::RunReport;
 use strobe_model::Scenario;
 use strobe_timing::Rate;
 
+use crate::methodology::{sleep_unless_stopped, spec_flow, unless_stopped};
 use crate::plan::Pacing;
 use crate::results::TimestampSources;
 use crate::source::OneFlow;
@@ -280,20 +281,12 @@ impl Rfc2544Spec {
         };
         tests.sort();
         tests.dedup();
+        let mut flow = spec_flow(&self.port, &self.rx, &self.src_mac, &self.dst_mac);
+        flow.flow.udp = Some(self.udp.clone());
+        // Rates are checked against the link here, not the model's default port.
+        flow.flow.unbounded = true;
         Ok(Rfc2544Request {
-            flow: OneFlow {
-                flow: strobe_model::quick::QuickArgs {
-                    port: self.port.clone(),
-                    udp: Some(self.udp.clone()),
-                    src_mac: self.src_mac.clone(),
-                    dst_mac: self.dst_mac.clone(),
-                    seed: 1,
-                    // Rates are checked against the link here, not the model's default port.
-                    unbounded: true,
-                    ..Default::default()
-                },
-                rx: Some(self.rx.clone()),
-            },
+            flow,
             lab_prefix: lab_prefix.to_string(),
             tests,
             sizes: if self.sizes.is_empty() {
@@ -638,6 +631,32 @@ pub(crate) enum Offer {
     Burst(u64),
 }
 
+impl Offer {
+    /// The rate asked for; None: as fast as the generator goes.
+    pub(crate) fn asked_pps(self) -> Option<f64> {
+        match self {
+            Offer::Paced(pps) => Some(pps),
+            Offer::Unpaced | Offer::Burst(_) => None,
+        }
+    }
+}
+
+/// A trial as a benchmark asks for it: what it sends.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TrialAsk<'a> {
+    pub benchmark: Benchmark,
+    pub size: &'a FrameSize,
+    pub offer: Offer,
+}
+
+/// What a trial is called: what it is, and how far the benchmarks have come (a status
+/// line's [`TrialRun::what`] and [`TrialRun::progress`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Label {
+    pub what: String,
+    pub progress: String,
+}
+
 /// What the benchmarks need of a trial: the engine's is [`EngineTrials`]; the unit tests
 /// use a model of a DUT.
 pub(crate) trait Trials {
@@ -645,19 +664,15 @@ pub(crate) trait Trials {
     /// Runs one trial; None when stopped before it began.
     fn run_trial(
         &mut self,
-        benchmark: Benchmark,
-        size: &FrameSize,
-        offer: Offer,
-        label: &str,
-        progress: String,
+        trial: TrialAsk<'_>,
+        label: Label,
     ) -> Result<Option<TrialOutcome>, Self::Error>;
     /// Runs a system recovery trial; None when stopped before it began.
     fn run_recovery(
         &mut self,
         size: &FrameSize,
         plan: &RecoveryPlan,
-        label: &str,
-        progress: String,
+        label: Label,
     ) -> Result<Option<RecoveryOutcome>, Self::Error>;
     /// Stopped by the user, or a trial failed: no further trial runs.
     fn stopped(&self) -> bool;
@@ -889,9 +904,16 @@ impl<T: Trials> Session<'_, T> {
         what: &str,
         progress: String,
     ) -> Result<Option<TrialOutcome>, T::Error> {
-        let outcome = self
-            .trials
-            .run_trial(benchmark, size, offer, what, progress)?;
+        let trial = TrialAsk {
+            benchmark,
+            size,
+            offer,
+        };
+        let label = Label {
+            what: what.to_string(),
+            progress,
+        };
+        let outcome = self.trials.run_trial(trial, label)?;
         if let Some(o) = &outcome {
             if !o.result.interrupted {
                 self.trials_done += 1;
@@ -1347,7 +1369,7 @@ impl<T: Trials> Session<'_, T> {
             slices: (r.recovery_window_ns / r.recovery_slice_ns).max(1),
         };
         result.plan = Some(plan);
-        let label = format!(
+        let what = format!(
             "recovery {} B: {} for {}, then {} watched for {}",
             t.size.size,
             pps_text(plan.overload_pps),
@@ -1355,8 +1377,11 @@ impl<T: Trials> Session<'_, T> {
             pps_text(plan.recovery_pps),
             duration_text(plan.slices * plan.slice_ns),
         );
-        let progress = self.progress(1);
-        let Some(outcome) = self.trials.run_recovery(&t.size, &plan, &label, progress)? else {
+        let label = Label {
+            what,
+            progress: self.progress(1),
+        };
+        let Some(outcome) = self.trials.run_recovery(&t.size, &plan, label)? else {
             return Ok(None);
         };
         self.trials_done += 1;
@@ -1460,6 +1485,35 @@ struct EngineTrials<'a, R: TrialRunner> {
     failure: Option<String>,
 }
 
+impl<R: TrialRunner> EngineTrials<'_, R> {
+    /// The scenario of a trial's `flow`, its port as fast as the link: the link, not the
+    /// model's default port speed, says what the line rate is.
+    fn scenario(&self, flow: &OneFlow) -> Result<(Scenario, Pacing), ControlError> {
+        let (mut scenario, pacing) = flow.scenario(&self.request.lab_prefix, false)?;
+        if let Some(p) = scenario.ports.first_mut() {
+            p.speed_bps = self.request.link_bps as u64;
+        }
+        Ok((scenario, pacing))
+    }
+
+    /// Runs a measured trial (not learning frames); None when a stop cut it short.
+    fn run_measured(
+        &mut self,
+        label: Label,
+        (scenario, pacing): (Scenario, Pacing),
+    ) -> Result<Option<(Scenario, RunReport)>, R::Error> {
+        let ran = self.runner.run(TrialRun {
+            what: label.what,
+            progress: label.progress,
+            scenario,
+            pacing,
+            drain_ns: self.request.wait_ns,
+            learning: false,
+        });
+        unless_stopped(ran, || self.stopped())
+    }
+}
+
 impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
     type Error = R::Error;
 
@@ -1475,8 +1529,7 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
         &mut self,
         size: &FrameSize,
         plan: &RecoveryPlan,
-        label: &str,
-        progress: String,
+        label: Label,
     ) -> Result<Option<RecoveryOutcome>, R::Error> {
         if self.stopped() {
             return Ok(None);
@@ -1487,10 +1540,7 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
         flow.flow.size = size.size.clone();
         flow.flow.rate = format!("{:.3}", plan.overload_pps);
         flow.flow.count = Some(plan.overload_frames());
-        let (mut scenario, pacing) = flow.scenario(&r.lab_prefix, false)?;
-        if let Some(p) = scenario.ports.first_mut() {
-            p.speed_bps = r.link_bps as u64;
-        }
+        let (mut scenario, pacing) = self.scenario(&flow)?;
         // Each slice of the lower load is a flow of its own, starting where the one before
         // ends: its loss says whether the DUT still dropped frames then.
         let Some(template) = scenario.flows.first().cloned() else {
@@ -1508,25 +1558,16 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
             slice.schedule.start_delay_ns = plan.overload_ns + k * plan.slice_ns;
             scenario.flows.push(slice);
         }
-        let ran = self.runner.run(TrialRun {
-            what: label.to_string(),
-            progress,
-            scenario,
-            pacing,
-            drain_ns: r.wait_ns,
-            learning: false,
-        });
-        let (scenario, run) = match ran {
-            Ok(ran) => ran,
-            Err(_) if self.stopped() => return Ok(None),
-            Err(e) => return Err(e),
+        let what = label.what.clone();
+        let Some((scenario, run)) = self.run_measured(label, (scenario, pacing))? else {
+            return Ok(None);
         };
         if self.stopped() {
             return Ok(None);
         }
         let results = Results::new(&scenario, &run, None);
         if !results.failures.is_empty() {
-            self.failure = Some(format!("{label}: {}", results.failures.join("; ")));
+            self.failure = Some(format!("{what}: {}", results.failures.join("; ")));
             return Ok(None);
         }
         let counts =
@@ -1546,11 +1587,8 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
     /// stopped before it began.
     fn run_trial(
         &mut self,
-        benchmark: Benchmark,
-        size: &FrameSize,
-        offer: Offer,
-        label: &str,
-        progress: String,
+        trial: TrialAsk<'_>,
+        label: Label,
     ) -> Result<Option<TrialOutcome>, R::Error> {
         if self.stopped() {
             return Ok(None);
@@ -1559,7 +1597,7 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
         let r = self.request;
         if r.learning_frames > 0 {
             let (scenario, pacing) =
-                learning_flow(r, &size.size)?.scenario(&r.lab_prefix, false)?;
+                learning_flow(r, &trial.size.size)?.scenario(&r.lab_prefix, false)?;
             let learned = self.runner.run(TrialRun {
                 what: format!(
                     "learning: {} frames from the receive port",
@@ -1578,8 +1616,8 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
             learned?;
         }
         let mut flow = r.flow.clone();
-        flow.flow.size = size.size.clone();
-        match offer {
+        flow.flow.size = trial.size.size.clone();
+        match trial.offer {
             Offer::Paced(pps) => {
                 flow.flow.rate = format!("{pps:.3}");
                 flow.flow.count = Some(((pps * r.trial_ns as f64 / 1e9).round() as u64).max(2));
@@ -1593,23 +1631,10 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
                 flow.flow.count = Some(frames);
             }
         }
-        let (mut scenario, pacing) = flow.scenario(&r.lab_prefix, false)?;
-        // The link, not the model's default port speed, says what the line rate is.
-        if let Some(p) = scenario.ports.first_mut() {
-            p.speed_bps = r.link_bps as u64;
-        }
-        let ran = self.runner.run(TrialRun {
-            what: label.to_string(),
-            progress,
-            scenario,
-            pacing,
-            drain_ns: r.wait_ns,
-            learning: false,
-        });
-        let (scenario, run) = match ran {
-            Ok(ran) => ran,
-            Err(_) if self.stopped() => return Ok(None),
-            Err(e) => return Err(e),
+        let scenario = self.scenario(&flow)?;
+        let what = label.what.clone();
+        let Some((scenario, run)) = self.run_measured(label, scenario)? else {
+            return Ok(None);
         };
         let results = Results::new(&scenario, &run, None);
         let flow = results.flows.first();
@@ -1620,7 +1645,7 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
             } else {
                 results.failures.join("; ")
             };
-            self.failure = Some(format!("{label}: the trial failed: {why}"));
+            self.failure = Some(format!("{what}: the trial failed: {why}"));
         }
         let interrupted = self.stopped();
         if !interrupted {
@@ -1632,7 +1657,7 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
         // Real time from the first hand-over to the last: what the generator offered (the
         // schedule's own span would hide a sender that fell behind).
         let span_ns = results.ports.first().map_or(0, |p| p.elapsed_ns);
-        let offered_pps = match offer {
+        let offered_pps = match trial.offer {
             _ if frames_tx >= 2 && span_ns > 0 => (frames_tx - 1) as f64 * 1e9 / span_ns as f64,
             Offer::Paced(pps) => pps,
             Offer::Unpaced | Offer::Burst(_) => 0.0,
@@ -1644,12 +1669,9 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
             );
         }
         let result = TrialResult {
-            benchmark,
-            size: size.size.clone(),
-            asked_pps: match offer {
-                Offer::Paced(pps) => Some(pps),
-                Offer::Unpaced | Offer::Burst(_) => None,
-            },
+            benchmark: trial.benchmark,
+            size: trial.size.size.clone(),
+            asked_pps: trial.offer.asked_pps(),
             offered_pps,
             frames_tx,
             frames_rx: get(|f| f.frames_rx_unique),
@@ -1738,17 +1760,6 @@ fn reverse_udp(udp: &str) -> Option<String> {
     (!src.is_empty() && !dst.is_empty()).then(|| format!("{dst}-{src}"))
 }
 
-pub(crate) fn sleep_unless_stopped(ns: u64, stop: &AtomicBool) {
-    let until = Instant::now() + Duration::from_nanos(ns);
-    while !stop.load(Ordering::Relaxed) {
-        let now = Instant::now();
-        if now >= until {
-            break;
-        }
-        std::thread::sleep((until - now).min(Duration::from_millis(50)));
-    }
-}
-
 impl RecoveryResult {
     /// The outcome in one line.
     pub fn summary(&self) -> String {
@@ -1779,6 +1790,18 @@ impl RecoveryResult {
                 (None, None) => "not measured".into(),
             }
         )
+    }
+}
+
+/// A latency's figures as reports show them, in ns: the minimum, mean, median, 99th and
+/// 99.9th percentiles and maximum; None where nothing was measured.
+pub fn latency_columns(latency: Option<LatencyStats>) -> [Option<f64>; 6] {
+    match latency {
+        Some(l) => [
+            l.min_ns, l.mean_ns, l.p50_ns, l.p99_ns, l.p99_9_ns, l.max_ns,
+        ]
+        .map(Some),
+        None => [None; 6],
     }
 }
 
@@ -1949,8 +1972,8 @@ impl Rfc2544Report {
              latency_p99_ns,latency_p99_9_ns,latency_max_ns,interrupted\n",
         );
         let mut row = |t: &TrialResult, load: Option<f64>| {
-            let l = t.latency;
             let cell = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_default();
+            let [min, mean, p50, p99, p99_9, max] = latency_columns(t.latency).map(cell);
             let _ = writeln!(
                 out,
                 "{},{},{},{},{:.3},{},{},{},{:.6},{},{},{},{},{},{},{},{},{}",
@@ -1965,12 +1988,12 @@ impl Rfc2544Report {
                 t.loss_ratio * 100.0,
                 t.reordered,
                 t.duplicates,
-                cell(l.map(|l| l.min_ns)),
-                cell(l.map(|l| l.mean_ns)),
-                cell(l.map(|l| l.p50_ns)),
-                cell(l.map(|l| l.p99_ns)),
-                cell(l.map(|l| l.p99_9_ns)),
-                cell(l.map(|l| l.max_ns)),
+                min,
+                mean,
+                p50,
+                p99,
+                p99_9,
+                max,
                 t.interrupted
             );
         };

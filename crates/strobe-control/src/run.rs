@@ -63,14 +63,8 @@ pub struct FlowMetrics {
     pub tx_port: String,
     pub rx_ports: Vec<String>,
     pub transmit: Transmit,
-    pub frames_tx: u64,
-    pub frames_rx: u64,
-    /// Bytes as OTG counts them: frame sizes including the 4-byte FCS.
-    pub bytes_tx: u64,
-    pub bytes_rx: u64,
-    /// Frames per second over the last watcher interval (0 once the run is finished).
-    pub frames_tx_rate: f64,
-    pub frames_rx_rate: f64,
+    #[serde(flatten)]
+    pub counters: Counters,
     /// Percent of the frames sent that did not arrive (unique frames); None when no port
     /// receives the flow.
     pub loss_pct: Option<f64>,
@@ -90,12 +84,7 @@ impl FlowMetrics {
             tx_port: spec.tx_port.clone(),
             rx_ports: spec.rx_ports.clone(),
             transmit: Transmit::Stopped,
-            frames_tx: 0,
-            frames_rx: 0,
-            bytes_tx: 0,
-            bytes_rx: 0,
-            frames_tx_rate: 0.0,
-            frames_rx_rate: 0.0,
+            counters: Counters::default(),
             loss_pct: None,
             latency: None,
             first_rx_ns: None,
@@ -104,18 +93,28 @@ impl FlowMetrics {
     }
 }
 
+/// What a flow or a port sent and received (a port's are the sum of its flows', or with
+/// a receive port, every frame it saw).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Counters {
+    pub frames_tx: u64,
+    pub frames_rx: u64,
+    /// Bytes as OTG counts them: frame sizes including the 4-byte FCS.
+    pub bytes_tx: u64,
+    pub bytes_rx: u64,
+    /// Frames per second over the last watcher interval (0 once the run is finished).
+    pub frames_tx_rate: f64,
+    pub frames_rx_rate: f64,
+}
+
 /// One port's counters: its flows' frames sent, and frames received on it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PortMetrics {
     pub name: String,
     pub location: String,
     pub transmit: Transmit,
-    pub frames_tx: u64,
-    pub frames_rx: u64,
-    pub bytes_tx: u64,
-    pub bytes_rx: u64,
-    pub frames_tx_rate: f64,
-    pub frames_rx_rate: f64,
+    #[serde(flatten)]
+    pub counters: Counters,
 }
 
 /// What a run has done so far.
@@ -649,12 +648,14 @@ fn live_metrics(
                     RunState::Running => Transmit::Started,
                     _ => Transmit::Stopped,
                 },
-                frames_tx: now.tx_frames,
-                frames_rx: now.rx_frames,
-                bytes_tx: now.tx_bytes,
-                bytes_rx: with_fcs(now.rx_bytes, now.rx_frames),
-                frames_tx_rate: rate_tx,
-                frames_rx_rate: rate_rx,
+                counters: Counters {
+                    frames_tx: now.tx_frames,
+                    frames_rx: now.rx_frames,
+                    bytes_tx: now.tx_bytes,
+                    bytes_rx: with_fcs(now.rx_bytes, now.rx_frames),
+                    frames_tx_rate: rate_tx,
+                    frames_rx_rate: rate_rx,
+                },
                 // Frames in flight are not lost yet: loss is final only after the drain.
                 loss_pct: None,
                 latency: now.latency.map(|l| LatencySummary {
@@ -702,10 +703,13 @@ fn final_metrics(scenario: &Scenario, report: &RunReport, results: &Results) -> 
                 });
             let frames_rx = r.frames_rx.unwrap_or(0);
             FlowMetrics {
-                frames_tx: r.frames_tx.unwrap_or(0),
-                frames_rx,
-                bytes_tx: r.bytes_tx.unwrap_or(0),
-                bytes_rx: with_fcs(r.bytes_rx.unwrap_or(0), frames_rx),
+                counters: Counters {
+                    frames_tx: r.frames_tx.unwrap_or(0),
+                    frames_rx,
+                    bytes_tx: r.bytes_tx.unwrap_or(0),
+                    bytes_rx: with_fcs(r.bytes_rx.unwrap_or(0), frames_rx),
+                    ..Counters::default()
+                },
                 loss_pct: r.loss_pct(),
                 latency,
                 first_rx_ns: r.first_rx_ns,
@@ -718,7 +722,7 @@ fn final_metrics(scenario: &Scenario, report: &RunReport, results: &Results) -> 
     // A receive port counts every frame it saw, the flows' and any other.
     for rx in &report.rx_ports {
         if let Some(p) = ports.iter_mut().find(|p| p.name == rx.name) {
-            p.frames_rx = rx.frames;
+            p.counters.frames_rx = rx.frames;
         }
     }
     Metrics {
@@ -739,26 +743,23 @@ pub fn port_metrics(scenario: &Scenario, flows: &[FlowMetrics]) -> Vec<PortMetri
                 name: p.name.clone(),
                 location: p.location.clone(),
                 transmit: Transmit::Stopped,
-                frames_tx: 0,
-                frames_rx: 0,
-                bytes_tx: 0,
-                bytes_rx: 0,
-                frames_tx_rate: 0.0,
-                frames_rx_rate: 0.0,
+                counters: Counters::default(),
             };
+            let port = &mut m.counters;
             for f in flows {
+                let flow = &f.counters;
                 if f.tx_port == p.name {
-                    m.frames_tx += f.frames_tx;
-                    m.bytes_tx += f.bytes_tx;
-                    m.frames_tx_rate += f.frames_tx_rate;
+                    port.frames_tx += flow.frames_tx;
+                    port.bytes_tx += flow.bytes_tx;
+                    port.frames_tx_rate += flow.frames_tx_rate;
                     if f.transmit == Transmit::Started {
                         m.transmit = Transmit::Started;
                     }
                 }
                 if f.rx_ports.contains(&p.name) {
-                    m.frames_rx += f.frames_rx;
-                    m.bytes_rx += f.bytes_rx;
-                    m.frames_rx_rate += f.frames_rx_rate;
+                    port.frames_rx += flow.frames_rx;
+                    port.bytes_rx += flow.bytes_rx;
+                    port.frames_rx_rate += flow.frames_rx_rate;
                 }
             }
             m

@@ -457,6 +457,6 @@ mod tests {
         assert!(latest
             .flows
             .iter()
-            .all(|(m, run)| *run == Some(0) && m.frames_tx == 100));
+            .all(|(m, run)| *run == Some(0) && m.counters.frames_tx == 100));
     }
 }

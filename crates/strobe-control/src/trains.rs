@@ -17,6 +17,7 @@ use strobe_analyze::trains::{Bottleneck, Convoy, Counted, TailLoss};
 use strobe_engine::RunReport;
 use strobe_model::Scenario;
 
+use crate::methodology::spec_flow;
 use crate::plan::Pacing;
 use crate::results::{train_csv_row, TRAIN_CSV_HEADER};
 use crate::source::OneFlow;
@@ -192,18 +193,10 @@ impl TrainsSpec {
                 Experiment::TrainLengths(or_default(&self.lengths, &DEFAULT_LENGTHS))
             }
         };
+        let mut flow = spec_flow(&self.port, &self.rx, &self.src_mac, &self.dst_mac);
+        flow.flow.udp = Some(self.udp.clone());
         Ok(TrainsRequest {
-            flow: OneFlow {
-                flow: strobe_model::quick::QuickArgs {
-                    port: self.port.clone(),
-                    udp: Some(self.udp.clone()),
-                    src_mac: self.src_mac.clone(),
-                    dst_mac: self.dst_mac.clone(),
-                    seed: 1,
-                    ..Default::default()
-                },
-                rx: Some(self.rx.clone()),
-            },
+            flow,
             lab_prefix: lab_prefix.to_string(),
             experiment,
             frame_bytes: self.size,

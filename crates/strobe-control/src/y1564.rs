@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use strobe_analyze::latency::LatencyStats;
 use strobe_model::Scenario;
 
+use crate::methodology::{sleep_unless_stopped, spec_flow, unless_stopped};
 use crate::rfc2544::{TrialRun, TrialRunner};
 use crate::source::OneFlow;
 use crate::text::{bps_text, duration_text};
@@ -262,18 +263,11 @@ impl Y1564Spec {
         };
         tests.sort();
         tests.dedup();
+        // Each step sets its service's UDP flow.
+        let mut flow = spec_flow(&self.port, &self.rx, &self.src_mac, &self.dst_mac);
+        flow.flow.unbounded = true;
         Ok(Y1564Request {
-            flow: OneFlow {
-                flow: strobe_model::quick::QuickArgs {
-                    port: self.port.clone(),
-                    src_mac: self.src_mac.clone(),
-                    dst_mac: self.dst_mac.clone(),
-                    seed: 1,
-                    unbounded: true,
-                    ..Default::default()
-                },
-                rx: Some(self.rx.clone()),
-            },
+            flow,
             lab_prefix: lab_prefix.to_string(),
             tests,
             services,
@@ -592,10 +586,8 @@ pub fn run_y1564<R: TrialRunner>(
                     drain_ns: request.wait_ns,
                     learning: false,
                 });
-                let (scenario, run) = match ran {
-                    Ok(r) => r,
-                    Err(_) if stopped() => break 'services,
-                    Err(e) => return Err(e),
+                let Some((scenario, run)) = unless_stopped(ran, stopped)? else {
+                    break 'services;
                 };
                 if stopped() {
                     break 'services;
@@ -613,7 +605,7 @@ pub fn run_y1564<R: TrialRunner>(
                     verdict,
                     warnings: results.warnings.clone(),
                 });
-                crate::rfc2544::sleep_unless_stopped(request.settle_ns, stop);
+                sleep_unless_stopped(request.settle_ns, stop);
             }
             let r = &mut report.services[k];
             r.configuration_pass = Some(r.configuration.iter().all(|s| s.verdict.pass));
@@ -635,23 +627,18 @@ pub fn run_y1564<R: TrialRunner>(
             drain_ns: request.wait_ns,
             learning: false,
         });
-        match ran {
-            Ok((scenario, run)) if !stopped() => {
-                let results = Results::new(&scenario, &run, None);
-                if results.failures.is_empty() {
-                    for (k, s) in request.services.iter().enumerate() {
-                        let m = measured(&results, k, s.cir_bps, means[k]);
-                        report.services[k].performance_verdict =
-                            Some(judge(s, None, &m, request.ir_tolerance));
-                        report.services[k].performance = Some(m);
-                    }
-                } else {
-                    report.failure = Some(results.failures.join("; "));
+        if let Some((scenario, run)) = unless_stopped(ran, stopped)?.filter(|_| !stopped()) {
+            let results = Results::new(&scenario, &run, None);
+            if results.failures.is_empty() {
+                for (k, s) in request.services.iter().enumerate() {
+                    let m = measured(&results, k, s.cir_bps, means[k]);
+                    report.services[k].performance_verdict =
+                        Some(judge(s, None, &m, request.ir_tolerance));
+                    report.services[k].performance = Some(m);
                 }
+            } else {
+                report.failure = Some(results.failures.join("; "));
             }
-            Ok(_) => {}
-            Err(_) if stopped() => {}
-            Err(e) => return Err(e),
         }
     }
     report.interrupted = stopped();

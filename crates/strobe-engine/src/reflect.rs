@@ -257,12 +257,32 @@ mod tests {
     use strobe_io::{IoError, RxFrame, TimeBase};
     use strobe_wire::trailer::LEN as TRAILER_LEN;
 
-    /// A receiver that hands out prepared frames, then sets `stop` when it runs dry.
+    /// How a [`Script`] receiver ends once its frames are out.
+    #[derive(Clone, Copy)]
+    enum Ending<'a> {
+        /// It sets this flag (the reflector's stop).
+        Stops(&'a AtomicBool),
+        /// Its poll fails (a ring error).
+        PollFails,
+        /// It stays empty and says it is dead when asked (an interface that went away).
+        GoesQuiet,
+    }
+
+    /// A receiver that hands out prepared frames, then ends as `ending` says.
     struct Script<'a> {
         frames: VecDeque<Vec<u8>>,
-        stop: &'a AtomicBool,
         /// A tag the "kernel" took out of every frame.
         vlan: Option<strobe_io::VlanTag>,
+        ending: Ending<'a>,
+    }
+
+    /// A receiver that hands out `frames`, then sets `stop`.
+    fn script(frames: impl IntoIterator<Item = Vec<u8>>, stop: &AtomicBool) -> Script<'_> {
+        Script {
+            frames: frames.into_iter().collect(),
+            vlan: None,
+            ending: Ending::Stops(stop),
+        }
     }
 
     impl Receiver for Script<'_> {
@@ -274,10 +294,19 @@ mod tests {
             max: usize,
             mut each: F,
         ) -> Result<usize, IoError> {
+            if self.frames.is_empty() {
+                match self.ending {
+                    Ending::Stops(_) => {}
+                    Ending::PollFails => return Err(IoError::Other("the ring broke".into())),
+                    Ending::GoesQuiet => return Ok(0),
+                }
+            }
             let mut n = 0;
             while n < max {
                 let Some(f) = self.frames.pop_front() else {
-                    self.stop.store(true, Ordering::Relaxed);
+                    if let Ending::Stops(stop) = self.ending {
+                        stop.store(true, Ordering::Relaxed);
+                    }
                     break;
                 };
                 each(&RxFrame {
@@ -293,13 +322,37 @@ mod tests {
         fn drops(&mut self) -> Result<RxDrops, IoError> {
             Ok(RxDrops::default())
         }
+        fn check_alive(&mut self) -> Result<(), IoError> {
+            match self.ending {
+                Ending::Stops(_) => Ok(()),
+                Ending::PollFails | Ending::GoesQuiet => Err(IoError::Other(
+                    "interface `x` went away while receiving".into(),
+                )),
+            }
+        }
     }
+
+    /// Bytes of every [`Sink`] slot.
+    const SLOT_LEN: usize = 128;
 
     /// A backend that keeps what it is given and takes at most `take` frames per call.
     struct Sink {
         slots: Vec<Vec<u8>>,
         sent: Vec<Vec<u8>>,
         take: usize,
+        /// Every call fails once this many frames were sent (a link that went down).
+        fails_after: Option<usize>,
+    }
+
+    impl Sink {
+        fn new(slots: usize, take: usize) -> Sink {
+            Sink {
+                slots: vec![vec![0; SLOT_LEN]; slots],
+                sent: Vec::new(),
+                take,
+                fails_after: None,
+            }
+        }
     }
 
     impl Backend for Sink {
@@ -310,7 +363,7 @@ mod tests {
             self.slots.len()
         }
         fn max_frame_len(&self) -> usize {
-            128
+            SLOT_LEN
         }
         fn time_base(&self) -> TimeBase {
             TimeBase::RealTime
@@ -320,6 +373,9 @@ mod tests {
             count: usize,
             fill: F,
         ) -> Result<usize, IoError> {
+            if self.fails_after.is_some_and(|n| self.sent.len() >= n) {
+                return Err(IoError::Other("the link went down".into()));
+            }
             let n = count.min(self.take);
             let mut batch: strobe_io::TxBatch<'_> = self
                 .slots
@@ -379,16 +435,8 @@ mod tests {
         let mut far = instrumented(0);
         let at = far.len() - 8;
         far[at..].copy_from_slice(&1234u64.to_be_bytes()); // 1970
-        let mut rx = Script {
-            frames: VecDeque::from([far, instrumented(1)]),
-            stop: &stop,
-            vlan: None,
-        };
-        let mut tx = Sink {
-            slots: vec![vec![0; 128]; 16],
-            sent: Vec::new(),
-            take: 16,
-        };
+        let mut rx = script([far, instrumented(1)], &stop);
+        let mut tx = Sink::new(16, 16);
         let r = run_reflect(&mut rx, &mut tx, &opts(), &stop, None);
         assert_eq!((r.received, r.reflected, r.not_instrumented), (2, 1, 1));
         assert_eq!(Trailer::from_frame(&tx.sent[0]).unwrap().seq, 1);
@@ -403,17 +451,9 @@ mod tests {
         chatter[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
         frames.insert(5, chatter);
         frames.insert(9, vec![0x44; 500]); // longer than a slot
-        let mut rx = Script {
-            frames,
-            stop: &stop,
-            vlan: None,
-        };
+        let mut rx = script(frames, &stop);
         // The backend takes 3 frames per call: batches are completed over several calls.
-        let mut tx = Sink {
-            slots: vec![vec![0; 128]; 16],
-            sent: Vec::new(),
-            take: 3,
-        };
+        let mut tx = Sink::new(16, 3);
         let r = run_reflect(&mut rx, &mut tx, &opts(), &stop, None);
         assert_eq!((r.received, r.reflected), (202, 200));
         assert_eq!((r.not_instrumented, r.unfit, r.tx_dropped), (1, 1, 0));
@@ -431,18 +471,13 @@ mod tests {
     fn a_tag_the_kernel_stripped_goes_back_in() {
         let stop = AtomicBool::new(false);
         let mut rx = Script {
-            frames: (0..3).map(instrumented).collect(),
-            stop: &stop,
             vlan: Some(strobe_io::VlanTag {
                 tpid: 0x8100,
                 tci: 7,
             }),
+            ..script((0..3).map(instrumented), &stop)
         };
-        let mut tx = Sink {
-            slots: vec![vec![0; 128]; 4],
-            sent: Vec::new(),
-            take: 4,
-        };
+        let mut tx = Sink::new(4, 4);
         let r = run_reflect(&mut rx, &mut tx, &opts(), &stop, None);
         assert_eq!(r.reflected, 3);
         for (seq, f) in tx.sent.iter().enumerate() {
@@ -458,16 +493,8 @@ mod tests {
     #[test]
     fn stops_after_max_frames() {
         let stop = AtomicBool::new(false);
-        let mut rx = Script {
-            frames: (0..500).map(instrumented).collect(),
-            stop: &stop,
-            vlan: None,
-        };
-        let mut tx = Sink {
-            slots: vec![vec![0; 128]; 64],
-            sent: Vec::new(),
-            take: 64,
-        };
+        let mut rx = script((0..500).map(instrumented), &stop);
+        let mut tx = Sink::new(64, 64);
         let opts = ReflectOptions {
             max_frames: Some(100),
             ..opts()
@@ -486,7 +513,7 @@ mod tests {
             f
         };
         let peer = [2, 0, 0, 0, 0, 1];
-        let frames = VecDeque::from([
+        let frames = [
             with_macs(OWN, peer),                        // reflected
             with_macs([2, 0, 0, 0, 0, 9], peer),         // another unicast address
             with_macs([0xff; 6], peer),                  // broadcast
@@ -494,17 +521,9 @@ mod tests {
             with_macs([0x33, 0x33, 0, 0, 0, 1], peer),   // IPv6 multicast
             with_macs(OWN, [0xff; 6]),                   // broadcast source
             with_macs(OWN, [0x01, 0x80, 0xc2, 0, 0, 0]), // group source
-        ]);
-        let mut rx = Script {
-            frames,
-            stop: &stop,
-            vlan: None,
-        };
-        let mut tx = Sink {
-            slots: vec![vec![0; 128]; 8],
-            sent: Vec::new(),
-            take: 8,
-        };
+        ];
+        let mut rx = script(frames, &stop);
+        let mut tx = Sink::new(8, 8);
         let all = ReflectOptions {
             all_frames: true,
             ..opts()
@@ -520,64 +539,17 @@ mod tests {
         assert!(Trailer::from_frame(&back).unwrap().reflected);
         back[..6].copy_from_slice(&OWN);
         stop.store(false, Ordering::Relaxed);
-        let mut rx = Script {
-            frames: VecDeque::from([back]),
-            stop: &stop,
-            vlan: None,
-        };
+        let mut rx = script([back], &stop);
         let r = run_reflect(&mut rx, &mut tx, &all, &stop, None);
         assert_eq!((r.reflected, r.already_reflected), (0, 1));
     }
 
-    /// How a [`Dying`] receiver ends once its frames are out.
-    #[derive(Clone, Copy)]
-    enum Ending {
-        /// Its poll fails (a ring error).
-        PollFails,
-        /// It stays empty and says it is dead when asked (an interface that went away).
-        GoesQuiet,
-    }
-
-    /// A receiver that hands out its frames, then fails as `ending` says.
-    struct Dying {
-        frames: VecDeque<Vec<u8>>,
-        ending: Ending,
-    }
-
-    impl Receiver for Dying {
-        fn describe(&self) -> String {
-            "dying".into()
-        }
-        fn poll<F: FnMut(&RxFrame<'_>)>(
-            &mut self,
-            max: usize,
-            mut each: F,
-        ) -> Result<usize, IoError> {
-            if self.frames.is_empty() {
-                return match self.ending {
-                    Ending::PollFails => Err(IoError::Other("the ring broke".into())),
-                    Ending::GoesQuiet => Ok(0),
-                };
-            }
-            let mut n = 0;
-            while let Some(f) = self.frames.pop_front().filter(|_| n < max) {
-                each(&RxFrame {
-                    data: &f,
-                    wire_len: f.len() as u32,
-                    timestamp: None,
-                    vlan: None,
-                });
-                n += 1;
-            }
-            Ok(n)
-        }
-        fn drops(&mut self) -> Result<RxDrops, IoError> {
-            Ok(RxDrops::default())
-        }
-        fn check_alive(&mut self) -> Result<(), IoError> {
-            Err(IoError::Other(
-                "interface `x` went away while receiving".into(),
-            ))
+    /// A receiver that hands out five instrumented frames, then fails as `ending` says.
+    fn dying(ending: Ending<'static>) -> Script<'static> {
+        Script {
+            frames: (0..5).map(instrumented).collect(),
+            vlan: None,
+            ending,
         }
     }
 
@@ -609,57 +581,18 @@ mod tests {
             (Ending::PollFails, "receiving: the ring broke"),
             (Ending::GoesQuiet, "receiving: interface `x` went away"),
         ] {
-            let mut rx = Dying {
-                frames: (0..5).map(instrumented).collect(),
-                ending,
-            };
-            let mut tx = Sink {
-                slots: vec![vec![0; 128]; 8],
-                sent: Vec::new(),
-                take: 8,
-            };
+            let mut rx = dying(ending);
+            let mut tx = Sink::new(8, 8);
             let r = reflect_until_it_fails(&mut rx, &mut tx);
             assert_eq!((r.received, r.reflected), (5, 5));
             assert!(r.failure.as_deref().unwrap().starts_with(said), "{r:?}");
         }
         // The transmit side fails after taking two frames of a batch of five.
-        struct Broken(Sink);
-        impl Backend for Broken {
-            fn describe(&self) -> String {
-                "broken".into()
-            }
-            fn slot_count(&self) -> usize {
-                8
-            }
-            fn max_frame_len(&self) -> usize {
-                128
-            }
-            fn time_base(&self) -> TimeBase {
-                TimeBase::RealTime
-            }
-            fn transmit<F: FnOnce(&mut [TxSlot<'_>])>(
-                &mut self,
-                count: usize,
-                fill: F,
-            ) -> Result<usize, IoError> {
-                if self.0.sent.len() >= 2 {
-                    return Err(IoError::Other("the link went down".into()));
-                }
-                self.0.transmit(count, fill)
-            }
-            fn finish(&mut self) -> Result<strobe_io::BackendStats, IoError> {
-                Ok(Default::default())
-            }
-        }
-        let mut rx = Dying {
-            frames: (0..5).map(instrumented).collect(),
-            ending: Ending::GoesQuiet,
+        let mut rx = dying(Ending::GoesQuiet);
+        let mut tx = Sink {
+            fails_after: Some(2),
+            ..Sink::new(8, 2)
         };
-        let mut tx = Broken(Sink {
-            slots: vec![vec![0; 128]; 8],
-            sent: Vec::new(),
-            take: 2,
-        });
         let r = reflect_until_it_fails(&mut rx, &mut tx);
         assert_eq!((r.received, r.reflected, r.tx_dropped), (5, 2, 3));
         assert!(

@@ -482,8 +482,9 @@ impl BatchPlan {
         if let [s] = states {
             return self.fill_single(s, batch);
         }
-        // One loop per way of choosing: sharing one made the scan 7–30 % slower at 8 flows
-        // (unpaced, null port).
+        // One loop per way of choosing, the choice made once per batch: one shared loop
+        // that asks per frame (as `fill_coalesced` does) sent 0.90-0.96x as fast at 8 to
+        // 4 096 flows (unpaced, null port; bench/run flows, run flows-20261128T112601Z).
         if states.len() > SCAN_MAX_FLOWS {
             self.fill_merged::<true>(states, batch)
         } else {

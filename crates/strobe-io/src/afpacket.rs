@@ -1025,9 +1025,10 @@ fn open_block(block: &[u8]) -> Result<BlockCursor, Malformed> {
     Ok(BlockCursor { remaining, next })
 }
 
-/// One frame inside a block, with every offset checked against the block's bounds.
+/// One frame of a ring, a V3 block's or a V2 slot's, with every offset checked against the
+/// bytes it lies in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct FrameInBlock {
+struct RingFrame {
     data_start: usize,
     data_len: usize,
     wire_len: u32,
@@ -1035,6 +1036,67 @@ struct FrameInBlock {
     /// tp_status: which clock stamped the frame.
     status: u32,
     vlan: Option<VlanTag>,
+}
+
+impl RingFrame {
+    /// The frame's data in `bytes`, the block or slot it was read from.
+    #[inline]
+    fn data<'b>(&self, bytes: &'b [u8]) -> &'b [u8] {
+        &bytes[self.data_start..self.data_start + self.data_len]
+    }
+
+    /// The frame as a receiver hands it on, its data in `bytes` (see [`RingFrame::data`]).
+    #[inline]
+    fn rx_frame<'b>(&self, bytes: &'b [u8]) -> RxFrame<'b> {
+        RxFrame {
+            data: self.data(bytes),
+            wire_len: self.wire_len,
+            timestamp: Some(ring_timestamp(self.status, self.timestamp_ns)),
+            vlan: self.vlan,
+        }
+    }
+}
+
+/// The fields of a TPACKET_V3 or V2 frame header that describe its frame, as the kernel
+/// wrote them: nothing checked yet.
+struct FrameHeader {
+    status: u32,
+    wire_len: u32,
+    snaplen: u32,
+    sec: u32,
+    nsec: u32,
+    /// Where the frame data starts, from the header's start.
+    mac: usize,
+    tci: u16,
+    tpid: u16,
+}
+
+impl FrameHeader {
+    /// The frame of this header, which starts at `at` in `bytes` (a block or a slot): its
+    /// data must lie past the first `header_len` bytes of the header and inside `bytes`.
+    #[inline]
+    fn frame(&self, bytes: &[u8], at: usize, header_len: usize) -> Result<RingFrame, Malformed> {
+        let data_start = at.checked_add(self.mac).ok_or(Malformed)?;
+        let data_len = self.snaplen as usize;
+        let data_end = data_start.checked_add(data_len).ok_or(Malformed)?;
+        if self.mac < header_len || data_end > bytes.len() {
+            return Err(Malformed);
+        }
+        Ok(RingFrame {
+            data_start,
+            data_len,
+            wire_len: self.wire_len,
+            timestamp_ns: u64::from(self.sec) * 1_000_000_000 + u64::from(self.nsec),
+            status: self.status,
+            vlan: ring_vlan(self.status, self.tci, self.tpid),
+        })
+    }
+}
+
+/// One frame inside a block, and where the next one's header is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FrameInBlock {
+    frame: RingFrame,
     /// Offset of the following frame's header from this one's (0 for the last).
     next_offset: usize,
 }
@@ -1045,36 +1107,30 @@ fn frame_at(block: &[u8], at: usize) -> Result<FrameInBlock, Malformed> {
         return Err(Malformed);
     }
     let field = |offset: usize| read_u32(block, at + offset);
-    let next_offset = field(offset_of!(libc::tpacket3_hdr, tp_next_offset))? as usize;
-    let status = field(offset_of!(libc::tpacket3_hdr, tp_status))?;
-    let sec = field(offset_of!(libc::tpacket3_hdr, tp_sec))?;
-    let nsec = field(offset_of!(libc::tpacket3_hdr, tp_nsec))?;
-    let snaplen = field(offset_of!(libc::tpacket3_hdr, tp_snaplen))? as usize;
-    let wire_len = field(offset_of!(libc::tpacket3_hdr, tp_len))?;
-    let mac = read_u16(block, at + offset_of!(libc::tpacket3_hdr, tp_mac))? as usize;
     let hv1 = at + offset_of!(libc::tpacket3_hdr, hv1);
-    // The TCI field is 32 bits wide in this header; the tag's 16 are the low ones.
-    let tci = read_u32(
-        block,
-        hv1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci),
-    )? as u16;
-    let tpid = read_u16(
-        block,
-        hv1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tpid),
-    )?;
-    let data_start = at + mac;
-    let data_end = data_start.checked_add(snaplen).ok_or(Malformed)?;
-    if mac < FRAME_HEADER_LEN || data_end > block.len() {
-        return Err(Malformed);
-    }
+    let header = FrameHeader {
+        status: field(offset_of!(libc::tpacket3_hdr, tp_status))?,
+        wire_len: field(offset_of!(libc::tpacket3_hdr, tp_len))?,
+        snaplen: field(offset_of!(libc::tpacket3_hdr, tp_snaplen))?,
+        sec: field(offset_of!(libc::tpacket3_hdr, tp_sec))?,
+        nsec: field(offset_of!(libc::tpacket3_hdr, tp_nsec))?,
+        mac: usize::from(read_u16(
+            block,
+            at + offset_of!(libc::tpacket3_hdr, tp_mac),
+        )?),
+        // The TCI field is 32 bits wide in this header; the tag's 16 are the low ones.
+        tci: read_u32(
+            block,
+            hv1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci),
+        )? as u16,
+        tpid: read_u16(
+            block,
+            hv1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tpid),
+        )?,
+    };
     Ok(FrameInBlock {
-        data_start,
-        data_len: snaplen,
-        wire_len,
-        timestamp_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
-        status,
-        vlan: ring_vlan(status, tci, tpid),
-        next_offset,
+        frame: header.frame(block, at, FRAME_HEADER_LEN)?,
+        next_offset: field(offset_of!(libc::tpacket3_hdr, tp_next_offset))? as usize,
     })
 }
 
@@ -1135,7 +1191,7 @@ impl BlockRing {
                 continue;
             }
             let block = self.bytes(ring);
-            let frame = match frame_at(block, cursor.next) {
+            let FrameInBlock { frame, next_offset } = match frame_at(block, cursor.next) {
                 Ok(frame) => frame,
                 Err(Malformed) => {
                     self.malformed += 1;
@@ -1143,22 +1199,17 @@ impl BlockRing {
                     continue;
                 }
             };
-            each(&RxFrame {
-                data: &block[frame.data_start..frame.data_start + frame.data_len],
-                wire_len: frame.wire_len,
-                timestamp: Some(ring_timestamp(frame.status, frame.timestamp_ns)),
-                vlan: frame.vlan,
-            });
+            each(&frame.rx_frame(block));
             delivered += 1;
             cursor.remaining -= 1;
             if cursor.remaining == 0 {
                 self.release(ring);
-            } else if frame.next_offset == 0 {
+            } else if next_offset == 0 {
                 // More frames announced but no link to them.
                 self.malformed += 1;
                 self.release(ring);
             } else {
-                cursor.next += frame.next_offset;
+                cursor.next += next_offset;
                 self.cursor = Some(cursor);
             }
         }
@@ -1503,21 +1554,14 @@ fn hardware_clock_for(
 fn walk_block(block: &[u8], each: &mut dyn FnMut(&[u8], u32, u64)) -> Result<(), Malformed> {
     let mut cursor = open_block(block)?;
     while cursor.remaining > 0 {
-        let frame = frame_at(block, cursor.next)?;
-        each(
-            &block[frame.data_start..frame.data_start + frame.data_len],
-            frame.wire_len,
-            frame.timestamp_ns,
-        );
+        let FrameInBlock { frame, next_offset } = frame_at(block, cursor.next)?;
+        each(frame.data(block), frame.wire_len, frame.timestamp_ns);
         cursor.remaining -= 1;
         if cursor.remaining > 0 {
-            if frame.next_offset == 0 {
+            if next_offset == 0 {
                 return Err(Malformed);
             }
-            cursor.next = cursor
-                .next
-                .checked_add(frame.next_offset)
-                .ok_or(Malformed)?;
+            cursor.next = cursor.next.checked_add(next_offset).ok_or(Malformed)?;
         }
     }
     Ok(())

@@ -125,12 +125,12 @@ pub fn flow_metrics(
             flow.insert("port_rx".into(), json!(rx));
         }
         flow.insert("transmit".into(), json!(transmit(m.transmit)));
-        flow.insert("frames_tx".into(), count(m.frames_tx));
-        flow.insert("frames_rx".into(), count(m.frames_rx));
-        flow.insert("bytes_tx".into(), count(m.bytes_tx));
-        flow.insert("bytes_rx".into(), count(m.bytes_rx));
-        flow.insert("frames_tx_rate".into(), num(m.frames_tx_rate));
-        flow.insert("frames_rx_rate".into(), num(m.frames_rx_rate));
+        flow.insert("frames_tx".into(), count(m.counters.frames_tx));
+        flow.insert("frames_rx".into(), count(m.counters.frames_rx));
+        flow.insert("bytes_tx".into(), count(m.counters.bytes_tx));
+        flow.insert("bytes_rx".into(), count(m.counters.bytes_rx));
+        flow.insert("frames_tx_rate".into(), num(m.counters.frames_tx_rate));
+        flow.insert("frames_rx_rate".into(), num(m.counters.frames_rx_rate));
         if let Some(loss) = m.loss_pct {
             flow.insert("loss".into(), num(loss));
         }
@@ -275,12 +275,12 @@ pub fn port_metrics(
             "capture": if capturing.contains(&port.name.as_str()) { "started" } else { "stopped" },
             // OTG's port transmit state has no "paused".
             "transmit": if m.is_some_and(|m| m.transmit == Transmit::Started) { "started" } else { "stopped" },
-            "frames_tx": count(get(|m| m.frames_tx)),
-            "frames_rx": count(get(|m| m.frames_rx)),
-            "bytes_tx": count(get(|m| m.bytes_tx)),
-            "bytes_rx": count(get(|m| m.bytes_rx)),
-            "frames_tx_rate": num(m.map_or(0.0, |m| m.frames_tx_rate)),
-            "frames_rx_rate": num(m.map_or(0.0, |m| m.frames_rx_rate)),
+            "frames_tx": count(get(|m| m.counters.frames_tx)),
+            "frames_rx": count(get(|m| m.counters.frames_rx)),
+            "bytes_tx": count(get(|m| m.counters.bytes_tx)),
+            "bytes_rx": count(get(|m| m.counters.bytes_rx)),
+            "frames_tx_rate": num(m.map_or(0.0, |m| m.counters.frames_tx_rate)),
+            "frames_rx_rate": num(m.map_or(0.0, |m| m.counters.frames_rx_rate)),
         }));
     }
     Ok(json!({ "choice": "port_metrics", "port_metrics": out }))

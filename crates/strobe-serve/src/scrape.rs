@@ -14,6 +14,7 @@ use prometheus::proto::{
     Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType, Quantile, Summary,
 };
 use prometheus::{Encoder, TextEncoder};
+use strobe_control::run::Counters;
 use strobe_control::{RunHandle, RunState};
 use strobe_model::Scenario;
 
@@ -117,50 +118,76 @@ pub fn exposition(scenario: Option<&Scenario>, runs: &[Arc<RunHandle>]) -> Strin
     String::from_utf8(out).unwrap_or_default()
 }
 
-fn port_families(scenario: &Scenario, latest: &Latest, out: &mut Vec<MetricFamily>) {
-    let ports = latest.ports(scenario);
-    type Get = fn(&strobe_control::PortMetrics) -> u64;
+/// A port's or a flow's labels and counters (None: it has none yet).
+type Labelled<'a> = (Vec<(&'a str, &'a str)>, Option<&'a Counters>);
+
+/// The four counters every port and flow has, a family each, one sample per labelled
+/// item (None: zeros); `kind` is "port" or "flow", `subject` names whose the counters are
+/// in the help text ("the port", "of the flow").
+fn counter_families(
+    kind: &str,
+    subject: &str,
+    items: &[Labelled<'_>],
+    out: &mut Vec<MetricFamily>,
+) {
+    type Get = fn(&Counters) -> u64;
     let counters: [(&str, &str, Get); 4] = [
         (
-            "strobe_port_frames_tx_total",
-            "Frames the port sent in its newest run.",
-            |m| m.frames_tx,
+            "frames_tx_total",
+            "Frames {} sent in its newest run.",
+            |c| c.frames_tx,
         ),
         (
-            "strobe_port_frames_rx_total",
-            "Frames the port received in its newest run.",
-            |m| m.frames_rx,
+            "frames_rx_total",
+            "Frames {} received in its newest run.",
+            |c| c.frames_rx,
         ),
         (
-            "strobe_port_bytes_tx_total",
-            "Bytes the port sent (frame sizes with FCS).",
-            |m| m.bytes_tx,
+            "bytes_tx_total",
+            "Bytes {} sent (frame sizes with FCS).",
+            |c| c.bytes_tx,
         ),
         (
-            "strobe_port_bytes_rx_total",
-            "Bytes the port received (frame sizes with FCS).",
-            |m| m.bytes_rx,
+            "bytes_rx_total",
+            "Bytes {} received (frame sizes with FCS).",
+            |c| c.bytes_rx,
         ),
     ];
     for (name, help, get) in counters {
-        let mut f = Family::new(name, help, MetricType::COUNTER);
-        for port in &scenario.ports {
-            let m = ports.iter().find(|p| p.name == port.name);
-            f.counter(&[("port", &port.name)], m.map_or(0, get));
+        let mut f = Family::new(
+            &format!("strobe_{kind}_{name}"),
+            &help.replace("{}", subject),
+            MetricType::COUNTER,
+        );
+        for (labels, counters) in items {
+            f.counter(labels, counters.map_or(0, get));
         }
         out.push(f.family);
     }
+}
+
+fn port_families(scenario: &Scenario, latest: &Latest, out: &mut Vec<MetricFamily>) {
+    let ports = latest.ports(scenario);
+    let items: Vec<_> = scenario
+        .ports
+        .iter()
+        .map(|port| {
+            let m = ports.iter().find(|p| p.name == port.name);
+            (vec![("port", port.name.as_str())], m.map(|m| &m.counters))
+        })
+        .collect();
+    counter_families("port", "the port", &items, out);
     type Rate = fn(&strobe_control::PortMetrics) -> f64;
     let rates: [(&str, &str, Rate); 2] = [
         (
             "strobe_port_frames_tx_rate",
             "Frames per second the port sends now.",
-            |m| m.frames_tx_rate,
+            |m| m.counters.frames_tx_rate,
         ),
         (
             "strobe_port_frames_rx_rate",
             "Frames per second the port receives now.",
-            |m| m.frames_rx_rate,
+            |m| m.counters.frames_rx_rate,
         ),
     ];
     for (name, help, get) in rates {
@@ -176,37 +203,16 @@ fn port_families(scenario: &Scenario, latest: &Latest, out: &mut Vec<MetricFamil
 fn flow_families(latest: &Latest, runs: &[Arc<RunHandle>], out: &mut Vec<MetricFamily>) {
     let flows: Vec<_> = latest.flows.iter().map(|(m, run)| (m, *run)).collect();
     let labels = |m: &strobe_control::FlowMetrics| (m.name.clone(), m.tx_port.clone());
-    type Get = fn(&strobe_control::FlowMetrics) -> u64;
-    let counters: [(&str, &str, Get); 4] = [
-        (
-            "strobe_flow_frames_tx_total",
-            "Frames of the flow sent in its newest run.",
-            |m| m.frames_tx,
-        ),
-        (
-            "strobe_flow_frames_rx_total",
-            "Frames of the flow received in its newest run.",
-            |m| m.frames_rx,
-        ),
-        (
-            "strobe_flow_bytes_tx_total",
-            "Bytes of the flow sent (frame sizes with FCS).",
-            |m| m.bytes_tx,
-        ),
-        (
-            "strobe_flow_bytes_rx_total",
-            "Bytes of the flow received (frame sizes with FCS).",
-            |m| m.bytes_rx,
-        ),
-    ];
-    for (name, help, get) in counters {
-        let mut f = Family::new(name, help, MetricType::COUNTER);
-        for (m, _) in &flows {
-            let (flow, port) = labels(m);
-            f.counter(&[("flow", &flow), ("tx_port", &port)], get(m));
-        }
-        out.push(f.family);
-    }
+    let items: Vec<_> = flows
+        .iter()
+        .map(|(m, _)| {
+            (
+                vec![("flow", m.name.as_str()), ("tx_port", m.tx_port.as_str())],
+                Some(&m.counters),
+            )
+        })
+        .collect();
+    counter_families("flow", "of the flow", &items, out);
     let mut tx_rate = Family::new(
         "strobe_flow_frames_tx_rate",
         "Frames per second the flow sends now.",
@@ -252,8 +258,8 @@ fn flow_families(latest: &Latest, runs: &[Arc<RunHandle>], out: &mut Vec<MetricF
     for (m, run) in &flows {
         let (flow, port) = labels(m);
         let l: [(&str, &str); 2] = [("flow", &flow), ("tx_port", &port)];
-        tx_rate.gauge(&l, m.frames_tx_rate);
-        rx_rate.gauge(&l, m.frames_rx_rate);
+        tx_rate.gauge(&l, m.counters.frames_tx_rate);
+        rx_rate.gauge(&l, m.counters.frames_rx_rate);
         if let Some(pct) = m.loss_pct {
             loss.gauge(&l, pct / 100.0);
         }

@@ -9,27 +9,64 @@ use crate::rate::ExactRate;
 /// 2^64 as f64: the first whole number of nanoseconds a u64 cannot hold.
 pub(crate) const U64_LIMIT: f64 = 18_446_744_073_709_551_616.0;
 
+/// Whole nanoseconds that stop at the first overflow instead of wrapping: the integer part
+/// both clocks keep beside their exact fraction.
+#[derive(Clone, Copy, Debug, Default)]
+struct WholeNs {
+    ns: u64,
+    overflowed: bool,
+}
+
+impl WholeNs {
+    #[inline]
+    fn add(&mut self, ns: u64) {
+        match self.ns.checked_add(ns) {
+            Some(t) => self.ns = t,
+            None => self.overflowed = true,
+        }
+    }
+
+    /// Adds a whole, non-negative number of nanoseconds held in an f64; 2^64 or more, or
+    /// not a number, overflows.
+    #[inline]
+    fn add_whole(&mut self, whole_ns: f64) {
+        if whole_ns < U64_LIMIT {
+            self.add(whole_ns as u64);
+        } else {
+            self.overflowed = true;
+        }
+    }
+
+    /// The time to the nearest nanosecond, given whether the fraction rounds up; `None`
+    /// once overflowed.
+    #[inline]
+    fn rounded(&self, round_up: bool) -> Option<u64> {
+        if self.overflowed {
+            return None;
+        }
+        self.ns.checked_add(u64::from(round_up))
+    }
+}
+
 /// Time `ns + rem / rate.num` advanced by exact per-frame costs at an [`ExactRate`].
 #[derive(Clone, Debug)]
 pub(crate) struct ExactClock {
-    ns: u64,
+    time: WholeNs,
     rem: u64,
     rate: ExactRate,
     /// The cost of the last frame length seen; bit rates see few distinct lengths in a row.
     step_len: u32,
     step: Option<(u64, u64)>,
-    overflowed: bool,
 }
 
 impl ExactClock {
     pub fn new(rate: ExactRate) -> Self {
         Self {
-            ns: 0,
+            time: WholeNs::default(),
             rem: 0,
             rate,
             step_len: 0,
             step: rate.cost(0),
-            overflowed: false,
         }
     }
 
@@ -40,17 +77,13 @@ impl ExactClock {
     /// Whole nanoseconds elapsed (the exact time, rounded down).
     #[inline]
     pub fn whole_ns(&self) -> u64 {
-        self.ns
+        self.time.ns
     }
 
     #[inline]
     pub fn now(&self) -> Option<u64> {
-        if self.overflowed {
-            return None;
-        }
         // rem >= num - rem is rem / num >= 1/2 without overflowing.
-        let round_up = self.rem >= self.rate.num - self.rem;
-        self.ns.checked_add(u64::from(round_up))
+        self.time.rounded(self.rem >= self.rate.num - self.rem)
     }
 
     /// Moves past a frame of `frame_len` bytes sent at the clock's rate.
@@ -61,7 +94,7 @@ impl ExactClock {
             self.step = self.rate.cost(frame_len);
         }
         let Some((whole, rem)) = self.step else {
-            self.overflowed = true;
+            self.time.overflowed = true;
             return;
         };
         // Both remainders are below num < 2^63, so the sum cannot overflow.
@@ -78,22 +111,18 @@ impl ExactClock {
 
     #[inline]
     pub fn add_ns(&mut self, ns: u64) {
-        match self.ns.checked_add(ns) {
-            Some(t) => self.ns = t,
-            None => self.overflowed = true,
-        }
+        self.time.add(ns);
     }
 
     /// Back to time zero, keeping the rate.
     pub fn reset(&mut self) {
-        self.ns = 0;
+        self.time = WholeNs::default();
         self.rem = 0;
-        self.overflowed = false;
     }
 
     /// How far the exact time lies past `at_ns`, which must not be later than it.
     pub fn excess_over(&self, at_ns: u64) -> f64 {
-        (self.ns - at_ns) as f64 + self.rem as f64 / self.rate.num as f64
+        (self.time.ns - at_ns) as f64 + self.rem as f64 / self.rate.num as f64
     }
 
     /// Continues at `at_ns + offset_ns` with a new rate.
@@ -109,12 +138,8 @@ impl ExactClock {
         self.step_len = 0;
         self.step = rate.cost(0);
         self.rem = (rem as u64).min(rate.num - 1);
-        self.ns = at_ns;
-        if whole < U64_LIMIT {
-            self.add_ns(whole as u64);
-        } else {
-            self.overflowed = true;
-        }
+        self.time.ns = at_ns;
+        self.time.add_whole(whole);
     }
 }
 
@@ -122,23 +147,19 @@ impl ExactClock {
 /// that rounding never accumulates.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FracClock {
-    ns: u64,
+    time: WholeNs,
     frac: f64,
-    overflowed: bool,
 }
 
 impl FracClock {
     #[inline]
     pub fn whole_ns(&self) -> u64 {
-        self.ns
+        self.time.ns
     }
 
     #[inline]
     pub fn now(&self) -> Option<u64> {
-        if self.overflowed {
-            return None;
-        }
-        self.ns.checked_add(u64::from(self.frac >= 0.5))
+        self.time.rounded(self.frac >= 0.5)
     }
 
     /// Moves forward by `gap_ns`, which must be non-negative.
@@ -147,24 +168,17 @@ impl FracClock {
         let total = self.frac + gap_ns;
         let whole = total.floor();
         self.frac = total - whole;
-        if whole >= U64_LIMIT {
-            self.overflowed = true;
-            return;
-        }
-        match self.ns.checked_add(whole as u64) {
-            Some(t) => self.ns = t,
-            None => self.overflowed = true,
-        }
+        self.time.add_whole(whole);
     }
 
     /// How far the exact time lies past `at_ns`, which must not be later than it.
     pub fn excess_over(&self, at_ns: u64) -> f64 {
-        (self.ns - at_ns) as f64 + self.frac
+        (self.time.ns - at_ns) as f64 + self.frac
     }
 
     /// Continues at `at_ns + offset_ns`.
     pub fn restart(&mut self, at_ns: u64, offset_ns: f64) {
-        self.ns = at_ns;
+        self.time.ns = at_ns;
         self.frac = 0.0;
         self.advance_by(offset_ns);
     }

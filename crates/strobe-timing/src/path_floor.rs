@@ -50,6 +50,13 @@ impl std::str::FromStr for PathFloor {
 }
 
 impl PathFloor {
+    /// The floor the help and the messages give as an example (`2.3us/0.9us`), and the one
+    /// tests take as typical.
+    pub const EXAMPLE: PathFloor = PathFloor {
+        handover_ns: 2_300,
+        spacing_ns: 900,
+    };
+
     /// Time a call of `frames` frames keeps the sender busy.
     pub fn call_ns(&self, frames: usize) -> u64 {
         let extra = frames.saturating_sub(1) as u64;
@@ -362,10 +369,7 @@ pub fn perfect_departures(deadlines: &[u64], floor: PathFloor, max_batch: usize)
 mod tests {
     use super::*;
 
-    const PATH: PathFloor = PathFloor {
-        handover_ns: 2_300,
-        spacing_ns: 900,
-    };
+    const PATH: PathFloor = PathFloor::EXAMPLE;
 
     #[test]
     fn floors_are_read_as_handover_and_spacing() {

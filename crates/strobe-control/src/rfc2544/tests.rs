@@ -46,23 +46,17 @@ impl Trials for Model {
 
     fn run_trial(
         &mut self,
-        benchmark: Benchmark,
-        size: &FrameSize,
-        offer: Offer,
-        label: &str,
-        progress: String,
+        trial: TrialAsk<'_>,
+        label: Label,
     ) -> Result<Option<TrialOutcome>, ControlError> {
         if self.stopped {
             return Ok(None);
         }
-        self.labels.push((label.to_string(), progress));
-        let asked_pps = match offer {
-            Offer::Paced(p) => Some(p),
-            Offer::Unpaced | Offer::Burst(_) => None,
-        };
-        self.asked.push((benchmark, asked_pps));
+        self.labels.push((label.what, label.progress));
+        let asked_pps = trial.offer.asked_pps();
+        self.asked.push((trial.benchmark, asked_pps));
         let offered = asked_pps.map_or(self.unpaced_pps, |a| a.min(self.paced_pps));
-        let (frames_tx, seconds) = match offer {
+        let (frames_tx, seconds) = match trial.offer {
             Offer::Burst(n) => (n, n as f64 / offered),
             _ => ((offered * self.trial_s).round() as u64, self.trial_s),
         };
@@ -78,8 +72,8 @@ impl Trials for Model {
         }
         Ok(Some(TrialOutcome {
             result: TrialResult {
-                benchmark,
-                size: size.size.clone(),
+                benchmark: trial.benchmark,
+                size: trial.size.size.clone(),
                 asked_pps,
                 offered_pps: offered,
                 frames_tx,
@@ -103,10 +97,9 @@ impl Trials for Model {
         &mut self,
         _size: &FrameSize,
         plan: &RecoveryPlan,
-        label: &str,
-        progress: String,
+        label: Label,
     ) -> Result<Option<RecoveryOutcome>, ControlError> {
-        self.labels.push((label.to_string(), progress));
+        self.labels.push((label.what, label.progress));
         self.asked
             .push((Benchmark::Recovery, Some(plan.overload_pps)));
         let sent = plan.overload_frames();

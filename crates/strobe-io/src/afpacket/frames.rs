@@ -13,10 +13,10 @@ use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::{
-    align_up, read_u16, read_u32, ring_timestamp, ring_vlan, Malformed, Mapping, LINK_OVERHEAD,
+    align_up, read_u16, read_u32, FrameHeader, Malformed, Mapping, RingFrame, LINK_OVERHEAD,
     TPACKET_ALIGNMENT,
 };
-use crate::{RxFrame, VlanTag};
+use crate::RxFrame;
 
 /// Where a slot's frame data may start at the earliest: after the tpacket2_hdr (aligned) and
 /// the sockaddr_ll the kernel writes behind it (the kernel's TPACKET2_HDRLEN).
@@ -82,54 +82,31 @@ impl FrameGeometry {
     }
 }
 
-/// One frame in a slot, with every offset checked against the slot's bounds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct SlotFrame {
-    data_start: usize,
-    data_len: usize,
-    wire_len: u32,
-    timestamp_ns: u64,
-    /// tp_status: which clock stamped the frame.
-    status: u32,
-    vlan: Option<VlanTag>,
-}
-
 /// Reads the header of a slot the kernel handed over.
-fn parse_slot(slot: &[u8]) -> Result<SlotFrame, Malformed> {
+fn parse_slot(slot: &[u8]) -> Result<RingFrame, Malformed> {
     let field = |offset: usize| read_u32(slot, offset);
-    let status = field(offset_of!(libc::tpacket2_hdr, tp_status))?;
-    let wire_len = field(offset_of!(libc::tpacket2_hdr, tp_len))?;
-    let snaplen = field(offset_of!(libc::tpacket2_hdr, tp_snaplen))?;
-    let sec = field(offset_of!(libc::tpacket2_hdr, tp_sec))?;
-    let nsec = field(offset_of!(libc::tpacket2_hdr, tp_nsec))?;
-    let mac = usize::from(read_u16(slot, offset_of!(libc::tpacket2_hdr, tp_mac))?);
-    let tci = read_u16(slot, offset_of!(libc::tpacket2_hdr, tp_vlan_tci))?;
-    let tpid = read_u16(slot, offset_of!(libc::tpacket2_hdr, tp_vlan_tpid))?;
-    let data_len = snaplen as usize;
-    let data_end = mac.checked_add(data_len).ok_or(Malformed)?;
+    let header = FrameHeader {
+        status: field(offset_of!(libc::tpacket2_hdr, tp_status))?,
+        wire_len: field(offset_of!(libc::tpacket2_hdr, tp_len))?,
+        snaplen: field(offset_of!(libc::tpacket2_hdr, tp_snaplen))?,
+        sec: field(offset_of!(libc::tpacket2_hdr, tp_sec))?,
+        nsec: field(offset_of!(libc::tpacket2_hdr, tp_nsec))?,
+        mac: usize::from(read_u16(slot, offset_of!(libc::tpacket2_hdr, tp_mac))?),
+        tci: read_u16(slot, offset_of!(libc::tpacket2_hdr, tp_vlan_tci))?,
+        tpid: read_u16(slot, offset_of!(libc::tpacket2_hdr, tp_vlan_tpid))?,
+    };
     // The kernel captures at most the whole frame, and writes nanoseconds below a second.
-    if mac < SLOT_HEADER_LEN || data_end > slot.len() || snaplen > wire_len || nsec >= 1_000_000_000
-    {
+    if header.snaplen > header.wire_len || header.nsec >= 1_000_000_000 {
         return Err(Malformed);
     }
-    Ok(SlotFrame {
-        data_start: mac,
-        data_len,
-        wire_len,
-        timestamp_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
-        status,
-        vlan: ring_vlan(status, tci, tpid),
-    })
+    header.frame(slot, 0, SLOT_HEADER_LEN)
 }
 
 /// A slot's frame data and wire length, sliced exactly as `FrameRing::poll` slices them.
 #[cfg(feature = "fuzzing")]
 pub(super) fn slot_data(slot: &[u8]) -> Option<(&[u8], u32)> {
     let frame = parse_slot(slot).ok()?;
-    Some((
-        &slot[frame.data_start..frame.data_start + frame.data_len],
-        frame.wire_len,
-    ))
+    Some((frame.data(slot), frame.wire_len))
 }
 
 /// Reading state of a TPACKET_V2 ring.
@@ -185,12 +162,7 @@ impl FrameRing {
             };
             match parse_slot(slot) {
                 Ok(frame) => {
-                    each(&RxFrame {
-                        data: &slot[frame.data_start..frame.data_start + frame.data_len],
-                        wire_len: frame.wire_len,
-                        timestamp: Some(ring_timestamp(frame.status, frame.timestamp_ns)),
-                        vlan: frame.vlan,
-                    });
+                    each(&frame.rx_frame(slot));
                     delivered += 1;
                 }
                 Err(Malformed) => self.malformed += 1,
@@ -210,6 +182,7 @@ impl FrameRing {
 mod tests {
     use super::*;
     use crate::test_support::HeaderFuzz;
+    use crate::VlanTag;
     use std::ptr::{self, NonNull};
 
     /// Writes a slot the way the kernel does for an Ethernet frame.

@@ -7,6 +7,7 @@
 //! with a release store of the consumer index once it has read them. Each side caches the
 //! other side's index and reloads it only when the cached view runs short.
 
+use std::marker::PhantomData;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{fence, AtomicU32, Ordering};
 
@@ -81,16 +82,30 @@ impl<T: Copy> Ring<T> {
     }
 }
 
-/// A ring this process fills and the kernel drains (the fill ring and the TX ring).
-pub(super) struct Producer<T> {
+/// One side's handle on a mapped ring: the ring and this process's view of both indices.
+/// `Side` says which index is ours ([`Produces`] or [`Consumes`]) and so which methods exist.
+pub(super) struct RingHalf<T, Side> {
     ring: Ring<T>,
-    /// Our producer index, published by `submit`.
+    /// The producer index: ours in a [`Producer`] (published by `submit`), the kernel's as
+    /// last seen in a [`Consumer`].
     cached_prod: u32,
-    /// The kernel's consumer index as last seen.
+    /// The consumer index: the kernel's as last seen in a [`Producer`], ours in a
+    /// [`Consumer`] (published by `release`).
     cached_cons: u32,
+    _side: PhantomData<Side>,
 }
 
-impl<T: Copy> Producer<T> {
+/// The side of a ring this process fills.
+pub(super) struct Produces;
+/// The side of a ring this process drains.
+pub(super) struct Consumes;
+
+/// A ring this process fills and the kernel drains (the fill ring and the TX ring).
+pub(super) type Producer<T> = RingHalf<T, Produces>;
+/// A ring the kernel fills and this process drains (the RX ring and the completion ring).
+pub(super) type Consumer<T> = RingHalf<T, Consumes>;
+
+impl<T: Copy, Side> RingHalf<T, Side> {
     pub(super) fn map(
         fd: &OwnedFd,
         page_offset: u64,
@@ -98,15 +113,20 @@ impl<T: Copy> Producer<T> {
         off: RingOffsets,
     ) -> std::io::Result<Self> {
         let ring = Ring::map(fd, page_offset, entries, off)?;
-        let cached_prod = ring.producer().load(Ordering::Relaxed);
+        // Acquire on both, as every load of the kernel's index is (once per mapping: on our
+        // own index it costs nothing that matters).
+        let cached_prod = ring.producer().load(Ordering::Acquire);
         let cached_cons = ring.consumer().load(Ordering::Acquire);
-        Ok(Producer {
+        Ok(RingHalf {
             ring,
             cached_prod,
             cached_cons,
+            _side: PhantomData,
         })
     }
+}
 
+impl<T: Copy> Producer<T> {
     /// Free entries, at least `want` if the kernel has made that much room. The acquire
     /// load orders our next descriptor writes after the kernel's reads of those slots.
     pub(super) fn free(&mut self, want: u32) -> u32 {
@@ -156,32 +176,7 @@ impl<T: Copy> Producer<T> {
     }
 }
 
-/// A ring the kernel fills and this process drains (the RX ring and the completion ring).
-pub(super) struct Consumer<T> {
-    ring: Ring<T>,
-    /// The kernel's producer index as last seen.
-    cached_prod: u32,
-    /// Our consumer index, published by `release`.
-    cached_cons: u32,
-}
-
 impl<T: Copy> Consumer<T> {
-    pub(super) fn map(
-        fd: &OwnedFd,
-        page_offset: u64,
-        entries: u32,
-        off: RingOffsets,
-    ) -> std::io::Result<Self> {
-        let ring = Ring::map(fd, page_offset, entries, off)?;
-        let cached_prod = ring.producer().load(Ordering::Acquire);
-        let cached_cons = ring.consumer().load(Ordering::Relaxed);
-        Ok(Consumer {
-            ring,
-            cached_prod,
-            cached_cons,
-        })
-    }
-
     /// Entries ready to read, up to `max`. Reloads the kernel's producer index (acquire, so
     /// the descriptors it published are visible) only when the cached view is empty.
     pub(super) fn available(&mut self, max: u32) -> u32 {
