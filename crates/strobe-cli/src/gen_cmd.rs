@@ -3,6 +3,7 @@ use std::sync::atomic::Ordering;
 
 use clap::Args;
 use strobe_control::source::OneFlow;
+use strobe_control::sweep::Sweep;
 use strobe_control::{ClockSource, LatePolicy};
 use strobe_control::{Pacing, PlanOptions, Results};
 use strobe_model::{quick, Scenario};
@@ -370,45 +371,41 @@ fn sweep(
         ));
     }
     let base = one_flow(args)?;
-    let mut runs = Vec::new();
     let signals = signals::install()?;
-    for rate in &args.sweep.rates {
-        if signals.stop.load(Ordering::Relaxed) {
-            break;
-        }
-        let mut step = base.clone();
-        step.flow.rate = rate.clone();
-        let step_provenance = Provenance {
-            started_unix_ns: strobe_history::now_unix_ns(),
-            ..provenance.clone()
-        };
-        let (scenario, pacing) = step.scenario(&args.lab, args.unpaced)?;
-        println!("== offered load {rate}");
-        let (scenario, report) = execute(args, scenario, pacing)?;
-        let results = Results::new(&scenario, &report, correction);
-        // Each rate is a run of its own in the history, its rate in its config.
-        let recorded = runs_cmd::record_engine_run(
-            recorder,
-            &step_provenance,
-            signals.signal(),
-            config(args, Some(rate)),
-            &scenario,
-            &report,
-            &results,
-        );
-        print_latency(&results);
-        print_verdicts(&results);
-        if let Some(line) = recorded {
-            println!("{line}");
-        }
-        runs.push(SweepStep {
-            rate: rate.clone(),
-            point: results.load_point(&scenario),
-            scenario,
-            report,
-            results,
-        });
-    }
+    let sweep = Sweep {
+        base: &base,
+        rates: &args.sweep.rates,
+        lab_prefix: &args.lab,
+        unpaced: args.unpaced,
+        correction,
+    };
+    let runs = sweep.run(
+        &signals.stop,
+        |rate, scenario, pacing| {
+            println!("== offered load {rate}");
+            execute(args, scenario, pacing)
+        },
+        |step| {
+            // Each rate is a run of its own in the history, its rate in its config.
+            let recorded = runs_cmd::record_engine_run(
+                recorder,
+                &Provenance {
+                    started_unix_ns: step.started_unix_ns,
+                    ..provenance.clone()
+                },
+                signals.signal(),
+                config(args, Some(&step.rate)),
+                &step.scenario,
+                &step.report,
+                &step.results,
+            );
+            print_latency(&step.results);
+            print_verdicts(&step.results);
+            if let Some(line) = recorded {
+                println!("{line}");
+            }
+        },
+    )?;
     if signals.stop.load(Ordering::Relaxed) {
         eprintln!(
             "interrupted: the sweep ends after {} of {} steps",
@@ -473,15 +470,6 @@ fn sweep(
         }
     }
     failures.outcome(signals.outcome())
-}
-
-/// One rate of a `--rates` sweep: the run, its results and its point on the load curve.
-struct SweepStep {
-    rate: String,
-    scenario: Scenario,
-    report: strobe_control::RunReport,
-    results: Results,
-    point: Option<strobe_analyze::latency::LoadPoint>,
 }
 
 /// Fails the run when a flow received more unique frames than it sent: frames with this

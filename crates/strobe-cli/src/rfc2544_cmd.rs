@@ -241,13 +241,13 @@ fn print_report(r: &Rfc2544Report) {
     println!(
         "RFC 2544 on a {} link: {} trials in {}, each {} of traffic, {} wait, {} settle, {} \
          learning frames",
-        bps_text(r.link_bps),
+        bps_text(r.settings.link_bps),
         r.trials,
         duration_text(r.elapsed_ns),
-        duration_text(r.trial_ns),
-        duration_text(r.wait_ns),
-        duration_text(r.settle_ns),
-        r.learning_frames
+        duration_text(r.settings.trial_ns),
+        duration_text(r.settings.wait_ns),
+        duration_text(r.settings.settle_ns),
+        r.settings.learning_frames
     );
     if !r.throughput.is_empty() {
         print_throughput(r);
@@ -309,15 +309,15 @@ fn max_text(max_pps: f64, source: MaxSource) -> String {
 }
 
 fn print_throughput(r: &Rfc2544Report) {
-    let pdr = r.tolerances.get(1);
+    let pdr = r.settings.tolerances.get(1);
     println!(
         "throughput (NDR: no frame lost{}; resolution {:.2} %; {} search):",
         pdr.map_or(String::new(), |t| format!(
             "; PDR: at most {:.3} % lost",
             t * 100.0
         )),
-        r.relative_resolution * 100.0,
-        match r.search {
+        r.settings.relative_resolution * 100.0,
+        match r.settings.search {
             SearchMethod::Aimed => "aimed",
             SearchMethod::Binary => "binary",
         }

@@ -32,6 +32,7 @@ pub mod rfc2544;
 pub mod run;
 pub mod session;
 pub mod source;
+pub mod sweep;
 pub mod text;
 pub mod trains;
 pub mod y1564;

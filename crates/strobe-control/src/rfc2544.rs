@@ -171,6 +171,22 @@ impl Default for Rfc2544Spec {
     }
 }
 
+/// How every trial runs and how a search judges it: asked for in the request, echoed in
+/// the report (flattened there: its fields are the report's own in JSON).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrialSettings {
+    /// The link's line rate (layer 1).
+    pub link_bps: f64,
+    pub trial_ns: u64,
+    pub wait_ns: u64,
+    pub settle_ns: u64,
+    pub learning_frames: u64,
+    pub relative_resolution: f64,
+    /// Loss ratios searched for: 0 (NDR) and the PDR's.
+    pub tolerances: Vec<f64>,
+    pub search: SearchMethod,
+}
+
 /// The benchmarks as asked, checked and typed.
 #[derive(Clone, Debug)]
 pub struct Rfc2544Request {
@@ -179,17 +195,9 @@ pub struct Rfc2544Request {
     pub lab_prefix: String,
     pub tests: Vec<Benchmark>,
     pub sizes: Vec<String>,
-    pub link_bps: f64,
+    pub settings: TrialSettings,
     pub max_rate: Option<Rate>,
-    pub trial_ns: u64,
-    pub wait_ns: u64,
-    pub settle_ns: u64,
-    pub learning_frames: u64,
-    pub relative_resolution: f64,
-    /// Loss ratios searched for: 0 (NDR) and the PDR's.
-    pub tolerances: Vec<f64>,
     pub max_trials: usize,
-    pub search: SearchMethod,
     /// Shares of the throughput (0 to 1].
     pub latency_loads: Vec<f64>,
     pub latency_trials: u32,
@@ -294,16 +302,18 @@ impl Rfc2544Spec {
             } else {
                 self.sizes.clone()
             },
-            link_bps,
+            settings: TrialSettings {
+                link_bps,
+                trial_ns: duration("trial", &self.trial, false)?,
+                wait_ns: duration("wait", &self.wait, true)?,
+                settle_ns: duration("settle", &self.settle, true)?,
+                learning_frames: self.learning,
+                relative_resolution,
+                tolerances,
+                search: self.search,
+            },
             max_rate,
-            trial_ns: duration("trial", &self.trial, false)?,
-            wait_ns: duration("wait", &self.wait, true)?,
-            settle_ns: duration("settle", &self.settle, true)?,
-            learning_frames: self.learning,
-            relative_resolution,
-            tolerances,
             max_trials: self.max_trials,
-            search: self.search,
             latency_loads,
             latency_trials: self.latency_trials,
             loss_step,
@@ -592,14 +602,8 @@ pub struct BackToBackResult {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Rfc2544Report {
     pub tests: Vec<Benchmark>,
-    pub link_bps: f64,
-    pub trial_ns: u64,
-    pub wait_ns: u64,
-    pub settle_ns: u64,
-    pub learning_frames: u64,
-    pub relative_resolution: f64,
-    pub tolerances: Vec<f64>,
-    pub search: SearchMethod,
+    #[serde(flatten)]
+    pub settings: TrialSettings,
     /// How latency was measured, in words (every frame, and its timestamps).
     pub latency_method: String,
     pub throughput: Vec<ThroughputResult>,
@@ -753,14 +757,7 @@ pub(crate) fn run_sizes<T: Trials>(
     };
     let mut report = Rfc2544Report {
         tests: request.tests.clone(),
-        link_bps: request.link_bps,
-        trial_ns: request.trial_ns,
-        wait_ns: request.wait_ns,
-        settle_ns: request.settle_ns,
-        learning_frames: request.learning_frames,
-        relative_resolution: request.relative_resolution,
-        tolerances: request.tolerances.clone(),
-        search: request.search,
+        settings: request.settings.clone(),
         latency_method: String::new(),
         throughput: Vec::new(),
         latency: Vec::new(),
@@ -868,7 +865,7 @@ fn frame_size(request: &Rfc2544Request, size: &str) -> Result<FrameSize, Control
     Ok(FrameSize {
         size: size.to_string(),
         mean_bytes,
-        line_rate_pps: request.link_bps / ((mean_bytes + 20.0) * 8.0),
+        line_rate_pps: request.settings.link_bps / ((mean_bytes + 20.0) * 8.0),
     })
 }
 
@@ -929,7 +926,7 @@ impl<T: Trials> Session<'_, T> {
             self.wall_done_ns / self.trials_done as u64
         } else {
             let r = self.request;
-            r.trial_ns + r.wait_ns + r.settle_ns + 200_000_000
+            r.settings.trial_ns + r.settings.wait_ns + r.settings.settle_ns + 200_000_000
         }
     }
 
@@ -938,7 +935,7 @@ impl<T: Trials> Session<'_, T> {
         let r = self.request;
         let per_size = |b: Benchmark| match b {
             Benchmark::Throughput => {
-                search_trials_per_size(&self.search_trials, r.tolerances.len() > 1)
+                search_trials_per_size(&self.search_trials, r.settings.tolerances.len() > 1)
             }
             Benchmark::Latency => r.latency_loads.len() * r.latency_trials as usize,
             // Down to the knee and two clean steps; a third of the steps is typical.
@@ -986,7 +983,7 @@ impl<T: Trials> Session<'_, T> {
                         "the highest rate {} is above the {} link's line rate for {} B frames \
                          ({}): give a lower --max-rate or a faster --link",
                         pps_text(pps),
-                        crate::text::bps_text(self.request.link_bps),
+                        crate::text::bps_text(self.request.settings.link_bps),
                         size.size,
                         pps_text(line)
                     ))
@@ -1069,9 +1066,9 @@ impl<T: Trials> Session<'_, T> {
             max_rate: max_pps,
             min_rate: (max_pps / 1000.0).max(1.0).min(max_pps / 2.0),
             resolution: 0.0,
-            relative_resolution: r.relative_resolution,
-            tolerances: r.tolerances.clone(),
-            method: r.search,
+            relative_resolution: r.settings.relative_resolution,
+            tolerances: r.settings.tolerances.clone(),
+            method: r.settings.search,
         })
         .map_err(ControlError::BadInput)?;
         search.record(Trial {
@@ -1259,9 +1256,9 @@ impl<T: Trials> Session<'_, T> {
                 max_rate: max_frames as f64,
                 min_rate: 1.0,
                 resolution: 1.0,
-                relative_resolution: r.relative_resolution,
+                relative_resolution: r.settings.relative_resolution,
                 tolerances: vec![0.0],
-                method: r.search,
+                method: r.settings.search,
             })
             .map_err(ControlError::BadInput)?;
             let mut trials = Vec::new();
@@ -1491,7 +1488,7 @@ impl<R: TrialRunner> EngineTrials<'_, R> {
     fn scenario(&self, flow: &OneFlow) -> Result<(Scenario, Pacing), ControlError> {
         let (mut scenario, pacing) = flow.scenario(&self.request.lab_prefix, false)?;
         if let Some(p) = scenario.ports.first_mut() {
-            p.speed_bps = self.request.link_bps as u64;
+            p.speed_bps = self.request.settings.link_bps as u64;
         }
         Ok((scenario, pacing))
     }
@@ -1507,7 +1504,7 @@ impl<R: TrialRunner> EngineTrials<'_, R> {
             progress: label.progress,
             scenario,
             pacing,
-            drain_ns: self.request.wait_ns,
+            drain_ns: self.request.settings.wait_ns,
             learning: false,
         });
         unless_stopped(ran, || self.stopped())
@@ -1574,7 +1571,7 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
             |f: &crate::results::FlowResult| (f.frames_tx.unwrap_or(0), f.loss.unwrap_or(0));
         let mut flows = results.flows.iter().map(counts);
         let overload = flows.next().unwrap_or((0, 0));
-        sleep_unless_stopped(r.settle_ns, self.stop);
+        sleep_unless_stopped(r.settings.settle_ns, self.stop);
         Ok(Some(RecoveryOutcome {
             overload,
             slices: flows.collect(),
@@ -1595,13 +1592,13 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
         }
         let started = Instant::now();
         let r = self.request;
-        if r.learning_frames > 0 {
+        if r.settings.learning_frames > 0 {
             let (scenario, pacing) =
                 learning_flow(r, &trial.size.size)?.scenario(&r.lab_prefix, false)?;
             let learned = self.runner.run(TrialRun {
                 what: format!(
                     "learning: {} frames from the receive port",
-                    r.learning_frames
+                    r.settings.learning_frames
                 ),
                 progress: String::new(),
                 scenario,
@@ -1620,11 +1617,12 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
         match trial.offer {
             Offer::Paced(pps) => {
                 flow.flow.rate = format!("{pps:.3}");
-                flow.flow.count = Some(((pps * r.trial_ns as f64 / 1e9).round() as u64).max(2));
+                flow.flow.count =
+                    Some(((pps * r.settings.trial_ns as f64 / 1e9).round() as u64).max(2));
             }
             Offer::Unpaced => {
                 flow.flow.rate = "max".into();
-                flow.flow.duration = Some(format!("{}ns", r.trial_ns));
+                flow.flow.duration = Some(format!("{}ns", r.settings.trial_ns));
             }
             Offer::Burst(frames) => {
                 flow.flow.rate = "max".into();
@@ -1649,7 +1647,7 @@ impl<R: TrialRunner> Trials for EngineTrials<'_, R> {
         }
         let interrupted = self.stopped();
         if !interrupted {
-            sleep_unless_stopped(r.settle_ns, self.stop);
+            sleep_unless_stopped(r.settings.settle_ns, self.stop);
         }
         let get = |f: fn(&crate::results::FlowResult) -> Option<u64>| flow.and_then(f).unwrap_or(0);
         let frames_tx = get(|f| f.frames_tx);
@@ -1749,7 +1747,7 @@ fn learning_flow(r: &Rfc2544Request, size: &str) -> Result<OneFlow, ControlError
     std::mem::swap(&mut flow.flow.src_mac, &mut flow.flow.dst_mac);
     flow.flow.size = size.to_string();
     flow.flow.rate = format!("{LEARNING_PPS}");
-    flow.flow.count = Some(r.learning_frames);
+    flow.flow.count = Some(r.settings.learning_frames);
     flow.flow.duration = None;
     Ok(flow)
 }
@@ -1825,20 +1823,23 @@ impl Rfc2544Report {
              of the rate, NDR = no frame lost{}.",
             self.trials,
             duration_text(self.elapsed_ns),
-            duration_text(self.trial_ns),
-            duration_text(self.wait_ns),
-            duration_text(self.settle_ns),
-            self.learning_frames,
-            crate::text::bps_text(self.link_bps),
-            match self.search {
+            duration_text(self.settings.trial_ns),
+            duration_text(self.settings.wait_ns),
+            duration_text(self.settings.settle_ns),
+            self.settings.learning_frames,
+            crate::text::bps_text(self.settings.link_bps),
+            match self.settings.search {
                 SearchMethod::Aimed => "aimed",
                 SearchMethod::Binary => "binary",
             },
-            self.relative_resolution * 100.0,
-            self.tolerances.get(1).map_or(String::new(), |t| format!(
-                ", PDR = at most {:.3} % lost",
-                t * 100.0
-            ))
+            self.settings.relative_resolution * 100.0,
+            self.settings
+                .tolerances
+                .get(1)
+                .map_or(String::new(), |t| format!(
+                    ", PDR = at most {:.3} % lost",
+                    t * 100.0
+                ))
         )];
         if !self.latency.is_empty() {
             notes.push(format!("Latency: {}.", self.latency_method));

@@ -178,6 +178,38 @@ fn the_ndr_is_the_dut_s_capacity_to_the_resolution_in_a_few_trials() {
     assert!((f.line_pct - 100.0 * ndr / size64().line_rate_pps).abs() < 1e-9);
 }
 
+/// The settings a report echoes are its own fields in JSON (as before they were grouped),
+/// and the report reads back as it was written.
+#[test]
+fn a_report_keeps_its_json_fields_and_round_trips() {
+    let mut model = Model::new(1_100_000.0, 1_050_000.0, 104_166.0);
+    let report = run(&[Benchmark::Throughput], &mut model);
+    let json = serde_json::to_value(&report).unwrap();
+    let keys: Vec<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    for key in [
+        "tests",
+        "link_bps",
+        "trial_ns",
+        "wait_ns",
+        "settle_ns",
+        "learning_frames",
+        "relative_resolution",
+        "tolerances",
+        "search",
+        "throughput",
+    ] {
+        assert!(keys.contains(&key), "{key} missing: {keys:?}");
+    }
+    assert!(!keys.contains(&"settings"), "{keys:?}");
+    let back: Rfc2544Report = serde_json::from_value(json).unwrap();
+    assert_eq!(back, report);
+}
+
 #[test]
 fn a_generator_faster_than_the_line_is_held_to_the_line_rate() {
     let line = size64().line_rate_pps;
@@ -374,12 +406,15 @@ fn a_spec_reads_as_json_with_defaults_and_names_what_is_wrong() {
     let r = spec.request("lab").unwrap();
     assert_eq!(r.tests, [Benchmark::Throughput, Benchmark::Loss]);
     assert_eq!(r.sizes, ["64", "imix"]);
-    assert_eq!((r.trial_ns, r.wait_ns), (2_000_000_000, 2_000_000_000));
-    assert_eq!(r.tolerances, [0.0]);
-    assert_eq!(r.link_bps, 10e9);
+    assert_eq!(
+        (r.settings.trial_ns, r.settings.wait_ns),
+        (2_000_000_000, 2_000_000_000)
+    );
+    assert_eq!(r.settings.tolerances, [0.0]);
+    assert_eq!(r.settings.link_bps, 10e9);
     let all = Rfc2544Spec::default().request("lab").unwrap();
     assert_eq!(all.tests, Benchmark::ALL);
-    assert_eq!(all.tolerances, [0.0, 0.005]);
+    assert_eq!(all.settings.tolerances, [0.0, 0.005]);
     assert_eq!(all.sizes.len(), 7);
     assert!(serde_json::from_str::<Rfc2544Spec>(r#"{"trials": 5}"#).is_err());
     let err = |spec: Rfc2544Spec| spec.request("lab").unwrap_err().to_string();
