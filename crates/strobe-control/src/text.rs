@@ -24,6 +24,7 @@ pub fn clock_name(c: ClockSource) -> &'static str {
     match c {
         ClockSource::Tsc => "invariant TSC",
         ClockSource::Monotonic => "CLOCK_MONOTONIC (TSC not invariant)",
+        ClockSource::Simulated => "simulated time (a test)",
     }
 }
 

@@ -14,6 +14,98 @@ pub enum ClockSource {
     Tsc,
     /// CLOCK_MONOTONIC through the vDSO (TSC missing or not invariant).
     Monotonic,
+    /// Simulated time ([`SimTime`]): tests of pacing that neither sleep nor depend on the
+    /// machine's load.
+    Simulated,
+}
+
+/// Time as a test decides it: a clock read costs [`SimTime::read_ns`] (so a spin on the
+/// clock moves on), a sleep ends at its deadline plus the next stall queued, and a test's
+/// backend advances it by what a hand-over costs. Deterministic: nothing here reads a real
+/// clock or sleeps.
+#[derive(Debug)]
+pub struct SimTime {
+    now_ns: std::sync::atomic::AtomicU64,
+    read_ns: u64,
+    /// Host stalls to come: (from when, how long), see [`SimTime::stall_at`].
+    stalls: std::sync::Mutex<Vec<(u64, u64)>>,
+    sleeps: std::sync::atomic::AtomicU64,
+}
+
+impl SimTime {
+    /// CLOCK_REALTIME at simulated time zero: a plausible date for transmit stamps.
+    pub const REALTIME_AT_ZERO_NS: u64 = 1_800_000_000 * 1_000_000_000;
+
+    /// Simulated time starting at 1 s, each clock read costing `read_ns` (at least 1). Lives
+    /// as long as the process: a [`Clock`] is `Copy` and holds a reference to it.
+    pub fn new(read_ns: u64) -> &'static SimTime {
+        Box::leak(Box::new(SimTime {
+            now_ns: 1_000_000_000.into(),
+            read_ns: read_ns.max(1),
+            stalls: Default::default(),
+            sleeps: 0.into(),
+        }))
+    }
+
+    /// The simulated time now, without the cost of a read.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Moves time on by `ns` (what a hand-over to the path cost).
+    pub fn advance(&self, ns: u64) {
+        self.now_ns
+            .fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A host stall: the first sleep that ends at or after `at_ns` wakes `late_ns` late, or
+    /// the first clock read at or after it comes `late_ns` later (the CPU lost mid-spin).
+    pub fn stall_at(&self, at_ns: u64, late_ns: u64) {
+        if let Ok(mut stalls) = self.stalls.lock() {
+            stalls.push((at_ns, late_ns));
+        }
+    }
+
+    /// Sleeps taken so far.
+    pub fn sleeps(&self) -> u64 {
+        self.sleeps.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn read(&self) -> u64 {
+        let now = self
+            .now_ns
+            .fetch_add(self.read_ns, std::sync::atomic::Ordering::Relaxed)
+            + self.read_ns;
+        match self.stall_due(now) {
+            0 => now,
+            // The thread lost its CPU just before this read.
+            late => {
+                self.now_ns
+                    .fetch_add(late, std::sync::atomic::Ordering::Relaxed)
+                    + late
+            }
+        }
+    }
+
+    /// A stall due by `ns`, taken (0: none).
+    fn stall_due(&self, ns: u64) -> u64 {
+        match self.stalls.lock() {
+            Ok(mut stalls) => match stalls.iter().position(|&(at, _)| at <= ns) {
+                Some(i) => stalls.swap_remove(i).1,
+                None => 0,
+            },
+            Err(_) => 0,
+        }
+    }
+
+    /// Sleeps until `target_ns`: time jumps there, plus a stall due by then.
+    fn sleep_until(&self, target_ns: u64) {
+        self.sleeps
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let late = self.stall_due(target_ns);
+        self.now_ns
+            .fetch_max(target_ns + late, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// A monotonic clock in raw ticks with a fixed-point conversion to ns, anchored to
@@ -27,6 +119,8 @@ pub struct Clock {
     /// CLOCK_REALTIME (ns since the Unix epoch) at anchor_ticks.
     anchor_realtime_ns: u64,
     ticks_per_sec: f64,
+    /// The simulated time a [`ClockSource::Simulated`] clock reads.
+    sim: Option<&'static SimTime>,
 }
 
 const SHIFT: u32 = 24;
@@ -123,6 +217,7 @@ impl Clock {
             anchor_ticks,
             anchor_realtime_ns,
             ticks_per_sec: ticks_per_ns * 1e9,
+            sim: None,
         }
     }
 
@@ -152,12 +247,62 @@ impl Clock {
         let anchor_ticks = match self.source {
             ClockSource::Tsc => rdtsc(),
             ClockSource::Monotonic => clock_ns(libc::CLOCK_MONOTONIC),
+            ClockSource::Simulated => return *self,
         };
         Clock {
             anchor_ticks,
             anchor_realtime_ns: clock_ns(libc::CLOCK_REALTIME),
             ..*self
         }
+    }
+
+    /// A clock that reads `sim` (ticks are ns; CLOCK_REALTIME is a fixed date plus it).
+    pub fn simulated(sim: &'static SimTime) -> Clock {
+        Clock {
+            source: ClockSource::Simulated,
+            mult: 1 << SHIFT,
+            anchor_ticks: 0,
+            anchor_realtime_ns: SimTime::REALTIME_AT_ZERO_NS,
+            ticks_per_sec: 1e9,
+            sim: Some(sim),
+        }
+    }
+
+    /// The simulated time this clock reads, if it is simulated.
+    pub fn sim(&self) -> Option<&'static SimTime> {
+        self.sim
+    }
+
+    /// CLOCK_MONOTONIC now (what sleeps are measured on), or the simulated time.
+    #[inline]
+    pub fn monotonic_ns(&self) -> u64 {
+        match self.sim {
+            Some(sim) => sim.read(),
+            None => clock_ns(libc::CLOCK_MONOTONIC),
+        }
+    }
+
+    /// Sleeps until CLOCK_MONOTONIC reaches `target_ns` (on a simulated clock, time jumps
+    /// there). False when a signal woke the thread early.
+    pub fn sleep_until_monotonic(&self, target_ns: u64) -> bool {
+        if let Some(sim) = self.sim {
+            sim.sleep_until(target_ns);
+            return true;
+        }
+        let ts = libc::timespec {
+            tv_sec: (target_ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (target_ns % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: ts is a valid timespec; no remainder is asked for with TIMER_ABSTIME.
+        let rc = unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        };
+        rc == 0
     }
 
     /// A clock that reads CLOCK_MONOTONIC (ticks are ns).
@@ -168,6 +313,7 @@ impl Clock {
             anchor_ticks: clock_ns(libc::CLOCK_MONOTONIC),
             anchor_realtime_ns: clock_ns(libc::CLOCK_REALTIME),
             ticks_per_sec: 1e9,
+            sim: None,
         }
     }
 
@@ -184,6 +330,7 @@ impl Clock {
         match self.source {
             ClockSource::Tsc => rdtsc(),
             ClockSource::Monotonic => clock_ns(libc::CLOCK_MONOTONIC),
+            ClockSource::Simulated => self.sim.map_or(0, SimTime::read),
         }
     }
 
@@ -204,7 +351,10 @@ impl Clock {
     /// (a TSC-to-realtime mapping calibrated over 50 ms drifts by about 1 µs per second).
     #[inline(always)]
     pub fn realtime_now_ns(&self) -> u64 {
-        clock_ns(libc::CLOCK_REALTIME)
+        match self.sim {
+            Some(sim) => SimTime::REALTIME_AT_ZERO_NS + sim.read(),
+            None => clock_ns(libc::CLOCK_REALTIME),
+        }
     }
 
     /// Wall-clock ns (since the Unix epoch) of a tick reading, for packet timestamps.

@@ -33,7 +33,7 @@ use strobe_io::{AnyBackend, AnyReceiver, Backend, Receiver, TimeBase};
 use strobe_model::Scenario;
 use strobe_timing::{Duration, Pattern, ScheduleSpec};
 
-pub use clock::{Clock, ClockSource};
+pub use clock::{Clock, ClockSource, SimTime};
 pub use generator::FlowGenerator;
 pub use port_floor::{FloorSource, KnownFloor, PortPacing};
 pub use worker::{run_port, FlowReport, HandoverError, LatePolicy, PortReport, RunOptions};

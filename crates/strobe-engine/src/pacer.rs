@@ -31,7 +31,7 @@
 //! past its target and too late for the margin to absorb. The worker had nothing else to
 //! do, so such a stall is the host's (the hypervisor, other processes), not strobe's.
 
-use crate::clock::{clock_ns, Clock};
+use crate::clock::Clock;
 
 /// Wake-ups the overshoot percentile is taken over (at 1 kpps about one second).
 pub const WINDOW: usize = 1024;
@@ -276,8 +276,9 @@ pub struct Pacer {
     stalls: HostStalls,
     fifo: bool,
     note: Option<String>,
-    previous_slack_ns: u64,
-    previous_policy: (i32, i32),
+    /// The thread's slack and policy before, to restore (None: not changed, as on a
+    /// simulated clock).
+    previous: Option<(u64, (i32, i32))>,
     /// Clock ticks when the thread last woke from a sleep (for the FIFO awake budget).
     last_woke_ticks: u64,
     /// How late the last sleep woke (None: interrupted, nothing learned).
@@ -287,6 +288,24 @@ pub struct Pacer {
 impl Pacer {
     /// Sets the calling thread up for pacing; `now_ticks` starts the FIFO awake budget.
     pub fn enter(now_ticks: u64) -> Pacer {
+        Self::enter_on(&Clock::monotonic(), now_ticks)
+    }
+
+    /// [`enter`](Self::enter) for a worker pacing on `clock`: on a simulated clock the
+    /// thread is left as it is (its real scheduling plays no part in simulated time).
+    pub fn enter_on(clock: &Clock, now_ticks: u64) -> Pacer {
+        if clock.sim().is_some() {
+            return Pacer {
+                window: OvershootWindow::new(),
+                margin_ns: INITIAL_MARGIN_NS,
+                stalls: HostStalls::default(),
+                fifo: false,
+                note: Some("simulated time: the thread's scheduling is left alone".into()),
+                previous: None,
+                last_woke_ticks: now_ticks,
+                last_overshoot_ns: None,
+            };
+        }
         let previous_slack_ns = timer_slack_ns();
         let previous_policy = current_policy();
         set_timer_slack_ns(1);
@@ -307,8 +326,7 @@ impl Pacer {
             stalls: HostStalls::default(),
             fifo,
             note,
-            previous_slack_ns,
-            previous_policy,
+            previous: Some((previous_slack_ns, previous_policy)),
             last_woke_ticks: now_ticks,
             last_overshoot_ns: None,
         }
@@ -377,9 +395,9 @@ impl Pacer {
     /// sleeps of [`WARM_UP_SLEEP_NS`], within [`WARM_UP_BUDGET_NS`] (a few ms on a quiet
     /// host). Sends nothing; the margin is then the host's, not the initial guess.
     pub fn warm_up(&mut self, clock: &Clock) {
-        let start = clock_ns(libc::CLOCK_MONOTONIC);
+        let start = clock.monotonic_ns();
         while self.window.len() < MIN_SAMPLES
-            && clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(start) < WARM_UP_BUDGET_NS
+            && clock.monotonic_ns().saturating_sub(start) < WARM_UP_BUDGET_NS
         {
             self.sleep_for(clock, WARM_UP_SLEEP_NS, 0);
             // Of the warm-up's few wake-ups the 99.9th percentile is the largest: a stall of
@@ -415,25 +433,13 @@ impl Pacer {
     /// One absolute sleep of `sleep_ns` from now; `margin_ns` is what the wake-up may
     /// overshoot before it counts as a host stall.
     fn sleep_for(&mut self, clock: &Clock, sleep_ns: u64, margin_ns: u64) {
-        let target = clock_ns(libc::CLOCK_MONOTONIC) + sleep_ns;
-        let ts = libc::timespec {
-            tv_sec: (target / 1_000_000_000) as libc::time_t,
-            tv_nsec: (target % 1_000_000_000) as libc::c_long,
-        };
-        // SAFETY: ts is a valid timespec; no remainder is asked for with TIMER_ABSTIME.
-        let rc = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
-        let woke = clock_ns(libc::CLOCK_MONOTONIC);
+        let target = clock.monotonic_ns() + sleep_ns;
+        let slept = clock.sleep_until_monotonic(target);
+        let woke = clock.monotonic_ns();
         self.last_woke_ticks = clock.now_ticks();
         // An interrupted sleep (a signal) wakes early: nothing to learn from it.
         self.last_overshoot_ns = None;
-        if rc == 0 && woke >= target {
+        if slept && woke >= target {
             let overshoot = woke - target;
             self.last_overshoot_ns = Some(overshoot);
             self.window.record(overshoot);
@@ -446,11 +452,14 @@ impl Pacer {
 
 impl Drop for Pacer {
     fn drop(&mut self) {
+        let Some((previous_slack_ns, previous_policy)) = self.previous else {
+            return;
+        };
         // The policy first: changing it can reset the slack.
-        if self.fifo || current_policy() != self.previous_policy {
-            set_policy(self.previous_policy.0, self.previous_policy.1);
+        if self.fifo || current_policy() != previous_policy {
+            set_policy(previous_policy.0, previous_policy.1);
         }
-        set_timer_slack_ns(self.previous_slack_ns);
+        set_timer_slack_ns(previous_slack_ns);
     }
 }
 

@@ -805,7 +805,7 @@ pub fn run_port<B: Backend>(
     };
     // Paced: this thread's timer slack, scheduling policy and learned spin margin.
     let mut pacer = paced.then(|| {
-        let mut pacer = Pacer::enter(clock.now_ticks());
+        let mut pacer = Pacer::enter_on(clock, clock.now_ticks());
         pacer.warm_up(clock);
         pacer
     });
@@ -870,6 +870,9 @@ pub fn run_port<B: Backend>(
         .filter(|_| paced)
         .and_then(|live| Some((live.clone(), live.behind_slot(port_name)?)));
     let behind_every = clock.ns_to_ticks(1_000_000);
+    // How late the host last made the sender (see `late_for_the_host`), until it is back on
+    // time.
+    let mut host_debt_ns = 0u64;
     let mut next_behind = 0u64;
     'batches: loop {
         if stop.load(Ordering::Relaxed) {
@@ -1005,12 +1008,18 @@ pub fn run_port<B: Backend>(
                 }
                 None => due,
             };
+            // A backlog the host left (with catch-up, the frames due during a stall follow
+            // it late) stays the host's until the sender is back on time.
+            host_debt_ns = host_debt_ns.max(host_late_ns);
+            let late = clock.ticks_to_ns(now.saturating_sub(owed));
+            if late <= opts.late_tolerance_ns {
+                host_debt_ns = 0;
+            }
             if now > owed {
-                let late = clock.ticks_to_ns(now - owed);
                 report.max_late_ns = report.max_late_ns.max(late);
                 if late > opts.late_tolerance_ns {
                     report.late_frames += n as u64;
-                    if late_for_the_host(late, host_late_ns, opts.late_tolerance_ns) {
+                    if late_for_the_host(late, host_debt_ns, opts.late_tolerance_ns) {
                         report.late_host_frames += n as u64;
                     }
                     // Coalesced, only the part a stall caused is shifted: a backlog within
