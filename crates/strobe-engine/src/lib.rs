@@ -285,29 +285,13 @@ fn join_rx(
         .map_err(|_| EngineError::WorkerPanicked(name.to_string()))
 }
 
-/// Runs every port of the scenario: a receive worker for each port that some flow names as
-/// a receiver (started first), a transmit worker for each port with flows to send. After
-/// the transmitters finish (or `stop` is set), receivers keep counting for
-/// `opts.drain_ns`, then loss is final. `on_tick` is called about every `tick_ns` with the
-/// live counters.
-pub fn run_scenario(
+/// Every port's location, parsed once: given typed by the run-control layer, or read from
+/// the scenario here.
+fn port_locations(
     scenario: &Scenario,
     opts: &RunOptions,
-    stop: Arc<AtomicBool>,
-    tick_ns: u64,
-    on_tick: &mut dyn FnMut(&Tick<'_>),
-) -> Result<RunReport, EngineError> {
-    let clock = Clock::calibrated();
-    let n_flows = scenario.flows.len();
-    if n_flows > strobe_model::MAX_FLOWS {
-        return Err(EngineError::TooManyFlows(n_flows));
-    }
-    // Flow ids in use: the scenario's, then sub-flows of flows split over several workers.
-    let mut parent: Vec<u16> = (0..=u16::MAX).take(n_flows).collect();
-    let mut next_id = n_flows;
-    // Every port's location, parsed once: given typed by the run-control layer, or read
-    // from the scenario here.
-    let locations: Vec<strobe_io::Location> = match &opts.locations {
+) -> Result<Vec<strobe_io::Location>, EngineError> {
+    Ok(match &opts.locations {
         Some(given) if given.len() == scenario.ports.len() => given.clone(),
         _ => scenario
             .ports
@@ -319,10 +303,29 @@ pub fn run_scenario(
                 })
             })
             .collect::<Result<_, _>>()?,
-    };
-    // Open every port before any worker starts, so a bad port fails the run up front.
+    })
+}
+
+/// A transmit worker ready to start: its name, its open port, its flows and its pacing.
+type TxJob = (
+    String,
+    AnyBackend,
+    Vec<strobe_model::FlowSpec>,
+    Option<PortPacing>,
+);
+
+/// Opens the transmit side of every port that sends, one backend per worker (flows split
+/// over a port's workers get ids from `next_id`, their parents noted in `parent`), each
+/// checked against its flows' frame sizes and given its pacing.
+fn open_transmitters(
+    scenario: &Scenario,
+    locations: &[strobe_io::Location],
+    opts: &RunOptions,
+    next_id: &mut usize,
+    parent: &mut Vec<u16>,
+) -> Result<Vec<TxJob>, EngineError> {
     let mut tx_jobs = Vec::new();
-    for (port, location) in scenario.ports.iter().zip(&locations) {
+    for (port, location) in scenario.ports.iter().zip(locations) {
         let flows: Vec<_> = scenario
             .flows
             .iter()
@@ -358,11 +361,9 @@ pub fn run_scenario(
             }
         }
         let per_worker =
-            split::split(&flows, workers, &mut next_id, &mut parent).ok_or_else(|| {
-                EngineError::Workers {
-                    port: port.name.clone(),
-                    reason: "splitting Poisson flows needs more than 65536 flow ids".into(),
-                }
+            split::split(&flows, workers, next_id, parent).ok_or_else(|| EngineError::Workers {
+                port: port.name.clone(),
+                reason: "splitting Poisson flows needs more than 65536 flow ids".into(),
             })?;
         let batch = opts.batch.unwrap_or(strobe_io::MAX_BATCH);
         for (k, worker_flows) in per_worker.into_iter().enumerate() {
@@ -417,31 +418,33 @@ pub fn run_scenario(
             tx_jobs.push((name, backend, worker_flows, pacing));
         }
     }
-    let pacings: Vec<PortPacing> = tx_jobs.iter().filter_map(|j| j.3.clone()).collect();
-    if !pacings.is_empty() {
-        on_tick(&Tick {
-            ready: Some(&pacings),
-            started: false,
-            elapsed_ns: 0,
-            flows: &[],
-            rx_other: 0,
-            intervals: &[],
-            warnings: &[],
-        });
-    }
-    let ids = next_id;
-    let mut behind_watch = behind::BehindWatch::new(&pacings);
-    let live = Arc::new(LiveCounters::new(ids).with_paced_workers(behind_watch.names()));
-    let run_tag = choose_run_tag(scenario, opts.run_tag);
-    let opts = &RunOptions {
-        live: Some(live.clone()),
-        run_tag: Some(run_tag),
-        ..opts.clone()
-    };
-    // No transmitter has started: every stamp this run writes comes later.
-    let run_start_ns = clock.realtime_now_ns();
+    Ok(tx_jobs)
+}
+
+/// A receive worker ready to start: its port's name, its open receiver, its tracker, its
+/// hardware clock's sync and the interface's drop counter.
+type RxJob = (
+    String,
+    AnyReceiver,
+    RxTracker,
+    Option<(String, strobe_io::clocksync::ClockSync)>,
+    Option<(strobe_io::ifdrops::InterfaceDrops, bool)>,
+);
+
+/// Opens a receiver on every port some flow names as a receiver, with a tracker for the
+/// run's flow ids (`parent` maps each to its scenario flow) that takes stamps from
+/// `run_start_ns` on.
+fn open_receivers(
+    scenario: &Scenario,
+    locations: &[strobe_io::Location],
+    opts: &RunOptions,
+    parent: &[u16],
+    ids: usize,
+    run_tag: u8,
+    run_start_ns: u64,
+) -> Result<Vec<RxJob>, EngineError> {
     let mut rx_jobs = Vec::new();
-    for (port, location) in scenario.ports.iter().zip(&locations) {
+    for (port, location) in scenario.ports.iter().zip(locations) {
         if !scenario
             .flows
             .iter()
@@ -494,6 +497,64 @@ pub fn run_scenario(
             interface_drops,
         ));
     }
+    Ok(rx_jobs)
+}
+
+/// Runs every port of the scenario: a receive worker for each port that some flow names as
+/// a receiver (started first), a transmit worker for each port with flows to send. After
+/// the transmitters finish (or `stop` is set), receivers keep counting for
+/// `opts.drain_ns`, then loss is final. `on_tick` is called about every `tick_ns` with the
+/// live counters.
+pub fn run_scenario(
+    scenario: &Scenario,
+    opts: &RunOptions,
+    stop: Arc<AtomicBool>,
+    tick_ns: u64,
+    on_tick: &mut dyn FnMut(&Tick<'_>),
+) -> Result<RunReport, EngineError> {
+    let clock = Clock::calibrated();
+    let n_flows = scenario.flows.len();
+    if n_flows > strobe_model::MAX_FLOWS {
+        return Err(EngineError::TooManyFlows(n_flows));
+    }
+    // Flow ids in use: the scenario's, then sub-flows of flows split over several workers.
+    let mut parent: Vec<u16> = (0..=u16::MAX).take(n_flows).collect();
+    let mut next_id = n_flows;
+    let locations = port_locations(scenario, opts)?;
+    // Open every port before any worker starts, so a bad port fails the run up front.
+    let tx_jobs = open_transmitters(scenario, &locations, opts, &mut next_id, &mut parent)?;
+    let pacings: Vec<PortPacing> = tx_jobs.iter().filter_map(|j| j.3.clone()).collect();
+    if !pacings.is_empty() {
+        on_tick(&Tick {
+            ready: Some(&pacings),
+            started: false,
+            elapsed_ns: 0,
+            flows: &[],
+            rx_other: 0,
+            intervals: &[],
+            warnings: &[],
+        });
+    }
+    let ids = next_id;
+    let mut behind_watch = behind::BehindWatch::new(&pacings);
+    let live = Arc::new(LiveCounters::new(ids).with_paced_workers(behind_watch.names()));
+    let run_tag = choose_run_tag(scenario, opts.run_tag);
+    let opts = &RunOptions {
+        live: Some(live.clone()),
+        run_tag: Some(run_tag),
+        ..opts.clone()
+    };
+    // No transmitter has started: every stamp this run writes comes later.
+    let run_start_ns = clock.realtime_now_ns();
+    let rx_jobs = open_receivers(
+        scenario,
+        &locations,
+        opts,
+        &parent,
+        ids,
+        run_tag,
+        run_start_ns,
+    )?;
 
     let pins = if opts.pin {
         pin::plan(&pin::allowed_cores(), tx_jobs.len(), rx_jobs.len())

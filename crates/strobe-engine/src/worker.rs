@@ -649,19 +649,13 @@ impl BatchPlan {
     }
 }
 
-/// Runs one port's flows on `backend` until every flow's duration is over or `stop` is set.
-///
-/// `pacing` is the port's floor (paced runs coalesce their hand-overs to it; without a known
-/// floor they learn it from their first hand-overs).
-pub fn run_port<B: Backend>(
-    port_name: &str,
-    backend: &mut B,
+/// Each flow's sending state on a port: its schedule, its compiled frames, its sizes, and
+/// its first deadline planned (an unpaced single flow counts frames instead).
+fn flow_states(
     flows: &[FlowSpec],
-    clock: &Clock,
+    time_base: TimeBase,
     opts: &RunOptions,
-    pacing: Option<PortPacing>,
-    stop: &AtomicBool,
-) -> Result<PortReport, EngineError> {
+) -> Result<Vec<FlowState>, EngineError> {
     let mut states = Vec::with_capacity(flows.len());
     for f in flows {
         let schedule = Schedule::new(f.schedule.clone()).map_err(|e| EngineError::Flow {
@@ -673,9 +667,7 @@ pub fn run_port<B: Backend>(
         let sizes = f.size.distinct_sizes();
         let fixed = (sizes.len() == 1).then(|| (sizes[0], gen.template_for(sizes[0])));
         let unpaced_budget = match f.schedule.duration {
-            _ if !opts.unpaced || flows.len() > 1 || backend.time_base() == TimeBase::Scheduled => {
-                None
-            }
+            _ if !opts.unpaced || flows.len() > 1 || time_base == TimeBase::Scheduled => None,
             strobe_timing::Duration::Continuous => Some(u64::MAX),
             strobe_timing::Duration::Packets(n) => Some(n),
             _ => None,
@@ -707,6 +699,23 @@ pub fn run_port<B: Backend>(
         }
         states.push(s);
     }
+    Ok(states)
+}
+
+/// Runs one port's flows on `backend` until every flow's duration is over or `stop` is set.
+///
+/// `pacing` is the port's floor (paced runs coalesce their hand-overs to it; without a known
+/// floor they learn it from their first hand-overs).
+pub fn run_port<B: Backend>(
+    port_name: &str,
+    backend: &mut B,
+    flows: &[FlowSpec],
+    clock: &Clock,
+    opts: &RunOptions,
+    pacing: Option<PortPacing>,
+    stop: &AtomicBool,
+) -> Result<PortReport, EngineError> {
+    let mut states = flow_states(flows, backend.time_base(), opts)?;
     let scheduled_time = backend.time_base() == TimeBase::Scheduled;
     let paced = !scheduled_time && !opts.unpaced;
     // When the port's last frame is due, where every flow's schedule fixes it: `Smooth`
