@@ -1,6 +1,6 @@
 use clap::Args;
-use strobe_analyze::{analyze, Capture, Expectation, FloorChoice, FloorModel, Options};
-use strobe_timing::{PathFloor, Pattern, Rate, ScheduleSpec};
+use strobe_control::analyze::{analyze, Capture, Expectation, FloorChoice, FloorModel, Options};
+use strobe_control::timing::{PathFloor, Pattern, Rate, ScheduleSpec};
 
 use crate::failure::Failure;
 
@@ -40,12 +40,12 @@ pub struct AnalyzeArgs {
 fn read_expectation(text: &str) -> Result<(Option<Expectation>, ScheduleSpec, String), Failure> {
     let bad = |e: String| Failure::BadInput(format!("--expect {text}: {e}"));
     if let Some((pattern, rate)) = text.split_once('@') {
-        let pattern = strobe_model::quick::parse_pattern(
+        let pattern = strobe_control::model::quick::parse_pattern(
             pattern,
             &strobe_control::source::FileResources::cwd(),
         )
         .map_err(|e| bad(e.to_string()))?;
-        let rate = strobe_timing::parse_rate(rate).map_err(|e| bad(e.to_string()))?;
+        let rate = strobe_control::timing::parse_rate(rate).map_err(|e| bad(e.to_string()))?;
         // Named as the user wrote it (burst:32/10us@500kpps says all there is to say).
         let name = text.to_string();
         let expect = match (&pattern, rate) {
@@ -96,7 +96,7 @@ pub fn run(args: AnalyzeArgs) -> Result<(), Failure> {
         .tolerance
         .as_deref()
         .map(|text| {
-            strobe_timing::parse_duration_ns(text)
+            strobe_control::timing::parse_duration_ns(text)
                 .map_err(|e| Failure::BadInput(format!("--tolerance {text}: {e}")))
         })
         .transpose()?;

@@ -1,7 +1,7 @@
 //! `strobe calc`: calculators for the physical ground truth behind a measurement.
 
 use clap::{Args, Subcommand};
-use strobe_analyze::physics::{
+use strobe_control::analyze::physics::{
     parse_length_m, parse_line_rate_bps, FiberLoop, PhysicsError, SINGLE_MODE_GROUP_INDEX,
 };
 
@@ -72,16 +72,16 @@ pub fn run(args: CalcArgs) -> Result<(), Failure> {
 }
 
 fn bandwidth(args: BandwidthArgs) -> Result<(), Failure> {
-    use strobe_analyze::trains::{expected_bandwidth_bps, Counted};
+    use strobe_control::analyze::trains::{expected_bandwidth_bps, Counted};
     let rate = parse_line_rate_bps(&args.link.rate).map_err(|e| bad_flag(&e))?;
-    if !(64..=strobe_model::MAX_FRAME_SIZE).contains(&args.frame) {
+    if !(64..=strobe_control::model::MAX_FRAME_SIZE).contains(&args.frame) {
         return Err(Failure::BadInput(format!(
             "--frame {}: give a frame size from 64 to {} bytes, FCS included",
             args.frame,
-            strobe_model::MAX_FRAME_SIZE
+            strobe_control::model::MAX_FRAME_SIZE
         )));
     }
-    let wire_bytes = args.frame + strobe_analyze::L1_OVERHEAD_BYTES as u32;
+    let wire_bytes = args.frame + strobe_control::analyze::L1_OVERHEAD_BYTES as u32;
     let pps = rate / (f64::from(wire_bytes) * 8.0);
     let with_fcs = expected_bandwidth_bps(rate, args.frame, Counted::WithFcs);
     let without_fcs = expected_bandwidth_bps(rate, args.frame, Counted::WithoutFcs);

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 use strobe_control::calibration::CalibrationFile;
+use strobe_control::lab::{Dut, LabConfig};
+use strobe_control::model::quick::QuickArgs;
 use strobe_control::source::OneFlow;
 use strobe_control::{PlanOptions, Results};
-use strobe_lab::{Dut, LabConfig};
-use strobe_model::quick::QuickArgs;
 
 use crate::display::{print_latency, print_summary, print_verdicts};
 use crate::failure::Failure;
@@ -56,7 +56,7 @@ struct OwnLab;
 
 impl Drop for OwnLab {
     fn drop(&mut self) {
-        if let Err(e) = strobe_lab::down(OWN_PREFIX) {
+        if let Err(e) = strobe_control::lab::down(OWN_PREFIX) {
             eprintln!("warning: could not remove lab `{OWN_PREFIX}`: {e}");
         }
     }
@@ -72,11 +72,13 @@ pub fn run(args: CalibrateArgs) -> Result<(), Failure> {
         _ => {
             let prefix = match &args.lab {
                 Some(p) => {
-                    let lab = strobe_lab::status(p).map_err(lab_failure)?.ok_or_else(|| {
-                        Failure::BadInput(format!(
+                    let lab = strobe_control::lab::status(p)
+                        .map_err(lab_failure)?
+                        .ok_or_else(|| {
+                            Failure::BadInput(format!(
                             "--lab {p}: no such lab is up (strobe lab up --prefix {p} --dut cable)"
                         ))
-                    })?;
+                        })?;
                     if lab.dut != Dut::Cable {
                         eprintln!(
                             "warning: lab `{p}` has a {:?} DUT, not a cable: the calibration will include that DUT's latency",
@@ -86,7 +88,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), Failure> {
                     p.clone()
                 }
                 None => {
-                    strobe_lab::up(&LabConfig {
+                    strobe_control::lab::up(&LabConfig {
                         prefix: OWN_PREFIX.into(),
                         dut: Dut::Cable,
                         receive_steering: true,

@@ -3,14 +3,14 @@
 //! through the device under test, prints what came back, and removes the lab again.
 
 use clap::Args;
-use strobe_analyze::latency::LatencyStats;
+use strobe_control::analyze::latency::LatencyStats;
 use strobe_control::history::Recorder;
+use strobe_control::lab::{Dut, Lab, LabConfig};
+use strobe_control::model::quick::QuickArgs;
+use strobe_control::model::Scenario;
 use strobe_control::source::OneFlow;
 use strobe_control::RunReport;
 use strobe_control::{Pacing, PlanOptions, Results};
-use strobe_lab::{Dut, Lab, LabConfig};
-use strobe_model::quick::QuickArgs;
-use strobe_model::Scenario;
 
 use crate::display::{print_latency, print_summary};
 use crate::failure::Failure;
@@ -45,7 +45,7 @@ struct LabGuard;
 
 impl Drop for LabGuard {
     fn drop(&mut self) {
-        match strobe_lab::down(DEMO_PREFIX) {
+        match strobe_control::lab::down(DEMO_PREFIX) {
             Ok(_) => println!("\n== lab `{DEMO_PREFIX}` removed"),
             Err(e) => eprintln!("warning: could not remove lab `{DEMO_PREFIX}`: {e}"),
         }
@@ -172,7 +172,7 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
     // From here on a signal stops the current part, skips the rest and removes the lab.
     let signals = signals::install()?;
     println!("== 1. The virtual lab");
-    let lab = strobe_lab::up(&LabConfig {
+    let lab = strobe_control::lab::up(&LabConfig {
         prefix: DEMO_PREFIX.into(),
         dut,
         receive_steering: true,

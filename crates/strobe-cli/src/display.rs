@@ -5,13 +5,13 @@ use std::fmt::Write as _;
 use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use strobe_analyze::latency::{self, LatencyStats};
+use strobe_control::analyze::latency::{self, LatencyStats};
+use strobe_control::model::Scenario;
 use strobe_control::results::{PacingResult, TimingError};
 use strobe_control::text::{duration_text, pps_text};
 use strobe_control::FlowSnapshot;
 use strobe_control::Results;
 use strobe_control::Tick;
-use strobe_model::Scenario;
 
 /// Bits a frame of `bytes` (without FCS, as counted on veth) costs at layer 2 and layer 1.
 fn l2_l1_bits(frames: u64, bytes: u64) -> (f64, f64) {
@@ -28,13 +28,13 @@ enum Progress {
 }
 
 /// Frames a flow will send, when its schedule says: a count, or its rate over its duration.
-fn expected_frames(f: &strobe_model::FlowSpec) -> Option<u64> {
+fn expected_frames(f: &strobe_control::model::FlowSpec) -> Option<u64> {
     match f.schedule.duration {
-        strobe_timing::Duration::Packets(n) => Some(n),
-        strobe_timing::Duration::Seconds(s) => {
+        strobe_control::timing::Duration::Packets(n) => Some(n),
+        strobe_control::timing::Duration::Seconds(s) => {
             Some((f.schedule.rate.packets_per_sec(f.size.mean()) * s).ceil() as u64)
         }
-        strobe_timing::Duration::Bursts {
+        strobe_control::timing::Duration::Bursts {
             bursts, packets, ..
         } if bursts > 0 => Some(bursts.saturating_mul(packets)),
         _ => None,
@@ -516,7 +516,7 @@ pub fn print_convoys(r: &Results) {
             c.loss_ratio * 100.0
         );
         let row = |what: &str,
-                   s: &Option<strobe_analyze::trains::Summary>,
+                   s: &Option<strobe_control::analyze::trains::Summary>,
                    unit: f64,
                    name: &str| {
             match s {
@@ -550,7 +550,7 @@ pub fn print_convoys(r: &Results) {
 
 /// A figure across trains in `unit`s named `name`: `mean 23.412 (95 % CI 23.1 to 23.7),
 /// median …, stddev …, min …, max … µs; IDI … µs (N trains)`.
-pub fn summary_text(s: &strobe_analyze::trains::Summary, unit: f64, name: &str) -> String {
+pub fn summary_text(s: &strobe_control::analyze::trains::Summary, unit: f64, name: &str) -> String {
     format!(
         "mean {:.3}{}, median {:.3}, stddev {:.3}, min {:.3}, max {:.3} {name}; IDI {} ({} trains)",
         s.mean / unit,
@@ -570,7 +570,7 @@ pub fn summary_text(s: &strobe_analyze::trains::Summary, unit: f64, name: &str) 
 }
 
 /// One line: the estimated departure gaps judged through the floor, then the verdict.
-fn departure_fit_text(fit: &strobe_analyze::FloorFit) -> String {
+fn departure_fit_text(fit: &strobe_control::analyze::FloorFit) -> String {
     let d = |name: &str| {
         fit.fits.iter().find(|m| m.model == name).map_or_else(
             || "-".to_string(),

@@ -2,11 +2,11 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use clap::Args;
+use strobe_control::model::{quick, Scenario};
 use strobe_control::source::OneFlow;
 use strobe_control::sweep::Sweep;
 use strobe_control::{ClockSource, LatePolicy};
 use strobe_control::{Pacing, PlanOptions, Results};
-use strobe_model::{quick, Scenario};
 
 use crate::display::{print_convoys, print_latency, print_summary, print_verdicts, Status};
 use crate::failure::Failure;
@@ -107,7 +107,7 @@ pub struct GenArgs {
     /// worker, Poisson flows are split over all of them (independent Poisson sub-flows).
     /// At most 256; more workers than usable cores share them (a warning says so).
     #[arg(long, default_value_t = 1, value_name = "N",
-          value_parser = clap::value_parser!(u64).range(1..=strobe_model::MAX_CORES as u64))]
+          value_parser = clap::value_parser!(u64).range(1..=strobe_control::model::MAX_CORES as u64))]
     cores: u64,
     #[arg(
         long,
@@ -502,7 +502,8 @@ fn execute(
     let bad_flag =
         |flag: &str, text: &str, e: String| Failure::BadInput(format!("{flag} {text}: {e}"));
     let parse_ns = |flag: &str, text: &str| {
-        strobe_timing::parse_duration_ns(text).map_err(|e| bad_flag(flag, text, e.to_string()))
+        strobe_control::timing::parse_duration_ns(text)
+            .map_err(|e| bad_flag(flag, text, e.to_string()))
     };
     let floor = args
         .floor
@@ -533,7 +534,7 @@ fn execute(
     }
     let latency_interval_ns = match wants_intervals {
         true => Some(
-            strobe_timing::parse_duration_ns(&args.outputs.hdr_interval)
+            strobe_control::timing::parse_duration_ns(&args.outputs.hdr_interval)
                 .ok()
                 .filter(|&ns| ns >= 100_000_000)
                 .ok_or_else(|| {

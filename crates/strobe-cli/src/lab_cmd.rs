@@ -2,7 +2,7 @@
 //! lab's interfaces.
 
 use clap::{Args, Subcommand};
-use strobe_lab::{Dut, Endpoint, Lab, LabConfig};
+use strobe_control::lab::{Dut, Endpoint, Lab, LabConfig};
 
 use crate::failure::Failure;
 
@@ -74,7 +74,7 @@ pub fn run(args: LabArgs) -> Result<(), Failure> {
             let dut: Dut = dut
                 .parse()
                 .map_err(|e| Failure::BadInput(format!("--dut {dut}: {e}")))?;
-            let lab = strobe_lab::up(&LabConfig {
+            let lab = strobe_control::lab::up(&LabConfig {
                 prefix: args.prefix,
                 dut,
                 receive_steering: rps == "on",
@@ -82,16 +82,18 @@ pub fn run(args: LabArgs) -> Result<(), Failure> {
             .map_err(lab_failure)?;
             print_lab(&lab);
         }
-        LabCommand::Status => match strobe_lab::status(&args.prefix).map_err(lab_failure)? {
-            Some(lab) => print_lab(&lab),
-            None => println!(
-                "no lab with prefix `{}` ({} creates one)",
-                args.prefix,
-                lab_up_command(&args.prefix)
-            ),
-        },
+        LabCommand::Status => {
+            match strobe_control::lab::status(&args.prefix).map_err(lab_failure)? {
+                Some(lab) => print_lab(&lab),
+                None => println!(
+                    "no lab with prefix `{}` ({} creates one)",
+                    args.prefix,
+                    lab_up_command(&args.prefix)
+                ),
+            }
+        }
         LabCommand::Down => {
-            if strobe_lab::down(&args.prefix).map_err(lab_failure)? {
+            if strobe_control::lab::down(&args.prefix).map_err(lab_failure)? {
                 println!("lab `{}` removed", args.prefix);
             } else {
                 println!("no lab with prefix `{}`: nothing to remove", args.prefix);
@@ -102,7 +104,7 @@ pub fn run(args: LabArgs) -> Result<(), Failure> {
 }
 
 /// Lab errors from missing privileges or bad names are the user's to fix.
-pub fn lab_failure(e: strobe_lab::LabError) -> Failure {
+pub fn lab_failure(e: strobe_control::lab::LabError) -> Failure {
     Failure::BadInput(e.to_string())
 }
 
@@ -163,7 +165,7 @@ fn print_lab(lab: &Lab) {
     );
     print_endpoint("tx", lab, &lab.tx);
     print_endpoint("rx", lab, &lab.rx);
-    match strobe_lab::steering(lab) {
+    match strobe_control::lab::steering(lab) {
         Ok(s) => println!(
             "  queues: {} per veth; receive steering (RPS): {}",
             s.queues,

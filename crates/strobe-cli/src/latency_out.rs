@@ -4,15 +4,15 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use strobe_analyze::latency::{
+use strobe_control::analyze::latency::{
     decode_histogram, write_cdf_csv, write_encoded_interval_log, write_load_sweep_csv,
     EncodedInterval, LatencyStats, LoadPoint,
 };
-use strobe_analyze::plot::{
+use strobe_control::analyze::plot::{
     html_report, load_sweep_svg, FlowLatency, FlowTraffic, IntervalLatency, RunContext,
 };
+use strobe_control::model::Scenario;
 use strobe_control::RunReport;
-use strobe_model::Scenario;
 
 use crate::failure::Failure;
 use crate::outputs::{write_file, WriteFailures};
@@ -69,7 +69,10 @@ pub struct LoadSweep {
 fn measured<'a>(
     scenario: &'a Scenario,
     r: &'a RunReport,
-) -> Vec<(&'a strobe_model::FlowSpec, &'a strobe_control::FlowLatency)> {
+) -> Vec<(
+    &'a strobe_control::model::FlowSpec,
+    &'a strobe_control::FlowLatency,
+)> {
     scenario
         .flows
         .iter()
@@ -191,7 +194,7 @@ pub fn write_sweep(points: &[LoadPoint], sweep: &LoadSweep, failures: &mut Write
 }
 
 /// A rate as people write it: `20 kpps`, `1.5 Mpps`, `10 Gbit/s (layer 1)`.
-fn rate_text(rate: &strobe_timing::Rate) -> String {
+fn rate_text(rate: &strobe_control::timing::Rate) -> String {
     let si = |v: f64, unit: &str| {
         let (scale, prefix) = [(1e9, "G"), (1e6, "M"), (1e3, "k")]
             .into_iter()
@@ -205,16 +208,16 @@ fn rate_text(rate: &strobe_timing::Rate) -> String {
     };
     match *rate {
         // The one-flow `--rate max` schedule: far above any reachable rate, sent unpaced.
-        strobe_timing::Rate::Pps(v) if v >= 1e12 => "as fast as possible".into(),
-        strobe_timing::Rate::Pps(v) => si(v, "pps"),
-        strobe_timing::Rate::L1BitsPerSec(v) => format!("{} (layer 1)", si(v, "bit/s")),
+        strobe_control::timing::Rate::Pps(v) if v >= 1e12 => "as fast as possible".into(),
+        strobe_control::timing::Rate::Pps(v) => si(v, "pps"),
+        strobe_control::timing::Rate::L1BitsPerSec(v) => format!("{} (layer 1)", si(v, "bit/s")),
     }
 }
 
 /// What a flow was asked to send: rate, timing, sizes and length.
-fn offered(f: &strobe_model::FlowSpec) -> String {
-    use strobe_model::SizeSpec;
-    use strobe_timing::Duration;
+fn offered(f: &strobe_control::model::FlowSpec) -> String {
+    use strobe_control::model::SizeSpec;
+    use strobe_control::timing::Duration;
     let pattern = f.schedule.pattern.describe();
     let size = match &f.size {
         SizeSpec::Fixed(n) => format!("{n} B"),
@@ -242,7 +245,7 @@ fn offered(f: &strobe_model::FlowSpec) -> String {
 }
 
 /// What a flow sent and what came back.
-fn traffic(f: &strobe_model::FlowSpec, r: &RunReport) -> FlowTraffic {
+fn traffic(f: &strobe_control::model::FlowSpec, r: &RunReport) -> FlowTraffic {
     let rx = r.rx_flows.get(f.id as usize).and_then(Option::as_ref);
     FlowTraffic {
         offered: offered(f),
@@ -302,24 +305,24 @@ fn command_line() -> String {
 
 /// The lab whose namespaces a port location names, if any (found by asking the lab it
 /// would belong to; ports outside a lab find none).
-fn lab_of(location: &str) -> Option<strobe_lab::Lab> {
+fn lab_of(location: &str) -> Option<strobe_control::lab::Lab> {
     let parsed = strobe_control::Location::parse(location).ok()?;
     let netns = parsed.interface()?.0?;
     let prefix = netns
         .strip_suffix("-tx")
         .or_else(|| netns.strip_suffix("-rx"))?;
-    let lab = strobe_lab::status(prefix).ok()??;
+    let lab = strobe_control::lab::status(prefix).ok()??;
     (lab.tx.netns == netns || lab.rx.netns == netns).then_some(lab)
 }
 
-fn describe_dut(lab: &strobe_lab::Lab) -> String {
+fn describe_dut(lab: &strobe_control::lab::Lab) -> String {
     let kind = match lab.dut {
-        strobe_lab::Dut::Cable => "a cable (the two ends joined, no device)".to_string(),
-        strobe_lab::Dut::Bridge => "a Linux bridge".to_string(),
-        strobe_lab::Dut::Router => "a Linux router".to_string(),
-        strobe_lab::Dut::Tbf { rate_bps } => format!(
+        strobe_control::lab::Dut::Cable => "a cable (the two ends joined, no device)".to_string(),
+        strobe_control::lab::Dut::Bridge => "a Linux bridge".to_string(),
+        strobe_control::lab::Dut::Router => "a Linux router".to_string(),
+        strobe_control::lab::Dut::Tbf { rate_bps } => format!(
             "a Linux bridge shaped to {} (token bucket)",
-            rate_text(&strobe_timing::Rate::L1BitsPerSec(rate_bps as f64))
+            rate_text(&strobe_control::timing::Rate::L1BitsPerSec(rate_bps as f64))
                 .replace(" (layer 1)", "")
         ),
     };

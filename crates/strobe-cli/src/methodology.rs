@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 use strobe_control::history::{Recorder, TrialHistograms};
+use strobe_control::model::Scenario;
 use strobe_control::rfc2544::{TrialRun, TrialRunner};
 use strobe_control::PlanOptions;
-use strobe_model::Scenario;
 
 use crate::failure::Failure;
 use crate::gen_cmd::{run_on_terminal, StatusView};

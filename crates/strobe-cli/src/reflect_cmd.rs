@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use clap::Args;
 use serde_json::json;
+use strobe_control::model::mac_string;
 use strobe_control::reflector::{parse_unicast_mac, ReflectReport, Reflector, ReflectorOptions};
 use strobe_control::ControlError;
-use strobe_model::mac_string;
 
 use crate::failure::Failure;
 use crate::lab_cmd::{resolve_lab_location, rx_port_forms};
@@ -75,7 +75,7 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
         .duration
         .as_deref()
         .map(|d| {
-            strobe_timing::parse_duration_ns(d)
+            strobe_control::timing::parse_duration_ns(d)
                 .map(Duration::from_nanos)
                 .map_err(|e| Failure::BadInput(format!("--duration {d}: {e}")))
         })

@@ -4,13 +4,13 @@
 use std::sync::atomic::Ordering;
 
 use clap::{Args, ValueEnum};
-use strobe_analyze::search::SearchMethod;
+use strobe_control::analyze::search::SearchMethod;
+use strobe_control::model::Scenario;
 use strobe_control::rfc2544::{
     run_benchmarks, Benchmark, LatencyResult, LossCurve, MaxSource, Rfc2544Report, Rfc2544Spec,
     ThroughputResult, TrialResult, TrialRun, TrialRunner,
 };
 use strobe_control::text::{bps_text, duration_text, pps_text};
-use strobe_model::Scenario;
 
 use crate::failure::Failure;
 use crate::methodology::{MethodFlow, MethodOutputs, Terminal};
@@ -211,7 +211,7 @@ pub fn run(args: Rfc2544Args) -> Result<(), Failure> {
     let mut failures = args.outputs.write(
         &|| serde_json::to_string_pretty(&report).unwrap_or_default(),
         &|| report.trials_csv(),
-        &|| strobe_analyze::rfc2544_plot::html_report("strobe rfc2544", &report.figures()),
+        &|| strobe_control::analyze::rfc2544_plot::html_report("strobe rfc2544", &report.figures()),
     );
     let outcome = crate::runs_cmd::outcome(signals.signal(), report.failure.as_slice());
     let recorded = crate::methodology::record_report(

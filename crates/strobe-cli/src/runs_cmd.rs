@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use strobe_control::history::{Build, Provenance, Recorder};
+use strobe_control::history::{Filter, History, RunRecord, RunRow};
 use strobe_control::Results;
-use strobe_history::{Filter, History, RunRecord, RunRow};
 
 use crate::display::{print_latency, print_summary};
 use crate::failure::Failure;
@@ -163,15 +163,15 @@ struct CompareArgs {
 }
 
 pub fn run(args: RunsArgs) -> Result<(), Failure> {
-    let Some(path) = strobe_history::chosen_path(args.history.db.as_deref()) else {
+    let Some(path) = strobe_control::history::chosen_path(args.history.db.as_deref()) else {
         return Err(Failure::BadInput(
             "--db none: there is no history to read; give the database with --db PATH".into(),
         ));
     };
     let mut db = History::open(&path).map_err(|e| Failure::Runtime(e.to_string()))?;
-    let failed = |e: strobe_history::HistoryError| match e {
-        e @ strobe_history::HistoryError::NoRun(_) => Failure::BadInput(e.to_string()),
-        e @ strobe_history::HistoryError::BadExport(_) => Failure::BadInput(e.to_string()),
+    let failed = |e: strobe_control::history::HistoryError| match e {
+        e @ strobe_control::history::HistoryError::NoRun(_) => Failure::BadInput(e.to_string()),
+        e @ strobe_control::history::HistoryError::BadExport(_) => Failure::BadInput(e.to_string()),
         e => Failure::Runtime(e.to_string()),
     };
     match args.command {
@@ -179,7 +179,9 @@ pub fn run(args: RunsArgs) -> Result<(), Failure> {
             let since = list
                 .since
                 .as_deref()
-                .map(|s| strobe_history::parse_since(s, strobe_history::now_unix_ns()))
+                .map(|s| {
+                    strobe_control::history::parse_since(s, strobe_control::history::now_unix_ns())
+                })
                 .transpose()
                 .map_err(Failure::BadInput)?;
             let rows = db
@@ -211,7 +213,7 @@ pub fn run(args: RunsArgs) -> Result<(), Failure> {
         }
         RunsCommand::Compare(c) => compare(&db, c),
         RunsCommand::Export { id, output } => {
-            let text = strobe_history::export(&db.get(id).map_err(failed)?);
+            let text = strobe_control::history::export(&db.get(id).map_err(failed)?);
             match output {
                 Some(path) => write_file(&path, text.as_bytes()),
                 None => {
@@ -227,7 +229,7 @@ pub fn run(args: RunsArgs) -> Result<(), Failure> {
                 let text = std::fs::read_to_string(file).map_err(|e| {
                     Failure::BadInput(format!("{}: cannot be read: {e}", file.display()))
                 })?;
-                let record = strobe_history::import(&text)
+                let record = strobe_control::history::import(&text)
                     .map_err(|e| Failure::BadInput(format!("{}: {e}", file.display())))?;
                 records.push(record);
             }
@@ -302,7 +304,7 @@ fn print_rows(rows: &[RunRow], path: &std::path::Path, total: u64) {
     print!("{out}");
 }
 
-fn show(run: &strobe_history::StoredRun) {
+fn show(run: &strobe_control::history::StoredRun) {
     let r = &run.record;
     // Imported records are untrusted: no arithmetic that can overflow.
     let seconds = r.finished_unix_ns.saturating_sub(r.started_unix_ns).max(0) as f64 / 1e9;
@@ -312,7 +314,7 @@ fn show(run: &strobe_history::StoredRun) {
     }
     println!(
         "  started:  {} UTC, took {seconds:.1} s",
-        strobe_history::rfc3339(r.started_unix_ns)
+        strobe_control::history::rfc3339(r.started_unix_ns)
     );
     println!("  command:  {}", r.command);
     println!("  host:     {} (user {})", r.host, r.user);
@@ -361,8 +363,8 @@ fn compare(db: &History, args: CompareArgs) -> Result<(), Failure> {
         .map(|&id| db.get(id))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Failure::BadInput(e.to_string()))?;
-    let comparison =
-        strobe_history::compare::compare(&runs, args.flow.as_deref()).map_err(Failure::BadInput)?;
+    let comparison = strobe_control::history::compare::compare(&runs, args.flow.as_deref())
+        .map_err(Failure::BadInput)?;
     let mut written = Vec::new();
     if let Some(path) = &args.html {
         write_file(path, comparison.html().as_bytes())?;
@@ -393,7 +395,7 @@ pub fn record_engine_run(
     provenance: &Provenance,
     signal: Option<i32>,
     config: serde_json::Value,
-    scenario: &strobe_model::Scenario,
+    scenario: &strobe_control::model::Scenario,
     report: &strobe_control::RunReport,
     results: &Results,
 ) -> Option<String> {

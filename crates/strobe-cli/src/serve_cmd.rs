@@ -75,7 +75,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         .map(location_map)
         .transpose()?
         .unwrap_or_default();
-    let drain_ns = strobe_timing::parse_duration_ns(&args.drain)
+    let drain_ns = strobe_control::timing::parse_duration_ns(&args.drain)
         .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", args.drain)))?;
     if let Some(token) = args.token.as_deref() {
         // Characters that go into a header and a URL's password as they are.

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use clap::{Args, Subcommand};
-use strobe_analyze::trains::{Bottleneck, Counted, Summary};
+use strobe_control::analyze::trains::{Bottleneck, Counted, Summary};
 use strobe_control::rfc2544::{TrialRun, TrialRunner};
 use strobe_control::text::{bps_text, duration_text};
 use strobe_control::trains::{
@@ -139,7 +139,7 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
     common.outputs.check()?;
     let request = spec.request(&common.flow.ports.lab)?;
     let mut recorder = common.history.recorder()?;
-    let drain_ns = strobe_timing::parse_duration_ns(&common.drain)
+    let drain_ns = strobe_control::timing::parse_duration_ns(&common.drain)
         .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", common.drain)))?;
     let mut terminal = Terminal::new(&common.flow.ports.lab, common.outputs.quiet);
     let signals = signals::install()?;
@@ -159,7 +159,7 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
         &|| report.trains_csv(),
         &|| {
             let title = format!("strobe trains: {}", experiment_name(&report.experiment));
-            strobe_analyze::trains_plot::html_report(&title, &report_figures(&report))
+            strobe_control::analyze::trains_plot::html_report(&title, &report_figures(&report))
         },
     );
     let probe_failures = report.buffer_probe.iter().flat_map(|p| {
@@ -352,7 +352,8 @@ fn print_step(s: &StepResult, bottleneck: Option<&Bottleneck>) {
             ratio(&c.second_half_l2_bps),
         );
     }
-    let needed = |points: &[strobe_analyze::trains::ConvergencePoint], mean: Option<f64>| {
+    let needed = |points: &[strobe_control::analyze::trains::ConvergencePoint],
+                  mean: Option<f64>| {
         let mean = mean?;
         points
             .iter()
@@ -408,8 +409,8 @@ fn print_sweep(r: &TrainsReport) {
 }
 
 /// The report's figures, step by step.
-fn report_figures(r: &TrainsReport) -> strobe_analyze::trains_plot::TrainsFigures {
-    use strobe_analyze::trains_plot::{StepFigures, TrainsFigures};
+fn report_figures(r: &TrainsReport) -> strobe_control::analyze::trains_plot::TrainsFigures {
+    use strobe_control::analyze::trains_plot::{StepFigures, TrainsFigures};
     TrainsFigures {
         bottleneck: r.bottleneck.as_ref().map(|b| b.source.clone()),
         sweep: match &r.experiment {

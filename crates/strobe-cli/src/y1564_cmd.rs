@@ -154,7 +154,7 @@ pub fn run(args: Y1564Args) -> Result<(), Failure> {
         &|| serde_json::to_string_pretty(&report).unwrap_or_default(),
         &|| report.csv(),
         &|| {
-            strobe_analyze::rfc2544_plot::table_report(
+            strobe_control::analyze::rfc2544_plot::table_report(
                 "strobe y1564",
                 &report_notes(&report),
                 &report_tables(&report),
@@ -219,7 +219,7 @@ const HEADER: [&str; 8] = [
     "verdict",
 ];
 
-fn report_tables(r: &Y1564Report) -> Vec<strobe_analyze::rfc2544_plot::Table> {
+fn report_tables(r: &Y1564Report) -> Vec<strobe_control::analyze::rfc2544_plot::Table> {
     let mut tables = Vec::new();
     for s in &r.services {
         let mut rows: Vec<(Vec<String>, bool)> = s
@@ -239,7 +239,7 @@ fn report_tables(r: &Y1564Report) -> Vec<strobe_analyze::rfc2544_plot::Table> {
             rows.push((row, v.pass));
         }
         let sv = &s.service;
-        tables.push(strobe_analyze::rfc2544_plot::Table {
+        tables.push(strobe_control::analyze::rfc2544_plot::Table {
             title: format!(
                 "service `{}`: {} B, CIR {}, EIR {}; accepts FLR ≤ {:.4} %, FTD ≤ {}, FDV ≤ {}",
                 sv.name,

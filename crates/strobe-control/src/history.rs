@@ -5,12 +5,12 @@
 use std::path::{Path, PathBuf};
 
 use strobe_engine::RunReport;
-use strobe_history::{FlowHistogram, History, RunRecord, Summary};
 use strobe_model::Scenario;
 
 use crate::results::Results;
 
-pub use strobe_history::{chosen_path, HistoryError};
+// The history database itself, for the front ends' `runs` commands and API.
+pub use strobe_history::*;
 
 /// What a record says about where a run came from, beyond what it measured.
 #[derive(Clone, Debug)]

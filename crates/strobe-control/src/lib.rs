@@ -39,6 +39,14 @@ pub mod y1564;
 
 pub use plan::{prepare, Pacing, Plan, PlanOptions};
 
+// The vocabulary the front ends parse and show (scenarios, rates and durations, the
+// analyses' figures and reports, the lab), re-exported so that a front end depends on
+// this crate alone and sees one version of each.
+pub use strobe_analyze as analyze;
+pub use strobe_lab as lab;
+pub use strobe_model as model;
+pub use strobe_timing as timing;
+
 /// Starts calibrating the engine's clock in the background (see
 /// `strobe_engine::clock::Clock::calibrate_soon`): a front end calls it first thing.
 pub fn calibrate_clock_soon() {

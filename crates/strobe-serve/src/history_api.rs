@@ -9,7 +9,7 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use serde_json::json;
-use strobe_history::{Filter, History, HistoryError};
+use strobe_control::history::{Filter, History, HistoryError};
 
 use crate::reply::{error, internal, ok_json, validation, OtgError};
 use crate::{blocking, Server};
@@ -57,7 +57,7 @@ pub async fn list(
     }
     let since = query
         .get("since")
-        .map(|s| strobe_history::parse_since(s, strobe_history::now_unix_ns()))
+        .map(|s| strobe_control::history::parse_since(s, strobe_control::history::now_unix_ns()))
         .transpose()
         .map_err(|e| validation(vec![e.replace("--since", "since")]))?;
     let limit = match query.get("limit") {
@@ -160,7 +160,7 @@ pub async fn compare(
             .map(|&id| db.get(id))
             .collect::<Result<Vec<_>, _>>()
             .map_err(history_error)?;
-        strobe_history::compare::compare(&runs, flow.as_deref())
+        strobe_control::history::compare::compare(&runs, flow.as_deref())
             .map(|c| c.to_json())
             .map_err(|e| validation(vec![e]))
     })

@@ -28,13 +28,13 @@ use axum::Router;
 use serde_json::{json, Value};
 use strobe_control::capture::{Capture, CaptureFormat};
 use strobe_control::history::TrialHistograms;
+use strobe_control::model::Scenario;
 use strobe_control::otg::scenario_from_otg;
 use strobe_control::rfc2544::{Rfc2544Spec, TrialRun, TrialRunner};
 use strobe_control::session::{start_run, Session};
 use strobe_control::trains::TrainsSpec;
 use strobe_control::y1564::Y1564Spec;
 use strobe_control::{ControlError, PlanOptions, RunHandle};
-use strobe_model::Scenario;
 use tokio::sync::Mutex;
 
 pub use record::RunHistory;
@@ -319,7 +319,7 @@ async fn set_config_toml(State(server): State<Arc<Server>>, body: Bytes) -> Repl
     let _control = server.control.lock().await;
     let (read, text) = blocking(move || {
         let res = strobe_control::source::FileResources::cwd();
-        let read = strobe_model::load_scenario(&text, "scenario.toml", &res);
+        let read = strobe_control::model::load_scenario(&text, "scenario.toml", &res);
         (read, text)
     })
     .await?;
@@ -480,7 +480,7 @@ where
     // shutdown abandons still leaves its run in the history.
     let (outcome, encoded) = blocking(move || {
         let _held = (control, running);
-        let started = strobe_history::now_unix_ns();
+        let started = strobe_control::history::now_unix_ns();
         let outcome = method(&mut runner);
         let encoded: Result<Value, String> = match &outcome {
             Ok(report) => {

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use strobe_control::history::{self, Build, Provenance};
+use strobe_control::history::{History, RunRecord};
 use strobe_control::RunEnd;
-use strobe_history::{History, RunRecord};
 
 /// Where the server records its runs, and what strobe it is.
 #[derive(Clone, Debug)]
@@ -23,7 +23,7 @@ impl RunHistory {
             kind: kind.into(),
             origin: "api".into(),
             command,
-            started_unix_ns: strobe_history::now_unix_ns(),
+            started_unix_ns: strobe_control::history::now_unix_ns(),
             strobe_version: self.build.version.clone(),
             strobe_commit: self.build.commit.clone(),
         }

@@ -6,9 +6,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
+use strobe_control::model::Scenario;
 use strobe_control::session::Latest;
 use strobe_control::{Results, RunHandle, Transmit};
-use strobe_model::Scenario;
 
 /// Capture bytes, as OTG clients read them.
 pub fn octets(bytes: Vec<u8>) -> Response {

@@ -14,9 +14,9 @@ use prometheus::proto::{
     Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType, Quantile, Summary,
 };
 use prometheus::{Encoder, TextEncoder};
+use strobe_control::model::Scenario;
 use strobe_control::run::Counters;
 use strobe_control::{RunHandle, RunState};
-use strobe_model::Scenario;
 
 use strobe_control::session::Latest;
 
