@@ -17,14 +17,15 @@ fn paced_run_follows_its_schedule_and_reports_its_precision() {
     let port = &r["ports"][0];
     assert_eq!(port["frames_tx"], 10_000);
     // Frames 50 µs apart are far above any floor: each leaves in its own hand-over (up to
-    // 256 could coalesce), but for frames that a stall of the machine made late.
+    // 256 could coalesce), but for frames that a stall of the machine made late (a frame
+    // joins the hand-over before it only when that one started almost a gap late). A CI run
+    // beside the other tests of this file saw 401 stalls (117 ms), 1 089 late frames and
+    // 292 of them coalesced.
     assert_eq!(port["batch"], 256, "{port}");
     let handovers = port["handovers"].as_u64().unwrap();
-    assert!(handovers >= 9_900, "{port}");
-    assert!(
-        handovers + port["coalesced_frames"].as_u64().unwrap() >= 10_000,
-        "{port}"
-    );
+    let coalesced = port["coalesced_frames"].as_u64().unwrap();
+    assert!(coalesced <= port["late_frames"].as_u64().unwrap(), "{port}");
+    assert!(handovers + coalesced >= 10_000, "{port}");
     // 10 000 frames at 20 kpps take 0.5 s of real time; an unpaced run would take ~1 ms.
     let secs = port["elapsed_ns"].as_f64().unwrap() / 1e9;
     assert!((0.45..2.0).contains(&secs), "elapsed {secs} s");
