@@ -430,7 +430,8 @@ async function showRun(id) {
     for (const w of run.results.warnings || []) {
       const p = document.createElement("p");
       p.className = "message error";
-      p.textContent = "warning: " + w;
+      // Typed warnings carry their words as `text`; runs stored earlier, plain words.
+      p.textContent = "warning: " + (typeof w === "string" ? w : w.text);
       card.appendChild(p);
     }
   } else {

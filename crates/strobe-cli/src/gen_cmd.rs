@@ -268,7 +268,7 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
         println!("{line}");
     }
     for failure in &results.failures {
-        failures.note(Err(Failure::Runtime(failure.clone())));
+        failures.note(Err(Failure::Runtime(failure.to_string())));
     }
     failures.note(check_excess(&results));
     let signals = signals::install()?;
@@ -462,7 +462,7 @@ fn sweep(
             })
         };
         for failure in &s.results.failures {
-            failures.note(at_rate(Err(Failure::Runtime(failure.clone()))));
+            failures.note(at_rate(Err(Failure::Runtime(failure.to_string()))));
         }
         failures.note(at_rate(check_excess(&s.results)));
         if judge_loss {

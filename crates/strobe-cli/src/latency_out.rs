@@ -305,9 +305,8 @@ fn command_line() -> String {
 
 /// The lab whose namespaces a port location names, if any (found by asking the lab it
 /// would belong to; ports outside a lab find none).
-fn lab_of(location: &str) -> Option<strobe_control::lab::Lab> {
-    let parsed = strobe_control::Location::parse(location).ok()?;
-    let netns = parsed.interface()?.0?;
+fn lab_of(location: &strobe_control::model::PortLocation) -> Option<strobe_control::lab::Lab> {
+    let netns = location.resolved()?.interface()?.0?;
     let prefix = netns
         .strip_suffix("-tx")
         .or_else(|| netns.strip_suffix("-rx"))?;
@@ -406,7 +405,10 @@ fn run_context(scenario: &Scenario, r: &RunReport, flows: &[FlowLatency<'_>]) ->
         ),
     ));
     if !scenario.warnings.is_empty() {
-        rows.push(("warnings".to_string(), scenario.warnings.join("\n")));
+        rows.push((
+            "warnings".to_string(),
+            strobe_control::warning_texts(&scenario.warnings).join("\n"),
+        ));
     }
     // The scenario as it was run (one-flow runs are all in the command line).
     let scenario_file = (scenario.source != "command line")

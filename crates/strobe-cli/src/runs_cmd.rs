@@ -74,7 +74,7 @@ pub fn keep(recorder: &mut Recorder, run: &RunRecord) -> Option<String> {
 }
 
 /// How a run that ended after `signal` (if any), with these failures, is recorded.
-pub fn outcome(signal: Option<i32>, failures: &[String]) -> String {
+pub fn outcome(signal: Option<i32>, failures: &[impl std::fmt::Display]) -> String {
     match (signal, failures.first()) {
         (Some(s), _) => format!("stopped by {}", crate::signals::name(s)),
         (None, Some(f)) => format!("failed: {f}"),

@@ -191,7 +191,10 @@ fn verdict_text(v: &Verdict) -> String {
     if v.pass {
         "PASS".into()
     } else {
-        format!("FAIL ({})", v.failed.join("; "))
+        format!(
+            "FAIL ({})",
+            strobe_control::warning_texts(&v.failed).join("; ")
+        )
     }
 }
 

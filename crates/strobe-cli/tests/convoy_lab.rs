@@ -179,8 +179,18 @@ fn trains_longer_than_the_shapers_buffer_report_its_tail_loss_and_still_read_the
         .as_array()
         .unwrap()
         .iter()
-        .map(|w| w.as_str().unwrap())
+        .map(|w| w["text"].as_str().unwrap())
         .collect();
+    let kinds: Vec<&str> = step["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["kind"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&"trains_overflow_buffer") && kinds.contains(&"tail_loss"),
+        "{kinds:?}"
+    );
     assert!(
         warnings
             .iter()

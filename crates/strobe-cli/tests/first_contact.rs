@@ -373,7 +373,11 @@ fn a_run_that_cannot_keep_up_says_so_in_one_line_and_in_json() {
     );
     let port = &json_file(&json)["ports"][0];
     assert!(
-        port["shortfall"].as_str().unwrap().contains("of the asked"),
+        port["shortfall"]["kind"] == "rate_shortfall"
+            && port["shortfall"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("of the asked"),
         "{port}"
     );
     assert!(

@@ -525,11 +525,13 @@ fn a_lab_whose_receive_steering_makes_paced_frames_late_says_so_in_the_result() 
         let p = &r["ports"][0];
         let own = p["late_frames"].as_u64().unwrap() - p["late_host_frames"].as_u64().unwrap();
         let share = own as f64 / p["frames_tx"].as_f64().unwrap();
-        let warned = r["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|w| w.as_str().unwrap().contains("receive steering (RPS) is on"));
+        let warned = r["warnings"].as_array().unwrap().iter().any(|w| {
+            w["kind"] == "late_on_steering_lab"
+                && w["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("receive steering (RPS) is on")
+        });
         (share, warned, r)
     };
     let (share, warned, r) = run("on.json");

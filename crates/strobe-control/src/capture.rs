@@ -52,16 +52,17 @@ pub struct Capture {
 }
 
 /// The receive location a capture opens for a port location: AF_PACKET on its interface.
-fn capture_location(location: &str) -> Result<String, ControlError> {
+fn capture_location(location: &Location) -> Result<Location, ControlError> {
     let bad = |why: &str| ControlError::BadInput(format!("`{location}` cannot be captured: {why}"));
-    match Location::parse(location).map_err(|e| ControlError::BadInput(e.to_string()))? {
+    match location {
         Location::AfXdp { .. } | Location::AfXdpAllQueues { .. } | Location::Auto { .. } => Err(bad(
             "its frames go to an AF_XDP socket, which AF_PACKET captures do not see — give the \
              port an AF_PACKET location (an interface name, afpacket:IFACE or lab:rx)",
         )),
-        Location::AfPacket { netns, iface, .. } => Ok(match netns {
-            Some(ns) => format!("afpacket:{ns}/{iface}"),
-            None => format!("afpacket:{iface}"),
+        Location::AfPacket { netns, iface, .. } => Ok(Location::AfPacket {
+            netns: netns.clone(),
+            iface: iface.clone(),
+            gso: false,
         }),
         Location::XdpLive { .. } => Err(bad(
             "xdp-live frames leave through the driver's XDP path, which AF_PACKET captures on \
@@ -74,9 +75,9 @@ fn capture_location(location: &str) -> Result<String, ControlError> {
 
 impl Capture {
     /// Starts capturing on the port at `location` (its `lab:` name resolved).
-    pub fn start(location: &str) -> Result<Capture, ControlError> {
+    pub fn start(location: &Location) -> Result<Capture, ControlError> {
         let rx_location = capture_location(location)?;
-        let mut receiver = AnyReceiver::open(&rx_location)
+        let mut receiver = AnyReceiver::open_at(&rx_location, false)
             .map_err(|e| ControlError::BadInput(format!("cannot capture on `{location}`: {e}")))?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -218,14 +219,19 @@ mod tests {
 
     #[test]
     fn captures_open_af_packet_on_the_ports_interface() {
-        assert!(capture_location("afxdp:ns/eth1@3").is_err());
-        assert!(capture_location("auto:eth1").is_err());
+        let at = |text: &str| capture_location(&Location::parse(text).unwrap());
+        assert!(at("afxdp:ns/eth1@3").is_err());
+        assert!(at("auto:eth1").is_err());
         assert_eq!(
-            capture_location("afpacket:ns/eth1").unwrap(),
+            at("afpacket:ns/eth1").unwrap().to_string(),
             "afpacket:ns/eth1"
         );
-        assert!(capture_location("null").is_err());
-        assert!(capture_location("pcap:x.pcap").is_err());
+        assert_eq!(
+            at("afpacket-gso:ns/eth1").unwrap().to_string(),
+            "afpacket:ns/eth1"
+        );
+        assert!(at("null").is_err());
+        assert!(at("pcap:x.pcap").is_err());
     }
 
     #[test]

@@ -53,6 +53,7 @@ pub fn calibrate_clock_soon() {
     strobe_engine::clock::Clock::calibrate_soon();
 }
 pub use results::Results;
+pub use strobe_model::{warning_texts, Warning};
 // What the engine reports and the settings a front end names, re-exported so that front
 // ends need no crate below this one.
 pub use run::{

@@ -9,7 +9,7 @@
 //! field (`flows[0].packet[1].ipv4.src: …`).
 
 use serde_json::{Map, Value};
-use strobe_model::{load_scenario_json, NoFiles, Scenario};
+use strobe_model::{load_scenario_json, NoFiles, Scenario, Warning};
 
 use crate::capture::CaptureFormat;
 use crate::ports::otg_location;
@@ -37,7 +37,7 @@ pub struct OtgScenario {
     /// Ports whose frames the config's `captures` ask to keep, and in which format.
     pub captures: Vec<(String, CaptureFormat)>,
     /// Parts of the config accepted but not applied, for the reply's `warnings`.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// Reads an OTG config. `locations` maps names the user prefers to port locations
@@ -158,7 +158,7 @@ pub fn scenario_from_otg(
 fn with_captures(
     scenario: Scenario,
     captures: Vec<(String, CaptureFormat)>,
-    warnings: Vec<String>,
+    warnings: Vec<Warning>,
 ) -> Result<OtgScenario, ConfigErrors> {
     if let Some((port, _)) = captures
         .iter()
@@ -179,7 +179,7 @@ fn with_captures(
 fn ports_only(
     ports: &[Value],
     captures: Vec<(String, CaptureFormat)>,
-    warnings: Vec<String>,
+    warnings: Vec<Warning>,
 ) -> Result<OtgScenario, ConfigErrors> {
     let mut scenario = Scenario {
         source: "config".into(),
@@ -210,6 +210,8 @@ fn ports_only(
                 .unwrap_or(strobe_model::DEFAULT_PORT_SPEED_BPS),
             None => strobe_model::DEFAULT_PORT_SPEED_BPS,
         };
+        let location = strobe_model::PortLocation::parse(&location)
+            .map_err(|e| ConfigErrors(vec![format!("ports[{i}].location: {e}")]))?;
         scenario.ports.push(strobe_model::PortSpec {
             name,
             location,
@@ -222,7 +224,7 @@ fn ports_only(
 
 /// A flow as the scenario loader reads it: OTG's defaults where strobe's differ, nulls and
 /// empty lists left out, numbers sent as strings read as numbers.
-fn otg_flow(flow: &Value, path: &str, warnings: &mut Vec<String>) -> Result<Value, String> {
+fn otg_flow(flow: &Value, path: &str, warnings: &mut Vec<Warning>) -> Result<Value, String> {
     let Some(f) = flow.as_object() else {
         return Err(format!("{path}: expected an object, found {}", kind(flow)));
     };
@@ -276,10 +278,9 @@ fn otg_flow(flow: &Value, path: &str, warnings: &mut Vec<String>) -> Result<Valu
             .and_then(Value::as_bool)
             == Some(true);
         if !on("enable") && (on("loss") || on("timestamps") || latency_on) {
-            warnings.push(format!(
-                "{path}.metrics: loss, timestamps or latency asked for while metrics.enable is \
-                 false — nothing is measured for this flow (set metrics.enable too)"
-            ));
+            warnings.push(Warning::MetricsOff {
+                path: path.to_string(),
+            });
             // OTG measures nothing for a flow whose metrics are off, whatever else it asks.
             m.insert("loss".into(), Value::Bool(false));
             m.insert("timestamps".into(), Value::Bool(false));
@@ -326,7 +327,7 @@ fn clean(value: &Value) -> Value {
 fn otg_captures(
     captures: Option<&Value>,
     errors: &mut Vec<String>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Vec<(String, CaptureFormat)> {
     let mut out = Vec::new();
     for (i, c) in array(captures).iter().enumerate() {
@@ -341,9 +342,10 @@ fn otg_captures(
         };
         for key in ["filters", "packet_size"] {
             if c.get(key).is_some_and(|v| !is_empty(v)) {
-                warnings.push(format!(
-                    "{path}.{key} is not applied: strobe captures every frame whole"
-                ));
+                warnings.push(Warning::CaptureSettingIgnored {
+                    path: path.to_string(),
+                    key: key.to_string(),
+                });
             }
         }
         let ports = array(c.get("port_names"));
@@ -364,7 +366,7 @@ fn otg_captures(
 fn layer1_speeds(
     layer1: Option<&Value>,
     errors: &mut Vec<String>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Vec<(String, String)> {
     let mut speeds = Vec::new();
     for (i, l1) in array(layer1).iter().enumerate() {
@@ -387,10 +389,10 @@ fn layer1_speeds(
         if let Some(obj) = l1.as_object() {
             for key in obj.keys() {
                 if !matches!(key.as_str(), "name" | "port_names" | "speed") {
-                    warnings.push(format!(
-                        "{path}.{key} is not applied: strobe sets only the port speed (the \
-                         interface keeps its own MTU, media and flow control)"
-                    ));
+                    warnings.push(Warning::Layer1SettingIgnored {
+                        path: path.to_string(),
+                        key: key.to_string(),
+                    });
                 }
             }
         }
@@ -475,7 +477,7 @@ mod tests {
     fn a_snappi_config_becomes_a_scenario_with_otgs_defaults() {
         let read = scenario_from_otg(&config(udp_flow()), &[]).unwrap();
         let s = &read.scenario;
-        assert_eq!(s.ports[1].location, "afpacket:veth-b");
+        assert_eq!(s.ports[1].location.to_string(), "afpacket:veth-b");
         let f = &s.flows[0];
         assert_eq!(
             (f.tx_port.as_str(), f.rx_ports.clone()),
@@ -533,7 +535,17 @@ mod tests {
         let empty = scenario_from_otg(&json!({}), &[]).unwrap();
         assert!(empty.scenario.ports.is_empty() && empty.scenario.flows.is_empty());
         let ports = scenario_from_otg(&json!({"ports": [{"name": "a", "location": "null"}]}), &[]);
-        assert_eq!(ports.unwrap().scenario.ports[0].location, "null");
+        assert_eq!(
+            ports.unwrap().scenario.ports[0].location,
+            strobe_model::PortLocation::Direct(strobe_model::Location::Null)
+        );
+        let bad = scenario_from_otg(
+            &json!({"ports": [{"name": "a", "location": "afxdp:eth1@x"}]}),
+            &[],
+        );
+        assert!(
+            bad.unwrap_err().0[0].starts_with("ports[0].location: unknown port `afxdp:eth1@x`"),
+        );
     }
 
     #[test]
@@ -548,7 +560,7 @@ mod tests {
         assert!(
             read.warnings
                 .iter()
-                .any(|w| w.contains("captures[0].filters")),
+                .any(|w| w.to_string().contains("captures[0].filters")),
             "{:?}",
             read.warnings
         );
@@ -568,7 +580,9 @@ mod tests {
         let read = scenario_from_otg(&c, &[]).unwrap();
         assert_eq!(read.scenario.ports[0].speed_bps, 1_000_000_000);
         assert!(
-            read.warnings.iter().any(|w| w.contains("layer1[0].mtu")),
+            read.warnings
+                .iter()
+                .any(|w| w.to_string().contains("layer1[0].mtu")),
             "{:?}",
             read.warnings
         );

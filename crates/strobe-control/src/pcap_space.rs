@@ -78,7 +78,7 @@ fn human(bytes: u128) -> String {
 /// Refuses a run whose pcap traces would not fit on their filesystems.
 pub fn check(scenario: &Scenario) -> Result<(), ControlError> {
     'ports: for port in &scenario.ports {
-        let Some(file) = port.location.strip_prefix("pcap:") else {
+        let Some(file) = port.location.pcap_file() else {
             continue;
         };
         let flows: Vec<&FlowSpec> = scenario

@@ -7,7 +7,6 @@
 //! to show.
 
 use strobe_engine::{LatePolicy, RunOptions};
-use strobe_io::Location;
 use strobe_lab::Lab;
 use strobe_model::Scenario;
 
@@ -81,7 +80,7 @@ pub struct Plan {
     pub options: RunOptions,
     pub pacing: Pacing,
     /// The scenario's warnings and the plan's own, for the front end to show.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<strobe_model::Warning>,
     /// The lab the scenario's `lab:` ports were resolved on, if any.
     pub lab: Option<Lab>,
 }
@@ -99,20 +98,9 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
             strobe_wire::trailer::LEGACY_TAG
         ));
     }
+    // Locations were parsed where they were read; `lab:` ends are resolved here, so the
+    // engine takes only places it opens.
     let lab = resolve_lab_ports(&mut scenario, &options.lab_prefix)?;
-    // Locations parsed once, here: the engine and its workers take the typed values.
-    let locations: Vec<Location> = scenario
-        .ports
-        .iter()
-        .map(|p| {
-            Location::parse(&p.location).map_err(|source| {
-                ControlError::from(strobe_engine::EngineError::Port {
-                    port: p.name.clone(),
-                    source,
-                })
-            })
-        })
-        .collect::<Result<_, _>>()?;
     let mac_warnings = strobe_model::check_macs(&scenario).map_err(ControlError::BadInput)?;
     scenario.warnings.extend(mac_warnings);
     // The options can make a run unpaced; a scenario file can ask for it too.
@@ -129,7 +117,7 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
         && scenario
             .ports
             .iter()
-            .any(|p| p.location.starts_with("pcap:"))
+            .any(|p| p.location.pcap_file().is_some())
     {
         // A trace is written in scheduled time, as fast as the disk takes it: a real-time
         // limit says nothing about its size.
@@ -150,12 +138,11 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
     for f in &scenario.flows {
         if let strobe_timing::Duration::Bursts { bursts, .. } = f.schedule.duration {
             if bursts > strobe_engine::rx::MAX_TRACKED_TRAINS && !f.rx_ports.is_empty() {
-                warnings.push(format!(
-                    "flow `{}`: {bursts} trains are more than strobe follows train by train \
-                     ({}); the flow's totals and latency are still measured",
-                    f.name,
-                    strobe_engine::rx::MAX_TRACKED_TRAINS
-                ));
+                warnings.push(strobe_model::Warning::TrainsNotFollowed {
+                    flow: f.name.clone(),
+                    trains: bursts,
+                    followed: strobe_engine::rx::MAX_TRACKED_TRAINS,
+                });
             }
         }
     }
@@ -169,8 +156,7 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
             &scenario
                 .ports
                 .iter()
-                .zip(&locations)
-                .map(|(p, l)| (p.name.clone(), l.to_string()))
+                .map(|p| (p.name.clone(), p.location.to_string()))
                 .collect::<Vec<_>>(),
             &FloorMemory::open(),
         ),
@@ -186,7 +172,6 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
         seq_start: options.seq_start,
         latency_interval_ns: options.latency_interval_ns,
         live_latency_intervals: options.live_latency,
-        locations: Some(locations),
         engine_frames: options.engine_frames,
         ..RunOptions::default()
     };
@@ -202,7 +187,7 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
 #[cfg(test)]
 mod tests {
     use super::*;
-    use strobe_model::{load_scenario, NoFiles};
+    use strobe_model::{load_scenario, Location, NoFiles, PortLocation};
 
     fn scenario(location: &str) -> Scenario {
         let text = format!(
@@ -228,7 +213,10 @@ mod tests {
         )
         .unwrap();
         assert!(plan.options.unpaced);
-        assert_eq!(plan.options.locations, Some(vec![Location::Null]));
+        assert_eq!(
+            plan.scenario.ports[0].location,
+            PortLocation::Direct(Location::Null)
+        );
         assert_eq!(plan.options.time_limit_ns, Some(5));
         assert_eq!(plan.options.batch, Some(7));
         assert!(plan
@@ -240,13 +228,16 @@ mod tests {
     }
 
     #[test]
-    fn a_location_that_does_not_parse_is_refused_with_its_port() {
-        let err = prepare(scenario("carrier-pigeon:coop"), &PlanOptions::default()).unwrap_err();
-        assert!(matches!(err, ControlError::BadInput(_)), "{err:?}");
-        let text = err.to_string();
+    fn a_location_that_does_not_parse_is_refused_where_it_is_read() {
+        let text = "[[ports]]\nname = \"p\"\nlocation = \"carrier-pigeon:coop\"\n";
+        let err = load_scenario(text, "t.toml", &NoFiles)
+            .unwrap_err()
+            .to_string();
         assert!(
-            text.contains("port `p`") && text.contains("carrier-pigeon"),
-            "{text}"
+            err.starts_with(
+                "t.toml:3:12: ports[0].location: unknown port `carrier-pigeon:coop`: accepted forms"
+            ),
+            "{err}"
         );
     }
 

@@ -2,7 +2,7 @@
 //! to its interfaces (and its MACs filled in where a flow leaves them unset).
 
 use strobe_lab::{Endpoint, Lab};
-use strobe_model::Scenario;
+use strobe_model::{LabBackend, LabPort, LabSide, Location, PortLocation, Scenario};
 
 use crate::ControlError;
 
@@ -24,11 +24,7 @@ pub fn resolve_lab_ports(
     scenario: &mut Scenario,
     prefix: &str,
 ) -> Result<Option<Lab>, ControlError> {
-    if !scenario
-        .ports
-        .iter()
-        .any(|p| p.location.starts_with("lab:"))
-    {
+    if !scenario.ports.iter().any(|p| p.location.lab().is_some()) {
         return Ok(None);
     }
     let lab = strobe_lab::status(prefix)?.ok_or_else(|| {
@@ -38,9 +34,13 @@ pub fn resolve_lab_ports(
         ))
     })?;
     for port in &mut scenario.ports {
-        if port.location.starts_with("lab:") {
-            let endpoint = lab_endpoint(&lab, &port.location);
-            port.location = lab_location(&lab, &format!("port `{}`", port.name), &port.location)?;
+        if let PortLocation::Lab(lab_port) = port.location {
+            let endpoint = lab_endpoint(&lab, lab_port.side);
+            port.location = PortLocation::Direct(lab_location(
+                &lab,
+                &format!("port `{}`", port.name),
+                lab_port,
+            )?);
             // As in one-flow runs: frames leave from the endpoint's MAC to its next hop
             // unless the scenario says otherwise (all-zero MACs would be dropped).
             for flow in scenario.flows.iter_mut().filter(|f| f.tx_port == port.name) {
@@ -51,69 +51,82 @@ pub fn resolve_lab_ports(
     Ok(Some(lab))
 }
 
-/// The lab end a `lab:SIDE[@BACKEND]` location names (`lab_location` checks the side).
-fn lab_endpoint<'a>(lab: &'a Lab, location: &str) -> &'a Endpoint {
-    let rest = location.strip_prefix("lab:").unwrap_or(location);
-    if rest.starts_with("rx") {
-        &lab.rx
-    } else {
-        &lab.tx
+/// The lab end on `side`.
+fn lab_endpoint(lab: &Lab, side: LabSide) -> &Endpoint {
+    match side {
+        LabSide::Tx => &lab.tx,
+        LabSide::Rx => &lab.rx,
     }
 }
 
-/// The interface a `lab:SIDE[@BACKEND]` location names on `lab`; `what` names the location
-/// in errors.
-fn lab_location(lab: &Lab, what: &str, location: &str) -> Result<String, ControlError> {
-    let rest = location.strip_prefix("lab:").unwrap_or(location);
-    let (side, backend) = rest.split_once('@').unwrap_or((rest, "afpacket"));
-    let endpoint = match side {
-        "tx" => &lab.tx,
-        "rx" => &lab.rx,
-        other => {
-            return Err(ControlError::BadInput(format!(
-                "{what}: unknown lab side `{other}` — accepted: lab:tx, lab:rx, lab:tx@afxdp, lab:rx@afxdp, lab:rx@afxdp-all, lab:tx@afpacket-gso, lab:tx@xdp-live"
-            )))
-        }
-    };
-    if !matches!(
-        backend,
-        "afpacket" | "afxdp" | "afxdp-all" | "afpacket-gso" | "xdp-live"
-    ) {
-        return Err(ControlError::BadInput(format!(
-            "{what}: unknown backend `{backend}` — accepted: afpacket, afxdp, afxdp-all (AF_XDP receiving on every queue), afpacket-gso, xdp-live"
-        )));
-    }
-    if backend == "afxdp-all" {
+/// The interface `port` names on `lab`; `what` names the location in errors.
+fn lab_location(lab: &Lab, what: &str, port: LabPort) -> Result<Location, ControlError> {
+    let endpoint = lab_endpoint(lab, port.side);
+    let (netns, iface) = (Some(endpoint.netns.clone()), endpoint.iface.clone());
+    Ok(match port.backend() {
+        LabBackend::AfPacket => Location::AfPacket {
+            netns,
+            iface,
+            gso: false,
+        },
+        LabBackend::AfPacketGso => Location::AfPacket {
+            netns,
+            iface,
+            gso: true,
+        },
+        LabBackend::AfXdp => Location::AfXdp {
+            netns,
+            iface,
+            queue: 0,
+        },
         // A socket on every receive queue: veth puts XDP frames (xdp-live's) on the queue
         // of the CPU that sent them, not on queue 0 as the lab steers everything else.
-        return Ok(format!("{}@*", lab.port(endpoint, "afxdp")));
-    }
-    if backend == "xdp-live" {
-        // A veth transmits XDP frames only while its peer can take them: GRO on gives the
-        // peer the NAPI instance that does (the lab's own ports, so strobe may set them).
-        let (netns, iface) = lab.veth_peer(endpoint);
-        strobe_io::netdev_features::set(Some(&netns), &iface, "rx-gro", true).map_err(|e| {
-            ControlError::BadInput(format!(
-                "{what}: cannot turn GRO on at {netns}/{iface}, which xdp-live needs: {e}"
-            ))
-        })?;
-    }
-    Ok(lab.port(endpoint, backend))
+        LabBackend::AfXdpAll => Location::AfXdpAllQueues { netns, iface },
+        LabBackend::XdpLive => {
+            // A veth transmits XDP frames only while its peer can take them: GRO on gives
+            // the peer the NAPI instance that does (the lab's own ports, so strobe may set
+            // them).
+            let (peer_netns, peer) = lab.veth_peer(endpoint);
+            strobe_io::netdev_features::set(Some(&peer_netns), &peer, "rx-gro", true).map_err(
+                |e| {
+                    ControlError::BadInput(format!(
+                        "{what}: cannot turn GRO on at {peer_netns}/{peer}, which xdp-live needs: {e}"
+                    ))
+                },
+            )?;
+            Location::XdpLive { netns, iface }
+        }
+    })
 }
 
-/// Resolves one port location: `lab:…` names become the lab's interfaces (the lab must be
-/// up), anything else is returned as it is.
+/// Resolves one port location as a front end was given it: `lab:…` names become the lab's
+/// interfaces (the lab must be up), anything else is returned as it is.
 pub fn resolve_lab_location(location: &str, prefix: &str) -> Result<String, ControlError> {
     if !location.starts_with("lab:") {
         return Ok(location.to_string());
     }
+    let port = PortLocation::parse(location)
+        .map_err(|e| ControlError::BadInput(format!("`{location}`: {e}")))?;
+    Ok(resolve_port_location(&port, prefix)?.to_string())
+}
+
+/// A port's location ready to open: a `lab:` end resolved on the lab `prefix` (which must be
+/// up), any other as it is.
+pub fn resolve_port_location(
+    location: &PortLocation,
+    prefix: &str,
+) -> Result<Location, ControlError> {
+    let lab_port = match location {
+        PortLocation::Direct(location) => return Ok(location.clone()),
+        PortLocation::Lab(lab_port) => *lab_port,
+    };
     let lab = strobe_lab::status(prefix)?.ok_or_else(|| {
         ControlError::BadInput(format!(
             "`{location}` uses the lab, but no lab with prefix `{prefix}` is up: run `{}` first",
             lab_up_command(prefix)
         ))
     })?;
-    lab_location(&lab, &format!("`{location}`"), location)
+    lab_location(&lab, &format!("`{location}`"), lab_port)
 }
 
 /// Location forms strobe opens as they are written.
@@ -164,34 +177,33 @@ pub fn otg_location(location: &str, map: &[(String, String)]) -> Result<String, 
 
 /// Sets a port's link administratively up or down: the lab's own ends (`lab:tx`,
 /// `lab:rx`) only; strobe does not take other interfaces down.
-pub fn set_port_link(location: &str, prefix: &str, up: bool) -> Result<(), ControlError> {
+pub fn set_port_link(location: &PortLocation, prefix: &str, up: bool) -> Result<(), ControlError> {
     let rx = lab_link_side(location)?;
     Ok(strobe_lab::set_endpoint_link(prefix, rx, up)?)
 }
 
 /// Which lab end a location's link is (false: tx, true: rx), or why strobe does not set it.
-pub fn lab_link_side(location: &str) -> Result<bool, ControlError> {
-    let side = location
-        .strip_prefix("lab:")
-        .map(|rest| rest.split_once('@').map_or(rest, |(side, _)| side));
-    match side {
-        Some("tx") => Ok(false),
-        Some("rx") => Ok(true),
-        _ => Err(ControlError::BadInput(format!(
+pub fn lab_link_side(location: &PortLocation) -> Result<bool, ControlError> {
+    match location.lab() {
+        Some(port) => Ok(port.side == LabSide::Rx),
+        None => Err(ControlError::BadInput(format!(
             "`{location}`: strobe sets links only on its lab's ends (lab:tx, lab:rx); set \
              another interface's link with `ip link set IFACE up|down`"
         ))),
     }
 }
 
-/// Checks that every port of `scenario` (its `lab:` ports resolved) names a location strobe
-/// opens and, for interfaces, one that exists: a server refuses such a config when it is
-/// set, not when traffic starts. Ports are not opened here.
+/// Checks that every port of `scenario` (its `lab:` ports resolved) names, for interfaces,
+/// one that exists: a server refuses such a config when it is set, not when traffic
+/// starts. Ports are not opened here.
 pub fn check_locations(scenario: &Scenario) -> Result<(), ControlError> {
-    use strobe_io::Location;
     for port in &scenario.ports {
-        let location = Location::parse(&port.location)
-            .map_err(|e| ControlError::BadInput(format!("port `{}`: {e}", port.name)))?;
+        let Some(location) = port.location.resolved() else {
+            return Err(ControlError::BadInput(format!(
+                "port `{}`: `{}` is not resolved to the lab's interface yet",
+                port.name, port.location
+            )));
+        };
         let Some((netns, iface)) = location.interface() else {
             continue;
         };

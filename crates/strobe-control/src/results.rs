@@ -4,17 +4,15 @@
 //! flows that lost every frame, frames that came from elsewhere) is collected into
 //! [`Results::warnings`], never printed here.
 
-use std::fmt::Write as _;
-
 use serde::{Deserialize, Serialize};
 use strobe_analyze::latency::{LatencyStats, LoadPoint};
 pub use strobe_analyze::trains::{Convoy, Summary as TrainSummary};
 use strobe_engine::latency::FlowLatency;
 use strobe_engine::{HandoverError, PortPacing, PortReport, RunReport};
-use strobe_model::{FlowSpec, Scenario};
+use strobe_model::{FlowSpec, MeasuredFloor, Scenario, Warning};
 
 use crate::calibration::Correction;
-use crate::text::{clock_name, duration_text, pps_text};
+use crate::text::clock_name;
 
 /// Everything a finished run measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -33,10 +31,10 @@ pub struct Results {
     /// One entry per flow of the scenario, in its order.
     pub flows: Vec<FlowResult>,
     /// Verdicts on the run a user should read: missed rates, total loss, suspect counts.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     /// Ports an error stopped before their end, transmit or receive: the results are
     /// incomplete and cover what went before.
-    pub failures: Vec<String>,
+    pub failures: Vec<Warning>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -95,7 +93,7 @@ pub struct PortResult {
     pub paused_ns: u64,
     pub t0_unix_ns: Option<u64>,
     /// Set when the port sent clearly slower than asked: what it achieved and why.
-    pub shortfall: Option<String>,
+    pub shortfall: Option<Warning>,
     pub stopped_early: bool,
     pub failure: Option<String>,
     pub flows: Vec<PortFlowResult>,
@@ -353,28 +351,48 @@ pub struct CalibrationUsed {
 pub const TRAIN_CSV_HEADER: &str = "train,frames_sent,frames_rx,lost,duplicates,reordered,head_latency_ns,dispersion_ns,l2_bps,l1_bps,second_half_l2_bps,second_half_l1_bps,head_run,tail_loss,burst_frames,after_burst_l2_bps,after_burst_l1_bps";
 
 /// One train as CSV cells ([`TRAIN_CSV_HEADER`]'s columns), empty where there is no value.
-pub fn train_csv_row(t: &strobe_analyze::trains::TrainResult) -> String {
+pub fn train_csv_cells(t: &strobe_analyze::trains::TrainResult) -> Vec<String> {
     let cell = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_default();
-    format!(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-        t.train,
-        t.frames_sent,
-        t.frames_rx,
-        t.lost,
-        t.duplicates,
-        t.reordered,
+    let whole = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+    vec![
+        t.train.to_string(),
+        t.frames_sent.to_string(),
+        t.frames_rx.to_string(),
+        t.lost.to_string(),
+        t.duplicates.to_string(),
+        t.reordered.to_string(),
         cell(t.head_latency_ns),
-        t.dispersion_ns.map(|d| d.to_string()).unwrap_or_default(),
+        whole(t.dispersion_ns),
         cell(t.l2_bps),
         cell(t.l1_bps),
         cell(t.second_half_l2_bps),
         cell(t.second_half_l1_bps),
-        t.head_run,
-        t.tail_loss,
+        t.head_run.to_string(),
+        t.tail_loss.to_string(),
         t.burst_frames.map(|b| b.to_string()).unwrap_or_default(),
         cell(t.after_burst_l2_bps),
         cell(t.after_burst_l1_bps),
-    )
+    ]
+}
+
+/// CSV text as the `csv` crate writes it (RFC 4180: fields quoted where they need it, `\n`
+/// after each record): `header`, then one record per row.
+pub(crate) fn csv_text<R, F>(header: &[&str], rows: R) -> String
+where
+    R: IntoIterator,
+    R::Item: IntoIterator<Item = F>,
+    F: AsRef<[u8]>,
+{
+    // Into memory, records of any length allowed: writing cannot fail.
+    let mut out = csv::WriterBuilder::new()
+        .flexible(true)
+        .from_writer(Vec::new());
+    let _ = out.write_record(header);
+    for row in rows {
+        let _ = out.write_record(row);
+    }
+    let bytes = out.into_inner().unwrap_or_default();
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 impl Results {
@@ -387,48 +405,40 @@ impl Results {
             .iter()
             .map(|f| flow_result(report, f, &totals, correction))
             .collect();
-        let mut warnings: Vec<String> = report.ports.iter().filter_map(shortfall).collect();
-        for p in &report.ports {
-            if let Some(refused) = p.xmit_errors.filter(|&n| n > 0) {
-                warnings.push(format!(
-                    "port `{}`: the driver refused {refused} of {} frames after the hand-over \
-                     (its transmit ring was full: the receiver or the path behind it fell \
-                     behind); they count as sent and lost",
-                    p.name, p.frames
-                ));
-            }
-        }
-        for p in &report.rx_ports {
-            if let Some(dropped) = p.interface_drops.filter(|&n| n > 0) {
-                warnings.push(format!(
-                    "rx port `{}`: the interface dropped {dropped} frames on receive before any \
-                     socket saw them (a full backlog: the receiving side's CPU fell behind, or \
-                     other traffic arrived there); strobe's frames among them count as lost",
-                    p.name
-                ));
-            }
-        }
+        let mut warnings: Vec<Warning> = report.ports.iter().filter_map(shortfall).collect();
+        warnings.extend(report.ports.iter().filter_map(|p| {
+            let refused = p.xmit_errors.filter(|&n| n > 0)?;
+            Some(Warning::TransmitRefused {
+                port: p.name.clone(),
+                refused,
+                frames: p.frames,
+            })
+        }));
+        warnings.extend(report.rx_ports.iter().filter_map(|p| {
+            let dropped = p.interface_drops.filter(|&n| n > 0)?;
+            Some(Warning::InterfaceDrops {
+                port: p.name.clone(),
+                dropped,
+            })
+        }));
         warnings.extend(report.setting_warnings.iter().cloned());
-        if let Some(line) = total_loss_warning(&flows) {
-            warnings.push(line);
-        }
-        for f in flows.iter().filter(|f| f.suspect) {
-            warnings.push(format!(
-                "flow `{}` received {} more unique frames than it sent: frames with this run's \
-                 tag came from elsewhere; its counts and latency are not trustworthy",
-                f.name,
-                f.excess_rx.unwrap_or(0)
-            ));
-        }
-        for f in &flows {
-            if let Some(l) = f.latency.as_ref().filter(|l| l.negative > 0) {
-                warnings.push(format!(
-                    "flow `{}`: {} frames arrived before they were sent by the timestamps: the \
-                     two sides' clocks disagree",
-                    f.name, l.negative
-                ));
-            }
-        }
+        warnings.extend(total_loss_warning(&flows));
+        warnings.extend(
+            flows
+                .iter()
+                .filter(|f| f.suspect)
+                .map(|f| Warning::ExcessFrames {
+                    flow: f.name.clone(),
+                    excess: f.excess_rx.unwrap_or(0),
+                }),
+        );
+        warnings.extend(flows.iter().filter_map(|f| {
+            let l = f.latency.as_ref().filter(|l| l.negative > 0)?;
+            Some(Warning::ClocksDisagree {
+                flow: f.name.clone(),
+                frames: l.negative,
+            })
+        }));
         Results {
             run_tag: report.run_tag,
             clock: clock_name(report.clock).to_string(),
@@ -442,18 +452,15 @@ impl Results {
                 .ports
                 .iter()
                 .filter_map(|p| {
-                    p.failure
-                        .as_ref()
-                        .map(|f| format!("port `{}` stopped before its end: {f}", p.name))
+                    Some(Warning::PortStopped {
+                        port: p.name.clone(),
+                        error: p.failure.clone()?,
+                    })
                 })
                 .chain(report.rx_ports.iter().filter_map(|p| {
-                    p.failure.as_ref().map(|f| {
-                        format!(
-                            "port `{}` stopped receiving before the run's end: {f}; the results \
-                             are incomplete: they count what it received until then, and frames \
-                             sent after count as lost",
-                            p.name
-                        )
+                    Some(Warning::ReceivePortStopped {
+                        port: p.name.clone(),
+                        error: p.failure.clone()?,
                     })
                 }))
                 .collect(),
@@ -506,49 +513,52 @@ impl Results {
 
     /// Every convoy's trains as CSV, one row per train.
     pub fn trains_csv(&self) -> String {
-        let mut out = format!("flow,{TRAIN_CSV_HEADER}\n");
-        for f in &self.flows {
-            for t in f.convoy.iter().flat_map(|c| &c.trains) {
-                let _ = writeln!(out, "{},{}", csv_field(&f.name), train_csv_row(t));
-            }
-        }
-        out
+        let header: Vec<&str> = std::iter::once("flow")
+            .chain(TRAIN_CSV_HEADER.split(','))
+            .collect();
+        let rows = self.flows.iter().flat_map(|f| {
+            f.convoy.iter().flat_map(|c| &c.trains).map(|t| {
+                let mut row = vec![f.name.clone()];
+                row.extend(train_csv_cells(t));
+                row
+            })
+        });
+        csv_text(&header, rows)
     }
 
     /// Per-flow results as CSV, one row per flow (RFC 4180 quoting).
     pub fn to_csv(&self) -> String {
-        let mut out = String::from(
-            "flow,id,tx_port,frames_tx,bytes_tx,frames_rx,bytes_rx,frames_rx_unique,loss,loss_pct,reordered,duplicates,late,\
-latency_min_ns,latency_p50_ns,latency_p99_ns,latency_p99_9_ns,latency_p99_99_ns,latency_max_ns,latency_mean_ns,latency_jitter_ns\n",
-        );
+        const HEADER: [&str; 21] = [
+            "flow",
+            "id",
+            "tx_port",
+            "frames_tx",
+            "bytes_tx",
+            "frames_rx",
+            "bytes_rx",
+            "frames_rx_unique",
+            "loss",
+            "loss_pct",
+            "reordered",
+            "duplicates",
+            "late",
+            "latency_min_ns",
+            "latency_p50_ns",
+            "latency_p99_ns",
+            "latency_p99_9_ns",
+            "latency_p99_99_ns",
+            "latency_max_ns",
+            "latency_mean_ns",
+            "latency_jitter_ns",
+        ];
         let cell = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
-        for f in &self.flows {
-            let lat = f
-                .latency
-                .as_ref()
-                .map(|l| {
-                    let s = &l.raw;
-                    format!(
-                        "{},{},{},{},{},{},{:.1},{:.1}",
-                        s.min_ns,
-                        s.p50_ns,
-                        s.p99_ns,
-                        s.p99_9_ns,
-                        s.p99_99_ns,
-                        s.max_ns,
-                        s.mean_ns,
-                        l.jitter_ns
-                    )
-                })
-                .unwrap_or_else(|| ",,,,,,,".into());
-            let _ = writeln!(
-                out,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{lat}",
-                csv_field(&f.name),
-                f.id,
-                csv_field(&f.tx_port),
-                f.frames_tx.unwrap_or(0),
-                f.bytes_tx.unwrap_or(0),
+        let rows = self.flows.iter().map(|f| {
+            let mut row = vec![
+                f.name.clone(),
+                f.id.to_string(),
+                f.tx_port.clone(),
+                f.frames_tx.unwrap_or(0).to_string(),
+                f.bytes_tx.unwrap_or(0).to_string(),
                 cell(f.frames_rx),
                 cell(f.bytes_rx),
                 cell(f.frames_rx_unique),
@@ -557,9 +567,26 @@ latency_min_ns,latency_p50_ns,latency_p99_ns,latency_p99_9_ns,latency_p99_99_ns,
                 cell(f.reordered),
                 cell(f.duplicates),
                 cell(f.late),
-            );
-        }
-        out
+            ];
+            match &f.latency {
+                Some(l) => {
+                    let s = &l.raw;
+                    row.extend([
+                        s.min_ns.to_string(),
+                        s.p50_ns.to_string(),
+                        s.p99_ns.to_string(),
+                        s.p99_9_ns.to_string(),
+                        s.p99_99_ns.to_string(),
+                        s.max_ns.to_string(),
+                        format!("{:.1}", s.mean_ns),
+                        format!("{:.1}", l.jitter_ns),
+                    ]);
+                }
+                None => row.resize(HEADER.len(), String::new()),
+            }
+            row
+        });
+        csv_text(&HEADER, rows)
     }
 }
 
@@ -568,15 +595,6 @@ fn pct(part: u64, whole: u64) -> f64 {
         0.0
     } else {
         part as f64 * 100.0 / whole as f64
-    }
-}
-
-/// Quotes a CSV field when it needs it (RFC 4180).
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
     }
 }
 
@@ -820,41 +838,18 @@ fn flow_losses(flows: &[FlowResult]) -> Vec<(&str, u64, u64)> {
 
 /// One line when flows lost every frame they sent (the run "worked" but measured nothing):
 /// what was lost, the likely causes, and what to check.
-fn total_loss_warning(flows: &[FlowResult]) -> Option<String> {
+fn total_loss_warning(flows: &[FlowResult]) -> Option<Warning> {
     let losses = flow_losses(flows);
-    let all_lost: Vec<&str> = losses
+    let lost_flows: Vec<String> = losses
         .iter()
         .filter(|&&(_, tx, lost)| tx > 0 && lost >= tx)
-        .map(|&(name, _, _)| name)
+        .map(|&(name, _, _)| name.to_string())
         .collect();
-    if all_lost.is_empty() {
-        return None;
-    }
-    let what = if all_lost.len() == losses.len() {
-        let sent: u64 = losses.iter().map(|l| l.1).sum();
-        format!("100 % loss: none of the {sent} frames sent was received")
-    } else {
-        let mut names = all_lost
-            .iter()
-            .take(5)
-            .copied()
-            .collect::<Vec<_>>()
-            .join(", ");
-        if all_lost.len() > 5 {
-            let _ = write!(names, " and {} more", all_lost.len() - 5);
-        }
-        format!(
-            "100 % loss on {} of {} flows ({names})",
-            all_lost.len(),
-            losses.len()
-        )
-    };
-    Some(format!(
-        "{what} — likely the frames do not reach the receiver: wrong destination MAC (the DUT \
-         drops frames not addressed to it), wrong IP addresses or no route on the DUT, or the \
-         receive port is not where the DUT sends; check the flows' MACs and addresses against \
-         the DUT's (`strobe lab status` on the lab) and the rx port"
-    ))
+    (!lost_flows.is_empty()).then(|| Warning::TotalLoss {
+        lost_flows,
+        flows: losses.len(),
+        frames_sent: losses.iter().map(|l| l.1).sum(),
+    })
 }
 
 /// Beyond this share (and [`SHORTFALL_MIN_NS`]), a paced port that took longer than its
@@ -864,7 +859,7 @@ const SHORTFALL_MIN_NS: u64 = 1_000_000;
 
 /// One line when a paced port sent slower than asked (its frames took more than ~1 % longer
 /// than the schedule planned): achieved against requested, why, and what to do.
-fn shortfall(p: &PortReport) -> Option<String> {
+fn shortfall(p: &PortReport) -> Option<Warning> {
     if p.scheduled_time || p.stopped_early || p.planned_ns == 0 || p.frames < 2 {
         return None;
     }
@@ -874,42 +869,24 @@ fn shortfall(p: &PortReport) -> Option<String> {
         return None;
     }
     let rate = |span_ns: u64| (p.frames - 1) as f64 / (span_ns as f64 / 1e9);
-    let why = if p.late_frames > 0 {
-        format!(
-            "{} frames were handed over late (worst {}): the sender could not keep up",
-            p.late_frames,
-            duration_text(p.max_late_ns)
-        )
-    } else {
-        "the backend could not take the frames as fast as asked".to_string()
-    };
-    // The floor as the run's own hand-overs measured it says what the path paces.
-    let why = match p
-        .pacing
-        .as_ref()
-        .and_then(|c| c.observed.map(|f| (f, c.max_batch)))
-    {
-        Some((floor, batch)) => format!(
-            "{why}; the path's floor as the run measured it ({} per hand-over, {} back to \
-             back) paces at most {}",
-            duration_text(floor.handover_ns),
-            duration_text(floor.spacing_ns),
-            pps_text(floor.ceiling_pps(batch))
-        ),
-        None => why,
-    };
-    Some(format!(
-        "tx port {}: sent {} frames at {} in {}, {:.1} % of the asked {} over {}; {why} — lower \
-         the rate, give strobe more cores (--cores N, 2 or more CPUs), use afxdp:, or run on a \
-         quieter machine",
-        p.name,
-        p.frames,
-        pps_text(rate(p.elapsed_ns)),
-        duration_text(p.elapsed_ns),
-        p.planned_ns as f64 * 100.0 / p.elapsed_ns as f64,
-        pps_text(rate(p.planned_ns)),
-        duration_text(p.planned_ns),
-    ))
+    Some(Warning::RateShortfall {
+        port: p.name.clone(),
+        frames: p.frames,
+        sent_pps: rate(p.elapsed_ns),
+        asked_pps: rate(p.planned_ns),
+        elapsed_ns: p.elapsed_ns,
+        planned_ns: p.planned_ns,
+        late_frames: p.late_frames,
+        max_late_ns: p.max_late_ns,
+        // The floor as the run's own hand-overs measured it says what the path paces.
+        floor: p.pacing.as_ref().and_then(|c| {
+            c.observed.map(|f| MeasuredFloor {
+                handover_ns: f.handover_ns,
+                spacing_ns: f.spacing_ns,
+                ceiling_pps: f.ceiling_pps(c.max_batch),
+            })
+        }),
+    })
 }
 
 #[cfg(test)]
@@ -974,12 +951,16 @@ mod tests {
         let r = results(vec![flow("a", 100, Some(100)), flow("b", 100, Some(1))]);
         assert_eq!(r.warnings.len(), 1);
         assert!(
-            r.warnings[0].starts_with("100 % loss on 1 of 2 flows (a)"),
+            r.warnings[0]
+                .to_string()
+                .starts_with("100 % loss on 1 of 2 flows (a)"),
             "{}",
             r.warnings[0]
         );
         let all = results(vec![flow("a", 100, Some(100))]);
-        assert!(all.warnings[0].starts_with("100 % loss: none of the 100 frames"));
+        assert!(all.warnings[0]
+            .to_string()
+            .starts_with("100 % loss: none of the 100 frames"));
     }
 
     #[test]
@@ -993,6 +974,61 @@ mod tests {
             lines[1]
         );
         assert!(lines[2].contains(",1,10.000000,0,0,0,"), "{}", lines[2]);
+    }
+
+    #[test]
+    fn trains_csv_is_one_row_per_train_after_its_flow() {
+        let train = strobe_analyze::trains::TrainResult {
+            train: 3,
+            frames_sent: 10,
+            frames_rx: 9,
+            lost: 1,
+            duplicates: 0,
+            reordered: 0,
+            head_latency_ns: Some(1234.56),
+            dispersion_ns: Some(5000),
+            l2_bps: Some(1e6),
+            l1_bps: None,
+            second_half_l2_bps: None,
+            second_half_l1_bps: None,
+            head_run: 9,
+            tail_loss: true,
+            burst_frames: Some(4),
+            after_burst_l2_bps: None,
+            after_burst_l1_bps: Some(2.26),
+        };
+        let mut convoy = Convoy::of(&[]);
+        convoy.trains = vec![train, train];
+        let mut with_trains = flow("a,b", 10, Some(1));
+        with_trains.convoy = Some(convoy);
+        let csv = results(vec![with_trains, flow("c", 10, Some(0))]).trains_csv();
+        let row = "3,10,9,1,0,0,1234.6,5000,1000000.0,,,,9,true,4,,2.3";
+        assert_eq!(train_csv_cells(&train).join(","), row);
+        assert_eq!(
+            csv,
+            format!("flow,{TRAIN_CSV_HEADER}\n\"a,b\",{row}\n\"a,b\",{row}\n")
+        );
+    }
+
+    #[test]
+    fn csv_names_with_commas_and_quotes_read_back_through_a_csv_reader() {
+        let name = "a, \"b\" c";
+        let r = results(vec![flow(name, 10, Some(2))]);
+        let csv = r.to_csv();
+        let header = csv.lines().next().unwrap();
+        assert_eq!(
+            header,
+            "flow,id,tx_port,frames_tx,bytes_tx,frames_rx,bytes_rx,frames_rx_unique,loss,\
+             loss_pct,reordered,duplicates,late,latency_min_ns,latency_p50_ns,latency_p99_ns,\
+             latency_p99_9_ns,latency_p99_99_ns,latency_max_ns,latency_mean_ns,latency_jitter_ns"
+        );
+        let mut reader = csv::Reader::from_reader(csv.as_bytes());
+        let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        assert_eq!(records.len(), 1);
+        let row = &records[0];
+        assert_eq!(row.len(), 21);
+        assert_eq!((&row[0], &row[2]), (name, "p,1"));
+        assert_eq!((&row[3], &row[8], &row[9]), ("10", "2", "20.000000"));
     }
 
     #[test]

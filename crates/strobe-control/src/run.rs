@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use serde::Serialize;
 use strobe_engine::live::{FlowSnapshot, FlowSwitches};
 use strobe_engine::{run_scenario, PortPacing, RunReport, Tick};
-use strobe_model::Scenario;
+use strobe_model::{Scenario, Warning};
 use strobe_timing::Duration;
 
 use crate::plan::Plan;
@@ -147,7 +147,7 @@ struct LiveView {
     intervals_dropped: u64,
     /// What the engine said while the run went on (a port falling behind its schedule),
     /// and how many of them [`RunHandle::take_problems`] has handed out.
-    live_warnings: Vec<String>,
+    live_warnings: Vec<Warning>,
     live_warnings_taken: usize,
 }
 
@@ -399,7 +399,7 @@ fn steering_warnings(
     ports: &[strobe_engine::PortReport],
     steering: bool,
     lab: &strobe_lab::Lab,
-) -> Vec<String> {
+) -> Vec<Warning> {
     if !steering {
         return Vec::new();
     }
@@ -409,18 +409,12 @@ fn steering_warnings(
         .filter_map(|p| {
             let own = p.late_frames.saturating_sub(p.late_host_frames);
             let share = own as f64 / p.frames as f64;
-            (share > STEERING_LATE_SHARE).then(|| {
-                format!(
-                    "port `{}`: strobe itself handed {own} frames ({:.2} %) over late, on a lab \
-                     whose receive steering (RPS) is on: each hand-over then wakes another core \
-                     with an inter-processor interrupt, which in a virtual machine costs \
-                     microseconds and also delays the receive stamps; for paced timing and \
-                     latency bring the lab up with `strobe lab up --prefix {} --dut {} --rps off`",
-                    p.name,
-                    share * 100.0,
-                    lab.prefix,
-                    lab.dut
-                )
+            (share > STEERING_LATE_SHARE).then(|| Warning::LateOnSteeringLab {
+                port: p.name.clone(),
+                late_frames: own,
+                late_share: share,
+                lab_prefix: lab.prefix.clone(),
+                dut: lab.dut.to_string(),
             })
         })
         .collect()
@@ -509,10 +503,12 @@ impl RunHandle {
 
     /// What a user should be told about the run once it is over: why it failed, or its
     /// results' failures and warnings (a port an error stopped, a missed rate, total loss).
-    pub fn problems(&self) -> Vec<String> {
+    pub fn problems(&self) -> Vec<Warning> {
         let v = lock(&self.view);
         match (&v.error, &v.results) {
-            (Some(error), _) => vec![format!("the run failed: {error}")],
+            (Some(error), _) => vec![Warning::RunFailed {
+                error: error.to_string(),
+            }],
             (None, Some(r)) => r.failures.iter().chain(&r.warnings).cloned().collect(),
             (None, None) => Vec::new(),
         }
@@ -521,7 +517,7 @@ impl RunHandle {
     /// What the user has not been told yet, each once (a front end reports them with its
     /// next reply): the warnings said while the run goes on as they come, and
     /// [`RunHandle::problems`] when the run is over.
-    pub fn take_problems(&self) -> Vec<String> {
+    pub fn take_problems(&self) -> Vec<Warning> {
         let (over, mut told) = {
             let mut v = lock(&self.view);
             let fresh = v.live_warnings[v.live_warnings_taken..].to_vec();
@@ -741,7 +737,7 @@ pub fn port_metrics(scenario: &Scenario, flows: &[FlowMetrics]) -> Vec<PortMetri
         .map(|p| {
             let mut m = PortMetrics {
                 name: p.name.clone(),
-                location: p.location.clone(),
+                location: p.location.to_string(),
                 transmit: Transmit::Stopped,
                 counters: Counters::default(),
             };

@@ -207,7 +207,7 @@ impl Session {
     }
 
     /// What the runs have to tell, each once (see [`RunHandle::take_problems`]).
-    pub fn problems(&self) -> Vec<String> {
+    pub fn problems(&self) -> Vec<strobe_model::Warning> {
         self.runs.iter().flat_map(|r| r.take_problems()).collect()
     }
 

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use strobe_model::{quick, PortSpec, Resources, Scenario};
+use strobe_model::{quick, PortLocation, PortSpec, Resources, Scenario};
 
 use crate::plan::Pacing;
 use crate::ports::lab_up_command;
@@ -62,6 +62,32 @@ pub fn scenario_file(path: &Path) -> Result<Scenario, ControlError> {
         .map_err(|e| ControlError::BadInput(e.to_string()))
 }
 
+/// The rate an unpaced run's schedule asks for, in frames per second: far above any
+/// reachable rate, so that no deadline holds a frame back.
+pub(crate) const UNPACED_PPS: f64 = 1e12;
+
+/// The lab endpoint a `lab:` port opens on (`lab:rx…` the receive side, any other the
+/// transmit side), whose MACs its frames carry unless given; None for other ports.
+pub(crate) fn lab_endpoint(
+    port: &str,
+    lab_prefix: &str,
+) -> Result<Option<strobe_lab::Endpoint>, ControlError> {
+    let Some(side) = port.strip_prefix("lab:") else {
+        return Ok(None);
+    };
+    let lab = strobe_lab::status(lab_prefix)?.ok_or_else(|| {
+        ControlError::BadInput(format!(
+            "--port {port}: no lab `{lab_prefix}` is up: run `{}` first",
+            lab_up_command(lab_prefix)
+        ))
+    })?;
+    Ok(Some(if side.starts_with("rx") {
+        lab.rx
+    } else {
+        lab.tx
+    }))
+}
+
 /// The one-flow options: a flow as the command line describes it, and where it is received.
 #[derive(Clone, Debug, Default)]
 pub struct OneFlow {
@@ -85,19 +111,7 @@ impl OneFlow {
         unpaced: bool,
     ) -> Result<(Scenario, Pacing), ControlError> {
         let mut q = self.flow.clone();
-        if let Some(side) = q.port.strip_prefix("lab:") {
-            let lab = strobe_lab::status(lab_prefix)?.ok_or_else(|| {
-                ControlError::BadInput(format!(
-                    "--port {}: no lab `{lab_prefix}` is up: run `{}` first",
-                    q.port,
-                    lab_up_command(lab_prefix)
-                ))
-            })?;
-            let e = if side.starts_with("rx") {
-                &lab.rx
-            } else {
-                &lab.tx
-            };
+        if let Some(e) = lab_endpoint(&q.port, lab_prefix)? {
             let hex = |m: [u8; 6]| {
                 m.iter()
                     .map(|b| format!("{b:02x}"))
@@ -111,7 +125,7 @@ impl OneFlow {
             // A schedule far above any reachable rate, deadlines ignored, and a real-time
             // limit instead of a scheduled duration.
             q.unbounded = true;
-            q.rate = "1000000000000".into();
+            q.rate = UNPACED_PPS.to_string();
             let time_limit_ns = q
                 .duration
                 .take()
@@ -135,9 +149,11 @@ impl OneFlow {
                 .ports
                 .first()
                 .map_or(10_000_000_000, |p| p.speed_bps);
+            let location = PortLocation::parse(rx)
+                .map_err(|e| ControlError::BadInput(format!("port `rx` (--rx): {e}")))?;
             scenario.ports.push(PortSpec {
                 name: "rx".into(),
-                location: rx.clone(),
+                location,
                 speed_bps,
                 cores: None,
             });

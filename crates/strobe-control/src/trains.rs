@@ -15,11 +15,12 @@ use serde::{Deserialize, Serialize};
 use strobe_analyze::latency::LatencyStats;
 use strobe_analyze::trains::{Bottleneck, Convoy, Counted, TailLoss};
 use strobe_engine::RunReport;
-use strobe_model::Scenario;
+use strobe_model::{Scenario, Warning, DEFAULT_PORT_SPEED_BPS};
+use strobe_timing::{Duration, Rate};
 
-use crate::methodology::spec_flow;
+use crate::methodology::{resolve_flow, sending, spec_flow};
 use crate::plan::Pacing;
-use crate::results::{train_csv_row, TRAIN_CSV_HEADER};
+use crate::results::{csv_text, train_csv_cells, TRAIN_CSV_HEADER};
 use crate::source::OneFlow;
 use crate::text::{bps_text, duration_text};
 use crate::{ControlError, Results};
@@ -318,8 +319,8 @@ pub struct StepResult {
     #[serde(default)]
     pub train_length: String,
     /// The run's warnings and failures (a port that stopped, a missed rate, …).
-    pub warnings: Vec<String>,
-    pub failures: Vec<String>,
+    pub warnings: Vec<Warning>,
+    pub failures: Vec<Warning>,
 }
 
 /// An experiment's results.
@@ -352,8 +353,8 @@ pub struct BufferProbe {
     pub burst_bytes: Option<u64>,
     /// What it found, in words.
     pub finding: String,
-    pub warnings: Vec<String>,
-    pub failures: Vec<String>,
+    pub warnings: Vec<Warning>,
+    pub failures: Vec<Warning>,
 }
 
 impl BufferProbe {
@@ -407,7 +408,7 @@ impl BufferProbe {
 pub struct PlannedStep {
     pub step: Step,
     pub train_length: String,
-    pub warning: Option<String>,
+    pub warning: Option<Warning>,
 }
 
 impl TrainsRequest {
@@ -518,30 +519,82 @@ impl TrainsRequest {
         Ok((steps, bottleneck))
     }
 
-    /// The train flow of `step`.
-    pub fn step_flow(&self, step: &Step) -> OneFlow {
-        let mut flow = self.flow.clone();
-        flow.flow.size = step.frame_bytes.to_string();
-        flow.flow.pattern = format!(
-            "train:{}x{}/{}ns",
-            step.trains, step.frames_per_train, step.gap_ns
-        );
-        flow.flow.count = None;
-        flow.flow.duration = None;
-        flow
+    /// The request's flows, resolved into the model once per frame size as steps ask.
+    pub(crate) fn flows(&self) -> TrainFlows<'_> {
+        TrainFlows {
+            request: self,
+            sized: Vec::new(),
+        }
+    }
+}
+
+/// A request's flow resolved into the model once per frame size (its ports, addresses and
+/// UDP flow parsed and checked there, with that size); each step sets its trains, and each
+/// baseline its rate and length, on it as numbers.
+pub(crate) struct TrainFlows<'a> {
+    request: &'a TrainsRequest,
+    sized: Vec<(u32, Scenario)>,
+}
+
+impl TrainFlows<'_> {
+    /// The flow with frames of `frame_bytes`, resolved (its schedule a placeholder).
+    fn resolved(&mut self, frame_bytes: u32) -> Result<&Scenario, ControlError> {
+        let at = match self.sized.iter().position(|(b, _)| *b == frame_bytes) {
+            Some(at) => at,
+            None => {
+                let mut flow = self.request.flow.clone();
+                flow.flow.size = frame_bytes.to_string();
+                let resolved = resolve_flow(&flow, &self.request.lab_prefix)?;
+                self.sized.push((frame_bytes, resolved));
+                self.sized.len() - 1
+            }
+        };
+        Ok(&self.sized[at].1)
+    }
+
+    /// The train flow of `step`: its trains of frames back to back at the port's line rate,
+    /// `gap_ns` apart.
+    pub(crate) fn step(&mut self, step: &Step) -> Result<(Scenario, Pacing), ControlError> {
+        let scenario = sending(
+            self.resolved(step.frame_bytes)?,
+            Rate::L1BitsPerSec(DEFAULT_PORT_SPEED_BPS as f64),
+            Duration::Bursts {
+                bursts: step.trains,
+                packets: step.frames_per_train,
+                inter_burst_gap_ns: step.gap_ns,
+            },
+        )?;
+        Ok((scenario, Pacing::Scheduled))
     }
 
     /// The baseline of `step`: a constant-rate flow of the same frames at the heads' rate
-    /// (one frame per train and gap), as many frames as there are trains.
-    pub fn baseline_flow(&self, step: &Step) -> (OneFlow, f64) {
+    /// (one frame per train and gap), as many frames as there are trains; with that rate.
+    pub(crate) fn baseline(
+        &mut self,
+        step: &Step,
+    ) -> Result<(Scenario, Pacing, f64), ControlError> {
         let pps = 1e9 / step.gap_ns as f64;
-        let mut flow = self.flow.clone();
-        flow.flow.size = step.frame_bytes.to_string();
-        flow.flow.pattern = "cbr".into();
-        flow.flow.rate = format!("{pps:.3}");
-        flow.flow.count = Some(step.trains.max(2));
-        flow.flow.duration = None;
-        (flow, pps)
+        let scenario = sending(
+            self.resolved(step.frame_bytes)?,
+            Rate::Pps(pps),
+            Duration::Packets(step.trains.max(2)),
+        )?;
+        // The model's own line-rate check, with what a convoy's user can change.
+        for (flow, port) in scenario.flows.iter().zip(&scenario.ports) {
+            if let Some(excess) = strobe_model::line_rate_excess(
+                &flow.schedule,
+                &flow.size,
+                "the port",
+                port.speed_bps,
+            ) {
+                return Err(ControlError::BadInput(format!(
+                    "--baseline sends one frame per train gap of {}: {excess} — lengthen \
+                     --gap, or leave --baseline out",
+                    duration_text(step.gap_ns)
+                )));
+            }
+        }
+        Ok((scenario, Pacing::Scheduled, pps))
     }
 }
 
@@ -554,7 +607,7 @@ fn train_length(
     probe: Option<&BufferProbe>,
     frame_bytes: u32,
     given: Option<u64>,
-) -> Result<(u64, String, Option<String>), ControlError> {
+) -> Result<(u64, String, Option<Warning>), ControlError> {
     let fits = bottleneck.and_then(|b| Some((b, b.fits_frames(frame_bytes)?)));
     let measured = probe.filter(|p| p.buffer_bytes.is_some());
     let holds = |b: &Bottleneck, fits: u64| match measured {
@@ -574,11 +627,11 @@ fn train_length(
         (Some(n), Some((b, fits))) if n > fits => Ok((
             n,
             format!("{n} frames, as given"),
-            Some(format!(
-                "trains of {n} frames overflow the bottleneck: {}; expect the tails of the \
-                 trains lost (run with --frames {fits} or fewer, or leave --frames out)",
-                holds(b, fits)
-            )),
+            Some(Warning::TrainsOverflowBuffer {
+                frames: n,
+                fitting_frames: fits,
+                buffer: holds(b, fits),
+            }),
         )),
         (Some(n), _) => Ok((n, format!("{n} frames, as given"), None)),
         (None, Some((b, fits))) => {
@@ -624,24 +677,18 @@ fn probe_shape(step: &Step) -> String {
 }
 
 /// What a convoy's tail loss means, for its warnings.
-fn tail_loss_warning(t: &TailLoss, trains: usize, frame_bytes: u32) -> String {
-    let burst = t.burst_frames_median.map_or(String::new(), |b| {
-        format!(", of which {b:.0} arrived at once (a bucket's burst)")
-    });
-    format!(
-        "{} of {trains} trains lost their tails ({} frames): the bottleneck let {:.0} frames \
-         (median; fewest {}) through back to back from each train's head, then dropped the \
-         rest: it buffers about {} bytes of {frame_bytes}-byte frames{burst}. Trains of at \
-         most {} frames fit (--frames {}); the loss counts the overflow, not the path, while \
-         the bandwidth past the burst still reads the bottleneck's rate",
-        t.trains,
-        t.frames_lost,
-        t.frames_through_median,
-        t.frames_through_min,
-        t.buffer_bytes,
-        t.fits_frames,
-        t.fits_frames
-    )
+fn tail_loss_warning(t: &TailLoss, trains: usize, frame_bytes: u32) -> Warning {
+    Warning::TailLoss {
+        trains_lost: t.trains,
+        trains,
+        frames_lost: t.frames_lost,
+        through_median: t.frames_through_median,
+        through_fewest: t.frames_through_min,
+        buffer_bytes: t.buffer_bytes,
+        frame_bytes,
+        burst_median: t.burst_frames_median,
+        fitting_frames: t.fits_frames,
+    }
 }
 
 /// The bottleneck of a flow sent from a `lab:` port through the lab's tbf shaper.
@@ -673,6 +720,7 @@ pub fn run_experiment<E: From<ControlError>>(
     mut runner: impl FnMut(&str, Scenario, Pacing) -> Result<(Scenario, RunReport), E>,
 ) -> Result<TrainsReport, E> {
     let (mut steps, mut bottleneck) = request.plan()?;
+    let mut flows = request.flows();
     let mut buffer_probe = None;
     if let Some((step, b)) = request
         .probe_step(bottleneck.as_ref())
@@ -687,9 +735,7 @@ pub fn run_experiment<E: From<ControlError>>(
                 buffer_probe: None,
             });
         }
-        let (scenario, pacing) = request
-            .step_flow(&step)
-            .scenario(&request.lab_prefix, false)?;
+        let (scenario, pacing) = flows.step(&step)?;
         let label = format!("measuring the buffer: {}", probe_shape(&step));
         let (scenario, run) = runner(&label, scenario, pacing)?;
         let results = Results::new(&scenario, &run, None);
@@ -716,9 +762,7 @@ pub fn run_experiment<E: From<ControlError>>(
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let (scenario, pacing) = request
-            .step_flow(&step)
-            .scenario(&request.lab_prefix, false)?;
+        let (scenario, pacing) = flows.step(&step)?;
         let label = format!(
             "{}, {} trains {} apart",
             step.label(),
@@ -729,7 +773,7 @@ pub fn run_experiment<E: From<ControlError>>(
         let results = Results::new(&scenario, &run, None);
         let flow = results.flows.first();
         let convoy = flow.and_then(|f| f.convoy.clone());
-        let mut warnings: Vec<String> = warning.into_iter().collect();
+        let mut warnings: Vec<Warning> = warning.into_iter().collect();
         if let Some(t) = convoy
             .as_ref()
             .and_then(|c| c.tail_loss.as_ref().map(|t| (c, t)))
@@ -750,8 +794,7 @@ pub fn run_experiment<E: From<ControlError>>(
             failures: results.failures.clone(),
         };
         if request.baseline && !stop.load(Ordering::Relaxed) {
-            let (flow, rate_pps) = request.baseline_flow(&step);
-            let (scenario, pacing) = flow.scenario(&request.lab_prefix, false)?;
+            let (scenario, pacing, rate_pps) = flows.baseline(&step)?;
             let label = format!("baseline: {} at {rate_pps:.0} pps", step.frame_bytes);
             let (scenario, run) = runner(&label, scenario, pacing)?;
             let base = Results::new(&scenario, &run, None);
@@ -765,10 +808,10 @@ pub fn run_experiment<E: From<ControlError>>(
             }
             result
                 .warnings
-                .extend(base.warnings.iter().map(|w| format!("baseline: {w}")));
+                .extend(base.warnings.iter().cloned().map(Warning::of_baseline));
             result
                 .failures
-                .extend(base.failures.iter().map(|w| format!("baseline: {w}")));
+                .extend(base.failures.iter().cloned().map(Warning::of_baseline));
         }
         report.steps.push(result);
     }
@@ -778,21 +821,22 @@ pub fn run_experiment<E: From<ControlError>>(
 impl TrainsReport {
     /// Every step's trains as CSV, one row per train, the step's shape in front.
     pub fn trains_csv(&self) -> String {
-        use std::fmt::Write as _;
-        let mut out = format!("frame_bytes,frames_per_train,gap_ns,{TRAIN_CSV_HEADER}\n");
-        for s in &self.steps {
-            for t in s.convoy.iter().flat_map(|c| &c.trains) {
-                let _ = writeln!(
-                    out,
-                    "{},{},{},{}",
-                    s.step.frame_bytes,
-                    s.step.frames_per_train,
-                    s.step.gap_ns,
-                    train_csv_row(t)
-                );
-            }
-        }
-        out
+        let header: Vec<&str> = ["frame_bytes", "frames_per_train", "gap_ns"]
+            .into_iter()
+            .chain(TRAIN_CSV_HEADER.split(','))
+            .collect();
+        let rows = self.steps.iter().flat_map(|s| {
+            s.convoy.iter().flat_map(|c| &c.trains).map(|t| {
+                [
+                    s.step.frame_bytes.to_string(),
+                    s.step.frames_per_train.to_string(),
+                    s.step.gap_ns.to_string(),
+                ]
+                .into_iter()
+                .chain(train_csv_cells(t))
+            })
+        });
+        csv_text(&header, rows)
     }
 }
 
@@ -853,7 +897,8 @@ mod tests {
         let (steps, _) = r.plan().unwrap();
         let steps: Vec<Step> = steps.into_iter().map(|s| s.step).collect();
         assert_eq!(steps[1].frames_per_train, 50);
-        let (scenario, pacing) = r.step_flow(&steps[1]).scenario("strobe", false).unwrap();
+        let mut flows = r.flows();
+        let (scenario, pacing) = flows.step(&steps[1]).unwrap();
         assert_eq!(pacing, Pacing::Scheduled);
         match scenario.flows[0].schedule.duration {
             strobe_timing::Duration::Bursts {
@@ -864,13 +909,89 @@ mod tests {
             ref other => panic!("{other:?}"),
         }
         assert_eq!(scenario.flows[0].rx_ports, ["rx"]);
-        let (flow, pps) = r.baseline_flow(&steps[1]);
+        let (scenario, _, pps) = flows.baseline(&steps[1]).unwrap();
         assert_eq!(pps, 500.0);
-        let (scenario, _) = flow.scenario("strobe", false).unwrap();
         assert_eq!(
             scenario.flows[0].schedule.duration,
             strobe_timing::Duration::Packets(20)
         );
+    }
+
+    /// Each step sets its trains, and each baseline its rate and length, on the flow resolved
+    /// once per frame size; the scenario is the one the command-line text
+    /// (`--size N --pattern train:TxF/Gns`, `--size N --pattern cbr --rate PPS --count N`)
+    /// made before, and so is the error of a baseline faster than the port.
+    #[test]
+    fn steps_set_trains_and_rates_on_the_typed_flow_as_the_text_did() {
+        let by_text = |r: &TrainsRequest, step: &Step, baseline: bool| {
+            let mut flow = r.flow.clone();
+            flow.flow.size = step.frame_bytes.to_string();
+            flow.flow.duration = None;
+            if baseline {
+                flow.flow.pattern = "cbr".into();
+                flow.flow.rate = format!("{:.3}", 1e9 / step.gap_ns as f64);
+                flow.flow.count = Some(step.trains.max(2));
+            } else {
+                flow.flow.pattern = format!(
+                    "train:{}x{}/{}ns",
+                    step.trains, step.frames_per_train, step.gap_ns
+                );
+                flow.flow.count = None;
+            }
+            flow.scenario(&r.lab_prefix, false)
+                .map(|(scenario, pacing)| (format!("{scenario:?}"), pacing))
+                .map_err(|e| e.to_string())
+        };
+        let mut r = request(Experiment::FrameSizes(vec![64, 1518, 512]));
+        r.gap_ns = Some(1_600_000);
+        let (steps, _) = r.plan().unwrap();
+        let mut flows = r.flows();
+        for PlannedStep { step, .. } in &steps {
+            let (scenario, pacing) = flows.step(step).unwrap();
+            assert_eq!(
+                Ok((format!("{scenario:?}"), pacing)),
+                by_text(&r, step, false),
+                "{step:?}"
+            );
+            let (scenario, pacing, pps) = flows.baseline(step).unwrap();
+            assert_eq!(pps, 625.0);
+            assert_eq!(
+                Ok((format!("{scenario:?}"), pacing)),
+                by_text(&r, step, true),
+                "{step:?}"
+            );
+        }
+        // Resolved once per size, however many steps send it.
+        assert_eq!(flows.sized.len(), 3);
+        // The 64-byte frames carry the trailer too, and each size its own frames.
+        assert_eq!(
+            flows
+                .sized
+                .iter()
+                .map(|(b, s)| (*b, s.flows[0].size.mean(), s.flows[0].metrics.instrument))
+                .collect::<Vec<_>>(),
+            [(64, 64.0, true), (1518, 1518.0, true), (512, 512.0, true)]
+        );
+        // Baselines faster than the port: refused as the text was, whatever the
+        // suggested port.
+        for (frame_bytes, gap_ns) in [(1518, 1_000), (64, 10), (64, 1), (1518, 1)] {
+            let step = Step {
+                frame_bytes,
+                trains: 5,
+                frames_per_train: 10,
+                gap_ns,
+            };
+            let typed = flows.baseline(&step).map(|_| ()).map_err(|e| e.to_string());
+            let text = by_text(&r, &step, true).map(|_| ());
+            assert!(text.is_err(), "{frame_bytes} B every {gap_ns} ns");
+            let why = typed.unwrap_err();
+            assert!(
+                why.starts_with("--baseline sends one frame per train gap")
+                    && why.contains("above the port's line rate of 10 Gbit/s")
+                    && why.ends_with("lengthen --gap, or leave --baseline out"),
+                "{why}"
+            );
+        }
     }
 
     #[test]
@@ -944,7 +1065,7 @@ mod tests {
         r.frames_per_train = Some(100);
         let (steps, _) = r.plan().unwrap();
         assert_eq!(steps[0].step.frames_per_train, 100);
-        let warning = steps[0].warning.clone().unwrap();
+        let warning = steps[0].warning.clone().unwrap().to_string();
         assert!(warning.contains("--frames 45 or fewer"), "{warning}");
         // A frame-size sweep fits each size on its own.
         r.frames_per_train = None;

@@ -16,9 +16,12 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use strobe_analyze::latency::LatencyStats;
-use strobe_model::Scenario;
+use strobe_model::{warning_texts, Scenario, Warning};
+use strobe_timing::{Duration, Rate};
 
-use crate::methodology::{sleep_unless_stopped, spec_flow, unless_stopped};
+use crate::methodology::{resolve_flow, sending, sleep_unless_stopped, spec_flow, unless_stopped};
+use crate::plan::Pacing;
+use crate::results::csv_text;
 use crate::rfc2544::{TrialRun, TrialRunner};
 use crate::source::OneFlow;
 use crate::text::{bps_text, duration_text};
@@ -318,8 +321,8 @@ pub struct Measured {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     pub pass: bool,
-    /// Each criterion that failed, in words.
-    pub failed: Vec<String>,
+    /// Each criterion that failed, with its figures.
+    pub failed: Vec<Warning>,
 }
 
 /// One configuration step of one service.
@@ -328,7 +331,7 @@ pub struct StepResult {
     pub step: StepKind,
     pub measured: Measured,
     pub verdict: Verdict,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// One service's results.
@@ -357,22 +360,67 @@ pub struct Y1564Report {
     pub failure: Option<String>,
 }
 
-/// The flow of `service` at `bps`, sending for `ns`.
-fn service_flow(request: &Y1564Request, service: &Service, bps: f64, ns: u64) -> OneFlow {
+/// Each service's flow, resolved into the model the first time a step sends it (its UDP flow
+/// and frame size, text the user gave, parsed and checked there, once); every step then sets
+/// its rate and length on it as numbers.
+struct ServiceFlows<'a> {
+    request: &'a Y1564Request,
+    resolved: Vec<Option<Scenario>>,
+}
+
+impl<'a> ServiceFlows<'a> {
+    fn new(request: &'a Y1564Request) -> Self {
+        ServiceFlows {
+            request,
+            resolved: vec![None; request.services.len()],
+        }
+    }
+
+    /// Service `k`'s flow, resolved.
+    fn resolved(&mut self, k: usize) -> Result<&Scenario, ControlError> {
+        let request = self.request;
+        let slot = &mut self.resolved[k];
+        let scenario = match slot.take() {
+            Some(scenario) => scenario,
+            None => service_flow(request, &request.services[k])?,
+        };
+        Ok(slot.insert(scenario))
+    }
+
+    /// Service `k`'s flow at `bps` (layer 1), sending for `ns`.
+    fn step(&mut self, k: usize, bps: f64, ns: u64) -> Result<(Scenario, Pacing), ControlError> {
+        service_step(self.resolved(k)?, bps, ns)
+    }
+}
+
+/// The flow of `service`, resolved into the model (its rate and length a placeholder).
+fn service_flow(request: &Y1564Request, service: &Service) -> Result<Scenario, ControlError> {
     let mut flow = request.flow.clone();
     flow.flow.udp = Some(service.udp.clone());
     flow.flow.size = service.size.clone();
-    flow.flow.rate = format!("{bps:.0}bps");
-    flow.flow.duration = Some(format!("{ns}ns"));
-    flow
+    resolve_flow(&flow, &request.lab_prefix)
+}
+
+/// A service's resolved flow at `bps` (layer 1), sending for `ns`, paced.
+fn service_step(
+    resolved: &Scenario,
+    bps: f64,
+    ns: u64,
+) -> Result<(Scenario, Pacing), ControlError> {
+    let scenario = sending(
+        resolved,
+        Rate::L1BitsPerSec(bps),
+        Duration::Seconds(ns as f64 / 1e9),
+    )?;
+    Ok((scenario, Pacing::Scheduled))
 }
 
 /// One scenario sending every service's flow at once (the performance test).
-fn all_services(request: &Y1564Request) -> Result<Scenario, ControlError> {
+fn all_services(flows: &mut ServiceFlows) -> Result<Scenario, ControlError> {
+    let request = flows.request;
     let mut merged: Option<Scenario> = None;
     for (k, s) in request.services.iter().enumerate() {
-        let (scenario, _) = service_flow(request, s, s.cir_bps, request.performance_ns)
-            .scenario(&request.lab_prefix, false)?;
+        let (scenario, _) = flows.step(k, s.cir_bps, request.performance_ns)?;
         match &mut merged {
             None => {
                 let mut scenario = scenario;
@@ -434,39 +482,36 @@ fn measured(results: &Results, flow: usize, offered_bps: f64, mean_bytes: f64) -
 /// Judges `m` as `step` (None: the performance test) of `s`.
 fn judge(s: &Service, step: Option<StepKind>, m: &Measured, tolerance: f64) -> Verdict {
     let mut failed = Vec::new();
-    let ir_at_least = |want: f64, what: &str, failed: &mut Vec<String>| {
+    let ir_at_least = |want: f64, what: &str, failed: &mut Vec<Warning>| {
         if m.ir_bps < want * (1.0 - tolerance) {
-            failed.push(format!(
-                "IR {} below {what} {}",
-                bps_text(m.ir_bps),
-                bps_text(want)
-            ));
+            failed.push(Warning::RateBelow {
+                ir_bps: m.ir_bps,
+                against: what.to_string(),
+                want_bps: want,
+            });
         }
     };
-    let delay_and_loss = |failed: &mut Vec<String>| {
+    let delay_and_loss = |failed: &mut Vec<Warning>| {
         if m.flr > s.max_flr {
-            failed.push(format!(
-                "FLR {:.4} % above {:.4} %",
-                m.flr * 100.0,
-                s.max_flr * 100.0
-            ));
+            failed.push(Warning::LossAbove {
+                flr: m.flr,
+                max_flr: s.max_flr,
+            });
         }
         match m.ftd {
-            Some(ftd) if ftd.mean_ns > s.max_ftd_ns as f64 => failed.push(format!(
-                "FTD {} above {}",
-                duration_text(ftd.mean_ns as u64),
-                duration_text(s.max_ftd_ns)
-            )),
-            None => failed.push("no frame delay measured (nothing arrived)".into()),
+            Some(ftd) if ftd.mean_ns > s.max_ftd_ns as f64 => failed.push(Warning::DelayAbove {
+                ftd_ns: ftd.mean_ns as u64,
+                max_ns: s.max_ftd_ns,
+            }),
+            None => failed.push(Warning::NoDelayMeasured),
             _ => {}
         }
         if let Some(fdv) = m.fdv_ns {
             if fdv > s.max_fdv_ns as f64 {
-                failed.push(format!(
-                    "FDV {} above {}",
-                    duration_text(fdv as u64),
-                    duration_text(s.max_fdv_ns)
-                ));
+                failed.push(Warning::DelayVariationAbove {
+                    fdv_ns: fdv as u64,
+                    max_ns: s.max_fdv_ns,
+                });
             }
         }
     };
@@ -487,11 +532,10 @@ fn judge(s: &Service, step: Option<StepKind>, m: &Measured, tolerance: f64) -> V
             ir_at_least(s.cir_bps, "the CIR", &mut failed);
             let most = s.cir_bps + s.eir_bps;
             if m.ir_bps > most * (1.0 + tolerance) {
-                failed.push(format!(
-                    "IR {} above CIR + EIR {}: not policed",
-                    bps_text(m.ir_bps),
-                    bps_text(most)
-                ));
+                failed.push(Warning::NotPoliced {
+                    ir_bps: m.ir_bps,
+                    most_bps: most,
+                });
             }
         }
     }
@@ -561,6 +605,7 @@ pub fn run_y1564<R: TrialRunner>(
         .map(|s| steps_of(request, s).len())
         .sum();
     let mut done = 0;
+    let mut flows = ServiceFlows::new(request);
     if request.tests.contains(&Y1564Test::Configuration) {
         'services: for (k, s) in request.services.iter().enumerate() {
             let steps = steps_of(request, s);
@@ -575,8 +620,7 @@ pub fn run_y1564<R: TrialRunner>(
                     step_name(step),
                     bps_text(bps)
                 );
-                let (scenario, pacing) = service_flow(request, s, bps, request.step_ns)
-                    .scenario(&request.lab_prefix, false)?;
+                let (scenario, pacing) = flows.step(k, bps, request.step_ns)?;
                 let mean_bytes = scenario.flows.first().map_or(0.0, |f| f.size.mean());
                 let ran = runner.run(TrialRun {
                     what: label,
@@ -594,7 +638,7 @@ pub fn run_y1564<R: TrialRunner>(
                 }
                 let results = Results::new(&scenario, &run, None);
                 if !results.failures.is_empty() {
-                    report.failure = Some(results.failures.join("; "));
+                    report.failure = Some(warning_texts(&results.failures).join("; "));
                     break 'services;
                 }
                 let m = measured(&results, 0, bps, mean_bytes);
@@ -612,7 +656,7 @@ pub fn run_y1564<R: TrialRunner>(
         }
     }
     if request.tests.contains(&Y1564Test::Performance) && !stopped() && report.failure.is_none() {
-        let scenario = all_services(request)?;
+        let scenario = all_services(&mut flows)?;
         let means: Vec<f64> = scenario.flows.iter().map(|f| f.size.mean()).collect();
         let label = format!(
             "performance: {} services at their CIR for {}",
@@ -623,7 +667,7 @@ pub fn run_y1564<R: TrialRunner>(
             what: label,
             progress: String::new(),
             scenario,
-            pacing: crate::plan::Pacing::Scheduled,
+            pacing: Pacing::Scheduled,
             drain_ns: request.wait_ns,
             learning: false,
         });
@@ -637,7 +681,7 @@ pub fn run_y1564<R: TrialRunner>(
                     report.services[k].performance = Some(m);
                 }
             } else {
-                report.failure = Some(results.failures.join("; "));
+                report.failure = Some(warning_texts(&results.failures).join("; "));
             }
         }
     }
@@ -657,28 +701,41 @@ pub fn run_y1564<R: TrialRunner>(
 impl Y1564Report {
     /// Every step and performance result as CSV, one row each.
     pub fn csv(&self) -> String {
-        use std::fmt::Write as _;
-        let mut out = String::from(
-            "service,test,step,offered_bps,ir_bps,frames_tx,frames_lost,flr_pct,ftd_min_ns,\
-             ftd_mean_ns,ftd_max_ns,fdv_ns,pass,failed\n",
-        );
+        const HEADER: [&str; 14] = [
+            "service",
+            "test",
+            "step",
+            "offered_bps",
+            "ir_bps",
+            "frames_tx",
+            "frames_lost",
+            "flr_pct",
+            "ftd_min_ns",
+            "ftd_mean_ns",
+            "ftd_max_ns",
+            "fdv_ns",
+            "pass",
+            "failed",
+        ];
+        let mut rows: Vec<[String; 14]> = Vec::new();
         let mut row = |service: &str, test: &str, step: &str, m: &Measured, v: &Verdict| {
             let f = |x: Option<f64>| x.map(|v| format!("{v:.1}")).unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "{service},{test},{step},{:.0},{:.0},{},{},{:.6},{},{},{},{},{},\"{}\"",
-                m.offered_bps,
-                m.ir_bps,
-                m.frames_tx,
-                m.frames_lost,
-                m.flr * 100.0,
+            rows.push([
+                service.to_string(),
+                test.to_string(),
+                step.to_string(),
+                format!("{:.0}", m.offered_bps),
+                format!("{:.0}", m.ir_bps),
+                m.frames_tx.to_string(),
+                m.frames_lost.to_string(),
+                format!("{:.6}", m.flr * 100.0),
                 f(m.ftd.map(|l| l.min_ns)),
                 f(m.ftd.map(|l| l.mean_ns)),
                 f(m.ftd.map(|l| l.max_ns)),
                 f(m.fdv_ns),
-                v.pass,
-                v.failed.join("; ").replace('"', "'")
-            );
+                v.pass.to_string(),
+                warning_texts(&v.failed).join("; "),
+            ]);
         };
         for s in &self.services {
             for st in &s.configuration {
@@ -694,7 +751,7 @@ impl Y1564Report {
                 row(&s.service.name, "performance", "CIR", m, v);
             }
         }
-        out
+        csv_text(&HEADER, rows)
     }
 }
 
@@ -768,8 +825,14 @@ mod tests {
             0.02,
         );
         assert!(!v.pass);
-        assert!(v.failed.iter().any(|f| f.starts_with("IR")), "{v:?}");
-        assert!(v.failed.iter().any(|f| f.starts_with("FLR")), "{v:?}");
+        assert!(
+            v.failed.iter().any(|f| f.to_string().starts_with("IR")),
+            "{v:?}"
+        );
+        assert!(
+            v.failed.iter().any(|f| f.to_string().starts_with("FLR")),
+            "{v:?}"
+        );
         // A generator that fell 3 % behind (a busy machine): the device forwarded all it
         // was given, which is what it is judged on.
         let behind = Measured {
@@ -784,17 +847,21 @@ mod tests {
         };
         let v = judge(&s, Some(StepKind::Cir(100.0)), &short, 0.02);
         assert!(
-            v.failed[0].contains("below what the generator sent 38.800 Mbit/s"),
+            v.failed[0]
+                .to_string()
+                .contains("below what the generator sent 38.800 Mbit/s"),
             "{v:?}"
         );
         let slow = stats(20e6, 5e5, 8e6);
         let v = judge(&s, None, &m(40e6, 40e6, 0, slow), 0.02);
         assert_eq!(v.failed.len(), 2, "{v:?}");
         assert!(
-            v.failed[0].starts_with("FTD 20.000 ms above 10.000 ms"),
+            v.failed[0]
+                .to_string()
+                .starts_with("FTD 20.000 ms above 10.000 ms"),
             "{v:?}"
         );
-        assert!(v.failed[1].starts_with("FDV"), "{v:?}");
+        assert!(v.failed[1].to_string().starts_with("FDV"), "{v:?}");
     }
 
     #[test]
@@ -819,10 +886,16 @@ mod tests {
         assert!(v.pass, "{v:?}");
         // Not policed: everything came through.
         let v = judge(&s, Some(StepKind::Policing), &m(75e6, 75e6, 0, lossy), 0.02);
-        assert!(!v.pass && v.failed[0].contains("not policed"), "{v:?}");
+        assert!(
+            !v.pass && v.failed[0].to_string().contains("not policed"),
+            "{v:?}"
+        );
         // Below the CIR.
         let v = judge(&s, Some(StepKind::CirEir), &m(60e6, 30e6, 0, lossy), 0.02);
-        assert!(!v.pass && v.failed[0].contains("below the CIR"), "{v:?}");
+        assert!(
+            !v.pass && v.failed[0].to_string().contains("below the CIR"),
+            "{v:?}"
+        );
     }
 
     #[test]
@@ -847,6 +920,100 @@ mod tests {
         let kinds: Vec<StepKind> = steps_of(&r, &no_eir).iter().map(|x| x.0).collect();
         assert_eq!(kinds.last(), Some(&StepKind::Policing));
         assert!(!kinds.contains(&StepKind::CirEir));
+    }
+
+    /// Each step sets its rate and length on the service's flow, resolved once; the scenario
+    /// is the one the command-line text (`--udp … --size … --rate NNNbps --duration NNNns`)
+    /// made before, the performance test's too, and a service's bad text is refused as it
+    /// was.
+    #[test]
+    fn steps_set_rate_and_length_on_the_typed_flow_as_the_text_did() {
+        let spec = |services: Vec<ServiceSpec>| Y1564Spec {
+            port: "null".into(),
+            rx: "null".into(),
+            services,
+            ..Y1564Spec::default()
+        };
+        let r = spec(vec![
+            ServiceSpec {
+                name: "data".into(),
+                size: "512".into(),
+                cir: "40mbit".into(),
+                eir: "20mbit".into(),
+                ..ServiceSpec::default()
+            },
+            ServiceSpec {
+                name: "voice".into(),
+                udp: "198.18.0.1:1001-198.18.1.1:2001".into(),
+                size: "imix".into(),
+                cir: "5mbit".into(),
+                ..ServiceSpec::default()
+            },
+        ])
+        .request("strobe")
+        .unwrap();
+        let by_text = |r: &Y1564Request, s: &Service, bps: f64, ns: u64| {
+            let mut flow = r.flow.clone();
+            flow.flow.udp = Some(s.udp.clone());
+            flow.flow.size = s.size.clone();
+            flow.flow.rate = format!("{bps:.0}bps");
+            flow.flow.duration = Some(format!("{ns}ns"));
+            flow.scenario(&r.lab_prefix, false)
+                .map(|(scenario, pacing)| (format!("{scenario:?}"), pacing))
+                .map_err(|e| e.to_string())
+        };
+        let mut flows = ServiceFlows::new(&r);
+        for (k, s) in r.services.iter().enumerate() {
+            for (_, bps) in steps_of(&r, s) {
+                let (scenario, pacing) = flows.step(k, bps, r.step_ns).unwrap();
+                assert_eq!(
+                    Ok((format!("{scenario:?}"), pacing)),
+                    by_text(&r, s, bps, r.step_ns),
+                    "{} at {bps}",
+                    s.name
+                );
+            }
+        }
+        // The performance test: every service at its CIR, one flow each.
+        let merged = all_services(&mut flows).unwrap();
+        let mut by_text_merged = Vec::new();
+        for (k, s) in r.services.iter().enumerate() {
+            let mut flow = r.flow.clone();
+            flow.flow.udp = Some(s.udp.clone());
+            flow.flow.size = s.size.clone();
+            flow.flow.rate = format!("{:.0}bps", s.cir_bps);
+            flow.flow.duration = Some(format!("{}ns", r.performance_ns));
+            let (scenario, _) = flow.scenario(&r.lab_prefix, false).unwrap();
+            let mut f = scenario.flows[0].clone();
+            f.name = s.name.clone();
+            f.id = k as u16;
+            by_text_merged.push(format!("{f:?}"));
+        }
+        let typed: Vec<String> = merged.flows.iter().map(|f| format!("{f:?}")).collect();
+        assert_eq!(typed, by_text_merged);
+        assert_eq!(merged.ports.len(), 2);
+        // A service's UDP flow or frame size the model refuses: the same message.
+        for bad in [
+            ServiceSpec {
+                udp: "198.18.0.1-198.18.1.1".into(),
+                cir: "1mbit".into(),
+                ..ServiceSpec::default()
+            },
+            ServiceSpec {
+                size: "huge".into(),
+                cir: "1mbit".into(),
+                ..ServiceSpec::default()
+            },
+        ] {
+            let r = spec(vec![bad]).request("strobe").unwrap();
+            let typed = ServiceFlows::new(&r)
+                .step(0, 1e6, r.step_ns)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            let text = by_text(&r, &r.services[0], 1e6, r.step_ns).map(|_| ());
+            assert!(text.is_err());
+            assert_eq!(typed, text);
+        }
     }
 
     #[test]
@@ -886,5 +1053,47 @@ mod tests {
         let r = spec.request("lab").unwrap();
         assert_eq!((r.step_ns, r.services[0].max_flr), (2_000_000_000, 0.001));
         assert!(serde_json::from_str::<Y1564Spec>(r#"{"servicez": []}"#).is_err());
+    }
+
+    #[test]
+    fn the_csv_has_a_row_per_step_and_keeps_the_failed_criteria_whole() {
+        let s = service();
+        let measured = m(40e6, 35e6, 3, stats(1e6, 5e5, 2e6));
+        let verdict = judge(&s, Some(StepKind::Cir(100.0)), &measured, 0.02);
+        assert!(verdict.failed.len() >= 2, "{verdict:?}");
+        let report = Y1564Report {
+            tests: vec![Y1564Test::Configuration],
+            step_ns: 1_000_000_000,
+            performance_ns: 0,
+            ir_tolerance: 0.02,
+            services: vec![ServiceResult {
+                service: Service {
+                    name: "data, \"gold\"".into(),
+                    ..s
+                },
+                configuration: vec![StepResult {
+                    step: StepKind::Cir(100.0),
+                    measured,
+                    verdict: verdict.clone(),
+                    warnings: Vec::new(),
+                }],
+                configuration_pass: Some(false),
+                performance: None,
+                performance_verdict: None,
+            }],
+            pass: false,
+            elapsed_ns: 0,
+            interrupted: false,
+            failure: None,
+        };
+        let text = report.csv();
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        assert_eq!(reader.headers().unwrap().len(), 14);
+        let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        assert_eq!(rows.len(), 1, "{text}");
+        assert_eq!(&rows[0][0], "data, \"gold\"");
+        assert_eq!(&rows[0][1], "configuration");
+        assert_eq!(&rows[0][12], "false");
+        assert_eq!(rows[0][13], warning_texts(&verdict.failed).join("; "));
     }
 }

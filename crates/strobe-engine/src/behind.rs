@@ -12,8 +12,7 @@
 //! [`WINDOW_NS`] in a row, and be above [`MIN_BEHIND_NS`].
 
 use crate::port_floor::PortPacing;
-use crate::text::duration_text;
-use crate::text::pps_text;
+use strobe_model::Warning;
 
 /// Length of one window the lag's growth is judged over.
 pub const WINDOW_NS: u64 = 100_000_000;
@@ -71,7 +70,7 @@ impl BehindWatch {
 
     /// Takes each worker's lag `elapsed_ns` into the run; returns what to tell the user now
     /// (at most once per worker).
-    pub fn observe(&mut self, elapsed_ns: u64, behind_ns: &[u64]) -> Vec<String> {
+    pub fn observe(&mut self, elapsed_ns: u64, behind_ns: &[u64]) -> Vec<Warning> {
         let mut told = Vec::new();
         for (w, &behind) in self.workers.iter_mut().zip(behind_ns) {
             let Some((start, start_behind)) = w.window_start else {
@@ -101,40 +100,17 @@ impl BehindWatch {
 }
 
 impl Watched {
-    fn message(&self, elapsed_ns: u64, behind_ns: u64) -> String {
+    fn message(&self, elapsed_ns: u64, behind_ns: u64) -> Warning {
         // The lag is read when hand-overs start, not at the windows' edges: bounded.
-        let lost = (self.lost_ns as f64 / self.over_ns.max(1) as f64).min(1.0);
-        let sends = match self.asked_pps {
-            Some(asked) => format!(
-                "it sends about {} of the {} asked",
-                pps_text(asked * (1.0 - lost)),
-                pps_text(asked)
-            ),
-            None => format!(
-                "it sends about {:.0} % of its schedule",
-                (1.0 - lost) * 100.0
-            ),
-        };
-        let why = match self.ceiling_pps {
-            Some(ceiling) => format!(
-                "the floor known before the run let it pace up to {}: the path costs more now \
-                 than then, or other work takes the core",
-                pps_text(ceiling)
-            ),
-            None => "the path cannot keep up with the rate asked, or other work takes the core"
-                .to_string(),
-        };
-        format!(
-            "port `{}` keeps falling behind its schedule: {} behind after {}, losing {:.1} % \
-             of the time over the last {}: {sends}, so the run will take longer than asked \
-             ({why}). Lower the rate, spread the flows over more cores (--cores), use another \
-             backend, or ask for --rate max to send unpaced",
-            self.name,
-            duration_text(behind_ns),
-            duration_text(elapsed_ns),
-            lost * 100.0,
-            duration_text(self.over_ns),
-        )
+        Warning::FallingBehind {
+            port: self.name.clone(),
+            behind_ns,
+            elapsed_ns,
+            lost_share: (self.lost_ns as f64 / self.over_ns.max(1) as f64).min(1.0),
+            over_ns: self.over_ns,
+            asked_pps: self.asked_pps,
+            ceiling_pps: self.ceiling_pps,
+        }
     }
 }
 
@@ -172,8 +148,8 @@ mod tests {
         let mut told = Vec::new();
         let mut t = 0;
         while t <= end_ns {
-            for text in w.observe(t, &[lag(t)]) {
-                told.push((t, text));
+            for warning in w.observe(t, &[lag(t)]) {
+                told.push((t, warning.to_string()));
             }
             t += 20_000_000;
         }
@@ -225,7 +201,8 @@ mod tests {
             told.extend(w.observe(t, &[0, t / 4]));
         }
         assert_eq!(told.len(), 1);
-        assert!(told[0].contains("port `b`"), "{told:?}");
+        assert_eq!(told[0].port(), Some("b"), "{told:?}");
+        assert!(told[0].to_string().contains("port `b`"), "{told:?}");
         assert_eq!(w.names().collect::<Vec<_>>(), ["a", "b"]);
     }
 }

@@ -30,7 +30,7 @@ use live::LiveCounters;
 use rx::{FlowRxReport, RxTracker};
 use rx_worker::{run_rx, RxPortReport};
 use strobe_io::{AnyBackend, AnyReceiver, Backend, Receiver, TimeBase};
-use strobe_model::Scenario;
+use strobe_model::{Scenario, Warning};
 use strobe_timing::{Duration, Pattern, ScheduleSpec};
 
 pub use clock::{Clock, ClockSource, SimTime};
@@ -94,7 +94,7 @@ impl EngineError {
 /// A warning when the run's workers (transmit workers of every sending port plus one
 /// receive worker per receiving port) outnumber the cores this process may use: they then
 /// share cores, and paced timing suffers. None when every worker has a core of its own.
-pub fn oversubscription(scenario: &Scenario, tx_workers: usize) -> Option<String> {
+pub fn oversubscription(scenario: &Scenario, tx_workers: usize) -> Option<Warning> {
     // As `split::split` spreads them: Poisson flows over every worker, others one per worker.
     let tx: usize = scenario
         .ports
@@ -118,12 +118,11 @@ pub fn oversubscription(scenario: &Scenario, tx_workers: usize) -> Option<String
         .filter(|p| scenario.flows.iter().any(|f| f.rx_ports.contains(&p.name)))
         .count();
     let cores = pin::allowed_cores().len();
-    (cores > 0 && tx + rx > cores).then(|| {
-        format!(
-            "{tx} transmit and {rx} receive workers on {cores} usable cores: workers will share \
-             cores and paced timing will suffer; use --cores {} or fewer (or `cores` per port)",
-            cores.saturating_sub(rx).max(1)
-        )
+    (cores > 0 && tx + rx > cores).then(|| Warning::CoresOversubscribed {
+        tx_workers: tx,
+        rx_workers: rx,
+        cores,
+        cores_to_ask: cores.saturating_sub(rx).max(1),
     })
 }
 
@@ -195,7 +194,7 @@ pub fn choose_run_tag(scenario: &Scenario, requested: Option<u8>) -> u8 {
     let trace = scenario
         .ports
         .iter()
-        .any(|p| AnyBackend::time_base_of(&p.location) == Some(TimeBase::Scheduled));
+        .any(|p| p.location.resolved().map(TimeBase::of) == Some(TimeBase::Scheduled));
     let tag = if trace {
         let seed = scenario.flows.iter().fold(0x5354_5241_4345u64, |acc, f| {
             acc.rotate_left(17) ^ f.schedule.seed ^ f.size_seed.rotate_left(32)
@@ -233,7 +232,7 @@ pub struct RunReport {
     /// What the layer that ran the engine knew of the run's setting and found to bear on
     /// these results (e.g. a lab whose receive steering made paced frames late), said with
     /// them. Empty from the engine.
-    pub setting_warnings: Vec<String>,
+    pub setting_warnings: Vec<Warning>,
 }
 
 impl RunReport {
@@ -265,7 +264,7 @@ pub struct Tick<'a> {
     /// What the user should be told now, while the run goes on (a paced port that keeps
     /// falling behind its schedule, see [`behind`]); each said once, in a tick of its own
     /// whose `flows` are empty (not a sample of the counters).
-    pub warnings: &'a [String],
+    pub warnings: &'a [Warning],
 }
 
 impl Tick<'_> {
@@ -285,25 +284,26 @@ fn join_rx(
         .map_err(|_| EngineError::WorkerPanicked(name.to_string()))
 }
 
-/// Every port's location, parsed once: given typed by the run-control layer, or read from
-/// the scenario here.
-fn port_locations(
-    scenario: &Scenario,
-    opts: &RunOptions,
-) -> Result<Vec<strobe_io::Location>, EngineError> {
-    Ok(match &opts.locations {
-        Some(given) if given.len() == scenario.ports.len() => given.clone(),
-        _ => scenario
-            .ports
-            .iter()
-            .map(|p| {
-                strobe_io::Location::parse(&p.location).map_err(|source| EngineError::Port {
+/// Every port's location, as the scenario holds it (parsed where it was read): `lab:` ends
+/// must have been resolved (`strobe-control`'s plan does).
+fn port_locations(scenario: &Scenario) -> Result<Vec<strobe_io::Location>, EngineError> {
+    scenario
+        .ports
+        .iter()
+        .map(|p| {
+            p.location
+                .resolved()
+                .cloned()
+                .ok_or_else(|| EngineError::Port {
                     port: p.name.clone(),
-                    source,
+                    source: strobe_io::IoError::Other(format!(
+                        "`{}` is one of the virtual lab's ends: resolve it to the lab's interface \
+                     first (strobe-control's plan does)",
+                        p.location
+                    )),
                 })
-            })
-            .collect::<Result<_, _>>()?,
-    })
+        })
+        .collect()
 }
 
 /// A transmit worker ready to start: its name, its open port, its flows and its pacing.
@@ -345,7 +345,7 @@ fn open_transmitters(
                 ),
             });
         }
-        let scheduled = location.time_base() == TimeBase::Scheduled;
+        let scheduled = TimeBase::of(location) == TimeBase::Scheduled;
         if scheduled {
             if let Some(f) = flows.iter().find(|f| !schedule_ends(&f.schedule)) {
                 return Err(EngineError::Endless {
@@ -520,7 +520,7 @@ pub fn run_scenario(
     // Flow ids in use: the scenario's, then sub-flows of flows split over several workers.
     let mut parent: Vec<u16> = (0..=u16::MAX).take(n_flows).collect();
     let mut next_id = n_flows;
-    let locations = port_locations(scenario, opts)?;
+    let locations = port_locations(scenario)?;
     // Open every port before any worker starts, so a bad port fails the run up front.
     let tx_jobs = open_transmitters(scenario, &locations, opts, &mut next_id, &mut parent)?;
     let pacings: Vec<PortPacing> = tx_jobs.iter().filter_map(|j| j.3.clone()).collect();
@@ -737,10 +737,10 @@ pub fn run_scenario(
                     Ok((report, _)) => report.failure.clone().unwrap_or_default(),
                     Err(e) => e.to_string(),
                 };
-                warnings.push(format!(
-                    "port `{name}` stopped receiving: {why}; the transmitters are stopped \
-                     (nothing counts what they send) and the results cover what arrived until then"
-                ));
+                warnings.push(Warning::ReceiverStoppedEarly {
+                    port: name.to_string(),
+                    error: why,
+                });
                 tx_stop.store(true, Ordering::Relaxed);
                 *early = Some(result);
             }

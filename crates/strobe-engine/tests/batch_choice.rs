@@ -5,67 +5,14 @@
 use std::sync::atomic::AtomicBool;
 
 use strobe_engine::{run_port, Clock, RunOptions};
-use strobe_io::{Backend, BackendStats, IoError, TimeBase, TxBatch, TxSlot, UNPACED_BATCH};
+use strobe_io::test_support::TestPort;
+use strobe_io::{TimeBase, UNPACED_BATCH};
 use strobe_model::{load_scenario, LatencyMode, NoFiles};
 
-/// A real-time backend that prefers batches of 128 and records the biggest request.
-struct Wide {
-    slots: Vec<Box<[u8]>>,
-    largest_request: usize,
-    frames: u64,
-    /// Frames of each call, in order.
-    calls: Vec<usize>,
-}
-
-impl Wide {
-    fn new() -> Wide {
-        Wide {
-            slots: (0..256)
-                .map(|_| vec![0u8; 2048].into_boxed_slice())
-                .collect(),
-            largest_request: 0,
-            frames: 0,
-            calls: Vec::new(),
-        }
-    }
-}
-
-impl Backend for Wide {
-    fn describe(&self) -> String {
-        "wide".into()
-    }
-    fn slot_count(&self) -> usize {
-        self.slots.len()
-    }
-    fn max_frame_len(&self) -> usize {
-        2048
-    }
-    fn time_base(&self) -> TimeBase {
-        TimeBase::RealTime
-    }
-    fn throughput_batch(&self) -> usize {
-        128
-    }
-    fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
-    where
-        F: FnOnce(&mut [TxSlot<'_>]),
-    {
-        self.largest_request = self.largest_request.max(count);
-        let mut batch = TxBatch::new();
-        strobe_io::slots_of(&mut self.slots, count, &mut batch);
-        fill(&mut batch);
-        self.calls.push(batch.len());
-        self.frames += batch.len() as u64;
-        Ok(batch.len())
-    }
-    fn finish(&mut self) -> Result<BackendStats, IoError> {
-        Ok(BackendStats {
-            frames: self.frames,
-            bytes: 0,
-            segmentation: None,
-            xmit_errors: None,
-        })
-    }
+/// A real-time port that prefers batches of 128 (it records the biggest request and the
+/// frames of each call).
+fn wide() -> TestPort<()> {
+    TestPort::new((), 256, TimeBase::RealTime).with_throughput_batch(128)
 }
 
 /// Runs 1000 frames unpaced; `measured` gives the flow a receive port that measures latency.
@@ -78,7 +25,7 @@ fn unpaced_run(measured: bool) -> (usize, usize) {
     } else {
         scenario.flows[0].metrics.latency = None;
     }
-    let mut backend = Wide::new();
+    let mut backend = wide();
     let opts = RunOptions {
         unpaced: true,
         ..RunOptions::default()
@@ -122,7 +69,7 @@ fn a_trains_head_is_handed_over_alone_then_the_rest_of_its_train() {
         "{:?}",
         scenario.flows[0].schedule.duration
     );
-    let mut backend = Wide::new();
+    let mut backend = wide();
     let floor = strobe_timing::PathFloor {
         handover_ns: 2_000,
         spacing_ns: 10,

@@ -10,7 +10,8 @@ use strobe_engine::{
     run_port, Clock, FloorSource, KnownFloor, LatePolicy, PortPacing, PortReport, RunOptions,
     SimTime,
 };
-use strobe_io::{Backend, BackendStats, IoError, TimeBase, TxBatch, TxSlot};
+use strobe_io::test_support::{TestPath, TestPort};
+use strobe_io::{TimeBase, TxSlot};
 use strobe_model::{load_scenario, FlowSpec, NoFiles};
 use strobe_timing::PathFloor;
 
@@ -22,64 +23,18 @@ const READ_NS: u64 = 20;
 struct SimPath {
     sim: &'static SimTime,
     floor: PathFloor,
-    slots: Vec<Box<[u8]>>,
     /// Each frame: when it left and when it was scheduled, simulated ns.
     frames: Vec<(u64, u64)>,
-    /// Frames per hand-over.
-    calls: Vec<usize>,
 }
 
-impl SimPath {
-    fn new(sim: &'static SimTime, floor: PathFloor) -> SimPath {
-        SimPath {
-            sim,
-            floor,
-            slots: (0..256)
-                .map(|_| vec![0u8; 2048].into_boxed_slice())
-                .collect(),
-            frames: Vec::new(),
-            calls: Vec::new(),
-        }
-    }
-}
-
-impl Backend for SimPath {
-    fn describe(&self) -> String {
-        "simulated path".into()
-    }
-    fn slot_count(&self) -> usize {
-        self.slots.len()
-    }
-    fn max_frame_len(&self) -> usize {
-        2048
-    }
-    fn time_base(&self) -> TimeBase {
-        TimeBase::RealTime
-    }
-    fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
-    where
-        F: FnOnce(&mut [TxSlot<'_>]),
-    {
-        let take = count.min(self.slots.len());
-        let mut batch = TxBatch::new();
-        strobe_io::slots_of(&mut self.slots, take, &mut batch);
-        fill(&mut batch);
+impl TestPath for SimPath {
+    fn sent(&mut self, frames: &[TxSlot<'_>]) {
         let start = self.sim.now_ns();
-        for (k, slot) in batch.iter().enumerate() {
+        for (k, slot) in frames.iter().enumerate() {
             let left = start + k as u64 * self.floor.spacing_ns;
             self.frames.push((left, slot.scheduled_ns));
         }
-        self.calls.push(take);
-        self.sim.advance(self.floor.call_ns(take));
-        Ok(take)
-    }
-    fn finish(&mut self) -> Result<BackendStats, IoError> {
-        Ok(BackendStats {
-            frames: self.frames.len() as u64,
-            bytes: 0,
-            segmentation: None,
-            xmit_errors: None,
-        })
+        self.sim.advance(self.floor.call_ns(frames.len()));
     }
 }
 
@@ -116,7 +71,15 @@ fn paced(
     if let Some((after, late)) = stall {
         sim.stall_at(sim.now_ns() + after, late);
     }
-    let mut path = SimPath::new(sim, floor);
+    let mut path = TestPort::new(
+        SimPath {
+            sim,
+            floor,
+            frames: Vec::new(),
+        },
+        256,
+        TimeBase::RealTime,
+    );
     let pacing = PortPacing::new(
         "p",
         "sim",
@@ -146,8 +109,9 @@ fn paced(
         strobe_timing::Rate::Pps(pps) => (1e9 / pps).round() as u64,
         other => panic!("a rate in pps, not {other:?}"),
     };
-    let first = path.frames[0].1;
+    let first = path.path.frames[0].1;
     let frames = path
+        .path
         .frames
         .iter()
         .enumerate()
@@ -352,5 +316,14 @@ fn a_path_slower_than_the_rate_is_told_within_half_a_second() {
     }
     let (when, what) = told.expect("the watcher never said the port falls behind");
     assert!(when < 500_000_000, "told after {when} ns");
-    assert!(what.contains("keeps falling behind"), "{what}");
+    assert!(what.to_string().contains("keeps falling behind"), "{what}");
+    // Said with its figures: the port, and a lag that grows with the time.
+    let strobe_model::Warning::FallingBehind {
+        port, behind_ns, ..
+    } = &what
+    else {
+        panic!("{what:?}")
+    };
+    assert_eq!(port, "p");
+    assert!(*behind_ns > 0, "{what:?}");
 }

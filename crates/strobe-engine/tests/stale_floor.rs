@@ -6,7 +6,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use strobe_engine::{run_port, Clock, FloorSource, KnownFloor, PortPacing, RunOptions};
-use strobe_io::{Backend, BackendStats, IoError, TimeBase, TxBatch, TxSlot};
+use strobe_io::test_support::{TestPath, TestPort};
+use strobe_io::{TimeBase, TxSlot};
 use strobe_model::{load_scenario, NoFiles};
 use strobe_timing::PathFloor;
 
@@ -14,53 +15,21 @@ use strobe_timing::PathFloor;
 const CALL: Duration = Duration::from_micros(20);
 const PER_FRAME: Duration = Duration::from_micros(1);
 
+#[derive(Default)]
 struct Costly {
-    slots: Vec<Box<[u8]>>,
-    frames: u64,
-    calls: u64,
     frames_in_calls_of_several: u64,
 }
 
-impl Backend for Costly {
-    fn describe(&self) -> String {
-        "costly".into()
-    }
-    fn slot_count(&self) -> usize {
-        self.slots.len()
-    }
-    fn max_frame_len(&self) -> usize {
-        2048
-    }
-    fn time_base(&self) -> TimeBase {
-        TimeBase::RealTime
-    }
-    fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, IoError>
-    where
-        F: FnOnce(&mut [TxSlot<'_>]),
-    {
+impl TestPath for Costly {
+    fn sent(&mut self, frames: &[TxSlot<'_>]) {
         let start = Instant::now();
-        let take = count.min(self.slots.len());
-        let mut batch = TxBatch::new();
-        strobe_io::slots_of(&mut self.slots, take, &mut batch);
-        fill(&mut batch);
-        let cost = CALL + PER_FRAME * take as u32;
+        let cost = CALL + PER_FRAME * frames.len() as u32;
         while start.elapsed() < cost {
             std::hint::spin_loop();
         }
-        self.calls += 1;
-        self.frames += take as u64;
-        if take > 1 {
-            self.frames_in_calls_of_several += take as u64;
+        if frames.len() > 1 {
+            self.frames_in_calls_of_several += frames.len() as u64;
         }
-        Ok(take)
-    }
-    fn finish(&mut self) -> Result<BackendStats, IoError> {
-        Ok(BackendStats {
-            frames: self.frames,
-            bytes: 0,
-            segmentation: None,
-            xmit_errors: None,
-        })
     }
 }
 
@@ -71,14 +40,7 @@ fn a_spacing_remembered_far_too_high_does_not_keep_the_sender_behind() {
     // frames keep up easily (10 frames: 30 µs).
     let text = "[[ports]]\nname = \"p\"\nlocation = \"null\"\n\n[[flows]]\nname = \"f\"\ntx = \"p\"\nsize = 64\nrate = \"100kpps\"\nduration = { fixed_packets = { packets = 20000 } }\n[[flows.packet]]\nethernet = {}\n[[flows.packet]]\nipv4 = { src = \"198.18.0.1\", dst = \"198.18.1.1\" }\n[[flows.packet]]\nudp = { src_port = 1, dst_port = 2 }\n";
     let scenario = load_scenario(text, "t.toml", &NoFiles).unwrap();
-    let mut backend = Costly {
-        slots: (0..256)
-            .map(|_| vec![0u8; 2048].into_boxed_slice())
-            .collect(),
-        frames: 0,
-        calls: 0,
-        frames_in_calls_of_several: 0,
-    };
+    let mut backend = TestPort::new(Costly::default(), 256, TimeBase::RealTime);
     let stale = PathFloor {
         handover_ns: 20_000,
         spacing_ns: 50_000,
@@ -105,10 +67,10 @@ fn a_spacing_remembered_far_too_high_does_not_keep_the_sender_behind() {
     .unwrap();
     assert_eq!(report.frames, 20_000);
     assert!(
-        backend.frames_in_calls_of_several > 10_000,
+        backend.path.frames_in_calls_of_several > 10_000,
         "{} of the frames went in calls of several ({} calls)",
-        backend.frames_in_calls_of_several,
-        backend.calls
+        backend.path.frames_in_calls_of_several,
+        backend.calls.len()
     );
     // Generous: a loaded test machine may stall the sender, but one frame per call would
     // take twice the planned time.

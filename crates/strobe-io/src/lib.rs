@@ -30,6 +30,9 @@ pub use capture::{read_capture, CaptureInfo, CapturedFrame};
 pub use null::{slots_of, NullBackend};
 pub use pcap::PcapBackend;
 pub use rx::{Receiver, RxDrops, RxFrame, RxTimestamp, VlanTag};
+/// Port locations live in the model (parsed where they enter); re-exported here, where they
+/// are opened.
+pub use strobe_model::{Location, LocationError, LOCATION_FORMS};
 
 /// Most frames one `transmit` call may carry.
 pub const MAX_BATCH: usize = 256;
@@ -104,8 +107,9 @@ pub struct Segmentation {
 /// Errors from opening or driving a backend.
 #[derive(Debug, thiserror::Error)]
 pub enum IoError {
-    #[error("unknown port `{0}`: accepted forms are {forms}", forms = LOCATION_FORMS)]
-    UnknownPort(String),
+    /// A location that does not parse; the message lists the accepted forms.
+    #[error(transparent)]
+    UnknownPort(#[from] LocationError),
     #[error("{what} `{path}`: {source}")]
     File {
         what: &'static str,
@@ -168,154 +172,13 @@ pub trait Backend: Send {
 /// Frame slot capacity of the file and null backends: jumbo frames up to 9216 bytes.
 pub const MAX_FRAME_LEN: usize = 9216;
 
-/// A port location, parsed: where frames go and through which backend.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Location {
-    Pcap(String),
-    Null,
-    AfPacket {
-        netns: Option<String>,
-        iface: String,
-        /// `afpacket-gso:`: transmit in UDP segmentation batches.
-        gso: bool,
-    },
-    AfXdp {
-        netns: Option<String>,
-        iface: String,
-        queue: u32,
-    },
-    /// `afxdp:[NETNS/]IFACE@*`: receive on every queue of the interface (a socket each).
-    AfXdpAllQueues {
-        netns: Option<String>,
-        iface: String,
-    },
-    /// `xdp-live:`: the kernel's XDP live-frame mode (transmit only).
-    XdpLive {
-        netns: Option<String>,
-        iface: String,
-    },
-    /// The best backend that works on the interface: AF_XDP, else AF_PACKET.
-    Auto {
-        netns: Option<String>,
-        iface: String,
-        queue: u32,
-    },
-}
-
-const LOCATION_FORMS: &str =
-    "`pcap:FILE` (write a nanosecond pcap), `null` (drop after all per-packet work), \
-`afpacket:[NETNS/]IFACE`, `afpacket-gso:[NETNS/]IFACE` (AF_PACKET sending UDP segmentation \
-batches), `afxdp:[NETNS/]IFACE[@QUEUE]` (`@*`: receive on every queue), `xdp-live:[NETNS/]IFACE` (the kernel's XDP live-frame mode, \
-transmit only), `auto:[NETNS/]IFACE[@QUEUE]`";
-
-impl std::fmt::Display for Location {
-    /// The location as written (`Location::parse` reads it back).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let at = |netns: &Option<String>, iface: &str| match netns {
-            Some(ns) => format!("{ns}/{iface}"),
-            None => iface.to_string(),
-        };
-        match self {
-            Location::Pcap(path) => write!(f, "pcap:{path}"),
-            Location::Null => f.write_str("null"),
-            Location::AfPacket { netns, iface, gso } => write!(
-                f,
-                "{}:{}",
-                if *gso { "afpacket-gso" } else { "afpacket" },
-                at(netns, iface)
-            ),
-            Location::AfXdp {
-                netns,
-                iface,
-                queue,
-            } => write!(f, "afxdp:{}@{queue}", at(netns, iface)),
-            Location::AfXdpAllQueues { netns, iface } => {
-                write!(f, "afxdp:{}@*", at(netns, iface))
-            }
-            Location::XdpLive { netns, iface } => write!(f, "xdp-live:{}", at(netns, iface)),
-            Location::Auto {
-                netns,
-                iface,
-                queue,
-            } => write!(f, "auto:{}@{queue}", at(netns, iface)),
-        }
-    }
-}
-
-impl Location {
-    /// The location transmit worker `k` of a port opens: AF_XDP binds one socket per
-    /// queue, so worker k takes the port's queue + k; AF_PACKET sockets (and `null`) can
-    /// simply be opened again.
-    pub fn for_worker(&self, k: u32) -> Location {
-        let mut location = self.clone();
-        if let Location::AfXdp { queue, .. } | Location::Auto { queue, .. } = &mut location {
-            *queue += k;
-        }
-        location
-    }
-
-    /// The interface a location sends on, with its network namespace; None for files and
-    /// `null`.
-    pub fn interface(&self) -> Option<(Option<&str>, &str)> {
-        match self {
-            Location::AfPacket { netns, iface, .. }
-            | Location::AfXdp { netns, iface, .. }
-            | Location::AfXdpAllQueues { netns, iface }
-            | Location::XdpLive { netns, iface }
-            | Location::Auto { netns, iface, .. } => Some((netns.as_deref(), iface.as_str())),
-            Location::Pcap(_) | Location::Null => None,
-        }
-    }
-
-    /// Whether the location writes a trace in scheduled time (a `pcap:` file).
-    pub fn time_base(&self) -> TimeBase {
-        match self {
+impl TimeBase {
+    /// Whether `location` writes a trace in scheduled time (a `pcap:` file) or sends in
+    /// real time.
+    pub fn of(location: &Location) -> TimeBase {
+        match location {
             Location::Pcap(_) => TimeBase::Scheduled,
             _ => TimeBase::RealTime,
-        }
-    }
-
-    pub fn parse(location: &str) -> Result<Location, IoError> {
-        let unknown = || IoError::UnknownPort(location.to_string());
-        if location == "null" {
-            return Ok(Location::Null);
-        }
-        let (kind, rest) = location.split_once(':').ok_or_else(unknown)?;
-        if rest.is_empty() {
-            return Err(unknown());
-        }
-        if kind == "pcap" {
-            return Ok(Location::Pcap(rest.to_string()));
-        }
-        let (iface_part, queue, all_queues) = match rest.rsplit_once('@') {
-            Some((i, "*")) if kind == "afxdp" => (i, None, true),
-            Some((i, q)) => (i, Some(q.parse::<u32>().map_err(|_| unknown())?), false),
-            None => (rest, None, false),
-        };
-        let (netns, iface) = netns::split_netns(iface_part);
-        if iface.is_empty() || netns == Some("") {
-            return Err(unknown());
-        }
-        let (netns, iface) = (netns.map(str::to_string), iface.to_string());
-        match kind {
-            "afpacket" | "afpacket-gso" if queue.is_none() => Ok(Location::AfPacket {
-                netns,
-                iface,
-                gso: kind == "afpacket-gso",
-            }),
-            "xdp-live" if queue.is_none() => Ok(Location::XdpLive { netns, iface }),
-            "afxdp" if all_queues => Ok(Location::AfXdpAllQueues { netns, iface }),
-            "afxdp" => Ok(Location::AfXdp {
-                netns,
-                iface,
-                queue: queue.unwrap_or(0),
-            }),
-            "auto" => Ok(Location::Auto {
-                netns,
-                iface,
-                queue: queue.unwrap_or(0),
-            }),
-            _ => Err(unknown()),
         }
     }
 }
@@ -698,72 +561,33 @@ impl Receiver for AnyReceiver {
 
 #[cfg(test)]
 mod location_tests {
+    // Parsing and writing locations is tested beside `Location` in strobe-model; here, what
+    // opening them refuses and the time base they give.
     use super::*;
 
     #[test]
-    fn locations_are_written_back_as_read_and_split_by_queue() {
-        for text in [
-            "null",
-            "pcap:a/b.pcap",
-            "afpacket:lab-tx/tx0",
-            "afpacket-gso:tx0",
-            "afxdp:ns/eth1@2",
-            "xdp-live:ns/eth1",
-            "auto:eth1@0",
-            "afxdp:ns/eth1@*",
-        ] {
-            let parsed = Location::parse(text).unwrap();
-            assert_eq!(parsed.to_string(), text);
-            assert_eq!(Location::parse(&parsed.to_string()).unwrap(), parsed);
-        }
-        let xdp = Location::parse("afxdp:ns/eth1@2").unwrap();
-        assert_eq!(xdp.for_worker(3).to_string(), "afxdp:ns/eth1@5");
-        let packet = Location::parse("afpacket:eth1").unwrap();
-        assert_eq!(packet.for_worker(3), packet);
-        // Every queue is a receive form of AF_XDP only.
-        assert!(matches!(
-            Location::parse("afxdp:eth1@*").unwrap(),
-            Location::AfXdpAllQueues { .. }
-        ));
-        for text in ["auto:eth1@*", "afpacket:eth1@*", "xdp-live:eth1@*"] {
-            assert!(Location::parse(text).is_err(), "{text}");
-        }
+    fn every_queue_cannot_send_and_traces_are_in_scheduled_time() {
         let err = AnyBackend::open("afxdp:eth1@*", 1)
             .err()
             .unwrap()
             .to_string();
         assert!(err.contains("cannot send"), "{err}");
         assert_eq!(
-            Location::parse("pcap:x").unwrap().time_base(),
+            TimeBase::of(&Location::parse("pcap:x").unwrap()),
             TimeBase::Scheduled
         );
-        assert_eq!(packet.time_base(), TimeBase::RealTime);
+        assert_eq!(
+            TimeBase::of(&Location::parse("afpacket:eth1").unwrap()),
+            TimeBase::RealTime
+        );
+        assert_eq!(
+            AnyBackend::time_base_of("pcap:x"),
+            Some(TimeBase::Scheduled)
+        );
     }
 
     #[test]
-    fn parses_every_form() {
-        assert_eq!(Location::parse("null").unwrap(), Location::Null);
-        assert_eq!(
-            Location::parse("pcap:a/b.pcap").unwrap(),
-            Location::Pcap("a/b.pcap".into())
-        );
-        assert_eq!(
-            Location::parse("afpacket:lab-tx/tx0").unwrap(),
-            Location::AfPacket {
-                netns: Some("lab-tx".into()),
-                iface: "tx0".into(),
-                gso: false,
-            }
-        );
-        assert_eq!(
-            Location::parse("afpacket-gso:tx0").unwrap(),
-            Location::AfPacket {
-                netns: None,
-                iface: "tx0".into(),
-                gso: true,
-            }
-        );
-        assert!(Location::parse("afpacket-gso:tx0@1").is_err());
+    fn ways_of_sending_only_and_unknown_forms_are_refused_before_any_interface() {
         // A way of sending only: refused before any interface is touched.
         for (open, way) in [
             (
@@ -783,42 +607,12 @@ mod location_tests {
                 "{message}"
             );
         }
-        assert_eq!(
-            Location::parse("xdp-live:lab/tx0").unwrap(),
-            Location::XdpLive {
-                netns: Some("lab".into()),
-                iface: "tx0".into(),
-            }
-        );
-        assert!(Location::parse("xdp-live:tx0@1").is_err());
-        assert_eq!(
-            Location::parse("afxdp:eth1@3").unwrap(),
-            Location::AfXdp {
-                netns: None,
-                iface: "eth1".into(),
-                queue: 3
-            }
-        );
-        assert_eq!(
-            Location::parse("auto:ns/veth0").unwrap(),
-            Location::Auto {
-                netns: Some("ns".into()),
-                iface: "veth0".into(),
-                queue: 0
-            }
-        );
-        for bad in [
-            "",
-            "pcap:",
-            "bogus:x",
-            "afpacket:",
-            "afpacket:eth0@1",
-            "afxdp:eth0@x",
-            "afxdp:/eth0",
-            "afxdp:ns/",
-        ] {
-            let err = Location::parse(bad).unwrap_err().to_string();
-            assert!(err.contains("accepted forms"), "{bad}: {err}");
+        for bad in ["bogus:x", "lab:tx", "afxdp:eth0@x"] {
+            let err = AnyBackend::open(bad, 1).err().unwrap().to_string();
+            assert!(
+                err.starts_with(&format!("unknown port `{bad}`: accepted forms are")),
+                "{bad}: {err}"
+            );
         }
     }
 }

@@ -428,6 +428,100 @@ pub fn tcpdump_around(
     (frames, path)
 }
 
+/// What a [`TestPort`] does beyond taking frames into its slots and counting them: how many
+/// of the frames asked a call takes, and what it does with them once the engine filled them
+/// (keep them, stamp them, spend time). Both do nothing special by default.
+pub trait TestPath: Send {
+    /// How many of `asked` frames (at most the port's slots) this call takes; 0 refuses the
+    /// call as a full ring would.
+    fn take(&mut self, asked: usize) -> usize {
+        asked
+    }
+    /// The call's frames, as the engine filled them.
+    fn sent(&mut self, _frames: &[crate::TxSlot<'_>]) {}
+}
+
+impl TestPath for () {}
+
+/// A transmit port for the engine's tests, without a kernel: 2 KiB slots of its own, the
+/// time base and preferred batch a test asks for, every call's frame count kept, and the
+/// rest of its behaviour in its [`TestPath`].
+pub struct TestPort<P> {
+    pub path: P,
+    slots: Vec<Box<[u8]>>,
+    time_base: crate::TimeBase,
+    throughput_batch: usize,
+    /// Frames taken over the run.
+    pub frames: u64,
+    /// Frames taken by each call, in order (refused calls not counted).
+    pub calls: Vec<usize>,
+    /// The most frames a call asked for.
+    pub largest_request: usize,
+}
+
+impl<P: TestPath> TestPort<P> {
+    pub fn new(path: P, slots: usize, time_base: crate::TimeBase) -> TestPort<P> {
+        TestPort {
+            path,
+            slots: (0..slots)
+                .map(|_| vec![0u8; 2048].into_boxed_slice())
+                .collect(),
+            time_base,
+            throughput_batch: crate::UNPACED_BATCH,
+            frames: 0,
+            calls: Vec::new(),
+            largest_request: 0,
+        }
+    }
+
+    /// The batch the port says sends fastest ([`Backend::throughput_batch`]).
+    pub fn with_throughput_batch(mut self, frames: usize) -> TestPort<P> {
+        self.throughput_batch = frames;
+        self
+    }
+}
+
+impl<P: TestPath> Backend for TestPort<P> {
+    fn describe(&self) -> String {
+        "test port".into()
+    }
+    fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+    fn max_frame_len(&self) -> usize {
+        2048
+    }
+    fn time_base(&self) -> crate::TimeBase {
+        self.time_base
+    }
+    fn throughput_batch(&self) -> usize {
+        self.throughput_batch
+    }
+    fn transmit<F>(&mut self, count: usize, fill: F) -> Result<usize, crate::IoError>
+    where
+        F: FnOnce(&mut [crate::TxSlot<'_>]),
+    {
+        self.largest_request = self.largest_request.max(count);
+        let take = self.path.take(count.min(self.slots.len()));
+        if take == 0 {
+            return Ok(0);
+        }
+        let mut batch = crate::TxBatch::new();
+        crate::slots_of(&mut self.slots, take, &mut batch);
+        fill(&mut batch);
+        self.path.sent(&batch);
+        self.calls.push(batch.len());
+        self.frames += batch.len() as u64;
+        Ok(batch.len())
+    }
+    fn finish(&mut self) -> Result<BackendStats, crate::IoError> {
+        Ok(BackendStats {
+            frames: self.frames,
+            ..BackendStats::default()
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,8 @@
 //!   completely, so the engine never meets a frame it cannot build or a schedule it
 //!   cannot run.
 //! - [`quick::build`] turns the one-flow command-line shorthand into the same model.
+//! - [`PortLocation`] and [`Location`]: where a port is, parsed once where it is read (a
+//!   `lab:` end stays symbolic until the run-control layer finds the lab).
 //! - [`Pattern`] and [`SizeSpec`] give every packet's field values and frame size as pure,
 //!   random-access functions of the packet index.
 //!
@@ -16,6 +18,7 @@
 
 mod error;
 mod line_rate;
+mod location;
 mod mac;
 mod model;
 mod node;
@@ -23,9 +26,15 @@ mod pattern;
 pub mod quick;
 mod scenario;
 mod size;
+pub mod text;
 mod value;
+pub mod warning;
 
 pub use error::ModelError;
+pub use line_rate::line_rate_excess;
+pub use location::{
+    LabBackend, LabPort, LabSide, Location, LocationError, PortLocation, LOCATION_FORMS,
+};
 pub use mac::{check_macs, fill_unset_macs, mac_string, parse_mac};
 pub use model::{
     FieldPattern, FlowSpec, HeaderSpec, LatencyMode, Metrics, NoFiles, Pacing, PortSpec, Resources,
@@ -37,3 +46,4 @@ pub use scenario::{
     TIMING_SEED_BASE,
 };
 pub use size::{SizeSequence, SizeSpec};
+pub use warning::{warning_texts, MeasuredFloor, Warning};

@@ -39,6 +39,8 @@ pub(crate) enum Remedy {
     RaiseSpeed,
     /// The command-line port, whose speed is fixed.
     CommandLine,
+    /// A port a method built (its caller says what to change).
+    None,
 }
 
 impl TxLine {
@@ -57,8 +59,29 @@ impl TxLine {
             Remedy::CommandLine => format!(
                 ", use --rate max for an unpaced run, or describe a faster port in a scenario file (e.g. speed = \"{speed}\")"
             ),
+            Remedy::None => String::new(),
         }
     }
+}
+
+/// A schedule of typed values checked against a port of `speed_bps`, as loading checks a
+/// scenario's flows: None when it fits, else what it needs above the line, in words
+/// (`port` names the port in them). For the layers that build flows from typed values (a
+/// methodology's steps); the caller adds what the user should change.
+pub fn line_rate_excess(
+    spec: &ScheduleSpec,
+    size: &SizeSpec,
+    port: &str,
+    speed_bps: u64,
+) -> Option<String> {
+    let line = TxLine {
+        port: port.to_string(),
+        speed_bps,
+        remedy: Remedy::None,
+    };
+    check_flow(spec, size, &line)
+        .err()
+        .map(|(_, message)| message)
 }
 
 /// One rate a flow's schedule sends at, at some time, and where it is written.

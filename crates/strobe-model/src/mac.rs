@@ -9,6 +9,7 @@ use strobe_wire::HeaderKind;
 
 use crate::model::{FlowSpec, Scenario};
 use crate::pattern::Pattern;
+use crate::warning::Warning;
 
 /// Field width of a MAC address.
 const MAC_BITS: u32 = 48;
@@ -43,7 +44,7 @@ pub fn fill_unset_macs(flow: &mut FlowSpec, src: [u8; 6], dst: [u8; 6]) -> bool 
 
 /// Checks every flow's outer Ethernet addresses: an all-zero or group source is an error
 /// (naming the flow and field), an all-zero destination a warning (returned).
-pub fn check_macs(scenario: &Scenario) -> Result<Vec<String>, String> {
+pub fn check_macs(scenario: &Scenario) -> Result<Vec<Warning>, String> {
     let mut warnings = Vec::new();
     for flow in &scenario.flows {
         let Some(eth) = flow
@@ -97,16 +98,10 @@ pub fn check_macs(scenario: &Scenario) -> Result<Vec<String>, String> {
         }
         let dst = pattern_of("dst").unwrap_or(&unset);
         if first_bad(dst, |v| v == 0).is_some() {
-            warnings.push(format!(
-                "{}: the destination MAC is 00:00:00:00:00:00{}: a switch or router in the \
-                 path will most likely drop these frames — set it to the next hop's MAC",
-                field("dst"),
-                if pattern_of("dst").is_none() {
-                    " (left unset)"
-                } else {
-                    ""
-                }
-            ));
+            warnings.push(Warning::ZeroDestinationMac {
+                field: field("dst"),
+                unset: pattern_of("dst").is_none(),
+            });
         }
     }
     Ok(warnings)
@@ -169,7 +164,10 @@ mod tests {
         let ok = scenario("{ src = \"02:00:00:00:00:01\" }");
         let warnings = check_macs(&ok).unwrap();
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].contains("ethernet.dst"), "{warnings:?}");
+        assert!(
+            warnings[0].to_string().contains("ethernet.dst"),
+            "{warnings:?}"
+        );
     }
 
     #[test]
@@ -187,7 +185,7 @@ mod tests {
         let fine = scenario(
             "{ src = { increment = { start = \"02:00:00:00:00:00\", step = \"00:00:00:00:00:01\", count = 4096 } }, dst = \"02:00:00:00:00:02\" }",
         );
-        assert_eq!(check_macs(&fine).unwrap(), Vec::<String>::new());
+        assert_eq!(check_macs(&fine).unwrap(), Vec::<Warning>::new());
     }
 
     #[test]
@@ -207,6 +205,6 @@ mod tests {
             !fill_unset_macs(flow, [2; 6], [2; 6]),
             "nothing left to fill"
         );
-        assert_eq!(check_macs(&s).unwrap(), Vec::<String>::new());
+        assert_eq!(check_macs(&s).unwrap(), Vec::<Warning>::new());
     }
 }

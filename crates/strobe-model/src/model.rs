@@ -6,8 +6,10 @@ use strobe_wire::{build, trailer, Header, HeaderKind, Payload, WireError};
 
 use crate::error::ModelError;
 use crate::line_rate::{check_flow, TxLine};
+use crate::location::PortLocation;
 use crate::pattern::Pattern;
 use crate::size::SizeSpec;
+use crate::warning::Warning;
 
 /// Line rate assumed for a port whose speed is not given: 10 Gbit/s.
 pub const DEFAULT_PORT_SPEED_BPS: u64 = 10_000_000_000;
@@ -28,7 +30,7 @@ pub struct Scenario {
     pub ports: Vec<PortSpec>,
     pub flows: Vec<FlowSpec>,
     /// Things adjusted on the user's behalf (e.g. the trailer switched off); show them.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     /// How the frames are timed (a scenario file's `[run] pacing`).
     pub pacing: Pacing,
 }
@@ -48,8 +50,9 @@ pub enum Pacing {
 #[derive(Clone, Debug)]
 pub struct PortSpec {
     pub name: String,
-    /// Where the port's frames go, e.g. "pcap:out.pcap" or "null"; interpreted by the CLI.
-    pub location: String,
+    /// Where the port's frames go, e.g. `pcap:out.pcap` or `null`, parsed where it was
+    /// read; a `lab:` end until the run-control layer resolves it.
+    pub location: PortLocation,
     /// Line rate in bit/s, for percentage rates and byte-denominated gaps.
     pub speed_bps: u64,
     /// Transmit workers (cores) for this port; None = the run's default (`--cores`).
@@ -264,7 +267,7 @@ pub(crate) struct FlowDraft {
 pub(crate) fn finish_flow(
     draft: FlowDraft,
     at: &dyn Fn(Part, String) -> ModelError,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<FlowSpec, ModelError> {
     if draft.packet.is_empty() {
         return Err(at(
@@ -359,7 +362,7 @@ fn resolve_metrics(
     header_len: usize,
     min_size: u32,
     at: &dyn Fn(Part, String) -> ModelError,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<Metrics, ModelError> {
     let request = &draft.metrics;
     let needed = header_len as u32 + trailer::LEN as u32 + FCS_LEN;
@@ -393,11 +396,13 @@ fn resolve_metrics(
             ))
         }
         None => {
-            warnings.push(format!(
-                "flow `{}`: the {}-byte instrumentation trailer does not fit in its smallest frames ({min_size} bytes behind {header_len} bytes of headers), so it is off and loss, latency and timestamps are not measured; frame sizes of at least {needed} would fit it",
-                draft.name,
-                trailer::LEN
-            ));
+            warnings.push(Warning::TrailerDoesNotFit {
+                flow: draft.name.clone(),
+                trailer_bytes: trailer::LEN,
+                smallest_frame_bytes: u64::from(min_size),
+                header_bytes: header_len as u64,
+                fitting_frame_bytes: u64::from(needed),
+            });
             false
         }
     };

@@ -12,6 +12,7 @@ use strobe_wire::{HeaderKind, Payload};
 
 use crate::error::{flag_error, ModelError};
 use crate::line_rate::{check_port, Remedy, TxLine};
+use crate::location::PortLocation;
 use crate::model::{
     finish_flow, FlowDraft, HeaderSpec, MetricsRequest, Pacing, Part, PortSpec, Resources,
     Scenario, DEFAULT_PORT_SPEED_BPS,
@@ -93,6 +94,8 @@ pub fn build(args: &QuickArgs, res: &dyn Resources) -> Result<Scenario, ModelErr
             "the port location is empty — give e.g. pcap:out.pcap",
         ));
     }
+    let location =
+        PortLocation::parse(&args.port).map_err(|e| flag_error("--port", e.to_string()))?;
     let (l4_flag, mut packet) = stack(args)?;
     refuse_repeated_vary(&args.vary)?;
     for spec in &args.vary {
@@ -195,7 +198,7 @@ pub fn build(args: &QuickArgs, res: &dyn Resources) -> Result<Scenario, ModelErr
         source: "command line".to_string(),
         ports: vec![PortSpec {
             name: PORT_NAME.to_string(),
-            location: args.port.clone(),
+            location,
             speed_bps: DEFAULT_PORT_SPEED_BPS,
             cores: None,
         }],

@@ -84,7 +84,7 @@ fn udp_flow_from_the_documented_command() {
     assert!(scenario.warnings.is_empty());
     assert_eq!(scenario.ports.len(), 1);
     assert_eq!(scenario.ports[0].name, PORT_NAME);
-    assert_eq!(scenario.ports[0].location, "pcap:out.pcap");
+    assert_eq!(scenario.ports[0].location.to_string(), "pcap:out.pcap");
     let flow = &scenario.flows[0];
     assert_eq!((flow.name.as_str(), flow.id), ("udp", 0));
     assert_eq!(flow.tx_port, PORT_NAME);
@@ -488,7 +488,7 @@ fn rate_duration_and_trailer_options() {
     assert!(!scenario.flows[0].metrics.instrument);
     assert_eq!(scenario.warnings.len(), 1);
     assert!(
-        scenario.warnings[0].contains("at least 82"),
+        scenario.warnings[0].to_string().contains("at least 82"),
         "{:?}",
         scenario.warnings
     );
@@ -527,6 +527,24 @@ fn endpoint_errors() {
         ..udp_args()
     });
     assert_eq!(port.path, "--port");
+    // Parsed where it enters: an unknown form names the flag and what is accepted; a lab
+    // end waits for the run-control layer.
+    let port = err(&QuickArgs {
+        port: "carrier-pigeon:coop".to_string(),
+        ..udp_args()
+    });
+    assert_eq!(port.path, "--port");
+    assert!(
+        port.message
+            .starts_with("unknown port `carrier-pigeon:coop`: accepted forms are"),
+        "{port}"
+    );
+    let lab = ok(&QuickArgs {
+        port: "lab:tx@afxdp".to_string(),
+        ..udp_args()
+    });
+    assert_eq!(lab.ports[0].location.to_string(), "lab:tx@afxdp");
+    assert!(lab.ports[0].location.resolved().is_none());
 }
 
 #[test]
@@ -538,7 +556,10 @@ fn defaults_build_a_plain_ethernet_flow() {
     assert_eq!(flow.size, SizeSpec::Fixed(64));
     assert_eq!(flow.schedule.rate, Rate::Pps(1000.0));
     assert_eq!(flow.schedule.duration, Duration::Continuous);
-    assert_eq!(scenario.ports[0].location, "null");
+    assert_eq!(
+        scenario.ports[0].location,
+        strobe_model::PortLocation::Direct(strobe_model::Location::Null)
+    );
 }
 
 #[test]

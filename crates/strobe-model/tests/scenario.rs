@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use strobe_model::{
-    default_size_seed, default_timing_seed, load_scenario, FlowSpec, HeaderSpec, LatencyMode,
-    ModelError, Pattern, Resources, Scenario, SizeSpec,
+    default_size_seed, default_timing_seed, load_scenario, FlowSpec, HeaderSpec, LabPort, LabSide,
+    LatencyMode, Location, ModelError, Pattern, PortLocation, Resources, Scenario, SizeSpec,
 };
 use strobe_timing::{Dist, Duration, Pattern as Departures, Rate, RateProfile};
 use strobe_wire::{HeaderKind, Payload};
@@ -108,7 +108,15 @@ fn documented_example_lands_every_value() {
     assert_eq!(scenario.source, "scenario.toml");
     assert_eq!(scenario.ports.len(), 2);
     assert_eq!(scenario.ports[0].name, "tx");
-    assert_eq!(scenario.ports[0].location, "lab:tx");
+    // A lab end stays symbolic until the run-control layer finds the lab.
+    assert_eq!(
+        scenario.ports[0].location,
+        PortLocation::Lab(LabPort {
+            side: LabSide::Tx,
+            backend: None
+        })
+    );
+    assert_eq!(scenario.ports[0].location.to_string(), "lab:tx");
     assert_eq!(scenario.ports[0].speed_bps, 1_000_000_000);
     assert_eq!(scenario.ports[1].speed_bps, 10_000_000_000);
 
@@ -701,7 +709,11 @@ fn trailer_is_switched_off_with_a_warning_when_it_does_not_fit() {
     assert!(!flow.metrics.loss && flow.metrics.latency.is_none());
     assert!(flow.metrics.enable);
     assert_eq!(scenario.warnings.len(), 1);
-    let warning = &scenario.warnings[0];
+    assert!(matches!(
+        &scenario.warnings[0],
+        strobe_model::Warning::TrailerDoesNotFit { flow, fitting_frame_bytes: 82, .. } if flow == "f"
+    ));
+    let warning = scenario.warnings[0].to_string();
     assert!(warning.contains("flow `f`"), "{warning}");
     assert!(warning.contains("at least 82"), "{warning}");
 
@@ -1228,4 +1240,46 @@ fn a_run_table_asks_for_unpaced_pacing() {
         "run.time_limit",
     );
     refused("speed = 1", "run.speed");
+}
+
+#[test]
+fn port_locations_are_parsed_where_they_are_read() {
+    let text = "[[ports]]\nname = \"tx\"\nlocation = \"afxdp:ns/eth1@2\"\n\n[[ports]]\nname = \"rx\"\nlocation = \"lab:rx@afxdp-all\"\n";
+    let flow = format!("\n[[flows]]\nname = \"f\"\ntx = \"tx\"\n{UDP4}");
+    let scenario = load(&format!("{text}{flow}")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        scenario.ports[0].location,
+        PortLocation::Direct(Location::AfXdp {
+            netns: Some("ns".into()),
+            iface: "eth1".into(),
+            queue: 2
+        })
+    );
+    assert_eq!(scenario.ports[1].location.to_string(), "lab:rx@afxdp-all");
+    // Refused with the file position of the value and what is accepted.
+    for (location, message) in [
+        (
+            "carrier-pigeon:coop",
+            "unknown port `carrier-pigeon:coop`: accepted forms are `pcap:FILE`",
+        ),
+        (
+            "afxdp:eth1@x",
+            "unknown port `afxdp:eth1@x`: accepted forms",
+        ),
+        (
+            "lab:dut",
+            "unknown lab side `dut` — accepted: lab:tx, lab:rx",
+        ),
+        ("lab:tx@dpdk", "unknown backend `dpdk` — accepted: afpacket"),
+    ] {
+        let text = format!("[[ports]]\nname = \"tx\"\nlocation = \"{location}\"\n{flow}");
+        let err = load(&text).unwrap_err();
+        assert_eq!(err.path, "ports[0].location", "{err}");
+        assert_eq!((err.line, err.column), (Some(3), Some(12)), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with(&format!("scenario.toml:3:12: ports[0].location: {message}")),
+            "{err}"
+        );
+    }
 }

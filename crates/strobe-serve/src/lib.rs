@@ -28,7 +28,7 @@ use axum::Router;
 use serde_json::{json, Value};
 use strobe_control::capture::{Capture, CaptureFormat};
 use strobe_control::history::TrialHistograms;
-use strobe_control::model::Scenario;
+use strobe_control::model::{warning_texts, Scenario, Warning};
 use strobe_control::otg::scenario_from_otg;
 use strobe_control::rfc2544::{Rfc2544Spec, TrialRun, TrialRunner};
 use strobe_control::session::{start_run, Session};
@@ -333,7 +333,7 @@ async fn set_config_toml(State(server): State<Arc<Server>>, body: Bytes) -> Repl
 async fn install_config(
     server: &Arc<Server>,
     scenario: Scenario,
-    mut warnings: Vec<String>,
+    mut warnings: Vec<Warning>,
     captures: Vec<(String, CaptureFormat)>,
     config: Value,
 ) -> Reply {
@@ -364,7 +364,8 @@ async fn install_config(
     state.captured.clear();
     state.config = Some(config);
     state.capture_ports = captures;
-    Ok(ok_json(json!({ "warnings": warnings })))
+    // OTG's warnings are words: the structure stays in strobe's own results.
+    Ok(ok_json(json!({ "warnings": warning_texts(&warnings) })))
 }
 
 /// strobe's own endpoint beside OTG's: one of the convoy-of-packet-trains experiments
@@ -707,7 +708,9 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                 .map_err(control_error)?;
             let mut state = server.state.lock().await;
             state.flows.add_run(started);
-            Ok(ok_json(json!({ "warnings": state.flows.problems() })))
+            Ok(ok_json(
+                json!({ "warnings": warning_texts(&state.flows.problems()) }),
+            ))
         }
         "stop" => {
             let step = session.stop_step(&flow_names).map_err(refused)?;
@@ -718,7 +721,9 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                 stop_and_wait(run).await?;
             }
             let state = server.state.lock().await;
-            Ok(ok_json(json!({ "warnings": state.flows.problems() })))
+            Ok(ok_json(
+                json!({ "warnings": warning_texts(&state.flows.problems()) }),
+            ))
         }
         "pause" | "resume" => {
             for run in session.pause_targets(&flow_names, state).map_err(refused)? {
@@ -729,7 +734,9 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                 }
             }
             let state = server.state.lock().await;
-            Ok(ok_json(json!({ "warnings": state.flows.problems() })))
+            Ok(ok_json(
+                json!({ "warnings": warning_texts(&state.flows.problems()) }),
+            ))
         }
         other => Err(validation(vec![format!(
             "flow_transmit.state: `{other}` — accepted: start, stop, pause, resume"
@@ -765,7 +772,7 @@ async fn port_capture(server: &Arc<Server>, request: &Value) -> Reply {
                 let Some(port) = scenario.ports.iter().find(|p| p.name == name) else {
                     continue;
                 };
-                let location = strobe_control::ports::resolve_lab_location(
+                let location = strobe_control::ports::resolve_port_location(
                     &port.location,
                     &server.options.plan.lab_prefix,
                 )
@@ -835,9 +842,9 @@ async fn port_link(server: &Arc<Server>, request: &Value) -> Reply {
     .map_err(control_error)?;
     for l in locations {
         if up {
-            session.links_down.remove(&l);
+            session.links_down.remove(&l.to_string());
         } else {
-            session.links_down.insert(l);
+            session.links_down.insert(l.to_string());
         }
     }
     Ok(ok_json(json!({ "warnings": [] })))

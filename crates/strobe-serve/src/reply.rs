@@ -271,7 +271,7 @@ pub fn port_metrics(
         out.push(json!({
             "name": port.name,
             "location": port.location,
-            "link": if links_down.contains(&port.location.as_str()) { "down" } else { "up" },
+            "link": if links_down.contains(&port.location.to_string().as_str()) { "down" } else { "up" },
             "capture": if capturing.contains(&port.name.as_str()) { "started" } else { "stopped" },
             // OTG's port transmit state has no "paused".
             "transmit": if m.is_some_and(|m| m.transmit == Transmit::Started) { "started" } else { "stopped" },

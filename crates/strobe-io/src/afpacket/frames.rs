@@ -12,10 +12,9 @@
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::{
-    align_up, read_u16, read_u32, FrameHeader, Malformed, Mapping, RingFrame, LINK_OVERHEAD,
-    TPACKET_ALIGNMENT,
-};
+use super::mapping::{align_up, Mapping, TPACKET_ALIGNMENT};
+use super::ring_frame::{read_u16, read_u32, FrameHeader, Malformed, RingFrame};
+use super::socket::LINK_OVERHEAD;
 use crate::RxFrame;
 
 /// Where a slot's frame data may start at the earliest: after the tpacket2_hdr (aligned) and
