@@ -36,5 +36,5 @@ for service in report["services"]:
         m, v = step["measured"], step["verdict"]
         print(f"  {name:>14}: offered {m['offered_bps'] / 1e6:7.2f} Mbit/s, IR "
               f"{m['ir_bps'] / 1e6:7.2f} Mbit/s, FLR {m['flr'] * 100:.4f} % -> "
-              f"{'PASS' if v['pass'] else 'FAIL ' + '; '.join(v['failed'])}")
+              f"{'PASS' if v['pass'] else 'FAIL ' + '; '.join(f['text'] for f in v['failed'])}")
 print("Y.1564:", "PASS" if report["pass"] else "FAIL")

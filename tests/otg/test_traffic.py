@@ -643,7 +643,8 @@ def test_y1564_runs_through_the_server(api, lab, server):
     steps = service["configuration"]
     assert [s["step"]["kind"] for s in steps] == ["cir", "cir", "cir_eir", "policing"], steps
     assert [s["verdict"]["pass"] for s in steps] == [True, True, True, False], steps
-    assert "not policed" in steps[3]["verdict"]["failed"][0], steps[3]
+    failed = steps[3]["verdict"]["failed"][0]
+    assert failed["kind"] == "not_policed" and "not policed" in failed["text"], steps[3]
     # 50 % of the CIR is 10 Mbit/s at layer 1, and it came through.
     assert steps[0]["measured"]["offered_bps"] == 10e6
     assert abs(steps[0]["measured"]["ir_bps"] / 10e6 - 1) < 0.02, steps[0]
