@@ -161,6 +161,14 @@ pub struct History {
     path: PathBuf,
 }
 
+/// Another connection holds the lock SQLite needed (`SQLITE_BUSY`, `SQLITE_LOCKED`).
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 impl History {
     /// Opens (creating it and its directory when missing) and migrates the database at
     /// `path`.
@@ -179,10 +187,25 @@ impl History {
         // WAL: readers never block the writer, and a killed writer's partial transaction is
         // simply not in the log. NORMAL sync is durable against a crashed process (not
         // against a power cut, where the last run may go, but never the database).
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .and_then(|()| conn.pragma_update(None, "synchronous", "NORMAL"))
-            .and_then(|()| conn.pragma_update(None, "foreign_keys", "ON"))
-            .map_err(|e| fail(e.to_string()))?;
+        //
+        // Setting the journal mode can meet another process recovering the log of a writer
+        // that was killed, and SQLite answers that at once ("database is locked") instead
+        // of waiting as the busy timeout does: retried within the same timeout.
+        let settings = |conn: &Connection| {
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .and_then(|()| conn.pragma_update(None, "synchronous", "NORMAL"))
+                .and_then(|()| conn.pragma_update(None, "foreign_keys", "ON"))
+        };
+        let give_up = std::time::Instant::now() + BUSY_TIMEOUT;
+        loop {
+            match settings(&conn) {
+                Ok(()) => break,
+                Err(e) if is_busy(&e) && std::time::Instant::now() < give_up => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(fail(e.to_string())),
+            }
+        }
         schema::migrate(&mut conn).map_err(fail)?;
         Ok(History {
             conn,
