@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # The tests leave the checkout as they found it (they write under target/ or a temp
 # directory): what git says of the tree now is compared at the end.
 tree_before="$(git status --porcelain 2>/dev/null || true)"
-need_apt tshark tcpdump nftables iproute2 ethtool libcap2-bin util-linux procps
+need_apt tshark tcpdump nftables iproute2 ethtool libcap2-bin util-linux procps linuxptp
 # The independent reader of HdrHistogram interval logs.
 need_pip hdrh hdrhistogram
 # The dashboard's chart library, embedded by the build.

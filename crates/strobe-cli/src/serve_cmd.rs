@@ -47,6 +47,40 @@ pub struct ServeArgs {
     /// up and prints it. At least 16 characters of A-Z, a-z, 0-9, `.`, `_`, `~`, `-`.
     #[arg(long, value_name = "TOKEN")]
     token: Option<String>,
+    /// Be the controller of a strobe agent on another host (`strobe serve` there): a port
+    /// location `NAME/LOCATION` is LOCATION on that agent. The agent's token goes in the URL
+    /// as clients give it: `hostb=https://strobe:TOKEN@198.18.250.2:8443`. Repeatable.
+    #[arg(long = "agent", value_name = "NAME=URL")]
+    agents: Vec<String>,
+    /// Agents from a file: one TOML table per agent, `[NAME]` with `url`, and optionally
+    /// `token` (or `token_file`) and `ca` (the PEM certificate to trust for its HTTPS).
+    #[arg(long = "agents", value_name = "FILE")]
+    agents_file: Option<PathBuf>,
+    /// The certificate (PEM) to trust for every `--agent`'s HTTPS: their CA, or a
+    /// self-signed certificate they share.
+    #[arg(long, value_name = "FILE")]
+    agent_ca: Option<PathBuf>,
+    /// A controller starts its agents' senders this long after asking them, all at one time
+    /// (time for every agent to open its ports), e.g. 500ms.
+    #[arg(long, default_value = "500ms", value_parser = crate::values::positive_text)]
+    start_lead: String,
+}
+
+/// The agents of `--agent` and `--agents`.
+fn agents(args: &ServeArgs) -> Result<Vec<strobe_serve::controller::AgentSpec>, Failure> {
+    use strobe_serve::controller::AgentSpec;
+    let mut agents = Vec::new();
+    for flag in &args.agents {
+        agents
+            .push(AgentSpec::from_flag(flag, args.agent_ca.as_deref()).map_err(Failure::BadInput)?);
+    }
+    if let Some(path) = &args.agents_file {
+        let bad = |m: String| Failure::BadInput(format!("--agents {}: {m}", path.display()));
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        agents.extend(AgentSpec::from_file(&text, dir).map_err(bad)?);
+    }
+    Ok(agents)
 }
 
 /// Reads `--location-map`: a TOML table of name → location.
@@ -77,6 +111,12 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         .unwrap_or_default();
     let drain_ns = strobe_control::timing::parse_duration_ns(&args.drain)
         .map_err(|e| Failure::BadInput(format!("--drain {}: {e}", args.drain)))?;
+    let start_lead_ns = strobe_control::timing::parse_duration_ns(&args.start_lead)
+        .map_err(|e| Failure::BadInput(format!("--start-lead {}: {e}", args.start_lead)))?;
+    let controller = strobe_serve::controller::ControllerOptions {
+        agents: agents(&args)?,
+        start_lead: std::time::Duration::from_nanos(start_lead_ns),
+    };
     if let Some(token) = args.token.as_deref() {
         // Characters that go into a header and a URL's password as they are.
         let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '~' | '-');
@@ -127,6 +167,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         no_extensions: args.no_extensions,
         token,
         history,
+        controller,
     };
     let signals = signals::install()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -149,7 +190,9 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         eprintln!("strobe serve: dashboard on {scheme}://{address}/{dashboard_token}");
     };
     let cannot_listen = |e: std::io::Error| {
-        if e.kind() == std::io::ErrorKind::InvalidInput {
+        if e.kind() == std::io::ErrorKind::InvalidInput && e.to_string().starts_with("agent") {
+            Failure::BadInput(format!("--agent: {e}"))
+        } else if e.kind() == std::io::ErrorKind::InvalidInput {
             Failure::BadInput(format!("--tls-cert/--tls-key: {e}"))
         } else {
             Failure::BadInput(format!(

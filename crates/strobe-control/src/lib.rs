@@ -65,6 +65,12 @@ pub use strobe_engine::live::FlowSnapshot;
 pub use strobe_engine::{ClockSource, LatePolicy, RunReport, Tick};
 pub use strobe_io::Location;
 
+/// A run tag for a run that several processes take part in (a multi-host run's agents):
+/// random, never the tag of strobe versions before run tags.
+pub fn fresh_run_tag() -> u8 {
+    strobe_engine::random_run_tag()
+}
+
 /// Why a plan cannot run or a run failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ControlError {

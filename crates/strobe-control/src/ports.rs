@@ -119,6 +119,12 @@ pub fn resolve_port_location(
     let lab_port = match location {
         PortLocation::Direct(location) => return Ok(location.clone()),
         PortLocation::Lab(lab_port) => *lab_port,
+        PortLocation::Remote(at) => {
+            return Err(ControlError::BadInput(format!(
+                "`{location}` is a port of the agent at `{at}`, not of this host: ask its \
+                 agent (or the controller) for it"
+            )))
+        }
     };
     let lab = strobe_lab::status(prefix)?.ok_or_else(|| {
         ControlError::BadInput(format!(
@@ -130,8 +136,10 @@ pub fn resolve_port_location(
 }
 
 /// Location forms strobe opens as they are written.
-const LOCATION_KINDS: [&str; 7] = [
+const LOCATION_KINDS: [&str; 8] = [
     "afpacket:",
+    // Another host's port, written by a multi-host run's controller.
+    "remote:",
     "afpacket-gso:",
     "afxdp:",
     "xdp-live:",
@@ -197,7 +205,7 @@ pub fn lab_link_side(location: &PortLocation) -> Result<bool, ControlError> {
 /// one that exists: a server refuses such a config when it is set, not when traffic
 /// starts. Ports are not opened here.
 pub fn check_locations(scenario: &Scenario) -> Result<(), ControlError> {
-    for port in &scenario.ports {
+    for port in scenario.ports.iter().filter(|p| !p.location.is_remote()) {
         let Some(location) = port.location.resolved() else {
             return Err(ControlError::BadInput(format!(
                 "port `{}`: `{}` is not resolved to the lab's interface yet",

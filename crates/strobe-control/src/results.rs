@@ -92,6 +92,11 @@ pub struct PortResult {
     /// Time the port was held paused (not part of `elapsed_ns`).
     pub paused_ns: u64,
     pub t0_unix_ns: Option<u64>,
+    /// The first hand-over: when it went (CLOCK_REALTIME ns) and when it was due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_handover_unix_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_due_unix_ns: Option<u64>,
     /// Set when the port sent clearly slower than asked: what it achieved and why.
     pub shortfall: Option<Warning>,
     pub stopped_early: bool,
@@ -639,6 +644,8 @@ fn port_result(p: &PortReport) -> PortResult {
         planned_ns: p.planned_ns,
         paused_ns: p.paused_ns,
         t0_unix_ns: p.t0_unix_ns,
+        first_handover_unix_ns: p.first_handover_unix_ns,
+        first_due_unix_ns: p.t0_unix_ns.zip(p.first_deadline_ns).map(|(t0, d)| t0 + d),
         shortfall: shortfall(p),
         stopped_early: p.stopped_early,
         failure: p.failure.clone(),
@@ -796,6 +803,14 @@ pub fn timestamp_sources(r: &RunReport, flow: &FlowSpec) -> TimestampSources {
              just before the hand-over to the backend",
             strobe_engine::clock::kernel_clocksource()
         ),
+        // Sent by another host's agent (a multi-host run): stamped there, on its clock.
+        None if r.rx_flows.get(usize::from(flow.id)).is_some_and(|f| {
+            f.as_ref()
+                .is_some_and(|f| f.lost.is_none() && f.counters.frames > 0)
+        }) =>
+        {
+            "the sender's clock, on another host (its agent says which)".to_string()
+        }
         None => "none".to_string(),
     };
     let mut rx: Vec<String> =

@@ -605,6 +605,18 @@ fn per_second(delta: u64, ns: u64) -> f64 {
     }
 }
 
+/// A flow that other hosts send and receive (a multi-host run gives every agent every
+/// flow): nothing of it happens here, so it is never "started" here.
+fn elsewhere(scenario: &Scenario, flow: &strobe_model::FlowSpec) -> bool {
+    let remote = |name: &str| {
+        scenario
+            .ports
+            .iter()
+            .any(|p| p.name == name && p.location.is_remote())
+    };
+    remote(&flow.tx_port) && flow.rx_ports.iter().all(|r| remote(r))
+}
+
 fn live_metrics(
     scenario: &Scenario,
     state: RunState,
@@ -632,7 +644,8 @@ fn live_metrics(
                 _ => (0.0, 0.0),
             };
             let done = planned_frames(&f.schedule.duration).is_some_and(|n| now.tx_frames >= n)
-                || switches.is_stopped(&f.name);
+                || switches.is_stopped(&f.name)
+                || elsewhere(scenario, f);
             FlowMetrics {
                 name: f.name.clone(),
                 tx_port: f.tx_port.clone(),

@@ -99,6 +99,7 @@ pub fn oversubscription(scenario: &Scenario, tx_workers: usize) -> Option<Warnin
     let tx: usize = scenario
         .ports
         .iter()
+        .filter(|p| !p.location.is_remote())
         .map(|p| {
             let cores = p.cores.unwrap_or(tx_workers).max(1);
             let flows = scenario.flows.iter().filter(|f| f.tx_port == p.name);
@@ -115,6 +116,7 @@ pub fn oversubscription(scenario: &Scenario, tx_workers: usize) -> Option<Warnin
     let rx = scenario
         .ports
         .iter()
+        .filter(|p| !p.location.is_remote())
         .filter(|p| scenario.flows.iter().any(|f| f.rx_ports.contains(&p.name)))
         .count();
     let cores = pin::allowed_cores().len();
@@ -201,9 +203,19 @@ pub fn choose_run_tag(scenario: &Scenario, requested: Option<u8>) -> u8 {
         });
         rand_xoshiro::SplitMix64::seed_from_u64(seed).next_u32() as u8
     } else {
-        rand::random::<u8>()
+        return random_run_tag();
     };
     if tag == LEGACY_TAG {
+        tag.wrapping_add(1)
+    } else {
+        tag
+    }
+}
+
+/// A random run tag from the OS's generator, never [`strobe_wire::trailer::LEGACY_TAG`].
+pub fn random_run_tag() -> u8 {
+    let tag = rand::random::<u8>();
+    if tag == strobe_wire::trailer::LEGACY_TAG {
         tag.wrapping_add(1)
     } else {
         tag
@@ -285,15 +297,20 @@ fn join_rx(
 }
 
 /// Every port's location, as the scenario holds it (parsed where it was read): `lab:` ends
-/// must have been resolved (`strobe-control`'s plan does).
-fn port_locations(scenario: &Scenario) -> Result<Vec<strobe_io::Location>, EngineError> {
+/// must have been resolved (`strobe-control`'s plan does); None for another host's port
+/// (`remote:`), which this process neither opens nor reads.
+fn port_locations(scenario: &Scenario) -> Result<Vec<Option<strobe_io::Location>>, EngineError> {
     scenario
         .ports
         .iter()
         .map(|p| {
+            if p.location.is_remote() {
+                return Ok(None);
+            }
             p.location
                 .resolved()
                 .cloned()
+                .map(Some)
                 .ok_or_else(|| EngineError::Port {
                     port: p.name.clone(),
                     source: strobe_io::IoError::Other(format!(
@@ -304,6 +321,22 @@ fn port_locations(scenario: &Scenario) -> Result<Vec<strobe_io::Location>, Engin
                 })
         })
         .collect()
+}
+
+/// Whether receivers count until told to stop rather than until this process's own
+/// transmitters end: some flow is sent by another host's agent and received here (a
+/// multi-host run, whose controller stops it once every sender is done).
+pub fn receives_from_other_hosts(scenario: &Scenario) -> bool {
+    let remote = |name: &str| {
+        scenario
+            .ports
+            .iter()
+            .any(|p| p.name == name && p.location.is_remote())
+    };
+    scenario
+        .flows
+        .iter()
+        .any(|f| remote(&f.tx_port) && f.rx_ports.iter().any(|r| !remote(r)))
 }
 
 /// A transmit worker ready to start: its name, its open port, its flows and its pacing.
@@ -319,7 +352,7 @@ type TxJob = (
 /// checked against its flows' frame sizes and given its pacing.
 fn open_transmitters(
     scenario: &Scenario,
-    locations: &[strobe_io::Location],
+    locations: &[Option<strobe_io::Location>],
     opts: &RunOptions,
     next_id: &mut usize,
     parent: &mut Vec<u16>,
@@ -345,6 +378,15 @@ fn open_transmitters(
                 ),
             });
         }
+        let Some(location) = location else {
+            // Another host sends these: their sub-flow ids are taken all the same, so that
+            // ids here are those in the sender's trailers (agents split alike).
+            split::split(&flows, workers, next_id, parent).ok_or_else(|| EngineError::Workers {
+                port: port.name.clone(),
+                reason: "splitting Poisson flows needs more than 65536 flow ids".into(),
+            })?;
+            continue;
+        };
         let scheduled = TimeBase::of(location) == TimeBase::Scheduled;
         if scheduled {
             if let Some(f) = flows.iter().find(|f| !schedule_ends(&f.schedule)) {
@@ -436,7 +478,7 @@ type RxJob = (
 /// `run_start_ns` on.
 fn open_receivers(
     scenario: &Scenario,
-    locations: &[strobe_io::Location],
+    locations: &[Option<strobe_io::Location>],
     opts: &RunOptions,
     parent: &[u16],
     ids: usize,
@@ -445,6 +487,9 @@ fn open_receivers(
 ) -> Result<Vec<RxJob>, EngineError> {
     let mut rx_jobs = Vec::new();
     for (port, location) in scenario.ports.iter().zip(locations) {
+        let Some(location) = location else {
+            continue;
+        };
         if !scenario
             .flows
             .iter()
@@ -711,11 +756,22 @@ pub fn run_scenario(
         let started = clock.now_ticks();
         let mut next_tick = tick_ns;
         drop(tx_ended);
-        while !tx_handles.iter().all(|(h, _)| h.is_finished()) {
+        // Frames from other hosts' senders: counted until the caller stops the run.
+        let hold = receives_from_other_hosts(scenario) && !rx_handles.is_empty();
+        while !tx_handles.iter().all(|(h, _)| h.is_finished())
+            || (hold && !stop.load(Ordering::Relaxed))
+        {
             match tx_ending.recv_timeout(std::time::Duration::from_millis(20)) {
                 // All signalled: the threads are returning; wait for them briefly.
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    std::thread::sleep(std::time::Duration::from_micros(100))
+                    // Or, holding for other hosts' frames with none of ours to send, wait
+                    // for the stop at the pace of the watch.
+                    let done = tx_handles.iter().all(|(h, _)| h.is_finished());
+                    std::thread::sleep(std::time::Duration::from_micros(if hold && done {
+                        20_000
+                    } else {
+                        100
+                    }))
                 }
                 Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             }
@@ -863,6 +919,17 @@ pub fn run_scenario(
     for r in merged.report(Some(&sent)) {
         if let Some(Some(total)) = rx_flows.get_mut(parent[r.flow_id as usize] as usize) {
             total.add(&r);
+        }
+    }
+    // Flows another host sends: what was sent is that host's to say, so no loss here.
+    for (total, flow) in rx_flows.iter_mut().zip(&scenario.flows) {
+        let sent_elsewhere = scenario
+            .ports
+            .iter()
+            .any(|p| p.name == flow.tx_port && p.location.is_remote());
+        if let Some(total) = total.as_mut().filter(|_| sent_elsewhere) {
+            total.lost = None;
+            total.excess = 0;
         }
     }
     // A flow received on several ports is counted once per port it reached: more frames

@@ -84,6 +84,11 @@ pub struct RunOptions {
     pub time_limit_ns: Option<u64>,
     /// Lead time between starting the worker and the schedule's t0.
     pub start_lead_ns: u64,
+    /// Start the schedule at this CLOCK_REALTIME time instead (a multi-host run's
+    /// synchronized start: every agent's senders take one t0); a time already past, or
+    /// closer than `start_lead_ns`, starts `start_lead_ns` after the worker is ready, and the
+    /// port's report says when it did start (`t0_unix_ns`).
+    pub start_at_unix_ns: Option<u64>,
     /// Live counters to publish to (status lines), if anyone watches.
     pub live: Option<Arc<LiveCounters>>,
     /// How long receivers keep counting after the last frame was sent.
@@ -135,6 +140,7 @@ impl Default for RunOptions {
             unpaced: false,
             time_limit_ns: None,
             start_lead_ns: 200_000,
+            start_at_unix_ns: None,
             live: None,
             drain_ns: 500_000_000,
             drain_abort: None,

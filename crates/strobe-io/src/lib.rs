@@ -21,6 +21,7 @@ mod rx;
 #[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
 pub mod test_support;
+pub mod timesync;
 pub mod tsinfo;
 pub mod xdp_features;
 mod xdp_gen;

@@ -299,22 +299,32 @@ impl fmt::Display for LabPort {
 pub enum PortLocation {
     Direct(Location),
     Lab(LabPort),
+    /// `remote:AGENT/LOCATION`: a port another host's agent opens (a multi-host run's
+    /// controller writes it into each agent's config). This process neither sends nor
+    /// receives on it; its flows keep their ids so that every agent reads the same trailers.
+    Remote(String),
 }
 
 impl PortLocation {
     /// A [`Location`], or `lab:SIDE[@BACKEND]`.
     pub fn parse(location: &str) -> Result<PortLocation, LocationError> {
+        if let Some(rest) = location.strip_prefix("remote:") {
+            if rest.is_empty() {
+                return Err(LocationError::Unknown(location.to_string()));
+            }
+            return Ok(PortLocation::Remote(rest.to_string()));
+        }
         match location.strip_prefix("lab:") {
             Some(rest) => LabPort::parse_rest(rest).map(PortLocation::Lab),
             None => Location::parse(location).map(PortLocation::Direct),
         }
     }
 
-    /// The location to open; None for a lab end not resolved yet.
+    /// The location to open; None for a lab end not resolved yet, or another host's port.
     pub fn resolved(&self) -> Option<&Location> {
         match self {
             PortLocation::Direct(location) => Some(location),
-            PortLocation::Lab(_) => None,
+            PortLocation::Lab(_) | PortLocation::Remote(_) => None,
         }
     }
 
@@ -322,8 +332,13 @@ impl PortLocation {
     pub fn lab(&self) -> Option<&LabPort> {
         match self {
             PortLocation::Lab(lab) => Some(lab),
-            PortLocation::Direct(_) => None,
+            PortLocation::Direct(_) | PortLocation::Remote(_) => None,
         }
+    }
+
+    /// Another host's port (`remote:`): not opened here.
+    pub fn is_remote(&self) -> bool {
+        matches!(self, PortLocation::Remote(_))
     }
 
     /// A `pcap:` trace file.
@@ -346,6 +361,7 @@ impl fmt::Display for PortLocation {
         match self {
             PortLocation::Direct(location) => location.fmt(f),
             PortLocation::Lab(lab) => lab.fmt(f),
+            PortLocation::Remote(at) => write!(f, "remote:{at}"),
         }
     }
 }
@@ -399,6 +415,11 @@ mod tests {
             assert_eq!(port, PortLocation::Direct(parsed));
             assert_eq!(port.to_string(), text);
         }
+        let remote = PortLocation::parse("remote:hostb/afpacket:eth1").unwrap();
+        assert_eq!(remote, PortLocation::Remote("hostb/afpacket:eth1".into()));
+        assert_eq!(remote.to_string(), "remote:hostb/afpacket:eth1");
+        assert!(remote.is_remote() && remote.resolved().is_none());
+        assert!(PortLocation::parse("remote:").is_err());
         let xdp = Location::parse("afxdp:ns/eth1@2").unwrap();
         assert_eq!(xdp.for_worker(3).to_string(), "afxdp:ns/eth1@5");
         let packet = Location::parse("afpacket:eth1").unwrap();

@@ -8,7 +8,9 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+pub mod controller;
 mod history_api;
+mod lease;
 mod record;
 mod reply;
 mod scrape;
@@ -70,6 +72,8 @@ pub struct ServeOptions {
     pub token: Option<String>,
     /// Where runs started through the server are recorded (None: nowhere).
     pub history: Option<RunHistory>,
+    /// Agents on other hosts: given any, the server is their controller (see [`controller`]).
+    pub controller: controller::ControllerOptions,
 }
 
 /// The server's state: the config last set and the runs started. Requests that change
@@ -86,17 +90,22 @@ struct Server {
     shutting_down: AtomicBool,
     /// A methodology is running.
     method_running: Arc<AtomicBool>,
+    /// A controller's lease on this agent's runs, and whether its watch runs.
+    lease: lease::Lease,
+    lease_watched: AtomicBool,
 }
 
 /// Tells a server that it is shutting down: the methodology running ends, keeping its
 /// trials (its reply and its record say it was stopped), and none starts after it.
 #[derive(Clone)]
-pub struct ShutdownHandle(Arc<Server>);
+pub struct ShutdownHandle(Option<Arc<Server>>);
 
 impl ShutdownHandle {
     pub fn shut_down(&self) {
-        self.0.shutting_down.store(true, Ordering::SeqCst);
-        self.0.method_stop.store(true, Ordering::SeqCst);
+        if let Some(server) = &self.0 {
+            server.shutting_down.store(true, Ordering::SeqCst);
+            server.method_stop.store(true, Ordering::SeqCst);
+        }
     }
 }
 
@@ -117,13 +126,18 @@ struct ServerState {
 }
 
 /// The server's routes.
-pub fn router(options: ServeOptions) -> Router {
-    router_with_shutdown(options).0
+pub fn router(options: ServeOptions) -> Result<Router, String> {
+    router_with_shutdown(options).map(|(router, _)| router)
 }
 
-/// The server's routes, and the handle that tells it it is shutting down.
-pub fn router_with_shutdown(options: ServeOptions) -> (Router, ShutdownHandle) {
+/// The server's routes, and the handle that tells it it is shutting down; an error names
+/// an agent that cannot be used (its CA file, a name given twice).
+pub fn router_with_shutdown(options: ServeOptions) -> Result<(Router, ShutdownHandle), String> {
     let token: Option<Arc<str>> = options.token.as_deref().map(Arc::from);
+    if !options.controller.agents.is_empty() {
+        let routes = with_token(controller::router(&options)?, token);
+        return Ok((routes, ShutdownHandle(None)));
+    }
     let server = Arc::new(Server {
         options,
         control: Arc::new(Mutex::new(())),
@@ -131,8 +145,10 @@ pub fn router_with_shutdown(options: ServeOptions) -> (Router, ShutdownHandle) {
         method_stop: Arc::new(AtomicBool::new(false)),
         shutting_down: AtomicBool::new(false),
         method_running: Arc::new(AtomicBool::new(false)),
+        lease: lease::Lease::default(),
+        lease_watched: AtomicBool::new(false),
     });
-    let handle = ShutdownHandle(server.clone());
+    let handle = ShutdownHandle(Some(server.clone()));
     let routes = Router::new()
         .route("/config", post(set_config).get(get_config))
         .route("/control/state", post(set_control_state))
@@ -150,6 +166,7 @@ pub fn router_with_shutdown(options: ServeOptions) -> (Router, ShutdownHandle) {
         .route("/ui/uPlot.min.css", get(web::uplot_css))
         .route("/strobe/latency", get(live_latency))
         .route("/strobe/config-toml", post(set_config_toml))
+        .route("/strobe/lease", post(renew_lease))
         .route("/strobe/runs", get(history_api::list))
         .route("/strobe/runs/compare", get(history_api::compare))
         .route(
@@ -174,14 +191,18 @@ pub fn router_with_shutdown(options: ServeOptions) -> (Router, ShutdownHandle) {
         })
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(server);
-    let routes = match token {
+    Ok((with_token(routes, token), handle))
+}
+
+/// The OTG fallbacks, the body limit and the token, around `routes`.
+fn with_token(routes: Router, token: Option<Arc<str>>) -> Router {
+    match token {
         Some(token) => routes.layer(axum::middleware::from_fn_with_state(
             token,
             auth::require_token,
         )),
         None => routes,
-    };
-    (routes, handle)
+    }
 }
 
 /// `shutdown`, and then the server told (a methodology running ends at once, instead of the
@@ -200,7 +221,8 @@ pub async fn serve(
     options: ServeOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let (routes, handle) = router_with_shutdown(options);
+    let (routes, handle) = router_with_shutdown(options)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     axum::serve(listener, routes)
         .with_graceful_shutdown(telling(handle, shutdown))
         .await
@@ -237,7 +259,8 @@ pub async fn serve_tls(
                 ),
             )
         })?;
-    let (routes, server) = router_with_shutdown(options);
+    let (routes, server) = router_with_shutdown(options)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let shutdown = telling(server, shutdown);
     let handle = axum_server::Handle::new();
     let watcher = handle.clone();
@@ -553,6 +576,50 @@ impl TrialRunner for EngineRunner {
     }
 }
 
+/// strobe's own endpoint for a controller: renews its lease on this agent's runs
+/// (`{"lease_ms": N}`); when a lease runs out, the agent stops its runs on its own.
+async fn renew_lease(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
+    let request = parse_body(&body)?;
+    let length = lease::length(&request["lease_ms"]).map_err(|e| validation(vec![e]))?;
+    hold_lease(&server, length);
+    Ok(ok_json(json!({ "warnings": [] })))
+}
+
+/// Holds the runs under a controller's lease for `length`, watching it from the first.
+fn hold_lease(server: &Arc<Server>, length: std::time::Duration) {
+    server.lease.renew(length);
+    if server.lease_watched.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let server = Arc::downgrade(server);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let Some(server) = server.upgrade() else {
+                return;
+            };
+            if !server.lease.ran_out(std::time::Instant::now()) {
+                continue;
+            }
+            let runs = server.state.lock().await.flows.runs().to_vec();
+            let running = runs.iter().filter(|r| !r.is_finished()).count();
+            if running > 0 {
+                tracing::warn!(
+                    "the controller's lease ran out: stopping {running} run(s) it started (the \
+                     controller is gone or cannot reach this agent)"
+                );
+                eprintln!(
+                    "strobe serve: the controller's lease ran out — stopping {running} run(s) it \
+                     started; their results are kept"
+                );
+            }
+            for run in runs {
+                let _ = stop_and_wait(run).await;
+            }
+        }
+    });
+}
+
 /// strobe's own endpoint: each flow's latency per 500 ms interval (min, p50, p90, p99,
 /// p99.9, max, frames) of the runs the server holds, those starting after `since`
 /// (CLOCK_REALTIME ns; 0 or none: all kept), oldest first. For runs of at most 16 flows;
@@ -685,6 +752,14 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                 stop_and_wait(run).await?;
             }
             let mut options = server.options.plan.clone();
+            // A multi-host run's controller names the run tag every agent's trailers carry
+            // and the time its senders start at (see `controller`).
+            let cluster = controller::StartExtension::read(request).map_err(refused)?;
+            options.run_tag = cluster.run_tag.or(options.run_tag);
+            options.start_at_unix_ns = cluster.start_at_ns;
+            if let Some(length) = cluster.lease {
+                hold_lease(server, length);
+            }
             // Latency per interval for live views (GET /strobe/latency); each interval copies
             // every flow's histogram on the receive path, so only for a few flows.
             if step.scenario.flows.len() <= LIVE_LATENCY_MAX_FLOWS {

@@ -174,18 +174,42 @@ pub fn flow_metrics(
 /// to p99.9999, and where the timestamps were taken.
 fn strobe_detail(results: &Results, name: &str) -> Option<Value> {
     let flow = results.flow(name)?;
-    let mut detail = json!({
-        "frames_rx_unique": count(flow.frames_rx_unique?),
-        "duplicates": count(flow.duplicates.unwrap_or(0)),
-        "reordered": count(flow.reordered.unwrap_or(0)),
-        "late": count(flow.late.unwrap_or(0)),
-        "timestamps": results
-            .rx_ports
-            .iter()
-            .filter(|p| flow.rx_ports.contains(&p.name))
-            .map(|p| p.timestamps.as_str())
-            .collect::<Vec<_>>(),
-    });
+    let mut detail = json!({});
+    if let Some(unique) = flow.frames_rx_unique {
+        detail = json!({
+            "frames_rx_unique": count(unique),
+            "duplicates": count(flow.duplicates.unwrap_or(0)),
+            "reordered": count(flow.reordered.unwrap_or(0)),
+            "late": count(flow.late.unwrap_or(0)),
+            "timestamps": results
+                .rx_ports
+                .iter()
+                .filter(|p| flow.rx_ports.contains(&p.name))
+                .map(|p| p.timestamps.as_str())
+                .collect::<Vec<_>>(),
+        });
+    }
+    // When its port's first frame went and was due (a multi-host start's skew); a port
+    // sent by several workers: the earliest.
+    let worker_of = |p: &str| {
+        p == flow.tx_port
+            || p.strip_prefix(&flow.tx_port)
+                .is_some_and(|k| k.starts_with('#'))
+    };
+    let sent_by = results.ports.iter().filter(|p| worker_of(&p.name));
+    let first = sent_by
+        .clone()
+        .filter_map(|p| p.first_handover_unix_ns)
+        .min();
+    let due = sent_by.clone().filter_map(|p| p.first_due_unix_ns).min();
+    let t0 = sent_by.filter_map(|p| p.t0_unix_ns).min();
+    if let (Some(first), Some(due), Some(t0)) = (first, due, t0) {
+        detail["tx_start"] =
+            json!({ "t0_ns": t0, "first_due_ns": due, "first_handover_ns": first });
+    }
+    if detail.as_object().is_some_and(|d| d.is_empty()) {
+        return None;
+    }
     if let Some(latency) = &flow.latency {
         let s = &latency.raw;
         let mut percentiles = Map::new();

@@ -66,6 +66,18 @@ pub(super) fn final_report(
             .saturating_sub(sent.paused_while_sending_ns),
         _ => 0,
     };
+    // When the first frame really went, on CLOCK_REALTIME, and when it was due: a
+    // synchronized start's skew between hosts is read from these.
+    report.first_deadline_ns = sent.first_deadline;
+    report.first_handover_unix_ns = match (report.t0_unix_ns, sent.first_tx_ticks) {
+        (Some(t0), Some(first)) if first >= sent.t0_start_ticks => {
+            Some(t0 + clock.ticks_to_ns(first - sent.t0_start_ticks))
+        }
+        (Some(t0), Some(first)) => {
+            Some(t0.saturating_sub(clock.ticks_to_ns(sent.t0_start_ticks - first)))
+        }
+        _ => None,
+    };
     report.planned_ns = sent
         .first_deadline
         .map_or(0, |first| sent.previous_deadline.saturating_sub(first));

@@ -62,6 +62,13 @@ pub(super) fn start_in_kernel<B: Backend>(
                     .as_deref()
                     .is_some_and(|p| p.load(Ordering::Relaxed)),
             );
+            // A synchronized start: the kernel's program starts at the agreed time.
+            if let Some(at) = opts.start_at_unix_ns {
+                let now = clock.realtime_now_ns();
+                if at > now {
+                    std::thread::sleep(std::time::Duration::from_nanos(at - now));
+                }
+            }
             match handed.map(|f| generator.start(&f).map(|()| f)) {
                 Ok(Ok(handed)) => return KernelStart::Started(handed),
                 // The engine's ring path still works: fall back to it, saying why.

@@ -93,6 +93,9 @@ pub struct PortReport {
     /// CLOCK_REALTIME, ns since the Unix epoch, the clock receive timestamps use; None for
     /// scheduled-time backends, whose times are the trace's own.
     pub t0_unix_ns: Option<u64>,
+    /// The first hand-over: when it went (CLOCK_REALTIME ns) and its deadline (ns from t0).
+    pub first_handover_unix_ns: Option<u64>,
+    pub first_deadline_ns: Option<u64>,
     /// Paced runs: the same span as the schedule planned it (first to last hand-over's
     /// deadline, before any shift); `elapsed_ns` beyond it is time the run fell behind.
     pub planned_ns: u64,

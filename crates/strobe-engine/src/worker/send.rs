@@ -74,7 +74,18 @@ impl Sending {
         let departure = handover.clone();
         let departure_gaps = handover.clone();
         let mut wall = WallClock::new(clock);
-        let t0_ticks = clock.now_ticks() + clock.ns_to_ticks(opts.start_lead_ns);
+        let lead_ns = match opts.start_at_unix_ns {
+            Some(at) => at
+                .saturating_sub(wall.now_ns(clock))
+                .max(opts.start_lead_ns),
+            None => opts.start_lead_ns,
+        };
+        let t0_ticks = clock.now_ticks() + clock.ns_to_ticks(lead_ns);
+        if opts.start_at_unix_ns.is_some() {
+            // A synchronized start is often far off: sleep to it here, so that no loop (an
+            // unpaced one sends at once) starts before the agreed time.
+            sleep_until(clock, t0_ticks);
+        }
         let limit_ticks = opts
             .time_limit_ns
             .map(|ns| t0_ticks + clock.ns_to_ticks(ns));
@@ -115,6 +126,8 @@ pub(super) struct Sent {
     pub(super) handover: Histogram<u64>,
     pub(super) departure: Histogram<u64>,
     pub(super) departure_gaps: Histogram<u64>,
+    /// The schedule's t0 as the loop began (before any pause moved it), in clock ticks.
+    pub(super) t0_start_ticks: u64,
     /// First hand-over, and the end of the last, in clock ticks.
     pub(super) first_tx_ticks: Option<u64>,
     pub(super) last_tx_ticks: u64,
@@ -166,6 +179,7 @@ pub(super) fn send_loop<B: Backend>(
         t0_unix_ns,
     } = sending;
     report.t0_unix_ns = t0_unix_ns;
+    let t0_start_ticks = t0_ticks;
     let mut shift_ns = 0u64;
     // Coalesced runs: when a perfect sender on the path would end its last hand-over, on the
     // deadlines' timeline (before any shift).
@@ -446,6 +460,7 @@ pub(super) fn send_loop<B: Backend>(
         handover,
         departure,
         departure_gaps,
+        t0_start_ticks,
         first_tx_ticks,
         last_tx_ticks,
         paused_while_sending_ns,
@@ -465,6 +480,23 @@ fn stop_switched_off(states: &mut [FlowState], switches: &FlowSwitches, seen: &m
             if switches.is_stopped(&s.report.name) {
                 s.stop();
             }
+        }
+    }
+}
+
+/// Sleeps until about a millisecond before `t0_ticks`, then spins to it.
+fn sleep_until(clock: &Clock, t0_ticks: u64) {
+    const SPIN_NS: u64 = 1_000_000;
+    loop {
+        let now = clock.now_ticks();
+        if now >= t0_ticks {
+            return;
+        }
+        let left_ns = clock.ticks_to_ns(t0_ticks - now);
+        if left_ns > SPIN_NS {
+            std::thread::sleep(std::time::Duration::from_nanos(left_ns - SPIN_NS));
+        } else {
+            std::hint::spin_loop();
         }
     }
 }

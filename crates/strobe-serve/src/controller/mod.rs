@@ -1,0 +1,930 @@
+//! A controller: one OTG endpoint over strobe agents on many hosts, as ixia-c's controller
+//! is over its traffic engines. Any `strobe serve` given agents is one; the protocol to the
+//! agents is OTG itself (HTTPS and a token), with strobe's extensions where OTG has no word
+//! (a run tag and a start time, under `x_strobe`).
+//!
+//! - A port's location names its agent: `AGENT/LOCATION` (see [`placement`]).
+//! - `set_config` gives every agent the whole config, its own ports in place and the
+//!   others' as `remote:` ports, so flow ids agree everywhere.
+//! - A start starts the agents that only receive first (their receivers count until the
+//!   controller stops them), then asks every sender to start at one CLOCK_REALTIME time,
+//!   with one run tag for all; once every sender is done the receivers are stopped and drain.
+//! - Metrics merge what a flow's sender sent with what its receivers counted (see [`merge`]).
+
+mod agents;
+mod merge;
+mod placement;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use futures_util::future::join_all;
+use serde_json::{json, Value};
+use strobe_control::ControlError;
+use tokio::sync::Mutex;
+
+pub use agents::{Agent, AgentError, AgentSpec};
+use placement::{FlowPlace, Placement};
+
+use crate::reply::{internal, octets, ok_json, validation, OtgError};
+use crate::{choice, names, parse_body, takes_extensions, Reply};
+
+/// What a multi-host run's controller adds to an agent's `flow_transmit` start
+/// (`x_strobe`): the run tag every agent's trailers carry and, for senders, the time to
+/// start at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StartExtension {
+    pub run_tag: Option<u8>,
+    /// CLOCK_REALTIME ns.
+    pub start_at_ns: Option<u64>,
+    /// The controller's lease on the agent's runs (see `lease`).
+    pub lease: Option<Duration>,
+}
+
+impl StartExtension {
+    /// Reads `request.x_strobe` of a `flow_transmit` request (absent: none).
+    pub fn read(request: &Value) -> Result<StartExtension, ControlError> {
+        let Some(x) = request.get("x_strobe") else {
+            return Ok(StartExtension::default());
+        };
+        let bad = |m: &str| ControlError::BadInput(format!("x_strobe.{m}"));
+        let run_tag = match x.get("run_tag") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .and_then(|t| u8::try_from(t).ok())
+                    .ok_or_else(|| bad("run_tag: give a number from 0 to 255"))?,
+            ),
+        };
+        let start_at_ns = match x.get("start_at_ns") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_u64().ok_or_else(|| {
+                bad("start_at_ns: give CLOCK_REALTIME nanoseconds since the Unix epoch")
+            })?),
+        };
+        let lease = match x.get("lease_ms") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                crate::lease::length(v)
+                    .map_err(|e| ControlError::BadInput(format!("x_strobe.{e}")))?,
+            ),
+        };
+        Ok(StartExtension {
+            run_tag,
+            start_at_ns,
+            lease,
+        })
+    }
+}
+
+/// How long an agent may take: to take a config (large ones are read at about 1 MB per
+/// 10 ms), to answer control (a stop waits for its receivers' drain) and metrics.
+const CONFIG_TIMEOUT: Duration = Duration::from_secs(60);
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
+const METRICS_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the controller asks the senders of a start whether they are done.
+const SENDERS_POLL: Duration = Duration::from_millis(100);
+/// The lease a controller holds on its agents' runs (they stop on their own when it runs
+/// out), renewed this often; an agent that fails this many renewals in a row is lost.
+const LEASE: Duration = Duration::from_secs(5);
+const LEASE_RENEWAL: Duration = Duration::from_secs(1);
+const LOST_AFTER: u32 = 2;
+
+/// How a controller runs.
+#[derive(Clone, Debug)]
+pub struct ControllerOptions {
+    pub agents: Vec<AgentSpec>,
+    /// Senders start this long after the controller asks them (time for every agent to get
+    /// the request and open its ports).
+    pub start_lead: Duration,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions {
+            agents: Vec::new(),
+            start_lead: Duration::from_millis(500),
+        }
+    }
+}
+
+pub(crate) struct Controller {
+    agents: Vec<Agent>,
+    names: Vec<String>,
+    locations: Vec<(String, String)>,
+    no_extensions: bool,
+    start_lead: Duration,
+    /// Config and control requests, one at a time.
+    control: Mutex<()>,
+    state: Mutex<ControllerState>,
+    /// Bumped by every config: what watches a start of an older one ends.
+    generation: AtomicU64,
+    /// The lease keeper runs (from the first start on).
+    keeping: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Default)]
+struct ControllerState {
+    config: Option<Value>,
+    placement: Option<Arc<Placement>>,
+    /// The last time each agent failed a request the controller made on its own (while
+    /// watching a start), said with the next reply.
+    faults: Vec<String>,
+    /// Each flow's last synchronized start (CLOCK_REALTIME ns).
+    start_at: std::collections::HashMap<String, u64>,
+    /// Agents lost since the config (they stopped answering): why, in words.
+    lost: BTreeMap<usize, String>,
+    /// Each agent's last metrics entries (flows and ports by name): what a lost agent
+    /// measured is still shown.
+    seen_flows: Vec<BTreeMap<String, Value>>,
+    seen_ports: Vec<BTreeMap<String, Value>>,
+    /// The last start: its time and its flows with their senders.
+    last_start: Option<(u64, Vec<(usize, String)>)>,
+}
+
+/// The controller's routes (the OTG ones; strobe's own endpoints answer that they run on
+/// agents).
+pub(crate) fn router(options: &crate::ServeOptions) -> Result<Router, String> {
+    let agents = options
+        .controller
+        .agents
+        .iter()
+        .cloned()
+        .map(Agent::new)
+        .collect::<Result<Vec<_>, _>>()?;
+    let names: Vec<String> = agents.iter().map(|a| a.spec.name.clone()).collect();
+    if let Some(dup) = names
+        .iter()
+        .enumerate()
+        .find(|(i, n)| names[..*i].contains(n))
+    {
+        return Err(format!("agent `{}` is named twice", dup.1));
+    }
+    let controller = Arc::new(Controller {
+        agents,
+        names,
+        locations: options.locations.clone(),
+        no_extensions: options.no_extensions,
+        start_lead: options.controller.start_lead,
+        control: Mutex::new(()),
+        state: Mutex::new(ControllerState::default()),
+        generation: AtomicU64::new(0),
+        keeping: std::sync::atomic::AtomicBool::new(false),
+    });
+    Ok(Router::new()
+        .route("/config", post(set_config).get(get_config))
+        .route("/control/state", post(set_control_state))
+        .route("/monitor/metrics", post(get_metrics))
+        .route("/monitor/capture", post(get_capture))
+        .route("/capabilities/version", get(crate::get_version))
+        .route("/strobe/agents", get(list_agents))
+        .route("/strobe/start", get(last_start))
+        .with_state(controller))
+}
+
+/// An agent's failure as an OTG error: the agent's own refusal is the request's fault
+/// (validation), an agent that does not answer is the controller's (internal).
+fn agent_error(errors: Vec<AgentError>) -> OtgError {
+    let refused = errors.iter().all(|e| e.refused);
+    let texts = errors.iter().map(ToString::to_string).collect();
+    if refused {
+        validation(texts)
+    } else {
+        internal(texts)
+    }
+}
+
+impl Controller {
+    /// Sends `body` to `path` of each of `agents` at once; every failure is kept.
+    async fn each(
+        &self,
+        agents: &[usize],
+        path: &str,
+        body: impl Fn(usize) -> Value,
+        timeout: Duration,
+    ) -> Vec<(usize, Result<Value, AgentError>)> {
+        let calls = agents.iter().map(|&a| {
+            let body = body(a);
+            async move { (a, self.agents[a].post(path, &body, timeout).await) }
+        });
+        join_all(calls).await
+    }
+
+    async fn placement(&self) -> Result<Arc<Placement>, OtgError> {
+        self.state.lock().await.placement.clone().ok_or_else(|| {
+            validation(vec![
+                "no config: set one first (POST /config, snappi's set_config)".into(),
+            ])
+        })
+    }
+}
+
+/// The agents' replies, or one OTG error naming every agent that failed.
+fn all_ok(
+    results: Vec<(usize, Result<Value, AgentError>)>,
+) -> Result<Vec<(usize, Value)>, OtgError> {
+    let mut ok = Vec::new();
+    let mut failed = Vec::new();
+    for (a, r) in results {
+        match r {
+            Ok(v) => ok.push((a, v)),
+            Err(e) => failed.push(e),
+        }
+    }
+    if failed.is_empty() {
+        Ok(ok)
+    } else {
+        Err(agent_error(failed))
+    }
+}
+
+/// The agents' warnings, each said once, with the agent's name.
+fn warnings_of(controller: &Controller, replies: &[(usize, Value)]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (a, reply) in replies {
+        for w in reply
+            .get("warnings")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            let text = format!("{}: {w}", controller.names[*a]);
+            if !out.contains(&text) {
+                out.push(text);
+            }
+        }
+    }
+    out
+}
+
+async fn set_config(State(c): State<Arc<Controller>>, body: Bytes) -> Reply {
+    let config = parse_body(&body)?;
+    let _control = c.control.lock().await;
+    let placement = placement::place(&config, &c.names, &c.locations).map_err(validation)?;
+    // The whole config checked here first (every port as `null`), so a mistake is said once
+    // and no agent is given half a config.
+    let mut checked = config.clone();
+    if let Some(ports) = checked.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports {
+            p["location"] = json!("null");
+        }
+    }
+    crate::blocking(move || strobe_control::otg::scenario_from_otg(&checked, &[]))
+        .await?
+        .map_err(|e| validation(e.0))?;
+    c.generation.fetch_add(1, Ordering::SeqCst);
+    let used = placement.agents_in_use();
+    let replies = c
+        .each(
+            &used,
+            "/config",
+            |a| placement.configs[a].clone().unwrap_or_else(|| json!({})),
+            CONFIG_TIMEOUT,
+        )
+        .await;
+    // Agents with no port in this config are given an empty one, which ends what an older
+    // config left running there; one that does not answer is not in this config's way.
+    let unused: Vec<usize> = (0..c.agents.len()).filter(|a| !used.contains(a)).collect();
+    let _ = c
+        .each(&unused, "/config", |_| json!({}), CONFIG_TIMEOUT)
+        .await;
+    let replies = all_ok(replies)?;
+    let mut state = c.state.lock().await;
+    state.config = Some(config);
+    state.placement = Some(Arc::new(placement));
+    state.faults.clear();
+    state.start_at.clear();
+    state.last_start = None;
+    state.lost.clear();
+    state.seen_flows = vec![BTreeMap::new(); c.agents.len()];
+    state.seen_ports = vec![BTreeMap::new(); c.agents.len()];
+    Ok(ok_json(json!({ "warnings": warnings_of(&c, &replies) })))
+}
+
+async fn get_config(State(c): State<Arc<Controller>>) -> Response {
+    ok_json(
+        c.state
+            .lock()
+            .await
+            .config
+            .clone()
+            .unwrap_or_else(|| json!({})),
+    )
+}
+
+/// A `control/state` request as an agent takes it: traffic's `flow_transmit`.
+fn flow_transmit_request(state: &str, flows: Option<&[String]>, x: Option<Value>) -> Value {
+    let mut request = json!({ "state": state });
+    if let Some(flows) = flows {
+        request["flow_names"] = json!(flows);
+    }
+    if let Some(x) = x {
+        request["x_strobe"] = x;
+    }
+    json!({
+        "choice": "traffic",
+        "traffic": { "choice": "flow_transmit", "flow_transmit": request },
+    })
+}
+
+async fn set_control_state(State(c): State<Arc<Controller>>, body: Bytes) -> Reply {
+    let request = parse_body(&body)?;
+    let _control = c.control.lock().await;
+    let placement = c.placement().await?;
+    let lost: Vec<String> = c.state.lock().await.lost.values().cloned().collect();
+    if !lost.is_empty() {
+        return Err(internal(
+            lost.into_iter()
+                .chain([
+                    "set the config again once the agent is back (or without its ports)".into(),
+                ])
+                .collect(),
+        ));
+    }
+    match choice(&request, &["traffic", "port", "protocol"]) {
+        Some("traffic") => match choice(&request["traffic"], &["flow_transmit"]) {
+            Some("flow_transmit") => {
+                flow_transmit(&c, &placement, &request["traffic"]["flow_transmit"]).await
+            }
+            _ => Err(validation(vec![
+                "traffic.choice: strobe controls traffic with flow_transmit".into(),
+            ])),
+        },
+        Some("port") => {
+            let port = &request["port"];
+            let (kind, inner) = match choice(port, &["capture", "link"]) {
+                Some("capture") => ("capture", &port["capture"]),
+                Some("link") => ("link", &port["link"]),
+                _ => {
+                    return Err(validation(vec![
+                        "port.choice: missing or unknown — give capture or link".into(),
+                    ]))
+                }
+            };
+            port_request(&c, &placement, kind, inner).await
+        }
+        Some("protocol") => Err(validation(vec![
+            "protocol: not supported — strobe emulates no protocols".into(),
+        ])),
+        _ => Err(validation(vec![
+            "choice: missing or unknown — give traffic (flow_transmit start/stop)".into(),
+        ])),
+    }
+}
+
+async fn flow_transmit(c: &Arc<Controller>, placement: &Arc<Placement>, request: &Value) -> Reply {
+    let given = names(request.get("flow_names"))?;
+    let state = request.get("state").and_then(Value::as_str).unwrap_or("");
+    let flows = placement.flows_named(&given).map_err(|n| {
+        validation(vec![format!(
+            "flow_transmit.flow_names: no flow `{n}` in the config"
+        )])
+    })?;
+    let involved = Placement::agents_of(&flows);
+    let named = (!given.is_empty()).then_some(given.as_slice());
+    let replies = match state {
+        "start" => start(c, &flows, named).await?,
+        "stop" => all_ok(
+            c.each(
+                &involved,
+                "/control/state",
+                |_| flow_transmit_request("stop", named, None),
+                CONTROL_TIMEOUT,
+            )
+            .await,
+        )?,
+        "pause" | "resume" => {
+            let senders = senders_of(&flows);
+            all_ok(
+                c.each(
+                    &senders,
+                    "/control/state",
+                    |_| flow_transmit_request(state, named, None),
+                    CONTROL_TIMEOUT,
+                )
+                .await,
+            )?
+        }
+        other => {
+            return Err(validation(vec![format!(
+                "flow_transmit.state: `{other}` — accepted: start, stop, pause, resume"
+            )]))
+        }
+    };
+    let mut warnings = warnings_of(c, &replies);
+    warnings.append(&mut c.state.lock().await.faults);
+    Ok(ok_json(json!({ "warnings": warnings })))
+}
+
+fn senders_of(flows: &[&FlowPlace]) -> Vec<usize> {
+    let mut senders: Vec<usize> = flows.iter().map(|f| f.tx_agent).collect();
+    senders.sort_unstable();
+    senders.dedup();
+    senders
+}
+
+/// Receivers first, then every sender at one time, with one run tag; then a watch that
+/// stops the agents that only hold receivers once every sender is done.
+async fn start(
+    c: &Arc<Controller>,
+    flows: &[&FlowPlace],
+    named: Option<&[String]>,
+) -> Result<Vec<(usize, Value)>, OtgError> {
+    let run_tag = strobe_control::fresh_run_tag();
+    let senders = senders_of(flows);
+    let receivers_only: Vec<usize> = Placement::agents_of(flows)
+        .into_iter()
+        .filter(|a| !senders.contains(a))
+        .collect();
+    let first = all_ok(
+        c.each(
+            &receivers_only,
+            "/control/state",
+            |_| {
+                let x = json!({ "run_tag": run_tag, "lease_ms": LEASE.as_millis() as u64 });
+                flow_transmit_request("start", named, Some(x))
+            },
+            CONTROL_TIMEOUT,
+        )
+        .await,
+    );
+    let mut replies = match first {
+        Ok(r) => r,
+        Err(e) => {
+            stop_quietly(c, &receivers_only, named).await;
+            return Err(e);
+        }
+    };
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let start_at_ns = now_ns + c.start_lead.as_nanos() as u64;
+    let x = json!({
+        "run_tag": run_tag,
+        "start_at_ns": start_at_ns,
+        "lease_ms": LEASE.as_millis() as u64,
+    });
+    let second = all_ok(
+        c.each(
+            &senders,
+            "/control/state",
+            |_| flow_transmit_request("start", named, Some(x.clone())),
+            CONTROL_TIMEOUT,
+        )
+        .await,
+    );
+    match second {
+        Ok(mut r) => {
+            replies.append(&mut r);
+            let mut state = c.state.lock().await;
+            for f in flows {
+                state.start_at.insert(f.name.clone(), start_at_ns);
+            }
+            let started = flows.iter().map(|f| (f.tx_agent, f.name.clone())).collect();
+            state.last_start = Some((start_at_ns, started));
+        }
+        Err(e) => {
+            // All or nothing: what did start is stopped.
+            let all = Placement::agents_of(flows);
+            stop_quietly(c, &all, named).await;
+            return Err(e);
+        }
+    }
+    if !c.keeping.swap(true, Ordering::SeqCst) {
+        tokio::spawn(keep_lease(Arc::downgrade(c)));
+    }
+    // Agents that receive a flow another agent sends hold their receivers until told.
+    let holders: Vec<usize> = {
+        let mut h: Vec<usize> = flows
+            .iter()
+            .filter(|f| !f.local())
+            .flat_map(|f| f.rx_agents.iter().copied().filter(|&a| a != f.tx_agent))
+            .collect();
+        h.sort_unstable();
+        h.dedup();
+        h
+    };
+    if !holders.is_empty() {
+        let watched: Vec<(usize, String)> =
+            flows.iter().map(|f| (f.tx_agent, f.name.clone())).collect();
+        let generation = c.generation.load(Ordering::SeqCst);
+        let named = named.map(<[String]>::to_vec);
+        tokio::spawn(release_receivers(
+            c.clone(),
+            generation,
+            watched,
+            holders,
+            named,
+        ));
+    }
+    Ok(replies)
+}
+
+/// Stops `agents`' flows, ignoring failures (a start that failed is being undone).
+async fn stop_quietly(c: &Controller, agents: &[usize], named: Option<&[String]>) {
+    let _ = c
+        .each(
+            agents,
+            "/control/state",
+            |_| flow_transmit_request("stop", named, None),
+            CONTROL_TIMEOUT,
+        )
+        .await;
+}
+
+/// Waits until every flow of a start is done on its sender (`watched`: sender and flow),
+/// then stops the `holders`' runs of that start, which drain and end. Ends early when a
+/// newer config replaces the start's.
+async fn release_receivers(
+    c: Arc<Controller>,
+    generation: u64,
+    watched: Vec<(usize, String)>,
+    holders: Vec<usize>,
+    named: Option<Vec<String>>,
+) {
+    let mut by_sender: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for (a, name) in watched {
+        by_sender.entry(a).or_default().push(name);
+    }
+    loop {
+        tokio::time::sleep(SENDERS_POLL).await;
+        if c.generation.load(Ordering::SeqCst) != generation {
+            return;
+        }
+        let senders: Vec<usize> = by_sender.keys().copied().collect();
+        let replies = c
+            .each(
+                &senders,
+                "/monitor/metrics",
+                |a| json!({ "choice": "flow", "flow": { "flow_names": by_sender[&a] } }),
+                METRICS_TIMEOUT,
+            )
+            .await;
+        let mut done = true;
+        for (_, reply) in replies {
+            match reply {
+                Ok(reply) => {
+                    done &= reply["flow_metrics"]
+                        .as_array()
+                        .is_some_and(|flows| flows.iter().all(|f| f["transmit"] == "stopped"))
+                }
+                Err(e) => {
+                    // A sender that cannot say is treated as done: its receivers end and keep
+                    // what they counted, and the next reply says why.
+                    c.state.lock().await.faults.push(format!(
+                        "{e} — its flows' receivers were stopped with what they counted"
+                    ));
+                }
+            }
+        }
+        if done {
+            let named = named.as_deref();
+            let _ = c
+                .each(
+                    &holders,
+                    "/control/state",
+                    |_| flow_transmit_request("stop", named, None),
+                    CONTROL_TIMEOUT,
+                )
+                .await;
+            return;
+        }
+    }
+}
+
+/// Renews the lease on every agent of the config while the controller lives; an agent
+/// that fails [`LOST_AFTER`] renewals in a row is lost ([`lose`]).
+async fn keep_lease(c: std::sync::Weak<Controller>) {
+    let mut failures: BTreeMap<usize, u32> = BTreeMap::new();
+    loop {
+        tokio::time::sleep(LEASE_RENEWAL).await;
+        let Some(c) = c.upgrade() else {
+            return;
+        };
+        let Some(placement) = c.state.lock().await.placement.clone() else {
+            continue;
+        };
+        let used = placement.agents_in_use();
+        let body = json!({ "lease_ms": LEASE.as_millis() as u64 });
+        for (a, result) in c
+            .each(&used, "/strobe/lease", |_| body.clone(), LEASE_RENEWAL)
+            .await
+        {
+            match result {
+                Ok(_) => {
+                    failures.remove(&a);
+                }
+                Err(e) if !e.refused => {
+                    let n = failures.entry(a).or_default();
+                    *n += 1;
+                    if *n == LOST_AFTER {
+                        lose(&c, a, &e).await;
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// Agent `a` stopped answering (`why`): every other agent's runs are stopped, keeping what
+/// they measured, and the controller says so until the next config.
+async fn lose(c: &Controller, a: usize, why: &AgentError) {
+    let others: Vec<usize> = {
+        let mut state = c.state.lock().await;
+        if state.lost.contains_key(&a) {
+            return;
+        }
+        let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+        state.lost.insert(
+            a,
+            format!(
+                "{why} (lost at {stamp}); the other agents' runs were stopped, and what every \
+                 agent measured is kept (the lost agent's as last seen)"
+            ),
+        );
+        let Some(placement) = &state.placement else {
+            return;
+        };
+        placement
+            .agents_in_use()
+            .into_iter()
+            .filter(|o| *o != a && !state.lost.contains_key(o))
+            .collect()
+    };
+    stop_quietly(c, &others, None).await;
+}
+
+/// The agents' replies to a metrics request: an agent that does not answer is lost (and
+/// this request's error names it); a lost agent's entries are its last seen, marked so.
+async fn metrics_replies(
+    c: &Controller,
+    asks: Vec<(usize, Value)>,
+    key: &str,
+) -> Result<Vec<Option<Value>>, OtgError> {
+    let lost = c.state.lock().await.lost.clone();
+    let live: Vec<usize> = asks
+        .iter()
+        .map(|(a, _)| *a)
+        .filter(|a| !lost.contains_key(a))
+        .collect();
+    let ask = |a: usize| {
+        asks.iter()
+            .find(|(b, _)| *b == a)
+            .map_or(Value::Null, |(_, v)| v.clone())
+    };
+    let results = c
+        .each(&live, "/monitor/metrics", ask, METRICS_TIMEOUT)
+        .await;
+    let mut replies: Vec<Option<Value>> = vec![None; c.agents.len()];
+    let mut failed = Vec::new();
+    for (a, result) in results {
+        match result {
+            Ok(reply) => replies[a] = Some(reply),
+            Err(e) if !e.refused => {
+                lose(c, a, &e).await;
+                failed.push(e);
+            }
+            Err(e) => failed.push(e),
+        }
+    }
+    if !failed.is_empty() {
+        return Err(agent_error(failed));
+    }
+    let mut state = c.state.lock().await;
+    let seen_all = if key == "flow_metrics" {
+        &mut state.seen_flows
+    } else {
+        &mut state.seen_ports
+    };
+    seen_all.resize(c.agents.len(), BTreeMap::new());
+    for (a, reply) in replies.iter().enumerate() {
+        for entry in reply
+            .as_ref()
+            .and_then(|r| r[key].as_array())
+            .into_iter()
+            .flatten()
+        {
+            if let Some(name) = entry["name"].as_str() {
+                seen_all[a].insert(name.to_string(), entry.clone());
+            }
+        }
+    }
+    for (a, why) in &lost {
+        let mut entries: Vec<Value> = seen_all[*a].values().cloned().collect();
+        for e in &mut entries {
+            // Its counts will not change: final, and why.
+            e["transmit"] = json!("stopped");
+            if !e["x_strobe"].is_object() {
+                e["x_strobe"] = json!({});
+            }
+            e["x_strobe"]["agent_lost"] = json!(why);
+        }
+        replies[*a] = Some(json!({ key: entries }));
+    }
+    Ok(replies)
+}
+
+/// A capture or link request: each agent is given its own ports of those named.
+async fn port_request(
+    c: &Arc<Controller>,
+    placement: &Arc<Placement>,
+    kind: &str,
+    request: &Value,
+) -> Reply {
+    let mut ports = names(request.get("port_names"))?;
+    if let Some(n) = ports.iter().find(|n| placement.port(n).is_none()) {
+        return Err(validation(vec![format!(
+            "port.{kind}.port_names: no port `{n}` in the config"
+        )]));
+    }
+    if ports.is_empty() {
+        ports = placement.ports.iter().map(|p| p.name.clone()).collect();
+    }
+    let mut per_agent: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for p in &ports {
+        if let Some(place) = placement.port(p) {
+            per_agent.entry(place.agent).or_default().push(p.clone());
+        }
+    }
+    if kind == "capture" {
+        // Only ports the config captures on: an agent refuses the others.
+        let config = c.state.lock().await.config.clone().unwrap_or(Value::Null);
+        let captured: Vec<&str> = config["captures"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|cap| cap["port_names"].as_array().into_iter().flatten())
+            .filter_map(Value::as_str)
+            .collect();
+        if request.get("port_names").is_none() {
+            for list in per_agent.values_mut() {
+                list.retain(|p| captured.contains(&p.as_str()));
+            }
+            per_agent.retain(|_, list| !list.is_empty());
+        }
+    }
+    let agents: Vec<usize> = per_agent.keys().copied().collect();
+    let replies = all_ok(
+        c.each(
+            &agents,
+            "/control/state",
+            |a| {
+                let mut inner = request.clone();
+                inner["port_names"] = json!(per_agent[&a]);
+                json!({ "choice": "port", "port": { "choice": kind, kind: inner } })
+            },
+            CONTROL_TIMEOUT,
+        )
+        .await,
+    )?;
+    Ok(ok_json(json!({ "warnings": warnings_of(c, &replies) })))
+}
+
+async fn get_metrics(State(c): State<Arc<Controller>>, headers: HeaderMap, body: Bytes) -> Reply {
+    let request = parse_body(&body)?;
+    let placement = c.placement().await?;
+    let replies: Vec<Option<Value>>;
+    match choice(&request, &["port", "flow"]).unwrap_or("port") {
+        "flow" => {
+            let wanted = names(request.get("flow").and_then(|f| f.get("flow_names")))?;
+            let flows = placement.flows_named(&wanted).map_err(|n| {
+                validation(vec![format!(
+                    "flow.flow_names: no flow `{n}` in the config"
+                )])
+            })?;
+            let agents = Placement::agents_of(&flows);
+            let ask = json!({ "choice": "flow", "flow": { "flow_names": wanted } });
+            let asks = agents.iter().map(|&a| (a, ask.clone())).collect();
+            replies = metrics_replies(&c, asks, "flow_metrics").await?;
+            let extensions = !c.no_extensions && takes_extensions(&headers);
+            let start_at = c.state.lock().await.start_at.clone();
+            Ok(ok_json(merge::flow_metrics(
+                &flows,
+                &replies,
+                &c.names,
+                extensions,
+                &|name| start_at.get(name).copied(),
+            )))
+        }
+        "port" => {
+            let wanted = names(request.get("port").and_then(|p| p.get("port_names")))?;
+            if let Some(n) = wanted.iter().find(|n| placement.port(n).is_none()) {
+                return Err(validation(vec![format!(
+                    "port.port_names: no port `{n}` in the config"
+                )]));
+            }
+            let mut per_agent: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+            for p in &placement.ports {
+                if wanted.is_empty() || wanted.contains(&p.name) {
+                    per_agent.entry(p.agent).or_default().push(p.name.clone());
+                }
+            }
+            let asks = per_agent
+                .iter()
+                .map(|(&a, ports)| {
+                    (
+                        a,
+                        json!({ "choice": "port", "port": { "port_names": ports } }),
+                    )
+                })
+                .collect();
+            replies = metrics_replies(&c, asks, "port_metrics").await?;
+            Ok(ok_json(merge::port_metrics(&placement, &wanted, &replies)))
+        }
+        other => Err(validation(vec![format!(
+            "choice: `{other}` metrics are not supported — strobe reports port and flow metrics"
+        )])),
+    }
+}
+
+async fn get_capture(State(c): State<Arc<Controller>>, body: Bytes) -> Reply {
+    let request = parse_body(&body)?;
+    let placement = c.placement().await?;
+    let Some(name) = request.get("port_name").and_then(Value::as_str) else {
+        return Err(validation(vec![
+            "port_name: give the port whose capture to read".into(),
+        ]));
+    };
+    let port = placement
+        .port(name)
+        .ok_or_else(|| validation(vec![format!("port_name: no port `{name}` in the config")]))?;
+    let bytes = c.agents[port.agent]
+        .post_bytes("/monitor/capture", &request, CONTROL_TIMEOUT)
+        .await
+        .map_err(|e| agent_error(vec![e]))?;
+    Ok(octets(bytes))
+}
+
+/// strobe's own endpoint on a controller: each agent, where it is, and whether it answers
+/// (its version) — tokens are never shown.
+async fn list_agents(State(c): State<Arc<Controller>>) -> Response {
+    let checks = c.agents.iter().map(|a| async move {
+        let started = std::time::Instant::now();
+        let version = a.get("/capabilities/version", METRICS_TIMEOUT).await;
+        (a, version, started.elapsed())
+    });
+    let mut out = Vec::new();
+    for (a, version, took) in join_all(checks).await {
+        out.push(json!({
+            "name": a.spec.name,
+            "url": a.spec.url,
+            "reachable": version.is_ok(),
+            "app_version": version.as_ref().ok().and_then(|v| v.get("app_version")).cloned(),
+            "round_trip_ms": (took.as_secs_f64() * 1e6).round() / 1e3,
+            "error": version.as_ref().err().map(ToString::to_string),
+        }));
+    }
+    ok_json(json!({ "agents": out }))
+}
+
+/// strobe's own endpoint on a controller: the last synchronized start — its time, each
+/// sender's start error (its first frame against its deadline from that time; known once
+/// the sender's run is over) and the skew between senders (the largest error less the
+/// smallest).
+async fn last_start(State(c): State<Arc<Controller>>) -> Reply {
+    let Some((at_ns, flows)) = c.state.lock().await.last_start.clone() else {
+        return Err(validation(vec!["no start yet: start traffic first".into()]));
+    };
+    let mut by_sender: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for (a, name) in flows {
+        by_sender.entry(a).or_default().push(name);
+    }
+    let senders: Vec<usize> = by_sender.keys().copied().collect();
+    let replies = c
+        .each(
+            &senders,
+            "/monitor/metrics",
+            |a| json!({ "choice": "flow", "flow": { "flow_names": by_sender[&a] } }),
+            METRICS_TIMEOUT,
+        )
+        .await;
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for (a, reply) in all_ok(replies)? {
+        // A sender's error: its earliest flow's (every flow of a port starts on one t0).
+        let error = reply["flow_metrics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| merge::start_error_ns(f, at_ns))
+            .min_by_key(|e| e.abs());
+        errors.extend(error);
+        out.push(json!({ "agent": c.names[a], "error_ns": error }));
+    }
+    let skew = (errors.len() == senders.len() && !errors.is_empty()).then(|| {
+        errors.iter().max().copied().unwrap_or(0) - errors.iter().min().copied().unwrap_or(0)
+    });
+    Ok(ok_json(
+        json!({ "at_ns": at_ns, "senders": out, "skew_ns": skew }),
+    ))
+}
