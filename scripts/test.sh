@@ -28,6 +28,10 @@ CARGO_TARGET_DIR="$PWD/target" cargo install --quiet --debug --locked --path cra
     --root target/install-check
 target/install-check/bin/strobe --version >/dev/null
 bash scripts/otg-tests.sh
+# deploy/: the agent's systemd unit and capabilities, and its container image built and run
+# (podman with runc; the base image made by debootstrap, as no registry is reachable here).
+need_apt systemd podman runc debootstrap
+STROBE_BIN="$PWD/target/debug/strobe" bash tests/deploy/run.sh
 bash scripts/gosnappi-tests.sh
 tree_after="$(git status --porcelain 2>/dev/null || true)"
 if [ "$tree_before" != "$tree_after" ]; then

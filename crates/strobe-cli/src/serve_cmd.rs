@@ -45,8 +45,12 @@ pub struct ServeArgs {
     /// (`Authorization: Bearer TOKEN`, or in the location URL: http://strobe:TOKEN@HOST:PORT).
     /// A server listening beyond loopback always requires one: without --token it makes one
     /// up and prints it. At least 16 characters of A-Z, a-z, 0-9, `.`, `_`, `~`, `-`.
-    #[arg(long, value_name = "TOKEN")]
+    #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
     token: Option<String>,
+    /// Read the token from this file (its first line) instead: it stays out of the process
+    /// list and the log (a systemd credential, a secret mounted in a container).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
     /// Be the controller of a strobe agent on another host (`strobe serve` there): a port
     /// location `NAME/LOCATION` is LOCATION on that agent. The agent's token goes in the URL
     /// as clients give it: `hostb=https://strobe:TOKEN@198.18.250.2:8443`. Repeatable.
@@ -64,6 +68,14 @@ pub struct ServeArgs {
     /// (time for every agent to open its ports), e.g. 500ms.
     #[arg(long, default_value = "500ms", value_parser = crate::values::positive_text)]
     start_lead: String,
+    /// A controller shows a flow's one-way latency across hosts only when both ends' clocks
+    /// are known to agree within this (their sync sources' bounds added, e.g. 10us); else it
+    /// is withheld with the reason. Agents on one machine share its clock.
+    #[arg(long, default_value = "10us", value_parser = crate::values::positive_text)]
+    max_clock_error: String,
+    /// ptp4l's management socket, where this host's clock sync is read from (`pmc`).
+    #[arg(long, default_value = "/var/run/ptp4l", value_name = "PATH")]
+    ptp4l_socket: PathBuf,
 }
 
 /// The agents of `--agent` and `--agents`.
@@ -102,7 +114,7 @@ fn location_map(path: &PathBuf) -> Result<Vec<(String, String)>, Failure> {
         .collect()
 }
 
-pub fn run(args: ServeArgs) -> Result<(), Failure> {
+pub fn run(mut args: ServeArgs) -> Result<(), Failure> {
     let locations = args
         .location_map
         .as_ref()
@@ -116,7 +128,28 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
     let controller = strobe_serve::controller::ControllerOptions {
         agents: agents(&args)?,
         start_lead: std::time::Duration::from_nanos(start_lead_ns),
+        max_clock_error_ns: strobe_control::timing::parse_duration_ns(&args.max_clock_error)
+            .map_err(|e| {
+                Failure::BadInput(format!("--max-clock-error {}: {e}", args.max_clock_error))
+            })?,
     };
+    let clock_probe = strobe_control::host::ClockProbe {
+        pmc_socket: Some(args.ptp4l_socket.clone()),
+        ..strobe_control::host::ClockProbe::default()
+    };
+    let token_from_file = args.token_file.is_some();
+    if let Some(path) = &args.token_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Failure::BadInput(format!("--token-file {}: {e}", path.display())))?;
+        let first = text.lines().next().unwrap_or_default().trim().to_string();
+        if first.is_empty() {
+            return Err(Failure::BadInput(format!(
+                "--token-file {}: the file is empty — write the token on its first line",
+                path.display()
+            )));
+        }
+        args.token = Some(first);
+    }
     if let Some(token) = args.token.as_deref() {
         // Characters that go into a header and a URL's password as they are.
         let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '~' | '-');
@@ -137,14 +170,21 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         None => None,
     };
     // The page takes the token from its address's fragment (never sent over the wire).
-    let dashboard_token = token
-        .as_ref()
-        .map(|t| format!("#token={t}"))
-        .unwrap_or_default();
+    let dashboard_token = match &token {
+        Some(_) if token_from_file => "#token=TOKEN".to_string(),
+        Some(t) => format!("#token={t}"),
+        None => String::new(),
+    };
     let token_note = token.as_ref().map(|t| {
+        // A token from a file is kept out of the log too.
+        let t = if token_from_file {
+            "from --token-file"
+        } else {
+            t.as_str()
+        };
         format!(
-            "; every request needs the token {t} (Authorization: Bearer {t}, or \
-             snappi.api(location=\"SCHEME://strobe:{t}@ADDRESS\"))"
+            "; every request needs the token {t} (Authorization: Bearer TOKEN, or \
+             snappi.api(location=\"SCHEME://strobe:TOKEN@ADDRESS\"))"
         )
     });
     // Opened once here so that a --db that cannot be written fails at start, not at the
@@ -168,6 +208,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         token,
         history,
         controller,
+        clock_probe,
     };
     let signals = signals::install()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -7,6 +7,9 @@ pub use strobe_io::clocksync::{
     SystemClock, SAMPLES_PER_ROUND,
 };
 pub use strobe_io::netns::NETNS_DIR;
+pub use strobe_io::timesync::{
+    probe as probe_clock_sync, ClockSync, ProbeOptions as ClockProbe, SyncSource,
+};
 pub use strobe_io::tsinfo::{interfaces, query_ts_info, TsInfo};
 pub use strobe_io::IoError;
 
@@ -43,4 +46,21 @@ pub fn read_capture_times(path: &str) -> Result<CaptureTimes, IoError> {
     times.resolution_ns = info.resolution_ns;
     times.format = info.format;
     Ok(times)
+}
+
+/// The kernel's boot id: every network namespace of one machine shares it, and with it one
+/// CLOCK_REALTIME (agents that report the same id stamp with the same clock). None where the
+/// kernel does not say.
+pub fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// CLOCK_REALTIME now, as strobe stamps frames with it.
+pub fn stamping_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }

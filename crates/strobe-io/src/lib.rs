@@ -9,6 +9,7 @@
 pub mod afpacket;
 pub mod afxdp;
 mod capture;
+pub mod clockcheck;
 pub mod clocksync;
 pub mod ifaddr;
 pub mod ifdrops;
@@ -18,6 +19,7 @@ pub mod netns;
 mod null;
 mod pcap;
 mod rx;
+pub mod test_clock;
 #[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
 pub mod test_support;

@@ -74,6 +74,8 @@ pub struct ServeOptions {
     pub history: Option<RunHistory>,
     /// Agents on other hosts: given any, the server is their controller (see [`controller`]).
     pub controller: controller::ControllerOptions,
+    /// How this host's clock synchronization is read (`GET /strobe/clock`).
+    pub clock_probe: strobe_control::host::ClockProbe,
 }
 
 /// The server's state: the config last set and the runs started. Requests that change
@@ -167,6 +169,7 @@ pub fn router_with_shutdown(options: ServeOptions) -> Result<(Router, ShutdownHa
         .route("/strobe/latency", get(live_latency))
         .route("/strobe/config-toml", post(set_config_toml))
         .route("/strobe/lease", post(renew_lease))
+        .route("/strobe/clock", get(clock_state))
         .route("/strobe/runs", get(history_api::list))
         .route("/strobe/runs/compare", get(history_api::compare))
         .route(
@@ -583,6 +586,19 @@ async fn renew_lease(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     let length = lease::length(&request["lease_ms"]).map_err(|e| validation(vec![e]))?;
     hold_lease(&server, length);
     Ok(ok_json(json!({ "warnings": [] })))
+}
+
+/// strobe's own endpoint: how this host's clock is synchronized (linuxptp's state, chrony's,
+/// the kernel's; see `strobe_io::timesync`), the kernel's boot id (agents on one machine
+/// share its clock) and the time now on the clock strobe stamps with.
+async fn clock_state(State(server): State<Arc<Server>>) -> Reply {
+    let probe = server.options.clock_probe.clone();
+    let sync = blocking(move || strobe_control::host::probe_clock_sync(&probe)).await?;
+    Ok(ok_json(json!({
+        "boot_id": strobe_control::host::boot_id(),
+        "realtime_ns": strobe_control::host::stamping_now_ns(),
+        "sync": sync,
+    })))
 }
 
 /// Holds the runs under a controller's lease for `length`, watching it from the first.

@@ -37,6 +37,7 @@ async fn controller(agents: &[(&str, &str)]) -> String {
                 .map(|(name, url)| AgentSpec::from_flag(&format!("{name}={url}"), None).unwrap())
                 .collect(),
             start_lead: Duration::from_millis(200),
+            ..ControllerOptions::default()
         },
         ..ServeOptions::default()
     };
@@ -207,6 +208,8 @@ async fn a_flow_across_agents_is_sent_by_one_and_counted_by_the_other() {
     assert_eq!(ab["frames_rx"], "2000");
     assert_eq!(ab["loss"], json!(0.0));
     assert!(ab["latency"]["minimum_ns"].as_f64().unwrap() > 0.0, "{ab}");
+    // Both agents are on this machine: one clock, so one-way latency stands.
+    assert_eq!(ab["x_strobe"]["clock"]["bound_ns"], 0, "{ab}");
     assert_eq!(ab["x_strobe"]["frames_rx_unique"], "2000");
     assert_eq!(
         ab["x_strobe"]["agents"],

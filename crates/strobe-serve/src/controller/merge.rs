@@ -40,6 +40,92 @@ fn is_final(entry: &Value) -> bool {
     entry.get("x_strobe").is_some_and(Value::is_object)
 }
 
+/// What an agent said of its clock (`GET /strobe/clock`) and what the controller's own
+/// offset check found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AgentClock {
+    /// The kernel's boot id: agents with the same one share one CLOCK_REALTIME.
+    pub boot_id: Option<String>,
+    /// The bound its sync source gives on its clock's error (None: no sync known).
+    pub bound_ns: Option<u64>,
+    /// Its sync source, in words.
+    pub detail: String,
+    /// The controller's check: this agent's clock less the controller's, and its bound.
+    pub checked: Option<(i64, u64)>,
+}
+
+impl AgentClock {
+    /// Reads an agent's `GET /strobe/clock` reply.
+    pub fn from_reply(reply: &Value) -> AgentClock {
+        AgentClock {
+            boot_id: reply["boot_id"].as_str().map(str::to_string),
+            bound_ns: reply["sync"]["error_bound_ns"].as_u64(),
+            detail: reply["sync"]["detail"]
+                .as_str()
+                .unwrap_or("its agent did not say")
+                .to_string(),
+            checked: None,
+        }
+    }
+}
+
+/// Whether a flow's one-way latency from `tx` to `rx` can be trusted, with `max_ns` the
+/// largest clock error bound accepted: the bound and how it is known, or why not.
+pub fn one_way(
+    tx: (&str, &AgentClock),
+    rx: (&str, &AgentClock),
+    max_ns: u64,
+) -> Result<Value, String> {
+    let (tx_name, tx) = tx;
+    let (rx_name, rx) = rx;
+    let same_clock = tx.boot_id.is_some() && tx.boot_id == rx.boot_id;
+    let (claimed, how) = if same_clock {
+        (
+            0,
+            "one machine's clock (both agents report the same kernel boot id)".to_string(),
+        )
+    } else {
+        let unknown = |name: &str, c: &AgentClock| {
+            format!(
+                "no clock synchronization is known on agent `{name}` ({}): one-way latency needs both ends' clocks synchronized (ptp4l, chrony)",
+                c.detail
+            )
+        };
+        let t = tx.bound_ns.ok_or_else(|| unknown(tx_name, tx))?;
+        let r = rx.bound_ns.ok_or_else(|| unknown(rx_name, rx))?;
+        (
+            t + r,
+            format!("`{tx_name}`: {}; `{rx_name}`: {}", tx.detail, rx.detail),
+        )
+    };
+    // The controller's own check between the two ends, where it ran.
+    let check = match (tx.checked, rx.checked) {
+        (Some((t, tb)), Some((r, rb))) => Some((r - t, tb + rb)),
+        _ => None,
+    };
+    if let Some((offset, uncertainty)) = check {
+        if offset.unsigned_abs() > claimed + uncertainty {
+            return Err(format!(
+                "the controller's offset check finds agent `{rx_name}`'s clock {offset} ns from `{tx_name}`'s (± {uncertainty} ns), beyond the {claimed} ns their synchronization claims ({how})"
+            ));
+        }
+    }
+    if claimed > max_ns {
+        return Err(format!(
+            "the clocks of `{tx_name}` and `{rx_name}` are known to within {claimed} ns only, above the {max_ns} ns accepted (--max-clock-error; {how})"
+        ));
+    }
+    Ok(json!({
+        "bound_ns": claimed,
+        "how": how,
+        "offset_check_ns": check.map(|c| c.0),
+        "offset_check_bound_ns": check.map(|c| c.1),
+    }))
+}
+
+/// What a receiver can do instead when one-way latency is withheld.
+pub const ROUND_TRIPS_INSTEAD: &str = "measure round trips instead: `strobe reflect` on the far host and a flow back to the sender (docs/latency.md)";
+
 /// How late a sender's first frame went against a synchronized start at `start_at_ns`
 /// (its entry's `x_strobe.tx_start`: the schedule's t0, the first frame's deadline and when
 /// it went); negative: early. None until the sender's run is over.
@@ -65,6 +151,7 @@ pub fn flow_metrics(
     agent_names: &[String],
     extensions: bool,
     start_at: &dyn Fn(&str) -> Option<u64>,
+    clock: &dyn Fn(usize, usize) -> Result<Value, String>,
 ) -> Value {
     let reply = |agent: usize| replies.get(agent).and_then(Option::as_ref);
     let mut out = Vec::new();
@@ -92,6 +179,16 @@ pub fn flow_metrics(
             .filter_map(|&a| find(reply(a), "flow_metrics", &flow.name))
             .collect();
         merge_received(&mut merged, sent, &received);
+        // One-way latency across hosts only where both clocks are known to agree.
+        let verdicts: Vec<Result<Value, String>> = flow
+            .rx_agents
+            .iter()
+            .map(|&r| clock(flow.tx_agent, r))
+            .collect();
+        let withheld = verdicts.iter().find_map(|v| v.as_ref().err()).cloned();
+        if withheld.is_some() {
+            merged.remove("latency");
+        }
         if extensions {
             let mut detail = received
                 .first()
@@ -110,6 +207,20 @@ pub fn flow_metrics(
             }
             if let Some(start) = start {
                 detail.insert("start".into(), start);
+            }
+            match &withheld {
+                Some(why) => {
+                    detail.remove("latency");
+                    detail.insert(
+                        "one_way_latency".into(),
+                        json!({ "withheld": why, "instead": ROUND_TRIPS_INSTEAD }),
+                    );
+                }
+                None => {
+                    if let Some(Ok(clock)) = verdicts.first() {
+                        detail.insert("clock".into(), clock.clone());
+                    }
+                }
             }
             detail.insert(
                 "agents".into(),
@@ -256,6 +367,7 @@ mod tests {
             &names(),
             true,
             &|_| None,
+            &|_, _| Ok(json!({})),
         );
         let ab = &m["flow_metrics"][0];
         assert_eq!(ab["frames_tx"], "1000");
@@ -269,7 +381,14 @@ mod tests {
         );
         // Final: stopped, with loss against unique frames and the receiver's latency.
         let b_done = json!({"flow_metrics": [flow("ab", "stopped", 0, 995, Some(json!({"frames_rx_unique": "990", "reordered": "3"})))]});
-        let m = flow_metrics(&flows, &[Some(a), Some(b_done)], &names(), true, &|_| None);
+        let m = flow_metrics(
+            &flows,
+            &[Some(a), Some(b_done)],
+            &names(),
+            true,
+            &|_| None,
+            &|_, _| Ok(json!({})),
+        );
         let ab = &m["flow_metrics"][0];
         assert_eq!(ab["transmit"], "stopped");
         assert_eq!(ab["loss"], json!(1.0));
@@ -279,7 +398,14 @@ mod tests {
         let aa = &m["flow_metrics"][1];
         assert_eq!(aa["frames_rx"], "5");
         let a = json!({"flow_metrics": [flow("ab", "stopped", 1000, 0, None), flow("aa", "stopped", 5, 5, Some(json!({})))]});
-        let plain = flow_metrics(&flows, &[Some(a), None], &names(), false, &|_| None);
+        let plain = flow_metrics(
+            &flows,
+            &[Some(a), None],
+            &names(),
+            false,
+            &|_| None,
+            &|_, _| Ok(json!({})),
+        );
         assert!(plain["flow_metrics"][1].get("x_strobe").is_none());
         assert!(plain["flow_metrics"][0].get("x_strobe").is_none());
         assert_eq!(plain["flow_metrics"][0]["transmit"], "started");
@@ -292,6 +418,77 @@ mod tests {
         assert_eq!(start_error_ns(&sent, 1_000_000), Some(130));
         assert_eq!(start_error_ns(&sent, 1_000_200), Some(-70));
         assert_eq!(start_error_ns(&json!({}), 5), None);
+    }
+
+    fn clock(boot: &str, bound: Option<u64>) -> AgentClock {
+        AgentClock {
+            boot_id: Some(boot.into()),
+            bound_ns: bound,
+            detail: "test".into(),
+            checked: None,
+        }
+    }
+
+    #[test]
+    fn one_way_latency_needs_one_clock_or_two_known_to_agree() {
+        let same = one_way(("a", &clock("x", None)), ("b", &clock("x", None)), 0).unwrap();
+        assert_eq!(same["bound_ns"], 0);
+        let why = one_way(
+            ("a", &clock("x", Some(500))),
+            ("b", &clock("y", None)),
+            10_000,
+        )
+        .unwrap_err();
+        assert!(
+            why.contains("no clock synchronization is known on agent `b`"),
+            "{why}"
+        );
+        let ok = one_way(
+            ("a", &clock("x", Some(500))),
+            ("b", &clock("y", Some(700))),
+            10_000,
+        )
+        .unwrap();
+        assert_eq!(ok["bound_ns"], 1200);
+        let why = one_way(
+            ("a", &clock("x", Some(5000))),
+            ("b", &clock("y", Some(7000))),
+            10_000,
+        )
+        .unwrap_err();
+        assert!(why.contains("above the 10000 ns accepted"), "{why}");
+        // The check finds what the sync claims cannot: an offset beyond both bounds.
+        let (mut a, mut b) = (clock("x", None), clock("x", None));
+        a.checked = Some((100, 300));
+        b.checked = Some((37_100, 300));
+        let why = one_way(("a", &a), ("b", &b), 10_000).unwrap_err();
+        assert!(why.contains("37000 ns from `a`'s (± 600 ns)"), "{why}");
+        b.checked = Some((500, 300));
+        assert_eq!(
+            one_way(("a", &a), ("b", &b), 10_000).unwrap()["offset_check_ns"],
+            400
+        );
+    }
+
+    #[test]
+    fn withheld_latency_leaves_the_reply_with_the_reason() {
+        let p = placement();
+        let flows: Vec<&FlowPlace> = p.flows.iter().collect();
+        let a = json!({"flow_metrics": [flow("ab", "stopped", 10, 0, None), flow("aa", "stopped", 5, 5, Some(json!({})))]});
+        let b = json!({"flow_metrics": [flow("ab", "stopped", 0, 10, Some(json!({"frames_rx_unique": "10", "latency": {"frames": "10"}})))]});
+        let m = flow_metrics(
+            &flows,
+            &[Some(a), Some(b)],
+            &names(),
+            true,
+            &|_| None,
+            &|_, _| Err("no sync".into()),
+        );
+        let ab = &m["flow_metrics"][0];
+        assert!(ab.get("latency").is_none(), "{ab}");
+        assert!(ab["x_strobe"].get("latency").is_none());
+        assert_eq!(ab["x_strobe"]["one_way_latency"]["withheld"], "no sync");
+        assert_eq!(ab["frames_rx"], "10");
     }
 
     #[test]

@@ -105,6 +105,9 @@ pub struct ControllerOptions {
     /// Senders start this long after the controller asks them (time for every agent to get
     /// the request and open its ports).
     pub start_lead: Duration,
+    /// The largest clock error bound (both ends' together) under which a flow's one-way
+    /// latency across hosts is shown; above it, or with no sync known, it is withheld.
+    pub max_clock_error_ns: u64,
 }
 
 impl Default for ControllerOptions {
@@ -112,6 +115,7 @@ impl Default for ControllerOptions {
         ControllerOptions {
             agents: Vec::new(),
             start_lead: Duration::from_millis(500),
+            max_clock_error_ns: 10_000,
         }
     }
 }
@@ -122,6 +126,7 @@ pub(crate) struct Controller {
     locations: Vec<(String, String)>,
     no_extensions: bool,
     start_lead: Duration,
+    max_clock_error_ns: u64,
     /// Config and control requests, one at a time.
     control: Mutex<()>,
     state: Mutex<ControllerState>,
@@ -140,6 +145,8 @@ struct ControllerState {
     faults: Vec<String>,
     /// Each flow's last synchronized start (CLOCK_REALTIME ns).
     start_at: std::collections::HashMap<String, u64>,
+    /// Each agent's clock as it said at the config (and as the controller checked it).
+    clocks: Vec<merge::AgentClock>,
     /// Agents lost since the config (they stopped answering): why, in words.
     lost: BTreeMap<usize, String>,
     /// Each agent's last metrics entries (flows and ports by name): what a lost agent
@@ -174,6 +181,7 @@ pub(crate) fn router(options: &crate::ServeOptions) -> Result<Router, String> {
         locations: options.locations.clone(),
         no_extensions: options.no_extensions,
         start_lead: options.controller.start_lead,
+        max_clock_error_ns: options.controller.max_clock_error_ns,
         control: Mutex::new(()),
         state: Mutex::new(ControllerState::default()),
         generation: AtomicU64::new(0),
@@ -225,6 +233,24 @@ impl Controller {
             ])
         })
     }
+}
+
+/// What each agent of `used` says of its clock (an agent that cannot say: nothing known).
+async fn agent_clocks(c: &Controller, used: &[usize]) -> Vec<merge::AgentClock> {
+    let mut clocks = vec![merge::AgentClock::default(); c.agents.len()];
+    let asks = used
+        .iter()
+        .map(|&a| async move { (a, c.agents[a].get("/strobe/clock", METRICS_TIMEOUT).await) });
+    for (a, reply) in join_all(asks).await {
+        clocks[a] = match reply {
+            Ok(reply) => merge::AgentClock::from_reply(&reply),
+            Err(e) => merge::AgentClock {
+                detail: format!("its clock could not be read: {e}"),
+                ..merge::AgentClock::default()
+            },
+        };
+    }
+    clocks
 }
 
 /// The agents' replies, or one OTG error naming every agent that failed.
@@ -298,7 +324,9 @@ async fn set_config(State(c): State<Arc<Controller>>, body: Bytes) -> Reply {
         .each(&unused, "/config", |_| json!({}), CONFIG_TIMEOUT)
         .await;
     let replies = all_ok(replies)?;
+    let clocks = agent_clocks(&c, &used).await;
     let mut state = c.state.lock().await;
+    state.clocks = clocks;
     state.config = Some(config);
     state.placement = Some(Arc::new(placement));
     state.faults.clear();
@@ -807,13 +835,19 @@ async fn get_metrics(State(c): State<Arc<Controller>>, headers: HeaderMap, body:
             let asks = agents.iter().map(|&a| (a, ask.clone())).collect();
             replies = metrics_replies(&c, asks, "flow_metrics").await?;
             let extensions = !c.no_extensions && takes_extensions(&headers);
-            let start_at = c.state.lock().await.start_at.clone();
+            let (start_at, clocks) = {
+                let state = c.state.lock().await;
+                (state.start_at.clone(), state.clocks.clone())
+            };
+            let none = merge::AgentClock::default();
+            let clock_of = |a: usize| (c.names[a].as_str(), clocks.get(a).unwrap_or(&none));
             Ok(ok_json(merge::flow_metrics(
                 &flows,
                 &replies,
                 &c.names,
                 extensions,
                 &|name| start_at.get(name).copied(),
+                &|tx, rx| merge::one_way(clock_of(tx), clock_of(rx), c.max_clock_error_ns),
             )))
         }
         "port" => {
@@ -871,11 +905,17 @@ async fn list_agents(State(c): State<Arc<Controller>>) -> Response {
     let checks = c.agents.iter().map(|a| async move {
         let started = std::time::Instant::now();
         let version = a.get("/capabilities/version", METRICS_TIMEOUT).await;
-        (a, version, started.elapsed())
+        let took = started.elapsed();
+        let clock = match &version {
+            Ok(_) => a.get("/strobe/clock", METRICS_TIMEOUT).await.ok(),
+            Err(_) => None,
+        };
+        (a, version, took, clock)
     });
     let mut out = Vec::new();
-    for (a, version, took) in join_all(checks).await {
+    for (a, version, took, clock) in join_all(checks).await {
         out.push(json!({
+            "clock": clock,
             "name": a.spec.name,
             "url": a.spec.url,
             "reachable": version.is_ok(),
