@@ -2,6 +2,7 @@
 //! interfaces and their timestamping, its clocks and how they agree, and the frames of a
 //! capture file (strobe-io does the reading; nothing here runs traffic).
 
+pub use strobe_io::clockcheck::{measure as measure_clock_offset, ClockEcho, OffsetEstimate};
 pub use strobe_io::clocksync::{
     kernel_tai_offset_s, measure as measure_clocks, open_clock, phc_devices, phc_name, ClockReader,
     SystemClock, SAMPLES_PER_ROUND,

@@ -127,6 +127,14 @@ pub struct Clock {
 
 const SHIFT: u32 = 24;
 
+/// CLOCK_REALTIME as strobe stamps with it: in debug builds shifted by the test-only clock
+/// offset (`strobe_io::test_clock`, for tests of a multi-host controller's clock checks);
+/// in release builds CLOCK_REALTIME itself.
+#[inline(always)]
+fn realtime_read() -> u64 {
+    strobe_io::test_clock::shift(clock_ns(libc::CLOCK_REALTIME))
+}
+
 pub(crate) fn clock_ns(id: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -212,7 +220,7 @@ impl Clock {
         let ticks_per_ns = (t2 - t1) as f64 / (n2 - n1).max(1) as f64;
         let mult = ((1u64 << SHIFT) as f64 / ticks_per_ns).round() as u64;
         let anchor_ticks = rdtsc();
-        let anchor_realtime_ns = clock_ns(libc::CLOCK_REALTIME);
+        let anchor_realtime_ns = realtime_read();
         Clock {
             source: ClockSource::Tsc,
             mult,
@@ -253,7 +261,7 @@ impl Clock {
         };
         Clock {
             anchor_ticks,
-            anchor_realtime_ns: clock_ns(libc::CLOCK_REALTIME),
+            anchor_realtime_ns: realtime_read(),
             ..*self
         }
     }
@@ -313,7 +321,7 @@ impl Clock {
             source: ClockSource::Monotonic,
             mult: 1 << SHIFT,
             anchor_ticks: clock_ns(libc::CLOCK_MONOTONIC),
-            anchor_realtime_ns: clock_ns(libc::CLOCK_REALTIME),
+            anchor_realtime_ns: realtime_read(),
             ticks_per_sec: 1e9,
             sim: None,
         }
@@ -355,7 +363,7 @@ impl Clock {
     pub fn realtime_now_ns(&self) -> u64 {
         match self.sim {
             Some(sim) => SimTime::REALTIME_AT_ZERO_NS + sim.read(),
-            None => clock_ns(libc::CLOCK_REALTIME),
+            None => realtime_read(),
         }
     }
 
@@ -462,7 +470,7 @@ mod tests {
         let a = c.now_ticks();
         let b = c.now_ticks();
         assert!(b >= a);
-        let skew = c.realtime_ns(b).abs_diff(clock_ns(libc::CLOCK_REALTIME));
+        let skew = c.realtime_ns(b).abs_diff(realtime_read());
         assert!(skew < 1_000_000_000, "skew {skew} ns");
     }
 
@@ -474,11 +482,11 @@ mod tests {
         let mut wall = WallClock::new(&c);
         let mut worst = 0u64;
         let mut last = 0u64;
-        let until = clock_ns(libc::CLOCK_REALTIME) + 30_000_000;
-        while clock_ns(libc::CLOCK_REALTIME) < until {
-            let before = clock_ns(libc::CLOCK_REALTIME);
+        let until = realtime_read() + 30_000_000;
+        while realtime_read() < until {
+            let before = realtime_read();
             let stamp = wall.now_ns(&c);
-            let after = clock_ns(libc::CLOCK_REALTIME);
+            let after = realtime_read();
             let off = if stamp < before {
                 before - stamp
             } else {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use strobe_io::clockcheck::{self, ClockEcho, OffsetEstimate, Sample, DEFAULT_SAMPLES};
 use strobe_io::test_clock::{self, OFFSET_VAR};
-use strobe_io::test_support::{run, Netns};
+use strobe_io::test_support::Netns;
 use strobe_io::IoError;
 
 /// Tells a copy of this binary which role to play: `respond ADDR` or `measure ADDR COUNT`.
@@ -219,11 +219,13 @@ fn spread(values: &mut [i64]) -> (i64, i64, i64) {
     )
 }
 
-fn assert_close(e: &OffsetEstimate, expected: i64, what: &str) {
+/// Checks one estimate: within `tolerance` of `expected`, within its own bound, from nearly
+/// every exchange.
+fn assert_close(e: &OffsetEstimate, expected: i64, tolerance: i64, what: &str) {
     let error = e.offset_ns - expected;
     assert!(
-        error.abs() <= TOLERANCE_NS,
-        "{what}: measured {} ns, injected {expected} ns: {error} ns off (> {TOLERANCE_NS}); {e:?}",
+        error.abs() <= tolerance,
+        "{what}: measured {} ns, injected {expected} ns: {error} ns off (> {tolerance}); {e:?}",
         e.offset_ns
     );
     assert!(
@@ -232,14 +234,16 @@ fn assert_close(e: &OffsetEstimate, expected: i64, what: &str) {
     );
     assert_eq!(e.samples, DEFAULT_SAMPLES, "{e:?}");
     assert!(e.answered * 10 >= e.samples * 9, "replies lost: {e:?}");
+    assert!(e.bound_ns > 0 && e.min_delay_ns > 0, "{e:?}");
 }
 
 /// Measures `REPEATS` times, checks each, prints the spread of the errors.
 fn measure_repeatedly(
     what: &str,
     expected: i64,
+    tolerance: i64,
     mut one: impl FnMut() -> OffsetEstimate,
-) -> Vec<i64> {
+) {
     let mut errors = Vec::new();
     let mut bounds = Vec::new();
     let mut delays = Vec::new();
@@ -248,39 +252,27 @@ fn measure_repeatedly(
         let started = Instant::now();
         let e = one();
         took.push(started.elapsed().as_micros() as i64);
-        assert_close(&e, expected, what);
+        assert_close(&e, expected, tolerance, what);
         errors.push(e.offset_ns - expected);
         bounds.push(e.bound_ns as i64);
         delays.push(e.min_delay_ns as i64);
     }
-    let report = errors.clone();
     eprintln!(
-        "{what}: {REPEATS} measurements of {DEFAULT_SAMPLES} exchanges: error (min/median/max) {:?} ns, \
-         bound {:?} ns, least round trip {:?} ns, each took {:?} µs",
+        "{what}: {REPEATS} measurements of {DEFAULT_SAMPLES} exchanges: error \
+         (min/median/max) {:?} ns, bound {:?} ns, least round trip {:?} ns, each took {:?} µs",
         spread(&mut errors),
         spread(&mut bounds),
         spread(&mut delays),
         spread(&mut took),
     );
-    report
 }
 
 #[test]
 fn on_loopback_in_one_process_the_offset_is_near_zero_with_a_bound() {
     let echo = ClockEcho::start("127.0.0.1:0".parse().unwrap()).unwrap();
     let target = echo.local_addr();
-    for _ in 0..REPEATS {
-        let e = clockcheck::measure(target, DEFAULT_SAMPLES, TIMEOUT).unwrap();
-        assert!(e.offset_ns.abs() < 5_000, "{e:?}");
-        assert!(
-            e.bound_ns > 0 && e.offset_ns.unsigned_abs() <= e.bound_ns,
-            "{e:?}"
-        );
-        assert!(e.min_delay_ns > 0, "{e:?}");
-        assert_eq!((e.samples, e.answered), (DEFAULT_SAMPLES, DEFAULT_SAMPLES));
-    }
     // Both ends in this process: the same (possibly injected) clock.
-    measure_repeatedly("loopback", 0, || {
+    measure_repeatedly("loopback", 0, 5_000, || {
         clockcheck::measure(target, DEFAULT_SAMPLES, TIMEOUT).unwrap()
     });
 }
@@ -299,6 +291,7 @@ fn across_namespaces_the_injected_offset_is_found_within_a_microsecond() {
         measure_repeatedly(
             &format!("veth, responder at {injected:+} ns"),
             injected - ours,
+            TOLERANCE_NS,
             || lab.in_a(|| clockcheck::measure(target, DEFAULT_SAMPLES, TIMEOUT)),
         );
         drop(responder);
@@ -329,19 +322,20 @@ fn across_namespaces_two_shifted_processes_compare_correctly() {
             samples: fields[3] as usize,
             answered: fields[4] as usize,
         };
-        assert_close(&e, -37_000, "two shifted processes");
+        assert_close(&e, -37_000, TOLERANCE_NS, "two shifted processes");
         errors.push(e.offset_ns + 37_000);
     }
     eprintln!(
-        "two shifted processes (+12000 measuring, -25000 responding): error (min/median/max) {:?} ns",
+        "two shifted processes (+12000 measuring, -25000 responding): error \
+         (min/median/max) {:?} ns",
         spread(&mut errors)
     );
 }
 
 /// The path's asymmetry itself: with no offset injected anywhere the namespaces share one
 /// clock, so t2 − t1 and t4 − t3 are the two one-way delays. Prints their distributions for
-/// a few spacings of the exchanges; checks only that the lowest-δ exchanges are nearly
-/// symmetric.
+/// a few spacings of the exchanges, with what other filters would have estimated; checks
+/// only that the estimates at the spacing [`clockcheck::measure`] uses are within 1 µs.
 #[test]
 fn across_namespaces_the_two_directions_take_nearly_the_same_time() {
     if let Some(reason) = skip_reason() {
@@ -362,21 +356,36 @@ fn across_namespaces_the_two_directions_take_nearly_the_same_time() {
         let mut took = Vec::new();
         let mut fastest_forward = Vec::new();
         let mut fastest_back = Vec::new();
-        for _ in 0..REPEATS {
+        // The spacing that is used, often; the others a few times, for the comparison.
+        let repeats = if gap == clockcheck::SAMPLE_GAP {
+            REPEATS
+        } else {
+            5
+        };
+        for _ in 0..repeats {
             let started = Instant::now();
             let (exchanges, sent) =
                 lab.in_a(|| clockcheck::measure_exchanges(target, DEFAULT_SAMPLES, TIMEOUT, gap));
             took.push(started.elapsed().as_micros() as i64);
             let e = clockcheck::estimate(&exchanges, sent).unwrap();
-            let mut by_delay: Vec<&Sample> = exchanges.iter().collect();
+            let mut by_delay: Vec<&Sample> = exchanges
+                .iter()
+                .filter(|s| s.delay_ns().is_some())
+                .collect();
             by_delay.sort_by_key(|s| s.delay_ns());
             let quarter = &by_delay[..by_delay.len().div_ceil(4)];
             let median = |mut v: Vec<i64>| spread(&mut v).1;
             fastest_forward.push(median(
-                quarter.iter().map(|s| (s.t2 - s.t1) as i64).collect(),
+                quarter
+                    .iter()
+                    .map(|s| s.t2.wrapping_sub(s.t1) as i64)
+                    .collect(),
             ));
             fastest_back.push(median(
-                quarter.iter().map(|s| (s.t4 - s.t3) as i64).collect(),
+                quarter
+                    .iter()
+                    .map(|s| s.t4.wrapping_sub(s.t3) as i64)
+                    .collect(),
             ));
             estimates.push(e.offset_ns);
             fastest_only.push(by_delay[0].offset_ns());
@@ -384,7 +393,7 @@ fn across_namespaces_the_two_directions_take_nearly_the_same_time() {
         }
         eprintln!(
             "veth, gap {gap_us} µs: one-way delays of the fastest quarter, forward {:?} ns, \
-             back {:?} ns; estimate {:?} ns (min/median/max over {REPEATS}); θ of the least δ \
+             back {:?} ns; estimate {:?} ns (min/median/max over {repeats}); θ of the least δ \
              alone {:?} ns, median θ of all {:?} ns; took {:?} µs",
             spread(&mut fastest_forward),
             spread(&mut fastest_back),
@@ -400,5 +409,4 @@ fn across_namespaces_the_two_directions_take_nearly_the_same_time() {
             );
         }
     }
-    let _ = run(&["true"]);
 }

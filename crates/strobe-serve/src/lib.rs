@@ -226,9 +226,23 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let (routes, handle) = router_with_shutdown(options)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let _echo = clock_echo(listener.local_addr()?);
     axum::serve(listener, routes)
         .with_graceful_shutdown(telling(handle, shutdown))
         .await
+}
+
+/// The answer to a controller's clock offset check (UDP on the server's own address and
+/// port number, see `strobe_io::clockcheck`), while the server runs; a server that cannot
+/// bind it serves on, and a controller's check of it says it got no answer.
+fn clock_echo(address: SocketAddr) -> Option<strobe_control::host::ClockEcho> {
+    match strobe_control::host::ClockEcho::start(address) {
+        Ok(echo) => Some(echo),
+        Err(e) => {
+            tracing::warn!("no clock offset check on udp {address}: {e}");
+            None
+        }
+    }
 }
 
 /// Certificate and key files (PEM) for HTTPS.
@@ -264,6 +278,7 @@ pub async fn serve_tls(
         })?;
     let (routes, server) = router_with_shutdown(options)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let _echo = (address.port() != 0).then(|| clock_echo(address)).flatten();
     let shutdown = telling(server, shutdown);
     let handle = axum_server::Handle::new();
     let watcher = handle.clone();

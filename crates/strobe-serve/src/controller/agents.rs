@@ -174,6 +174,18 @@ impl Agent {
         Ok(Agent { spec, client })
     }
 
+    /// Where its clock offset check answers: UDP on the address and port of its URL.
+    pub fn udp_target(&self) -> Option<std::net::SocketAddr> {
+        use std::net::ToSocketAddrs;
+        let url = reqwest::Url::parse(&self.spec.url).ok()?;
+        let host = url
+            .host_str()?
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let port = url.port_or_known_default()?;
+        (host, port).to_socket_addrs().ok()?.next()
+    }
+
     fn fault(&self, message: String, refused: bool) -> AgentError {
         AgentError {
             agent: self.spec.name.clone(),

@@ -52,6 +52,8 @@ pub struct AgentClock {
     pub detail: String,
     /// The controller's check: this agent's clock less the controller's, and its bound.
     pub checked: Option<(i64, u64)>,
+    /// The check as measured (or why it could not be), for `/strobe/agents`.
+    pub check: Option<Value>,
 }
 
 impl AgentClock {
@@ -65,6 +67,7 @@ impl AgentClock {
                 .unwrap_or("its agent did not say")
                 .to_string(),
             checked: None,
+            check: None,
         }
     }
 }
@@ -426,6 +429,7 @@ mod tests {
             bound_ns: bound,
             detail: "test".into(),
             checked: None,
+            check: None,
         }
     }
 

@@ -97,6 +97,9 @@ const SENDERS_POLL: Duration = Duration::from_millis(100);
 const LEASE: Duration = Duration::from_secs(5);
 const LEASE_RENEWAL: Duration = Duration::from_secs(1);
 const LOST_AFTER: u32 = 2;
+/// The clock offset check: exchanges per agent, and how long it may take.
+const CLOCK_CHECK_SAMPLES: usize = 64;
+const CLOCK_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How a controller runs.
 #[derive(Clone, Debug)]
@@ -249,6 +252,29 @@ async fn agent_clocks(c: &Controller, used: &[usize]) -> Vec<merge::AgentClock> 
                 ..merge::AgentClock::default()
             },
         };
+    }
+    // The controller's own check of each agent's clock against its own (UDP, NTP-style,
+    // kernel receive stamps), one agent after another so that none disturbs another's.
+    for &a in used {
+        let Some(target) = c.agents[a].udp_target() else {
+            continue;
+        };
+        let checked = crate::blocking(move || {
+            strobe_control::host::measure_clock_offset(
+                target,
+                CLOCK_CHECK_SAMPLES,
+                CLOCK_CHECK_TIMEOUT,
+            )
+        })
+        .await;
+        match checked {
+            Ok(Ok(estimate)) => {
+                clocks[a].checked = Some((estimate.offset_ns, estimate.bound_ns));
+                clocks[a].check = Some(serde_json::to_value(estimate).unwrap_or_default());
+            }
+            Ok(Err(e)) => clocks[a].check = Some(json!({ "error": e })),
+            Err(_) => {}
+        }
     }
     clocks
 }
@@ -914,8 +940,21 @@ async fn list_agents(State(c): State<Arc<Controller>>) -> Response {
     });
     let mut out = Vec::new();
     for (a, version, took, clock) in join_all(checks).await {
+        let index = c
+            .agents
+            .iter()
+            .position(|x| std::ptr::eq(x, a))
+            .unwrap_or(0);
+        let checked = c
+            .state
+            .lock()
+            .await
+            .clocks
+            .get(index)
+            .and_then(|k| k.check.clone());
         out.push(json!({
             "clock": clock,
+            "clock_check": checked,
             "name": a.spec.name,
             "url": a.spec.url,
             "reachable": version.is_ok(),
@@ -948,8 +987,12 @@ async fn last_start(State(c): State<Arc<Controller>>) -> Reply {
             METRICS_TIMEOUT,
         )
         .await;
+    let clocks = c.state.lock().await.clocks.clone();
     let mut out = Vec::new();
     let mut errors = Vec::new();
+    // Each error is on its sender's own clock; on the controller's (the offset check's
+    // offsets taken off), they say how far apart the senders really started.
+    let mut on_one_clock = Vec::new();
     for (a, reply) in all_ok(replies)? {
         // A sender's error: its earliest flow's (every flow of a port starts on one t0).
         let error = reply["flow_metrics"]
@@ -959,12 +1002,24 @@ async fn last_start(State(c): State<Arc<Controller>>) -> Reply {
             .filter_map(|f| merge::start_error_ns(f, at_ns))
             .min_by_key(|e| e.abs());
         errors.extend(error);
-        out.push(json!({ "agent": c.names[a], "error_ns": error }));
+        let checked = clocks.get(a).and_then(|k| k.checked);
+        if let (Some(e), Some((offset, _))) = (error, checked) {
+            on_one_clock.push(e - offset);
+        }
+        out.push(json!({
+            "agent": c.names[a],
+            "error_ns": error,
+            "clock_offset_ns": checked.map(|k| k.0),
+        }));
     }
-    let skew = (errors.len() == senders.len() && !errors.is_empty()).then(|| {
-        errors.iter().max().copied().unwrap_or(0) - errors.iter().min().copied().unwrap_or(0)
-    });
-    Ok(ok_json(
-        json!({ "at_ns": at_ns, "senders": out, "skew_ns": skew }),
-    ))
+    let spread = |v: &[i64]| {
+        (v.len() == senders.len() && !v.is_empty())
+            .then(|| v.iter().max().copied().unwrap_or(0) - v.iter().min().copied().unwrap_or(0))
+    };
+    Ok(ok_json(json!({
+        "at_ns": at_ns,
+        "senders": out,
+        "skew_ns": spread(&errors),
+        "skew_on_controller_clock_ns": spread(&on_one_clock),
+    })))
 }
