@@ -21,3 +21,7 @@ fi
 [ "${1:-}" = --setup-only ] && exit 0
 cargo build --quiet -p strobe-cli
 STROBE_BIN="$PWD/target/debug/strobe" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/otg "$@"
+# Many hosts under one OTG endpoint: agents in host namespaces, a router between them, the
+# controller in front (tshark decodes a remote capture; ptp4l runs between two hosts).
+need_apt tshark openssl linuxptp util-linux
+STROBE_BIN="$PWD/target/debug/strobe" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/multihost

@@ -121,6 +121,8 @@ pub fn one_way(
     Ok(json!({
         "bound_ns": claimed,
         "how": how,
+        // Each end's synchronization as its agent reported it (ptp4l's state, chrony's, …).
+        "sync": { tx_name: tx.detail, rx_name: rx.detail },
         "offset_check_ns": check.map(|c| c.0),
         "offset_check_bound_ns": check.map(|c| c.1),
     }))
@@ -181,7 +183,7 @@ pub fn flow_metrics(
             .iter()
             .filter_map(|&a| find(reply(a), "flow_metrics", &flow.name))
             .collect();
-        merge_received(&mut merged, sent, &received);
+        merge_received(&mut merged, sent, &received, start.is_some());
         // One-way latency across hosts only where both clocks are known to agree.
         let verdicts: Vec<Result<Value, String>> = flow
             .rx_agents
@@ -255,7 +257,12 @@ fn unique_rx(received: &[&Value]) -> u64 {
 
 /// `merged` (the sender's entry) with the receivers' counts, latency and times, its
 /// transmit state "stopped" only once every receiver's counts are final, and loss then.
-fn merge_received(merged: &mut Map<String, Value>, sent: &Value, received: &[&Value]) {
+fn merge_received(
+    merged: &mut Map<String, Value>,
+    sent: &Value,
+    received: &[&Value],
+    started: bool,
+) {
     let sum = |key: &str| received.iter().map(|r| counter(r, key)).sum::<u64>();
     merged.insert("frames_rx".into(), json!(sum("frames_rx").to_string()));
     merged.insert("bytes_rx".into(), json!(sum("bytes_rx").to_string()));
@@ -271,8 +278,9 @@ fn merge_received(merged: &mut Map<String, Value>, sent: &Value, received: &[&Va
     }
     let sender_done = sent.get("transmit").and_then(Value::as_str) == Some("stopped");
     let all_final = !received.is_empty() && received.iter().all(|r| is_final(r));
-    if sender_done && !all_final {
-        // Sent, but the receivers still count frames in flight.
+    if sender_done && !all_final && started {
+        // Sent, but the receivers still count frames in flight. (A flow this config never
+        // started is idle everywhere: stopped as its sender says.)
         merged.insert("transmit".into(), json!("started"));
     }
     if sender_done && all_final {
@@ -369,7 +377,7 @@ mod tests {
             &[Some(a.clone()), Some(b_running)],
             &names(),
             true,
-            &|_| None,
+            &|_| Some(1),
             &|_, _| Ok(json!({})),
         );
         let ab = &m["flow_metrics"][0];
@@ -406,12 +414,26 @@ mod tests {
             &[Some(a), None],
             &names(),
             false,
-            &|_| None,
+            &|_| Some(1),
             &|_, _| Ok(json!({})),
         );
         assert!(plain["flow_metrics"][1].get("x_strobe").is_none());
         assert!(plain["flow_metrics"][0].get("x_strobe").is_none());
         assert_eq!(plain["flow_metrics"][0]["transmit"], "started");
+        // A flow the config never started is idle: stopped, whatever its receivers say.
+        let a = json!({"flow_metrics": [flow("ab", "stopped", 0, 0, None)]});
+        let idle = flow_metrics(
+            &flows[..1],
+            &[
+                Some(a),
+                Some(json!({"flow_metrics": [flow("ab", "stopped", 0, 0, None)]})),
+            ],
+            &names(),
+            true,
+            &|_| None,
+            &|_, _| Ok(json!({})),
+        );
+        assert_eq!(idle["flow_metrics"][0]["transmit"], "stopped");
     }
 
     #[test]

@@ -722,6 +722,7 @@ async fn lose(c: &Controller, a: usize, why: &AgentError) {
 /// this request's error names it); a lost agent's entries are its last seen, marked so.
 async fn metrics_replies(
     c: &Controller,
+    placement: &Placement,
     asks: Vec<(usize, Value)>,
     key: &str,
 ) -> Result<Vec<Option<Value>>, OtgError> {
@@ -774,7 +775,33 @@ async fn metrics_replies(
         }
     }
     for (a, why) in &lost {
-        let mut entries: Vec<Value> = seen_all[*a].values().cloned().collect();
+        // What it was last seen to have, and nothing for what it was never asked about.
+        let mut seen = seen_all[*a].clone();
+        let mine: Vec<String> = if key == "flow_metrics" {
+            placement
+                .flows
+                .iter()
+                .filter(|f| f.tx_agent == *a || f.rx_agents.contains(a))
+                .map(|f| f.name.clone())
+                .collect()
+        } else {
+            placement
+                .ports
+                .iter()
+                .filter(|p| p.agent == *a)
+                .map(|p| p.name.clone())
+                .collect()
+        };
+        for name in mine {
+            seen.entry(name.clone()).or_insert_with(|| {
+                json!({
+                    "name": name,
+                    "frames_tx": "0", "frames_rx": "0", "bytes_tx": "0", "bytes_rx": "0",
+                    "frames_tx_rate": 0.0, "frames_rx_rate": 0.0,
+                })
+            });
+        }
+        let mut entries: Vec<Value> = seen.into_values().collect();
         for e in &mut entries {
             // Its counts will not change: final, and why.
             e["transmit"] = json!("stopped");
@@ -859,7 +886,7 @@ async fn get_metrics(State(c): State<Arc<Controller>>, headers: HeaderMap, body:
             let agents = Placement::agents_of(&flows);
             let ask = json!({ "choice": "flow", "flow": { "flow_names": wanted } });
             let asks = agents.iter().map(|&a| (a, ask.clone())).collect();
-            replies = metrics_replies(&c, asks, "flow_metrics").await?;
+            replies = metrics_replies(&c, &placement, asks, "flow_metrics").await?;
             let extensions = !c.no_extensions && takes_extensions(&headers);
             let (start_at, clocks) = {
                 let state = c.state.lock().await;
@@ -898,7 +925,7 @@ async fn get_metrics(State(c): State<Arc<Controller>>, headers: HeaderMap, body:
                     )
                 })
                 .collect();
-            replies = metrics_replies(&c, asks, "port_metrics").await?;
+            replies = metrics_replies(&c, &placement, asks, "port_metrics").await?;
             Ok(ok_json(merge::port_metrics(&placement, &wanted, &replies)))
         }
         other => Err(validation(vec![format!(

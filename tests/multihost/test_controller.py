@@ -1,0 +1,171 @@
+"""strobe serve as a controller of agents, driven by unmodified snappi: one `strobe serve`
+per host namespace (the agents), and one in the root namespace given them with `--agent
+NAME=URL` (the controller), to which a config names each port AGENT/LOCATION.
+
+What it must do: a flow sent from one agent's port and received on another's is counted
+exactly at both ends and timed, merged under the flow's name; every port of every agent has
+its metrics; a capture of any agent's port comes back through the controller; flows start
+and stop by name across agents; transmit reports "stopped" only once the counts are final;
+and a config naming an agent that is unknown, or down, is refused naming it.
+
+The same checks pass today through one `strobe serve` opening the hosts' interfaces by
+namespace (test_topology.py), so a failure here is the controller's."""
+import subprocess
+
+import pytest
+import snappi
+
+from multihost_helpers import (MIXED_FLOWS, FlowSpec, Server, ServerExited, add_flow, as_dict,
+                               controller_args, errors_of, flow_metrics, make_certificates,
+                               make_self_signed, new_config, new_token, port_metrics, run_mixed_flows,
+                               run_remote_capture, run_subset, transmit, via_controller,
+                               wait_stopped)
+from topology import http_get
+
+# The controller's promise: counts are final once transmit reports stopped.
+FINAL_WHEN_STOPPED = True
+
+
+def test_flows_between_agents_are_counted_exactly_and_timed(api, hosts):
+    # a -> b, b -> c (bursts), c -> a: IPv4 UDP; a -> c: IPv6 UDP. All started at once, each
+    # sent by one agent and received by another, through the router.
+    m, ports = run_mixed_flows(api, hosts, via_controller, FINAL_WHEN_STOPPED)
+    # Each flow under its own name once: the two agents' halves merged, not listed twice.
+    assert sorted(m) == sorted(s.name for s in MIXED_FLOWS), list(m)
+    # Counts are final, not merely the last poll's: they stay as they are.
+    again = flow_metrics(api)
+    for spec in MIXED_FLOWS:
+        assert int(again[spec.name].frames_rx) == spec.frames, as_dict(again[spec.name])
+
+
+def test_a_capture_of_a_remote_agents_port_comes_back_through_the_controller(api, hosts):
+    # hostc's eth1, captured by hostc's agent, fetched from the controller, decoded by tshark.
+    run_remote_capture(api, hosts, via_controller, FINAL_WHEN_STOPPED)
+
+
+def test_starting_one_flow_leaves_the_others_idle(api, hosts):
+    run_subset(api, hosts, via_controller, FINAL_WHEN_STOPPED)
+
+
+def test_a_port_on_an_unknown_agent_is_refused_naming_the_agent(api, hosts):
+    cfg = new_config(api, hosts, via_controller)
+    cfg.ports.port(name="z", location="hostz/afpacket:eth1")
+    f = add_flow(cfg, hosts, FlowSpec("a_to_z", "hosta", "hostb", packets=10))
+    f.tx_rx.port.rx_names = ["z"]
+    with pytest.raises(Exception) as info:
+        api.set_config(cfg)
+    said = errors_of(api, info.value)
+    assert "hostz" in said, said
+    # The controller goes on: a config of known agents is taken.
+    api.set_config(new_config(api, hosts, via_controller))
+    assert sorted(p.name for p in api.get_config().ports) == ["a", "b", "c"]
+
+
+def test_an_agent_that_is_down_at_set_config_is_named(hosts, agents):
+    # A controller of its own, with hosta's agent and a spare agent in hostc (another port),
+    # which crashes (kill -9) before the config comes.
+    spare = hosts.start_agent("hostc", new_token("spare"), port=8444, name="spare")
+    controller = None
+    try:
+        controller = Server("controller-spare",
+                            controller_args([agents["hosta"], spare]))
+        hosts.kill_agent(spare)
+        api = snappi.api(location=controller.url, verify=False)
+        cfg = api.config()
+        cfg.ports.port(name="a", location=via_controller(hosts["hosta"]))
+        cfg.ports.port(name="c", location="spare/afpacket:eth1")
+        add_flow(cfg, hosts, FlowSpec("a_to_c", "hosta", "hostc", packets=10))
+        with pytest.raises(Exception) as info:
+            api.set_config(cfg)
+        said = errors_of(api, info.value)
+        assert "spare" in said, said
+        assert controller.alive(), controller.output()
+    finally:
+        hosts.stop_agent(spare)
+        if controller:
+            controller.stop()
+
+
+@pytest.mark.parametrize("given_as,signed", [("flags", "by a CA"), ("file", "by a CA"),
+                                             ("flags", "self")])
+def test_agents_over_https_given_by_flags_or_by_file(hosts, tmp_path, given_as, signed):
+    """HTTPS agents whose certificate a CA of the test's own signed, or a self-signed one:
+    the controller trusts it with `--agent-ca FILE` (the CA, or the certificate itself), or
+    the `ca` of each agent's table in `--agents FILE`."""
+    ips = [h.mgmt_ip for h in hosts]
+    if signed == "self":
+        cert, key = make_self_signed(tmp_path, ips)
+        ca = cert
+    else:
+        ca, cert, key = make_certificates(tmp_path, ips)
+    tls_agents = []
+    controller = None
+    try:
+        for name in ("hostb", "hostc"):
+            tls_agents.append(hosts.start_agent(name, new_token(name), port=8445,
+                                                tls=(cert, key)))
+        if given_as == "flags":
+            args = controller_args(tls_agents, ca=ca)
+        else:
+            path = tmp_path / "agents.toml"
+            path.write_text("".join(
+                f'[{a.name}]\nurl = "{a.bare_url}"\ntoken = "{a.token}"\nca = "{ca}"\n\n'
+                for a in tls_agents))
+            args = ["--agents", str(path)]
+        controller = Server(f"controller-tls-{given_as}", args)
+        for agent in tls_agents:
+            # The agents' certificate, as the controller has to check it, is good.
+            status, body = http_get(agent.bare_url + "/capabilities/version", agent.token,
+                                    cafile=ca)
+            assert status == 200, (agent, status, body)
+        api = snappi.api(location=controller.url, verify=False)
+        spec = FlowSpec("b_to_c", "hostb", "hostc", packets=2000, pps=10000)
+        cfg = api.config()
+        for h in (hosts["hostb"], hosts["hostc"]):
+            cfg.ports.port(name=h.name[-1], location=via_controller(h))
+        add_flow(cfg, hosts, spec)
+        api.set_config(cfg)
+        transmit(api, "start")
+        m = wait_stopped(api, [spec.name])
+        assert (int(m[spec.name].frames_tx), int(m[spec.name].frames_rx)) == (2000, 2000), \
+            as_dict(m[spec.name])
+        ports = port_metrics(api)
+        assert (int(ports["b"].frames_tx), int(ports["c"].frames_rx)) == (2000, 2000), ports
+        transmit(api, "stop")
+    finally:
+        for agent in tls_agents:
+            hosts.stop_agent(agent)
+        if controller:
+            controller.stop()
+
+
+def test_an_agent_with_a_certificate_nobody_signed_is_refused(hosts, tmp_path):
+    """Without --agent-ca, an agent's self-signed certificate is not trusted: the controller
+    says which agent it could not reach (at start, or at the config that needs it)."""
+    cert, key = tmp_path / "self.pem", tmp_path / "self-key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=untrusted", "-keyout", str(key), "-out", str(cert),
+                    "-addext", f"subjectAltName=IP:{hosts['hostb'].mgmt_ip}"],
+                   check=True, capture_output=True)
+    agent = hosts.start_agent("hostb", new_token("untrusted"), port=8446, tls=(cert, key),
+                              name="untrusted")
+    controller = None
+    try:
+        try:
+            controller = Server("controller-untrusted", controller_args([agent]))
+        except ServerExited as refused:
+            # Refused at start: fine, if it is this refusal and names the agent.
+            assert "untrusted" in refused.output, refused
+            assert "unexpected argument" not in refused.output, refused
+            return
+        api = snappi.api(location=controller.url, verify=False)
+        cfg = api.config()
+        cfg.ports.port(name="b", location="untrusted/afpacket:eth1")
+        with pytest.raises(Exception) as info:
+            api.set_config(cfg)
+        said = errors_of(api, info.value)
+        assert "untrusted" in said, said
+    finally:
+        hosts.stop_agent(agent)
+        if controller:
+            controller.stop()
