@@ -98,7 +98,7 @@ AFXDP_BEFORE="${AFXDP_BEFORE:-}"
 
 # Every section, in the order `bench/run` runs them; bench/sections/NAME.sh defines
 # section_NAME.
-SECTIONS=(null afxdp afpacket xdplive precision wire pacing flows rtt latcost truth serve dashboard trains rfc2544 history)
+SECTIONS=(null afxdp afpacket xdplive precision wire pacing flows rtt latcost truth serve dashboard trains rfc2544 history controller)
 
 # Background processes this script started (peers, captures, servers), stopped on exit.
 # A PID leaves the list once it is reaped, so a recycled PID is never signalled.

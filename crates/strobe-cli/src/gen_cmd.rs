@@ -572,7 +572,7 @@ fn execute(
         latency_interval_ns,
         live_latency: false,
         engine_frames: args.engine_frames,
-        start_at_unix_ns: None,
+        start_gate: None,
     };
     let view = StatusView {
         verbose: args.verbose,

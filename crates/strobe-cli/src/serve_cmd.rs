@@ -64,9 +64,9 @@ pub struct ServeArgs {
     /// self-signed certificate they share.
     #[arg(long, value_name = "FILE")]
     agent_ca: Option<PathBuf>,
-    /// A controller starts its agents' senders this long after asking them, all at one time
-    /// (time for every agent to open its ports), e.g. 500ms.
-    #[arg(long, default_value = "500ms", value_parser = crate::values::positive_text)]
+    /// A controller starts its agents' senders at one time, this long after every agent is
+    /// ready (ports open, receivers counting): time for its "go" to reach them, e.g. 100ms.
+    #[arg(long, default_value = "100ms", value_parser = crate::values::positive_text)]
     start_lead: String,
     /// A controller shows a flow's one-way latency across hosts only when both ends' clocks
     /// are known to agree within this (their sync sources' bounds added, e.g. 10us); else it

@@ -62,7 +62,7 @@ pub use run::{
 };
 pub use strobe_engine::latency::FlowLatency;
 pub use strobe_engine::live::FlowSnapshot;
-pub use strobe_engine::{ClockSource, LatePolicy, RunReport, Tick};
+pub use strobe_engine::{ClockSource, LatePolicy, RunReport, StartGate, Tick};
 pub use strobe_io::Location;
 
 /// A run tag for a run that several processes take part in (a multi-host run's agents):

@@ -47,9 +47,9 @@ pub struct PlanOptions {
     /// Write every frame in the engine, even where the backend could generate the flow
     /// itself (`xdp-live`'s kernel program).
     pub engine_frames: bool,
-    /// Start sending at this CLOCK_REALTIME time (a multi-host run's synchronized start; see
-    /// [`strobe_engine::RunOptions::start_at_unix_ns`]).
-    pub start_at_unix_ns: Option<u64>,
+    /// Start sending when this gate is opened, at the time it is given (a multi-host run's
+    /// synchronized start; see [`strobe_engine::StartGate`]).
+    pub start_gate: Option<std::sync::Arc<strobe_engine::StartGate>>,
 }
 
 impl Default for PlanOptions {
@@ -72,7 +72,7 @@ impl Default for PlanOptions {
             latency_interval_ns: None,
             live_latency: false,
             engine_frames: engine.engine_frames,
-            start_at_unix_ns: None,
+            start_gate: None,
         }
     }
 }
@@ -177,7 +177,7 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
         latency_interval_ns: options.latency_interval_ns,
         live_latency_intervals: options.live_latency,
         engine_frames: options.engine_frames,
-        start_at_unix_ns: options.start_at_unix_ns,
+        start_gate: options.start_gate.clone(),
         ..RunOptions::default()
     };
     Ok(Plan {

@@ -36,7 +36,9 @@ use strobe_timing::{Duration, Pattern, ScheduleSpec};
 pub use clock::{Clock, ClockSource, SimTime};
 pub use generator::FlowGenerator;
 pub use port_floor::{FloorSource, KnownFloor, PortPacing};
-pub use worker::{run_port, FlowReport, HandoverError, LatePolicy, PortReport, RunOptions};
+pub use worker::{
+    run_port, FlowReport, HandoverError, LatePolicy, PortReport, RunOptions, StartGate,
+};
 
 /// Errors that stop a run.
 #[derive(Debug, thiserror::Error)]

@@ -89,6 +89,9 @@ pub struct RunOptions {
     /// closer than `start_lead_ns`, starts `start_lead_ns` after the worker is ready, and the
     /// port's report says when it did start (`t0_unix_ns`).
     pub start_at_unix_ns: Option<u64>,
+    /// Or wait, ready, until the gate is given that time (a controller opens every agent's
+    /// gate once every agent's receivers are open, see [`StartGate`]).
+    pub start_gate: Option<Arc<StartGate>>,
     /// Live counters to publish to (status lines), if anyone watches.
     pub live: Option<Arc<LiveCounters>>,
     /// How long receivers keep counting after the last frame was sent.
@@ -141,6 +144,7 @@ impl Default for RunOptions {
             time_limit_ns: None,
             start_lead_ns: 200_000,
             start_at_unix_ns: None,
+            start_gate: None,
             live: None,
             drain_ns: 500_000_000,
             drain_abort: None,
@@ -160,6 +164,38 @@ impl Default for RunOptions {
     }
 }
 
+/// A synchronized start's time, given once the run is ready everywhere: transmit workers
+/// wait at the gate (ports open, nothing sent) until it is opened with a CLOCK_REALTIME time,
+/// then start their schedules there.
+#[derive(Debug, Default)]
+pub struct StartGate(std::sync::atomic::AtomicU64);
+
+impl StartGate {
+    /// Lets the workers start at `unix_ns` (0 is taken as 1 ns: any time already past).
+    pub fn open_at(&self, unix_ns: u64) {
+        self.0
+            .store(unix_ns.max(1), std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst) != 0
+    }
+
+    /// Waits until the gate is opened (its time) or `stop` is set (None).
+    fn wait(&self, stop: &AtomicBool) -> Option<u64> {
+        loop {
+            let at = self.0.load(std::sync::atomic::Ordering::SeqCst);
+            if at != 0 {
+                return Some(at);
+            }
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(500));
+        }
+    }
+}
+
 /// Runs one port's flows on `backend` until every flow's duration is over or `stop` is set.
 ///
 /// `pacing` is the port's floor (paced runs coalesce their hand-overs to it; without a known
@@ -173,6 +209,19 @@ pub fn run_port<B: Backend>(
     pacing: Option<PortPacing>,
     stop: &AtomicBool,
 ) -> Result<PortReport, EngineError> {
+    // A gated start: ready, wait for the time (a stop while waiting sends nothing).
+    let opened;
+    let opts = match opts.start_gate.as_ref().and_then(|g| g.wait(stop)) {
+        Some(at) => {
+            opened = RunOptions {
+                start_at_unix_ns: Some(at),
+                start_gate: None,
+                ..opts.clone()
+            };
+            &opened
+        }
+        None => opts,
+    };
     // Set-up: every flow compiled, and what the port is.
     let states = flow_states(flows, backend.time_base(), opts)?;
     let shape = PortShape::of(backend, flows, &states, opts);

@@ -125,6 +125,10 @@ struct ServerState {
     /// Port locations whose link a request set down (kept across configs: the interface
     /// stays down until a request sets it up).
     links_down: std::collections::HashSet<String>,
+    /// Runs a controller started under its lease (stopped if the lease runs out), and the
+    /// gates of its starts still waiting for their time (`POST /strobe/go`).
+    leased: Vec<Arc<RunHandle>>,
+    waiting: Vec<Arc<strobe_control::StartGate>>,
 }
 
 /// The server's routes.
@@ -169,6 +173,7 @@ pub fn router_with_shutdown(options: ServeOptions) -> Result<(Router, ShutdownHa
         .route("/strobe/latency", get(live_latency))
         .route("/strobe/config-toml", post(set_config_toml))
         .route("/strobe/lease", post(renew_lease))
+        .route("/strobe/go", post(open_gates))
         .route("/strobe/clock", get(clock_state))
         .route("/strobe/runs", get(history_api::list))
         .route("/strobe/runs/compare", get(history_api::compare))
@@ -616,6 +621,29 @@ async fn clock_state(State(server): State<Arc<Server>>) -> Reply {
     })))
 }
 
+/// strobe's own endpoint for a controller: the runs its last starts made ready (ports
+/// open, receivers counting, senders waiting) start sending at `{"start_at_ns": T}`
+/// (CLOCK_REALTIME).
+async fn open_gates(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
+    let request = parse_body(&body)?;
+    let Some(at) = request["start_at_ns"].as_u64() else {
+        return Err(validation(vec![
+            "start_at_ns: give the CLOCK_REALTIME time to start at, in ns since the Unix epoch"
+                .into(),
+        ]));
+    };
+    let gates = std::mem::take(&mut server.state.lock().await.waiting);
+    if gates.is_empty() {
+        return Err(validation(vec![
+            "no start is waiting for its time: start flows with x_strobe.gate first".into(),
+        ]));
+    }
+    for gate in &gates {
+        gate.open_at(at);
+    }
+    Ok(ok_json(json!({ "warnings": [] })))
+}
+
 /// Holds the runs under a controller's lease for `length`, watching it from the first.
 fn hold_lease(server: &Arc<Server>, length: std::time::Duration) {
     server.lease.renew(length);
@@ -632,7 +660,8 @@ fn hold_lease(server: &Arc<Server>, length: std::time::Duration) {
             if !server.lease.ran_out(std::time::Instant::now()) {
                 continue;
             }
-            let runs = server.state.lock().await.flows.runs().to_vec();
+            // Only what the controller started: runs driven directly are not its.
+            let runs = std::mem::take(&mut server.state.lock().await.leased);
             let running = runs.iter().filter(|r| !r.is_finished()).count();
             if running > 0 {
                 tracing::warn!(
@@ -787,7 +816,12 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
             // and the time its senders start at (see `controller`).
             let cluster = controller::StartExtension::read(request).map_err(refused)?;
             options.run_tag = cluster.run_tag.or(options.run_tag);
-            options.start_at_unix_ns = cluster.start_at_ns;
+            let gate = (cluster.gated || cluster.start_at_ns.is_some())
+                .then(|| Arc::new(strobe_control::StartGate::default()));
+            if let (Some(gate), Some(at)) = (&gate, cluster.start_at_ns) {
+                gate.open_at(at);
+            }
+            options.start_gate = gate.clone();
             if let Some(length) = cluster.lease {
                 hold_lease(server, length);
             }
@@ -814,6 +848,15 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                 .map_err(control_error)?;
             let mut state = server.state.lock().await;
             state.flows.add_run(started);
+            if let Some(run) = state.flows.runs().last().cloned() {
+                if cluster.lease.is_some() {
+                    state.leased.retain(|r| !r.is_finished());
+                    state.leased.push(run);
+                }
+            }
+            if let Some(gate) = gate.filter(|g| !g.is_open()) {
+                state.waiting.push(gate);
+            }
             Ok(ok_json(
                 json!({ "warnings": warning_texts(&state.flows.problems()) }),
             ))

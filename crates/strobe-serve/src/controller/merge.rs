@@ -158,16 +158,35 @@ pub fn flow_metrics(
     start_at: &dyn Fn(&str) -> Option<u64>,
     clock: &dyn Fn(usize, usize) -> Result<Value, String>,
 ) -> Value {
-    let reply = |agent: usize| replies.get(agent).and_then(Option::as_ref);
+    // Each agent's entries by name, looked up once per flow and end.
+    let index: Vec<std::collections::HashMap<&str, &Value>> = replies
+        .iter()
+        .map(|r| {
+            entries(r.as_ref(), "flow_metrics")
+                .into_iter()
+                .filter_map(|e| Some((e.get("name")?.as_str()?, e)))
+                .collect()
+        })
+        .collect();
+    let find = |agent: usize, name: &str| index.get(agent).and_then(|i| i.get(name)).copied();
     let mut out = Vec::new();
     for flow in flows {
-        let Some(sent) = find(reply(flow.tx_agent), "flow_metrics", &flow.name) else {
+        let Some(sent) = find(flow.tx_agent, &flow.name) else {
             continue;
         };
         let mut merged = sent.as_object().cloned().unwrap_or_default();
         let start = start_at(&flow.name)
             .map(|at| json!({ "at_ns": at, "error_ns": start_error_ns(sent, at) }));
         if flow.local() {
+            // As for flows across agents: "stopped" once the counts are final (its run over,
+            // its detail present), not while its receivers still drain.
+            let draining = start.is_some()
+                && !flow.rx_agents.is_empty()
+                && sent.get("transmit").and_then(Value::as_str) == Some("stopped")
+                && !is_final(sent);
+            if draining {
+                merged.insert("transmit".into(), json!("started"));
+            }
             if !extensions {
                 merged.remove("x_strobe");
             } else if let (Some(start), Some(Value::Object(x))) =
@@ -181,7 +200,7 @@ pub fn flow_metrics(
         let received: Vec<&Value> = flow
             .rx_agents
             .iter()
-            .filter_map(|&a| find(reply(a), "flow_metrics", &flow.name))
+            .filter_map(|&a| find(a, &flow.name))
             .collect();
         merge_received(&mut merged, sent, &received, start.is_some());
         // One-way latency across hosts only where both clocks are known to agree.

@@ -45,6 +45,8 @@ pub struct StartExtension {
     pub run_tag: Option<u8>,
     /// CLOCK_REALTIME ns.
     pub start_at_ns: Option<u64>,
+    /// Senders wait, ready, for the time (`POST /strobe/go`).
+    pub gated: bool,
     /// The controller's lease on the agent's runs (see `lease`).
     pub lease: Option<Duration>,
 }
@@ -77,9 +79,14 @@ impl StartExtension {
                     .map_err(|e| ControlError::BadInput(format!("x_strobe.{e}")))?,
             ),
         };
+        let gated = match x.get("gate") {
+            None | Some(Value::Null) => false,
+            Some(v) => v.as_bool().ok_or_else(|| bad("gate: give true or false"))?,
+        };
         Ok(StartExtension {
             run_tag,
             start_at_ns,
+            gated,
             lease,
         })
     }
@@ -105,8 +112,8 @@ const CLOCK_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Clone, Debug)]
 pub struct ControllerOptions {
     pub agents: Vec<AgentSpec>,
-    /// Senders start this long after the controller asks them (time for every agent to get
-    /// the request and open its ports).
+    /// Senders start this long after every agent is ready (ports open, receivers counting):
+    /// time for the controller's "go" to reach every sender.
     pub start_lead: Duration,
     /// The largest clock error bound (both ends' together) under which a flow's one-way
     /// latency across hosts is shown; above it, or with no sync known, it is withheld.
@@ -117,7 +124,7 @@ impl Default for ControllerOptions {
     fn default() -> Self {
         ControllerOptions {
             agents: Vec::new(),
-            start_lead: Duration::from_millis(500),
+            start_lead: Duration::from_millis(100),
             max_clock_error_ns: 10_000,
         }
     }
@@ -495,48 +502,42 @@ async fn start(
 ) -> Result<Vec<(usize, Value)>, OtgError> {
     let run_tag = strobe_control::fresh_run_tag();
     let senders = senders_of(flows);
-    let receivers_only: Vec<usize> = Placement::agents_of(flows)
-        .into_iter()
-        .filter(|a| !senders.contains(a))
-        .collect();
-    let first = all_ok(
+    let all = Placement::agents_of(flows);
+    // 1. Every agent makes its runs ready: ports open, receivers counting, senders waiting
+    //    at their gate. Nothing is sent until every agent has answered.
+    let x = json!({ "run_tag": run_tag, "gate": true, "lease_ms": LEASE.as_millis() as u64 });
+    let ready = all_ok(
         c.each(
-            &receivers_only,
-            "/control/state",
-            |_| {
-                let x = json!({ "run_tag": run_tag, "lease_ms": LEASE.as_millis() as u64 });
-                flow_transmit_request("start", named, Some(x))
-            },
-            CONTROL_TIMEOUT,
-        )
-        .await,
-    );
-    let mut replies = match first {
-        Ok(r) => r,
-        Err(e) => {
-            stop_quietly(c, &receivers_only, named).await;
-            return Err(e);
-        }
-    };
-    let now_ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let start_at_ns = now_ns + c.start_lead.as_nanos() as u64;
-    let x = json!({
-        "run_tag": run_tag,
-        "start_at_ns": start_at_ns,
-        "lease_ms": LEASE.as_millis() as u64,
-    });
-    let second = all_ok(
-        c.each(
-            &senders,
+            &all,
             "/control/state",
             |_| flow_transmit_request("start", named, Some(x.clone())),
             CONTROL_TIMEOUT,
         )
         .await,
     );
-    match second {
+    let mut replies = match ready {
+        Ok(r) => r,
+        Err(e) => {
+            // All or nothing: what was made ready is stopped (it has sent nothing).
+            stop_quietly(c, &all, named).await;
+            return Err(e);
+        }
+    };
+    // 2. Every sender starts at one time, `--start-lead` from now: time for this request.
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let start_at_ns = now_ns + c.start_lead.as_nanos() as u64;
+    let go = all_ok(
+        c.each(
+            &senders,
+            "/strobe/go",
+            |_| json!({ "start_at_ns": start_at_ns }),
+            CONTROL_TIMEOUT,
+        )
+        .await,
+    );
+    match go {
         Ok(mut r) => {
             replies.append(&mut r);
             let mut state = c.state.lock().await;
@@ -547,8 +548,6 @@ async fn start(
             state.last_start = Some((start_at_ns, started));
         }
         Err(e) => {
-            // All or nothing: what did start is stopped.
-            let all = Placement::agents_of(flows);
             stop_quietly(c, &all, named).await;
             return Err(e);
         }
@@ -883,9 +882,25 @@ async fn get_metrics(State(c): State<Arc<Controller>>, headers: HeaderMap, body:
                     "flow.flow_names: no flow `{n}` in the config"
                 )])
             })?;
-            let agents = Placement::agents_of(&flows);
-            let ask = json!({ "choice": "flow", "flow": { "flow_names": wanted } });
-            let asks = agents.iter().map(|&a| (a, ask.clone())).collect();
+            // Each agent is asked for its own flows only (it holds every flow of the config).
+            let mut per_agent: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
+            for f in &flows {
+                for a in std::iter::once(f.tx_agent).chain(f.rx_agents.iter().copied()) {
+                    let names = per_agent.entry(a).or_default();
+                    if names.last() != Some(&f.name.as_str()) {
+                        names.push(&f.name);
+                    }
+                }
+            }
+            let asks = per_agent
+                .into_iter()
+                .map(|(a, names)| {
+                    (
+                        a,
+                        json!({ "choice": "flow", "flow": { "flow_names": names } }),
+                    )
+                })
+                .collect();
             replies = metrics_replies(&c, &placement, asks, "flow_metrics").await?;
             let extensions = !c.no_extensions && takes_extensions(&headers);
             let (start_at, clocks) = {
