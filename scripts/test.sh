@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 # directory): what git says of the tree now is compared at the end.
 tree_before="$(git status --porcelain 2>/dev/null || true)"
 need_apt tshark tcpdump nftables iproute2 ethtool libcap2-bin util-linux procps linuxptp
+# A container engine from the start (tests/deploy builds and runs the agent's image), so that
+# every test below runs on a host with it installed, as users' hosts may be.
+need_apt systemd podman runc debootstrap
 # The independent reader of HdrHistogram interval logs.
 need_pip hdrh hdrhistogram
 # The dashboard's chart library, embedded by the build.
@@ -30,7 +33,6 @@ target/install-check/bin/strobe --version >/dev/null
 bash scripts/otg-tests.sh
 # deploy/: the agent's systemd unit and capabilities, and its container image built and run
 # (podman with runc; the base image made by debootstrap, as no registry is reachable here).
-need_apt systemd podman runc debootstrap
 STROBE_BIN="$PWD/target/debug/strobe" bash tests/deploy/run.sh
 bash scripts/gosnappi-tests.sh
 tree_after="$(git status --porcelain 2>/dev/null || true)"
