@@ -111,6 +111,8 @@ def test_an_agent_killed_mid_run_is_named_and_the_others_stop_keeping_their_coun
         assert int(c_to_a["frames_tx"]) < 60 * 2000, c_to_a
         a_to_b = m["a_to_b"]
         assert "hostb" in a_to_b["x_strobe"]["agent_lost"], a_to_b
+        # Its receiver's counts are as last seen: no loss is claimed between them.
+        assert "loss" not in a_to_b, a_to_b
         # hosta's own run stopped (not merely the controller's view): ask it directly.
         agent = agents["hosta"]
         request = urllib.request.Request(

@@ -220,6 +220,8 @@ impl LiveView {
 struct Sample {
     elapsed_ns: u64,
     flows: Vec<FlowSnapshot>,
+    /// This process's transmitters have all ended (the run may hold its receivers on).
+    senders_done: bool,
 }
 
 /// A running (or finished) plan.
@@ -305,6 +307,7 @@ pub fn start_then(
                     v.last = Some(Sample {
                         elapsed_ns: tick.elapsed_ns,
                         flows: tick.flows.to_vec(),
+                        senders_done: tick.transmitters_done,
                     });
                 })
                 .map(Arc::new);
@@ -607,6 +610,13 @@ fn per_second(delta: u64, ns: u64) -> f64 {
 
 /// A flow that other hosts send and receive (a multi-host run gives every agent every
 /// flow): nothing of it happens here, so it is never "started" here.
+fn sent_elsewhere(scenario: &Scenario, flow: &strobe_model::FlowSpec) -> bool {
+    scenario
+        .ports
+        .iter()
+        .any(|p| p.name == flow.tx_port && p.location.is_remote())
+}
+
 fn elsewhere(scenario: &Scenario, flow: &strobe_model::FlowSpec) -> bool {
     let remote = |name: &str| {
         scenario
@@ -645,7 +655,9 @@ fn live_metrics(
             };
             let done = planned_frames(&f.schedule.duration).is_some_and(|n| now.tx_frames >= n)
                 || switches.is_stopped(&f.name)
-                || elsewhere(scenario, f);
+                || elsewhere(scenario, f)
+                // Its sender has ended (a run holding receivers for other hosts goes on).
+                || (last.is_some_and(|s| s.senders_done) && !sent_elsewhere(scenario, f));
             FlowMetrics {
                 name: f.name.clone(),
                 tx_port: f.tx_port.clone(),

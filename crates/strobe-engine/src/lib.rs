@@ -275,6 +275,9 @@ pub struct Tick<'a> {
     /// Per-flow latency intervals finished since the last tick, when the run hands them
     /// to its watcher ([`RunOptions::live_latency_intervals`]); empty otherwise.
     pub intervals: &'a [intervals::EncodedInterval],
+    /// Every transmitter of this process has ended (a run holding its receivers for other
+    /// hosts' frames goes on: its own flows are done).
+    pub transmitters_done: bool,
     /// What the user should be told now, while the run goes on (a paced port that keeps
     /// falling behind its schedule, see [`behind`]); each said once, in a tick of its own
     /// whose `flows` are empty (not a sample of the counters).
@@ -579,6 +582,7 @@ pub fn run_scenario(
             flows: &[],
             rx_other: 0,
             intervals: &[],
+            transmitters_done: false,
             warnings: &[],
         });
     }
@@ -751,6 +755,7 @@ pub fn run_scenario(
             flows: &vec![live::FlowSnapshot::default(); n_flows],
             rx_other: 0,
             intervals: &[],
+            transmitters_done: false,
             warnings: &[],
         });
         // Watch until every transmitter is done, from a core no transmitter spins on.
@@ -812,6 +817,7 @@ pub fn run_scenario(
                     flows: &[],
                     rx_other: 0,
                     intervals: &[],
+                    transmitters_done: tx_handles.iter().all(|(h, _)| h.is_finished()),
                     warnings: &warnings,
                 });
             }
@@ -832,6 +838,7 @@ pub fn run_scenario(
                     flows: &flows,
                     rx_other: live.rx_other.load(Ordering::Relaxed),
                     intervals: &fresh,
+                    transmitters_done: tx_handles.iter().all(|(h, _)| h.is_finished()),
                     warnings: &[],
                 });
             }

@@ -211,14 +211,24 @@ pub fn run_port<B: Backend>(
 ) -> Result<PortReport, EngineError> {
     // A gated start: ready, wait for the time (a stop while waiting sends nothing).
     let opened;
-    let opts = match opts.start_gate.as_ref().and_then(|g| g.wait(stop)) {
-        Some(at) => {
+    let opts = match opts.start_gate.as_ref().map(|g| g.wait(stop)) {
+        Some(Some(at)) => {
             opened = RunOptions {
                 start_at_unix_ns: Some(at),
                 start_gate: None,
                 ..opts.clone()
             };
             &opened
+        }
+        // Stopped at the gate: nothing was sent, and nothing starts (not even a kernel
+        // program).
+        Some(None) => {
+            return Ok(PortReport {
+                name: port_name.to_string(),
+                backend: backend.describe(),
+                stopped_early: true,
+                ..PortReport::default()
+            })
         }
         None => opts,
     };
@@ -227,7 +237,7 @@ pub fn run_port<B: Backend>(
     let shape = PortShape::of(backend, flows, &states, opts);
     // Frames the backend's own program can generate are handed to it; else the engine
     // writes them, and the report says why when the program could not.
-    let generation = match start_in_kernel(backend, &states, flows, clock, opts, &shape) {
+    let generation = match start_in_kernel(backend, &states, flows, clock, opts, &shape, stop) {
         KernelStart::Started(handed) => {
             let mut report = run_in_kernel(port_name, backend, states, &handed, clock, opts, stop);
             // The program paces: the engine's floor plays no part (see `paced_in_kernel`).
@@ -253,7 +263,7 @@ pub fn run_port<B: Backend>(
         ..PortReport::default()
     };
     // The send loop, from t0 (taken once everything is ready) to the last frame.
-    let sending = Sending::start(backend, clock, opts, &shape);
+    let sending = Sending::start(backend, clock, opts, &shape, stop);
     let sent = send_loop(
         port_name, backend, states, clock, opts, stop, &shape, handovers, report, sending,
     )?;

@@ -408,6 +408,7 @@ async fn install_config(
     let old_captures = std::mem::take(&mut state.capturing);
     blocking(move || drop((old_flows, old_captures))).await?;
     state.captured.clear();
+    state.waiting.clear();
     state.config = Some(config);
     state.capture_ports = captures;
     // OTG's warnings are words: the structure stays in strobe's own results.
@@ -621,6 +622,9 @@ async fn clock_state(State(server): State<Arc<Server>>) -> Reply {
     })))
 }
 
+/// How far ahead of this host's clock a start time may be.
+const GO_AHEAD_MAX_NS: u64 = 60_000_000_000;
+
 /// strobe's own endpoint for a controller: the runs its last starts made ready (ports
 /// open, receivers counting, senders waiting) start sending at `{"start_at_ns": T}`
 /// (CLOCK_REALTIME).
@@ -632,6 +636,17 @@ async fn open_gates(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
                 .into(),
         ]));
     };
+    // A time far ahead of this host's clock is a clock out of step, not a plan: refused.
+    let now = strobe_control::host::stamping_now_ns();
+    if at > now + GO_AHEAD_MAX_NS {
+        return Err(validation(vec![format!(
+            "start_at_ns is {:.1} s ahead of this agent's clock (at most {} s taken): is its \
+             clock behind the controller's? (see its clock check, GET /strobe/agents on the \
+             controller)",
+            (at - now) as f64 / 1e9,
+            GO_AHEAD_MAX_NS / 1_000_000_000
+        )]));
+    }
     let gates = std::mem::take(&mut server.state.lock().await.waiting);
     if gates.is_empty() {
         return Err(validation(vec![
@@ -862,6 +877,8 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
             ))
         }
         "stop" => {
+            // A start made ready and stopped before its time never gets one.
+            server.state.lock().await.waiting.clear();
             let step = session.stop_step(&flow_names).map_err(refused)?;
             for (run, named) in step.some {
                 run.stop_flows(&named);

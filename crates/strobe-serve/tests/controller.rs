@@ -339,3 +339,28 @@ async fn when_stopped_one(url: &str) -> Value {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timed_flows_both_ways_end_and_are_counted() {
+    // Each agent sends one flow and holds its receivers for the other's: its own flow must
+    // still end (a duration in seconds has no frame count to reach).
+    let Some(cable) = Cable::new() else { return };
+    let a = spawn(agent_options()).await;
+    let b = spawn(agent_options()).await;
+    let c = controller(&[("hosta", &a), ("hostb", &b)]).await;
+    let mut config = config(&cable.0);
+    for f in config["flows"].as_array_mut().unwrap() {
+        f["duration"] = json!({"choice": "fixed_seconds", "fixed_seconds": {"seconds": 1}});
+    }
+    let (status, reply) = post(&c, "/config", config).await;
+    assert_eq!(status, 200, "{reply}");
+    let (status, reply) = post(&c, "/control/state", start(&[])).await;
+    assert_eq!(status, 200, "{reply}");
+    let flows = when_stopped(&c).await;
+    for f in &flows {
+        let tx: u64 = f["frames_tx"].as_str().unwrap().parse().unwrap();
+        assert!(tx > 10_000, "{f}");
+        assert_eq!(f["frames_rx"], f["frames_tx"], "{f}");
+        assert_eq!(f["loss"], json!(0.0), "{f}");
+    }
+}

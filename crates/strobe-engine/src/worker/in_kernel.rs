@@ -34,6 +34,7 @@ pub(super) fn start_in_kernel<B: Backend>(
     clock: &Clock,
     opts: &RunOptions,
     shape: &PortShape,
+    stop: &AtomicBool,
 ) -> KernelStart {
     let PortShape {
         scheduled_time,
@@ -64,9 +65,13 @@ pub(super) fn start_in_kernel<B: Backend>(
             );
             // A synchronized start: the kernel's program starts at the agreed time.
             if let Some(at) = opts.start_at_unix_ns {
-                let now = clock.realtime_now_ns();
-                if at > now {
-                    std::thread::sleep(std::time::Duration::from_nanos(at - now));
+                // 10 ms at a time, so that a stop ends the wait.
+                loop {
+                    let now = clock.realtime_now_ns();
+                    if now >= at || stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_nanos((at - now).min(10_000_000)));
                 }
             }
             match handed.map(|f| generator.start(&f).map(|()| f)) {

@@ -59,6 +59,7 @@ impl Sending {
         clock: &Clock,
         opts: &RunOptions,
         shape: &PortShape,
+        stop: &AtomicBool,
     ) -> Sending {
         let holds = vec![u32::MAX; backend.slot_count()];
         let scratch = BatchScratch::new();
@@ -84,7 +85,7 @@ impl Sending {
         if opts.start_at_unix_ns.is_some() {
             // A synchronized start is often far off: sleep to it here, so that no loop (an
             // unpaced one sends at once) starts before the agreed time.
-            sleep_until(clock, t0_ticks);
+            sleep_until(clock, t0_ticks, stop);
         }
         let limit_ticks = opts
             .time_limit_ns
@@ -484,17 +485,21 @@ fn stop_switched_off(states: &mut [FlowState], switches: &FlowSwitches, seen: &m
     }
 }
 
-/// Sleeps until about a millisecond before `t0_ticks`, then spins to it.
-fn sleep_until(clock: &Clock, t0_ticks: u64) {
+/// Sleeps until about a millisecond before `t0_ticks` (10 ms at a time, so that a stop
+/// ends the wait), then spins to it.
+fn sleep_until(clock: &Clock, t0_ticks: u64, stop: &AtomicBool) {
     const SPIN_NS: u64 = 1_000_000;
+    const NAP_NS: u64 = 10_000_000;
     loop {
         let now = clock.now_ticks();
-        if now >= t0_ticks {
+        if now >= t0_ticks || stop.load(Ordering::Relaxed) {
             return;
         }
         let left_ns = clock.ticks_to_ns(t0_ticks - now);
         if left_ns > SPIN_NS {
-            std::thread::sleep(std::time::Duration::from_nanos(left_ns - SPIN_NS));
+            std::thread::sleep(std::time::Duration::from_nanos(
+                (left_ns - SPIN_NS).min(NAP_NS),
+            ));
         } else {
             std::hint::spin_loop();
         }

@@ -33,11 +33,12 @@ impl AgentSpec {
     pub fn from_flag(text: &str, ca: Option<&Path>) -> Result<AgentSpec, String> {
         let (name, url) = text.split_once('=').ok_or_else(|| {
             format!(
-                "--agent `{text}`: give NAME=URL, e.g. hostb=https://strobe:TOKEN@198.18.250.2:8443"
+                "--agent `{}`: give NAME=URL, e.g. hostb=https://strobe:TOKEN@198.18.250.2:8443",
+                redacted(text)
             )
         })?;
         AgentSpec::new(name, url, None, ca.map(Path::to_path_buf))
-            .map_err(|e| format!("--agent `{text}`: {e}"))
+            .map_err(|e| format!("--agent `{name}={}`: {e}", redacted(url)))
     }
 
     /// `--agents FILE`: one TOML table per agent, `[NAME] url = "…"`, with `token` (or
@@ -102,10 +103,12 @@ impl AgentSpec {
                 "agent name `{name}`: use 1-64 of A-Z, a-z, 0-9, `-`, `_`, `.`"
             ));
         }
-        let mut parsed = reqwest::Url::parse(url).map_err(|e| format!("url `{url}`: {e}"))?;
+        let mut parsed =
+            reqwest::Url::parse(url).map_err(|e| format!("url `{}`: {e}", redacted(url)))?;
         if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
             return Err(format!(
-                "url `{url}`: give http://HOST:PORT or https://HOST:PORT"
+                "url `{}`: give http://HOST:PORT or https://HOST:PORT",
+                redacted(url)
             ));
         }
         let in_url = parsed.password().map(str::to_string);
@@ -124,6 +127,30 @@ impl AgentSpec {
             token,
             ca,
         })
+    }
+}
+
+/// Where an agent's clock offset check answers: UDP on the address and port of its URL
+/// (resolves names: blocking).
+pub fn udp_target(url: &str) -> Option<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    let url = reqwest::Url::parse(url).ok()?;
+    let host = url
+        .host_str()?
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let port = url.port_or_known_default()?;
+    (host, port).to_socket_addrs().ok()?.next()
+}
+
+/// `url` without a password in it, for messages.
+fn redacted(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("REDACTED"));
+            u.to_string()
+        }
+        _ => url.to_string(),
     }
 }
 
@@ -174,18 +201,6 @@ impl Agent {
         Ok(Agent { spec, client })
     }
 
-    /// Where its clock offset check answers: UDP on the address and port of its URL.
-    pub fn udp_target(&self) -> Option<std::net::SocketAddr> {
-        use std::net::ToSocketAddrs;
-        let url = reqwest::Url::parse(&self.spec.url).ok()?;
-        let host = url
-            .host_str()?
-            .trim_start_matches('[')
-            .trim_end_matches(']');
-        let port = url.port_or_known_default()?;
-        (host, port).to_socket_addrs().ok()?.next()
-    }
-
     fn fault(&self, message: String, refused: bool) -> AgentError {
         AgentError {
             agent: self.spec.name.clone(),
@@ -212,6 +227,13 @@ impl Agent {
         let response = request.send().await.map_err(|e| {
             let what = if e.is_timeout() {
                 format!("no answer to {path} within {} s", timeout.as_secs_f64())
+            } else if e.is_connect() && root_cause(&e).contains("certificate") {
+                format!(
+                    "its certificate is not trusted at {} ({}) — give the certificate or its \
+                     CA with --agent-ca, or `ca` in --agents",
+                    self.spec.url,
+                    root_cause(&e)
+                )
             } else if e.is_connect() {
                 format!("unreachable at {} ({})", self.spec.url, root_cause(&e))
             } else {

@@ -266,11 +266,12 @@ pub fn flow_metrics(
 fn unique_rx(received: &[&Value]) -> u64 {
     received
         .iter()
-        .map(|r| {
-            r.get("x_strobe")
-                .map(|x| counter(x, "frames_rx_unique"))
-                .unwrap_or_else(|| counter(r, "frames_rx"))
-        })
+        .map(
+            |r| match r.get("x_strobe").and_then(|x| x.get("frames_rx_unique")) {
+                Some(_) => counter(&r["x_strobe"], "frames_rx_unique"),
+                None => counter(r, "frames_rx"),
+            },
+        )
         .sum()
 }
 
@@ -302,7 +303,14 @@ fn merge_received(
         // started is idle everywhere: stopped as its sender says.)
         merged.insert("transmit".into(), json!("started"));
     }
-    if sender_done && all_final {
+    // An end lost mid-run has counts as last seen: what was lost between them is not known.
+    let lost_end = std::iter::once(sent)
+        .chain(received.iter().copied())
+        .any(|e| {
+            e.get("x_strobe")
+                .is_some_and(|x| x.get("agent_lost").is_some())
+        });
+    if sender_done && all_final && !lost_end {
         let tx = counter(sent, "frames_tx");
         if tx > 0 {
             let lost = tx.saturating_sub(unique_rx(received));

@@ -263,10 +263,10 @@ async fn agent_clocks(c: &Controller, used: &[usize]) -> Vec<merge::AgentClock> 
     // The controller's own check of each agent's clock against its own (UDP, NTP-style,
     // kernel receive stamps), one agent after another so that none disturbs another's.
     for &a in used {
-        let Some(target) = c.agents[a].udp_target() else {
-            continue;
-        };
+        let url = c.agents[a].spec.url.clone();
         let checked = crate::blocking(move || {
+            let target = agents::udp_target(&url)
+                .ok_or_else(|| format!("cannot resolve the address of {url}"))?;
             strobe_control::host::measure_clock_offset(
                 target,
                 CLOCK_CHECK_SAMPLES,
@@ -284,6 +284,29 @@ async fn agent_clocks(c: &Controller, used: &[usize]) -> Vec<merge::AgentClock> 
         }
     }
     clocks
+}
+
+impl Controller {
+    /// Each sender's own metrics of the flows it sends (`watched`: sender and flow name).
+    async fn senders_metrics(
+        &self,
+        watched: &[(usize, String)],
+    ) -> (Vec<usize>, Vec<(usize, Result<Value, AgentError>)>) {
+        let mut by_sender: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
+        for (a, name) in watched {
+            by_sender.entry(*a).or_default().push(name);
+        }
+        let senders: Vec<usize> = by_sender.keys().copied().collect();
+        let replies = self
+            .each(
+                &senders,
+                "/monitor/metrics",
+                |a| json!({ "choice": "flow", "flow": { "flow_names": by_sender[&a] } }),
+                METRICS_TIMEOUT,
+            )
+            .await;
+        (senders, replies)
+    }
 }
 
 /// The agents' replies, or one OTG error naming every agent that failed.
@@ -356,7 +379,19 @@ async fn set_config(State(c): State<Arc<Controller>>, body: Bytes) -> Reply {
     let _ = c
         .each(&unused, "/config", |_| json!({}), CONFIG_TIMEOUT)
         .await;
-    let replies = all_ok(replies)?;
+    let replies = match all_ok(replies) {
+        Ok(replies) => replies,
+        Err(e) => {
+            // Some agents took the new config and some did not: none is kept. What any of
+            // them runs is stopped, and the user sets a config again.
+            let everyone: Vec<usize> = (0..c.agents.len()).collect();
+            stop_quietly(&c, &everyone, None).await;
+            let mut state = c.state.lock().await;
+            state.config = None;
+            state.placement = None;
+            return Err(e);
+        }
+    };
     let clocks = agent_clocks(&c, &used).await;
     let mut state = c.state.lock().await;
     state.clocks = clocks;
@@ -402,7 +437,8 @@ async fn set_control_state(State(c): State<Arc<Controller>>, body: Bytes) -> Rep
     let _control = c.control.lock().await;
     let placement = c.placement().await?;
     let lost: Vec<String> = c.state.lock().await.lost.values().cloned().collect();
-    if !lost.is_empty() {
+    let stopping = request["traffic"]["flow_transmit"]["state"] == "stop";
+    if !lost.is_empty() && !stopping {
         return Err(internal(
             lost.into_iter()
                 .chain([
@@ -450,7 +486,12 @@ async fn flow_transmit(c: &Arc<Controller>, placement: &Arc<Placement>, request:
             "flow_transmit.flow_names: no flow `{n}` in the config"
         )])
     })?;
-    let involved = Placement::agents_of(&flows);
+    let lost: Vec<usize> = c.state.lock().await.lost.keys().copied().collect();
+    // A stop goes to every agent of the flows but those lost (each failure would fail it).
+    let involved: Vec<usize> = Placement::agents_of(&flows)
+        .into_iter()
+        .filter(|a| !lost.contains(a))
+        .collect();
     let named = (!given.is_empty()).then_some(given.as_slice());
     let replies = match state {
         "start" => start(c, &flows, named).await?,
@@ -506,20 +547,25 @@ async fn start(
     // 1. Every agent makes its runs ready: ports open, receivers counting, senders waiting
     //    at their gate. Nothing is sent until every agent has answered.
     let x = json!({ "run_tag": run_tag, "gate": true, "lease_ms": LEASE.as_millis() as u64 });
-    let ready = all_ok(
-        c.each(
+    let results = c
+        .each(
             &all,
             "/control/state",
             |_| flow_transmit_request("start", named, Some(x.clone())),
             CONTROL_TIMEOUT,
         )
-        .await,
-    );
-    let mut replies = match ready {
+        .await;
+    let accepted: Vec<usize> = results
+        .iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(a, _)| *a)
+        .collect();
+    let mut replies = match all_ok(results) {
         Ok(r) => r,
         Err(e) => {
-            // All or nothing: what was made ready is stopped (it has sent nothing).
-            stop_quietly(c, &all, named).await;
+            // All or nothing: what was made ready is stopped (it has sent nothing). Agents
+            // that refused (e.g. the flows still send there) are left as they are.
+            stop_quietly(c, &accepted, named).await;
             return Err(e);
         }
     };
@@ -604,24 +650,12 @@ async fn release_receivers(
     holders: Vec<usize>,
     named: Option<Vec<String>>,
 ) {
-    let mut by_sender: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-    for (a, name) in watched {
-        by_sender.entry(a).or_default().push(name);
-    }
     loop {
         tokio::time::sleep(SENDERS_POLL).await;
         if c.generation.load(Ordering::SeqCst) != generation {
             return;
         }
-        let senders: Vec<usize> = by_sender.keys().copied().collect();
-        let replies = c
-            .each(
-                &senders,
-                "/monitor/metrics",
-                |a| json!({ "choice": "flow", "flow": { "flow_names": by_sender[&a] } }),
-                METRICS_TIMEOUT,
-            )
-            .await;
+        let (_, replies) = c.senders_metrics(&watched).await;
         let mut done = true;
         for (_, reply) in replies {
             match reply {
@@ -630,16 +664,26 @@ async fn release_receivers(
                         .as_array()
                         .is_some_and(|flows| flows.iter().all(|f| f["transmit"] == "stopped"))
                 }
+                Err(e) if e.refused => {
+                    done = false;
+                }
                 Err(e) => {
-                    // A sender that cannot say is treated as done: its receivers end and keep
-                    // what they counted, and the next reply says why.
-                    c.state.lock().await.faults.push(format!(
-                        "{e} — its flows' receivers were stopped with what they counted"
-                    ));
+                    // A sender that does not answer is not done: once the lease keeper or a
+                    // metrics request finds it lost, every other agent is stopped anyway.
+                    done = false;
+                    let lost = c.state.lock().await.lost.contains_key(&e_agent(&c, &e));
+                    if lost {
+                        return;
+                    }
                 }
             }
         }
         if done {
+            // A config set meanwhile has its own runs: these receivers are not its.
+            let _control = c.control.lock().await;
+            if c.generation.load(Ordering::SeqCst) != generation {
+                return;
+            }
             let named = named.as_deref();
             let _ = c
                 .each(
@@ -654,6 +698,14 @@ async fn release_receivers(
     }
 }
 
+/// The index of the agent an error names.
+fn e_agent(c: &Controller, e: &AgentError) -> usize {
+    c.names
+        .iter()
+        .position(|n| *n == e.agent)
+        .unwrap_or(usize::MAX)
+}
+
 /// Renews the lease on every agent of the config while the controller lives; an agent
 /// that fails [`LOST_AFTER`] renewals in a row is lost ([`lose`]).
 async fn keep_lease(c: std::sync::Weak<Controller>) {
@@ -666,7 +718,14 @@ async fn keep_lease(c: std::sync::Weak<Controller>) {
         let Some(placement) = c.state.lock().await.placement.clone() else {
             continue;
         };
-        let used = placement.agents_in_use();
+        // A lost agent's lease is left to run out: if it lives on, it stops on its own.
+        let lost: Vec<usize> = c.state.lock().await.lost.keys().copied().collect();
+        let used: Vec<usize> = placement
+            .agents_in_use()
+            .into_iter()
+            .filter(|a| !lost.contains(a))
+            .collect();
+        failures.retain(|a, _| used.contains(a));
         let body = json!({ "lease_ms": LEASE.as_millis() as u64 });
         for (a, result) in c
             .each(&used, "/strobe/lease", |_| body.clone(), LEASE_RENEWAL)
@@ -679,7 +738,7 @@ async fn keep_lease(c: std::sync::Weak<Controller>) {
                 Err(e) if !e.refused => {
                     let n = failures.entry(a).or_default();
                     *n += 1;
-                    if *n == LOST_AFTER {
+                    if *n >= LOST_AFTER {
                         lose(&c, a, &e).await;
                     }
                 }
@@ -715,6 +774,8 @@ async fn lose(c: &Controller, a: usize, why: &AgentError) {
             .collect()
     };
     stop_quietly(c, &others, None).await;
+    // And the agent itself, should it be alive but slow (else its lease ends its runs).
+    stop_quietly(c, &[a], None).await;
 }
 
 /// The agents' replies to a metrics request: an agent that does not answer is lost (and
@@ -821,6 +882,11 @@ async fn port_request(
     kind: &str,
     request: &Value,
 ) -> Reply {
+    if !request.is_object() {
+        return Err(validation(vec![format!(
+            "port.{kind}: give an object with state and port_names"
+        )]));
+    }
     let mut ports = names(request.get("port_names"))?;
     if let Some(n) = ports.iter().find(|n| placement.port(n).is_none()) {
         return Err(validation(vec![format!(
@@ -1016,19 +1082,7 @@ async fn last_start(State(c): State<Arc<Controller>>) -> Reply {
     let Some((at_ns, flows)) = c.state.lock().await.last_start.clone() else {
         return Err(validation(vec!["no start yet: start traffic first".into()]));
     };
-    let mut by_sender: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-    for (a, name) in flows {
-        by_sender.entry(a).or_default().push(name);
-    }
-    let senders: Vec<usize> = by_sender.keys().copied().collect();
-    let replies = c
-        .each(
-            &senders,
-            "/monitor/metrics",
-            |a| json!({ "choice": "flow", "flow": { "flow_names": by_sender[&a] } }),
-            METRICS_TIMEOUT,
-        )
-        .await;
+    let (senders, replies) = c.senders_metrics(&flows).await;
     let clocks = c.state.lock().await.clocks.clone();
     let mut out = Vec::new();
     let mut errors = Vec::new();
