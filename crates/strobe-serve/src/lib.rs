@@ -175,6 +175,7 @@ pub fn router_with_shutdown(options: ServeOptions) -> Result<(Router, ShutdownHa
         .route("/strobe/lease", post(renew_lease))
         .route("/strobe/go", post(open_gates))
         .route("/strobe/clock", get(clock_state))
+        .route("/strobe/agent", get(agent_settings))
         .route("/strobe/runs", get(history_api::list))
         .route("/strobe/runs/compare", get(history_api::compare))
         .route(
@@ -657,6 +658,18 @@ async fn open_gates(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
         gate.open_at(at);
     }
     Ok(ok_json(json!({ "warnings": [] })))
+}
+
+/// strobe's own endpoint for a controller: what of this server's settings a run across
+/// agents must agree on — transmit workers per port (Poisson flows are split over them, and
+/// a receiver elsewhere must split alike) and whether it gives strobe's detail (a
+/// controller reads it to know when counts are final).
+async fn agent_settings(State(server): State<Arc<Server>>) -> Response {
+    ok_json(json!({
+        "app_version": concat!("strobe ", env!("CARGO_PKG_VERSION")),
+        "tx_workers": server.options.plan.tx_workers,
+        "extensions": !server.options.no_extensions,
+    }))
 }
 
 /// Holds the runs under a controller's lease for `length`, watching it from the first.

@@ -364,3 +364,86 @@ async fn timed_flows_both_ways_end_and_are_counted() {
         assert_eq!(f["loss"], json!(0.0), "{f}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_flows_across_agents_hold_and_resume() {
+    let Some(cable) = Cable::new() else { return };
+    let a = spawn(agent_options()).await;
+    let b = spawn(agent_options()).await;
+    let c = controller(&[("hosta", &a), ("hostb", &b)]).await;
+    let mut config = config(&cable.0);
+    config["flows"][0]["duration"] =
+        json!({"choice": "fixed_seconds", "fixed_seconds": {"seconds": 2}});
+    let (status, reply) = post(&c, "/config", config).await;
+    assert_eq!(status, 200, "{reply}");
+    let (status, reply) = post(&c, "/control/state", start(&["ab"])).await;
+    assert_eq!(status, 200, "{reply}");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let pause = |state: &str| {
+        json!({"choice": "traffic", "traffic": {"choice": "flow_transmit",
+            "flow_transmit": {"state": state, "flow_names": ["ab"]}}})
+    };
+    let (status, reply) = post(&c, "/control/state", pause("pause")).await;
+    assert_eq!(status, 200, "{reply}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let sent = |f: &Value| f["frames_tx"].as_str().unwrap().parse::<u64>().unwrap();
+    let held = flows(&c).await[0].clone();
+    assert_eq!(held["transmit"], "paused", "{held}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let still = flows(&c).await[0].clone();
+    assert_eq!(
+        sent(&held),
+        sent(&still),
+        "sent while paused: {held} {still}"
+    );
+    let (status, reply) = post(&c, "/control/state", pause("resume")).await;
+    assert_eq!(status, 200, "{reply}");
+    let ab = when_stopped(&c).await[0].clone();
+    // Two seconds of sending in all (the pause does not count), every frame received.
+    assert!(sent(&ab) > sent(&still), "{ab}");
+    assert_eq!(ab["frames_rx"], ab["frames_tx"], "{ab}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_without_its_detail_is_refused_at_config_by_name() {
+    let a = spawn(agent_options()).await;
+    let b = spawn(ServeOptions {
+        no_extensions: true,
+        ..agent_options()
+    })
+    .await;
+    let c = controller(&[("hosta", &a), ("hostb", &b)]).await;
+    let mut config = config("none");
+    config["ports"][0]["location"] = json!("hosta/null");
+    config["ports"][1]["location"] = json!("hostb/null");
+    let (status, reply) = post(&c, "/config", config).await;
+    assert_eq!(status, 400, "{reply}");
+    let text = reply["errors"].to_string();
+    assert!(
+        text.contains("agent `hostb` runs with --no-extensions"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poisson_flows_need_agents_that_split_them_alike() {
+    let a = spawn(agent_options()).await;
+    let mut two = agent_options();
+    two.plan.tx_workers = 2;
+    let b = spawn(two).await;
+    let c = controller(&[("hosta", &a), ("hostb", &b)]).await;
+    let mut config = config("none");
+    config["ports"][0]["location"] = json!("hosta/null");
+    config["ports"][1]["location"] = json!("hostb/null");
+    // Constant-rate flows are never split: the agents may differ.
+    let (status, reply) = post(&c, "/config", config.clone()).await;
+    assert_eq!(status, 200, "{reply}");
+    config["flows"][0]["timing"] = json!("poisson");
+    let (status, reply) = post(&c, "/config", config).await;
+    assert_eq!(status, 400, "{reply}");
+    let text = reply["errors"].to_string();
+    assert!(
+        text.contains("hosta 1, hostb 2") && text.contains("give each port its `cores`"),
+        "{text}"
+    );
+}

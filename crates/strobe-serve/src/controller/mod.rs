@@ -245,6 +245,62 @@ impl Controller {
     }
 }
 
+/// What the agents of a config must agree on, asked of each (`GET /strobe/agent`): their
+/// detail on (the controller reads it to know when counts are final), and where a Poisson
+/// flow is split over a port's transmit workers without the port saying how many, the same
+/// `--cores` everywhere (a receiver must split alike to know the sub-flows' ids).
+async fn check_agent_settings(
+    c: &Controller,
+    placement: &Placement,
+    scenario: &strobe_control::model::Scenario,
+) -> Result<(), OtgError> {
+    let used = placement.agents_in_use();
+    let asks = used
+        .iter()
+        .map(|&a| async move { (a, c.agents[a].get("/strobe/agent", METRICS_TIMEOUT).await) });
+    let mut workers: Vec<(usize, u64)> = Vec::new();
+    let mut problems = Vec::new();
+    for (a, reply) in join_all(asks).await {
+        // An agent that cannot say is checked when it is given the config.
+        let Ok(reply) = reply else { continue };
+        if reply["extensions"] == false {
+            problems.push(format!(
+                "agent `{}` runs with --no-extensions: a controller reads strobe's detail to know \
+                 when a flow's counts are final — start the agent without it",
+                c.names[a]
+            ));
+        }
+        if let Some(n) = reply["tx_workers"].as_u64() {
+            workers.push((a, n));
+        }
+    }
+    let split_unsaid = scenario.flows.iter().any(|f| {
+        matches!(f.schedule.pattern, strobe_control::timing::Pattern::Poisson)
+            && scenario
+                .ports
+                .iter()
+                .any(|p| p.name == f.tx_port && p.cores.is_none())
+    });
+    let differ = workers.windows(2).any(|w| w[0].1 != w[1].1);
+    if split_unsaid && differ {
+        problems.push(format!(
+            "the agents split Poisson flows over different numbers of transmit workers ({}): \
+             a receiver must split as its sender does — give each port its `cores` in the \
+             config, or run every agent with the same transmit workers",
+            workers
+                .iter()
+                .map(|(a, n)| format!("{} {n}", c.names[*a]))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(validation(problems))
+    }
+}
+
 /// What each agent of `used` says of its clock (an agent that cannot say: nothing known).
 async fn agent_clocks(c: &Controller, used: &[usize]) -> Vec<merge::AgentClock> {
     let mut clocks = vec![merge::AgentClock::default(); c.agents.len()];
@@ -360,9 +416,10 @@ async fn set_config(State(c): State<Arc<Controller>>, body: Bytes) -> Reply {
             p["location"] = json!("null");
         }
     }
-    crate::blocking(move || strobe_control::otg::scenario_from_otg(&checked, &[]))
+    let read = crate::blocking(move || strobe_control::otg::scenario_from_otg(&checked, &[]))
         .await?
         .map_err(|e| validation(e.0))?;
+    check_agent_settings(&c, &placement, &read.scenario).await?;
     c.generation.fetch_add(1, Ordering::SeqCst);
     let used = placement.agents_in_use();
     let replies = c
