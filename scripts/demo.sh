@@ -6,8 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
-# The dashboard's chart library (strobe serve), embedded by the build.
-need_web
 # Quiet, but not silent: the first release build takes minutes (about 4 on 2 cores).
 if [ -x target/release/strobe ]; then
     echo "building strobe (release; only what changed)…" >&2

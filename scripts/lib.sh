@@ -25,16 +25,3 @@ need_pip() {
         || python3 -m pip install --quiet "$2"
 }
 
-# The dashboard's chart library (uPlot, pinned in web/package-lock.json), which strobe's
-# build embeds into the binary: installed with npm from the registry when missing or when
-# the lock changed. npm comes from Debian when the machine has none.
-need_web() {
-    local stamp=web/node_modules/.strobe-lock
-    if [ -f web/node_modules/uplot/dist/uPlot.iife.min.js ] && cmp -s web/package-lock.json "$stamp"; then
-        return 0
-    fi
-    command -v npm >/dev/null 2>&1 || need_apt npm
-    echo "installing (npm): the dashboard's chart library" >&2
-    npm ci --prefix web --no-audit --no-fund --loglevel=error >/dev/null
-    cp web/package-lock.json "$stamp"
-}

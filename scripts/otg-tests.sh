@@ -9,7 +9,6 @@ cd "$(dirname "$0")/.."
 # promtool (in Debian's prometheus) lints the server's /metrics exposition; the dashboard
 # is tested in Debian's chromium through its chromedriver.
 need_apt tcpdump iproute2 python3-venv prometheus chromium chromium-driver
-need_web
 venv=target/otg-venv
 stamp="$venv/.requirements"
 if ! cmp -s tests/otg/requirements.txt "$stamp" 2>/dev/null; then

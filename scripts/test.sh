@@ -14,8 +14,6 @@ need_apt tshark tcpdump nftables iproute2 ethtool libcap2-bin util-linux procps 
 need_apt systemd podman runc debootstrap
 # The independent reader of HdrHistogram interval logs.
 need_pip hdrh hdrhistogram
-# The dashboard's chart library, embedded by the build.
-need_web
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 (cd fuzz && cargo fmt -- --check)

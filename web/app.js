@@ -226,8 +226,6 @@ async function pollLatency() {
 }
 
 async function poll() {
-  $("notice").hidden = !window.STROBE_CHARTS_MISSING;
-  if (window.STROBE_CHARTS_MISSING) $("notice").textContent = window.STROBE_CHARTS_MISSING;
   try {
     await pollMetrics();
   } catch (e) {

@@ -1,6 +1,6 @@
 //! The dashboard at `/`: a page, its script and style (web/ in the repository) and the
-//! uPlot chart library (embedded by build.rs), all inside the binary. The page reads the
-//! same endpoints as any client, with the same token.
+//! uPlot chart library (vendored in web/vendor/uplot), all inside the binary. The page reads
+//! the same endpoints as any client, with the same token.
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -8,8 +8,10 @@ use axum::response::{IntoResponse, Response};
 const INDEX: &str = include_str!("../../../web/index.html");
 const APP_JS: &str = include_str!("../../../web/app.js");
 const APP_CSS: &str = include_str!("../../../web/app.css");
-const UPLOT_JS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/uPlot.iife.min.js"));
-const UPLOT_CSS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/uPlot.min.css"));
+/// The vendored chart library's version, as its script's banner names it (checked below).
+const UPLOT_VERSION: &str = "1.6.32";
+const UPLOT_JS: &[u8] = include_bytes!("../../../web/vendor/uplot/uPlot.iife.min.js");
+const UPLOT_CSS: &[u8] = include_bytes!("../../../web/vendor/uplot/uPlot.min.css");
 
 fn asset(content_type: &'static str, body: &'static [u8]) -> Response {
     (
@@ -41,4 +43,25 @@ pub async fn uplot_js() -> Response {
 
 pub async fn uplot_css() -> Response {
     asset("text/css; charset=utf-8", UPLOT_CSS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The embedded chart library is uPlot's real build of the pinned version, not a stand-in:
+    /// its banner names the version and the script defines `uPlot`.
+    #[test]
+    fn the_embedded_chart_library_is_the_pinned_uplot() {
+        let script = std::str::from_utf8(UPLOT_JS).expect("uPlot's script is UTF-8");
+        let banner = script.lines().next().unwrap_or_default();
+        assert!(
+            banner.contains("leeoniya/uPlot") && banner.contains(&format!("(v{UPLOT_VERSION})")),
+            "unexpected banner: {banner}"
+        );
+        assert!(script.contains("var uPlot=function()"), "the script defines no uPlot");
+        assert!(script.len() > 40_000, "the script is too short to be uPlot");
+        let style = std::str::from_utf8(UPLOT_CSS).expect("uPlot's style is UTF-8");
+        assert!(style.contains(".uplot"), "the style sheet has no uPlot rules");
+    }
 }
