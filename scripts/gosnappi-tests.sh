@@ -22,11 +22,14 @@ cleanup() {
 }
 trap cleanup EXIT
 "$strobe" lab up --prefix "$prefix" --dut cable >/dev/null
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$strobe" serve --listen "127.0.0.1:$port" --lab "$prefix" >"target/gosnappi-serve.log" 2>&1 &
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+grpc_port=$(free_port)
+# OTG over HTTP and over gRPC from one server: the checks run through both transports.
+"$strobe" serve --listen "127.0.0.1:$port" --grpc-listen "127.0.0.1:$grpc_port" --lab "$prefix" >"target/gosnappi-serve.log" 2>&1 &
 server=$!
 for _ in $(seq 100); do
     curl -sf "http://127.0.0.1:$port/capabilities/version" >/dev/null 2>&1 && break
     sleep 0.1
 done
-target/gosnappi-check "http://127.0.0.1:$port"
+target/gosnappi-check "http://127.0.0.1:$port" "127.0.0.1:$grpc_port"

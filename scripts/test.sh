@@ -14,6 +14,8 @@ need_apt tshark tcpdump nftables iproute2 ethtool libcap2-bin util-linux procps 
 need_apt systemd podman runc debootstrap
 # The independent reader of HdrHistogram interval logs.
 need_pip hdrh hdrhistogram
+# The independent validator of --json documents against docs/schema/.
+need_pip jsonschema jsonschema
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 (cd fuzz && cargo fmt -- --check)
@@ -28,10 +30,15 @@ rm -rf target/install-check
 CARGO_TARGET_DIR="$PWD/target" cargo install --quiet --debug --locked --path crates/strobe-cli \
     --root target/install-check
 target/install-check/bin/strobe --version >/dev/null
+# Real runs' --json documents against the published JSON Schemas (docs/schema/).
+python3 scripts/check-json-schema.py target/debug/strobe
 bash scripts/otg-tests.sh
 # deploy/: the agent's systemd unit and capabilities, and its container image built and run
 # (podman with runc; the base image made by debootstrap, as no registry is reachable here).
 STROBE_BIN="$PWD/target/debug/strobe" bash tests/deploy/run.sh
+# The Debian package of the debug build (cargo-deb, installed when missing): dpkg -i here, man
+# pages, completions, the units, a run as the unit's user; purged afterwards.
+bash tests/package/run.sh
 bash scripts/gosnappi-tests.sh
 tree_after="$(git status --porcelain 2>/dev/null || true)"
 if [ "$tree_before" != "$tree_after" ]; then

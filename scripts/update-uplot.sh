@@ -16,4 +16,4 @@ done
 grep -q "(v$version)" web/vendor/uplot/uPlot.iife.min.js \
     || { echo "the fetched script does not name version $version" >&2; exit 1; }
 (cd web/vendor/uplot && sha256sum uPlot.iife.min.js uPlot.min.css LICENSE)
-echo "now update web/vendor/uplot/README.md (version, hashes) and UPLOT_VERSION in crates/strobe-serve/src/web.rs" >&2
+echo "now update web/vendor/uplot/README.md (version, hashes) and UPLOT_VERSION in the tests of crates/strobe-serve/src/web.rs" >&2

@@ -1,6 +1,7 @@
 // A gosnappi (Go OTG client) script run unmodified against strobe serve: the calls an
-// ixia-c script makes, checked. Usage: go run . http://127.0.0.1:PORT (a lab `cable` DUT
-// behind the server's lab:tx and lab:rx). Exits 1 on the first check that fails.
+// ixia-c script makes, checked, over HTTP and, given a second address, over gRPC too.
+// Usage: go run . http://127.0.0.1:PORT [127.0.0.1:GRPC_PORT] (a lab `cable` DUT behind
+// the server's lab:tx and lab:rx). Exits 1 on the first check that fails.
 package main
 
 import (
@@ -12,9 +13,12 @@ import (
 	"github.com/open-traffic-generator/snappi/gosnappi"
 )
 
+// prefix names the transport of the checks running.
+var prefix string
+
 func check(ok bool, format string, args ...any) {
 	if !ok {
-		fmt.Printf("FAIL: "+format+"\n", args...)
+		fmt.Printf("FAIL: "+prefix+format+"\n", args...)
 		os.Exit(1)
 	}
 }
@@ -43,6 +47,21 @@ func transmit(api gosnappi.Api, state gosnappi.StateTrafficFlowTransmitStateEnum
 func main() {
 	api := gosnappi.NewApi()
 	api.NewHttpTransport().SetLocation(os.Args[1]).SetVerify(false)
+	// Over HTTP an OTG error's code is the HTTP status.
+	checkServer(api, "http", 400)
+	fmt.Println("gosnappi: every check passed over HTTP")
+	if len(os.Args) > 2 {
+		api := gosnappi.NewApi()
+		api.NewGrpcTransport().SetLocation(os.Args[2]).SetRequestTimeout(30 * time.Second)
+		// Over gRPC it is the gRPC status code: InvalidArgument.
+		checkServer(api, "grpc", 3)
+		fmt.Println("gosnappi: every check passed over gRPC")
+	}
+}
+
+// checkServer runs the checks through api; a bad config's error carries badConfigCode.
+func checkServer(api gosnappi.Api, transport string, badConfigCode int32) {
+	prefix = transport + ": "
 
 	v, err := api.GetVersion()
 	must(err, "version")
@@ -110,8 +129,7 @@ func main() {
 	_, err = api.SetConfig(bad)
 	check(err != nil, "a config with an unknown interface is refused")
 	se, ok := gosnappi.FromError(err)
-	check(ok && se.Code() == 400 && se.HasKind() && se.Kind() == gosnappi.ErrorKind.VALIDATION,
+	check(ok && se.Code() == badConfigCode && se.HasKind() && se.Kind() == gosnappi.ErrorKind.VALIDATION,
 		"an OTG validation error, got %v", err)
 	check(len(se.Errors()) == 1 && strings.Contains(se.Errors()[0], "nosuchif9"), "the error names the interface: %v", se.Errors())
-	fmt.Println("gosnappi: every check passed")
 }

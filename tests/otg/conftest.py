@@ -11,6 +11,13 @@ import time
 
 import pytest
 import snappi
+from scapy.config import conf as scapy_conf
+from scapy.layers.l2 import Ether
+
+# strobe's pcap captures mark the frames' FCS in the link type (libpcap's FCS-length bits:
+# 0x24000001 is Ethernet with a 4-byte FCS), which Wireshark and tshark decode; scapy 2.6 does
+# not know those bits, so it is told the type is Ethernet (the FCS then reads as padding).
+scapy_conf.l2types.register(0x24000001, Ether)
 
 STROBE = os.environ.get("STROBE_BIN", "target/debug/strobe")
 

@@ -37,7 +37,7 @@ const MAX_MODEL_GAPS: usize = 5_000_000;
 const MIN_MODEL_GAPS: usize = 1_000_000;
 
 /// One model's two-sample KS test against the capture.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ModelFit {
     /// `plain`, `naive_clamp` or `perfect_sender`.
     pub model: String,
@@ -49,7 +49,7 @@ pub struct ModelFit {
 }
 
 /// A capture judged against a model sent through a path's floor.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FloorFit {
     /// The timing model, e.g. `poisson at 100000 pps`.
     pub model: String,

@@ -32,7 +32,7 @@ pub const PERCENTILES: [(&str, f64); 7] = [
 /// recorded bucket, percentiles and `max_ns` the highest value of their bucket (the
 /// HdrHistogram convention), so each is within the histogram's precision (3 significant
 /// digits: 0.1 %) of the exact sample.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatencyStats {
     pub count: u64,
     pub min_ns: f64,

@@ -211,7 +211,7 @@ impl AfterBurst {
 }
 
 /// One train's figures.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TrainResult {
     pub train: u32,
     pub frames_sent: u32,
@@ -313,7 +313,7 @@ impl TrainResult {
 /// of what came after, as a queue or bucket does when a train overflows it. What got
 /// through back to back from the head is the buffer the path has for a burst (the
 /// back-to-back frame count of RFC 9004, here per train).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TailLoss {
     /// Trains that lost their tails, and the frames they lost.
     pub trains: usize,
@@ -360,7 +360,7 @@ impl TailLoss {
 }
 
 /// A figure across trains.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Trains that gave a value.
     pub trains: usize,
@@ -425,7 +425,7 @@ fn t_975(df: usize) -> f64 {
 
 /// How the mean settles as trains are added: after N trains, the mean so far and the
 /// standard deviation of that mean (s_N / √N).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConvergencePoint {
     pub trains: usize,
     pub mean: f64,
@@ -454,7 +454,7 @@ pub fn convergence(values: &[f64]) -> Vec<ConvergencePoint> {
 }
 
 /// A convoy's results: every train, and across them head latency, bandwidth and loss.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Convoy {
     pub trains: Vec<TrainResult>,
     pub head_latency_ns: Option<Summary>,

@@ -31,9 +31,10 @@ pub struct AnalyzeArgs {
     /// Number of histogram bins.
     #[arg(long, default_value_t = 20, allow_hyphen_values = true, value_parser = crate::values::at_least_one)]
     bins: usize,
-    /// Print the report as JSON instead of text.
-    #[arg(long)]
-    json: bool,
+    /// Write the report as JSON to FILE; `-` or no FILE: to the standard output, the text
+    /// report then going to stderr.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<std::path::PathBuf>,
 }
 
 /// The expectation (rate and precision targets) and the timing model of `--expect`.
@@ -147,7 +148,7 @@ pub fn run(args: AnalyzeArgs) -> Result<(), Failure> {
     };
     let times = strobe_control::host::read_capture_times(&args.capture)
         .map_err(|e| Failure::BadInput(e.to_string()))?;
-    if times.probes > 0 && !args.json {
+    if times.probes > 0 {
         eprintln!(
             "note: left out {} floor probe frames (strobe's path measurement, `strobe ports --floor`)",
             times.probes
@@ -167,14 +168,16 @@ pub fn run(args: AnalyzeArgs) -> Result<(), Failure> {
     };
     let report = analyze(&capture, &options)
         .map_err(|e| Failure::BadInput(format!("{}: {e}", args.capture)))?;
-    if args.json {
-        println!("{}", report.to_json());
-    } else {
-        println!(
-            "capture: {} ({}, {} ns resolution)",
-            args.capture, format, capture.resolution_ns
-        );
-        println!("{report}");
+    if let Some(path) = &args.json {
+        crate::outputs::write_file(
+            path,
+            crate::outputs::document("analyze", &report).as_bytes(),
+        )?;
     }
+    println!(
+        "capture: {} ({}, {} ns resolution)",
+        args.capture, format, capture.resolution_ns
+    );
+    println!("{report}");
     Ok(())
 }

@@ -131,14 +131,15 @@ impl Status {
         let (now, before) = (sum(t.flows), sum(&self.last));
         let tx_pps = (now.tx_frames - before.tx_frames) as f64 / dt;
         let rx_pps = (now.rx_frames - before.rx_frames) as f64 / dt;
-        // TX bytes are frame sizes incl. FCS; RX bytes are as received (no FCS on veth).
+        // Both sides count frames without their FCS; the L2 and L1 figures add it back.
         let (rx_l2, rx_l1) = l2_l1_bits(
             now.rx_frames - before.rx_frames,
             now.rx_bytes - before.rx_bytes,
         );
-        let tx_l1 = ((now.tx_bytes - before.tx_bytes) + 20 * (now.tx_frames - before.tx_frames))
-            as f64
-            * 8.0;
+        let (_, tx_l1) = l2_l1_bits(
+            now.tx_frames - before.tx_frames,
+            now.tx_bytes - before.tx_bytes,
+        );
         let lost = now.tx_frames.saturating_sub(now.rx_unique);
         let mut line = format!(
             "{:>6.1}s  tx {:>10.0} pps {:>7.3} Gbit/s L1 | rx {:>10.0} pps {:>7.3} Gbit/s L1 {:>7.3} L2 | not yet received {}",

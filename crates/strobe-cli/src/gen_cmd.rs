@@ -240,7 +240,7 @@ pub fn run(args: GenArgs) -> Result<(), Failure> {
     let mut failures = WriteFailures::default();
     latency_out::write_outputs(&args.outputs, &scenario, &report, &results, &mut failures);
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&results).unwrap_or_default();
+        let text = crate::outputs::document("gen", &results);
         failures.note(write_file(path, text.as_bytes()));
     }
     if let Some(path) = &args.csv {
@@ -334,14 +334,14 @@ fn parse_percent(text: &str) -> Result<f64, String> {
     }
 }
 
-/// Exit status 1 when a flow's or the run's loss exceeds `--max-loss` (results are written
+/// Exit status 3 (a failed verdict) when a flow's or the run's loss exceeds `--max-loss` (results are written
 /// by then).
 fn check_max_loss(max_loss: Option<f64>, results: &Results) -> Result<(), Failure> {
     let Some(max) = max_loss else {
         return Ok(());
     };
     match results.worst_loss() {
-        Some((what, loss)) if loss > max => Err(Failure::Runtime(format!(
+        Some((what, loss)) if loss > max => Err(Failure::Verdict(format!(
             "{what} lost {loss:.4} % of its frames, more than --max-loss {max} %"
         ))),
         _ => Ok(()),
@@ -425,11 +425,16 @@ fn sweep(
         failures.note(latency_out::write_hdr_log(path, &intervals));
     }
     if let Some(path) = &args.json {
-        let steps: Vec<_> = runs
-            .iter()
-            .map(|s| serde_json::json!({"rate": s.rate, "result": s.results}))
-            .collect();
-        let text = serde_json::to_string_pretty(&steps).unwrap_or_default();
+        let sweep = strobe_control::results::RateSweep {
+            steps: runs
+                .iter()
+                .map(|s| strobe_control::results::RateStep {
+                    rate: s.rate.clone(),
+                    result: s.results.clone(),
+                })
+                .collect(),
+        };
+        let text = crate::outputs::document("gen-rates", &sweep);
         failures.note(write_file(path, text.as_bytes()));
     }
     println!("latency against load (raw values; loss in % of the frames sent):");
@@ -458,6 +463,7 @@ fn sweep(
         let at_rate = |result: Result<(), Failure>| {
             result.map_err(|e| match e {
                 Failure::Runtime(m) => Failure::Runtime(format!("at {}: {m}", s.rate)),
+                Failure::Verdict(m) => Failure::Verdict(format!("at {}: {m}", s.rate)),
                 other => other,
             })
         };
@@ -484,7 +490,7 @@ fn check_excess(results: &Results) -> Result<(), Failure> {
     if suspects.is_empty() {
         return Ok(());
     }
-    Err(Failure::Runtime(format!(
+    Err(Failure::Verdict(format!(
         "flow {} received more unique frames than it sent: another sender used this run's tag \
          (0x{:02x}), so loss and latency are not trustworthy; run again (each run draws a new \
          tag), or if you set --run-tag, give each generator its own",

@@ -6,6 +6,7 @@ mod calibrate_cmd;
 mod clocks_cmd;
 mod demo_cmd;
 mod display;
+mod docs_cmd;
 mod failure;
 mod gen_cmd;
 mod lab_cmd;
@@ -16,6 +17,7 @@ mod ports_cmd;
 mod reflect_cmd;
 mod rfc2544_cmd;
 mod runs_cmd;
+mod schema_cmd;
 mod serve_cmd;
 mod signals;
 mod trains_cmd;
@@ -29,9 +31,22 @@ use clap::{Parser, Subcommand};
 
 use failure::Failure;
 
+/// The exit codes, as docs/results.md#exit-codes lists them.
+const EXIT_CODES: &str =
+    "Exit codes: 0 success; 1 strobe itself failed (a port, an output, an I/O \
+error); 2 bad input or a missing privilege; 3 a failed verdict (--max-loss, a suspect flow, \
+Y.1564 FAIL); 128 + N stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP). JSON to \
+stdout: --json - (tables then go to stderr).";
+
 /// A precise, scriptable software packet generator and latency meter.
 #[derive(Parser)]
-#[command(name = "strobe", version, about, propagate_version = true)]
+#[command(
+    name = "strobe",
+    version,
+    about,
+    propagate_version = true,
+    after_help = EXIT_CODES
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -72,9 +87,16 @@ enum Command {
     /// The run history: every run recorded (list, show, compare latency distributions,
     /// export, import, label, delete).
     Runs(runs_cmd::RunsArgs),
+    /// The JSON Schema of a `--json` document (docs/schema/), generated from the code.
+    #[command(hide = true)]
+    Schema(schema_cmd::SchemaArgs),
+    /// Write the man pages and shell completions (for packagers: scripts/package.sh).
+    #[command(hide = true)]
+    GenerateDocs(docs_cmd::DocsArgs),
 }
 
 fn main() -> ExitCode {
+    outputs::mark_start();
     // Like other Unix tools, end quietly when the reader of our output goes away
     // (`strobe analyze x.pcap | head`): Rust ignores SIGPIPE by default, which turns a
     // closed pipe into a panic in println!.
@@ -90,6 +112,14 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    // `--json -`: the standard output carries the JSON document alone.
+    let args: Vec<String> = std::env::args().collect();
+    if outputs::json_goes_to_stdout(&args) {
+        if let Err(e) = outputs::claim_stdout_for_json() {
+            eprintln!("error: cannot keep the standard output for --json -: {e}");
+            return ExitCode::from(1);
+        }
+    }
     // Long-running commands catch SIGINT/SIGTERM/SIGHUP from the start, so a signal that
     // comes while they load and check their input still ends them the documented way.
     let long_running = matches!(
@@ -127,6 +157,8 @@ fn main() -> ExitCode {
         Command::Rfc2544(args) => rfc2544_cmd::run(args),
         Command::Y1564(args) => y1564_cmd::run(args),
         Command::Runs(args) => runs_cmd::run(args),
+        Command::Schema(args) => schema_cmd::run(args),
+        Command::GenerateDocs(args) => docs_cmd::run(args),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -137,6 +169,10 @@ fn main() -> ExitCode {
         Err(Failure::Runtime(msg)) => {
             eprintln!("error: {msg}");
             ExitCode::from(1)
+        }
+        Err(Failure::Verdict(msg)) => {
+            eprintln!("verdict: {msg}");
+            ExitCode::from(failure::VERDICT_EXIT)
         }
         Err(Failure::Interrupted(signal)) => {
             // The terminal may be gone (SIGHUP): the exit status still tells.

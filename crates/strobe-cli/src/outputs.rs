@@ -3,15 +3,75 @@
 //! being written.
 
 use std::io::Write as _;
+use std::os::fd::AsFd as _;
 use std::path::Path;
+use std::sync::OnceLock;
+use std::time::SystemTime;
 
 use crate::failure::Failure;
+
+/// When the command started: every JSON document carries it.
+static STARTED: OnceLock<SystemTime> = OnceLock::new();
+
+/// The standard output as it was given to strobe, kept for the JSON document alone when
+/// `--json -` asked for it there (everything else printed goes to stderr then).
+static JSON_STDOUT: OnceLock<std::fs::File> = OnceLock::new();
+
+/// Notes the command's start (first thing in `main`).
+pub fn mark_start() {
+    STARTED.get_or_init(SystemTime::now);
+}
+
+/// `result` as the JSON document command `kind` writes: strobe's version, the schema's,
+/// the start time, then the result's own fields (it must serialise as an object).
+pub fn document<T: serde::Serialize>(kind: &str, result: &T) -> String {
+    let started = *STARTED.get_or_init(SystemTime::now);
+    let document = strobe_control::results::Document::new(kind, started, result);
+    let mut text = serde_json::to_string_pretty(&document).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// Whether the command line sends a JSON document to the standard output: `--json -`,
+/// `--json=-`, or a bare `--json` (the commands where its value is optional).
+pub fn json_goes_to_stdout(args: &[String]) -> bool {
+    args.iter().enumerate().any(|(i, arg)| match arg.as_str() {
+        "--json=-" => true,
+        "--json" => match args.get(i + 1).map(String::as_str) {
+            None | Some("-") => true,
+            Some(next) => next.starts_with("--"),
+        },
+        _ => false,
+    })
+}
+
+/// Keeps the standard output for the JSON document and sends everything else printed
+/// (tables, status, notes) to stderr, so that `strobe gen … --json - | jq .` reads one
+/// clean document (as iperf3 -J's users expect).
+pub fn claim_stdout_for_json() -> std::io::Result<()> {
+    let stdout = std::io::stdout();
+    let original = stdout.as_fd().try_clone_to_owned()?;
+    // SAFETY: dup2 on two descriptors this process owns; fd 1 is replaced atomically.
+    if unsafe { libc::dup2(libc::STDERR_FILENO, libc::STDOUT_FILENO) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let _ = JSON_STDOUT.set(std::fs::File::from(original));
+    Ok(())
+}
+
+/// `-`: the standard output, as outputs that can go there name it.
+pub fn is_stdout(path: &Path) -> bool {
+    path == Path::new("-")
+}
 
 /// Checks that `path` (given with `flag`) can be written, without changing it: an existing
 /// file is opened for appending, a new one is created and removed again. Devices and pipes
 /// (/dev/stdout, a FIFO a reader has yet to open) are taken as they are: opening one could
 /// block or have effects.
 pub fn check_writable(flag: &str, path: &Path) -> Result<(), Failure> {
+    if is_stdout(path) {
+        return Ok(());
+    }
     let bad = |why: String| {
         Failure::BadInput(format!(
             "{flag} {}: {why}; give a file in an existing folder you can write to (nothing was sent)",
@@ -54,13 +114,25 @@ pub fn check_all(outputs: &[(&str, Option<&Path>)]) -> Result<(), Failure> {
 
 /// Writes `bytes` to `path`, naming the file in the error.
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    if is_stdout(path) {
+        let written = match JSON_STDOUT.get() {
+            Some(mut out) => out.write_all(bytes).and_then(|()| out.flush()),
+            None => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(bytes).and_then(|()| out.flush())
+            }
+        };
+        return written
+            .map_err(|e| Failure::Runtime(format!("cannot write to the standard output: {e}")));
+    }
     std::fs::write(path, bytes)
         .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))
 }
 
 /// Outputs that could not be written at the end of a run, each reported on its own.
+/// Failed verdicts are kept apart: strobe's own failures (exit 1) outrank them (exit 3).
 #[derive(Default)]
-pub struct WriteFailures(Vec<String>);
+pub struct WriteFailures(Vec<String>, Vec<String>);
 
 impl WriteFailures {
     /// Keeps the failure of one output, if it failed, and goes on with the next.
@@ -68,13 +140,14 @@ impl WriteFailures {
         match result {
             Ok(()) | Err(Failure::Interrupted(_)) => {}
             Err(Failure::BadInput(msg) | Failure::Runtime(msg)) => self.0.push(msg),
+            Err(Failure::Verdict(msg)) => self.1.push(msg),
         }
     }
 
-    /// The command's outcome: a failed output fails it (exit 1, every failure named),
-    /// otherwise `then`.
+    /// The command's outcome: a failed output fails it (exit 1, every failure named), else
+    /// a failed verdict (exit 3), otherwise `then`.
     pub fn outcome(self, then: Result<(), Failure>) -> Result<(), Failure> {
-        if self.0.is_empty() {
+        if self.0.is_empty() && self.1.is_empty() {
             return then;
         }
         if let Err(Failure::Interrupted(signal)) = then {
@@ -84,6 +157,11 @@ impl WriteFailures {
                 crate::signals::name(signal)
             );
         }
-        Err(Failure::Runtime(self.0.join("\nerror: ")))
+        if self.0.is_empty() {
+            return Err(Failure::Verdict(self.1.join("\nverdict: ")));
+        }
+        // The verdicts are still said, under the failure that decides the exit code.
+        let all: Vec<String> = self.0.into_iter().chain(self.1).collect();
+        Err(Failure::Runtime(all.join("\nerror: ")))
     }
 }

@@ -119,7 +119,7 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
     // The file first: the terminal may be gone by now (SIGHUP).
     let mut failures = WriteFailures::default();
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report_json(&report)).unwrap_or_default();
+        let text = crate::outputs::document("reflect", &report_json(&report));
         failures.note(write_file(path, text.as_bytes()));
     }
     print_report(&report);

@@ -209,7 +209,7 @@ pub fn run(args: Rfc2544Args) -> Result<(), Failure> {
     let report = run_benchmarks(&request, &signals.stop, &mut trials)?;
     // Files first: after a SIGHUP the terminal may be gone, and printing fails.
     let mut failures = args.outputs.write(
-        &|| serde_json::to_string_pretty(&report).unwrap_or_default(),
+        &|| crate::outputs::document("rfc2544", &report),
         &|| report.trials_csv(),
         &|| strobe_control::analyze::rfc2544_plot::html_report("strobe rfc2544", &report.figures()),
     );

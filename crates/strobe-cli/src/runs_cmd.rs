@@ -98,9 +98,10 @@ enum RunsCommand {
     /// One run: where it came from and what it measured.
     Show {
         id: i64,
-        /// The whole record as JSON (config, results, histograms in base64).
-        #[arg(long)]
-        json: bool,
+        /// The whole record as JSON (config, results, histograms in base64) to FILE; `-` or
+        /// no FILE: to the standard output.
+        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+        json: Option<PathBuf>,
     },
     /// Runs' latency side by side: a percentile table, and their CCDFs on one figure.
     Compare(CompareArgs),
@@ -142,9 +143,10 @@ struct ListArgs {
     /// Show the newest N runs (0: all).
     #[arg(long, default_value_t = 50, value_name = "N")]
     limit: u64,
-    /// One JSON array instead of the table.
-    #[arg(long)]
-    json: bool,
+    /// The runs as JSON (`runs`: one object per run) to FILE; `-` or no FILE: to the
+    /// standard output, the table then going to stderr.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -192,23 +194,22 @@ pub fn run(args: RunsArgs) -> Result<(), Failure> {
                     limit: (list.limit > 0).then_some(list.limit),
                 })
                 .map_err(failed)?;
-            if list.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&rows).unwrap_or_default()
-                );
-            } else {
-                print_rows(&rows, &path, db.count().map_err(failed)?);
+            if let Some(out) = &list.json {
+                let runs = serde_json::json!({ "runs": rows });
+                let text = crate::outputs::document("runs-list", &runs);
+                crate::outputs::write_file(out, text.as_bytes())?;
             }
+            print_rows(&rows, &path, db.count().map_err(failed)?);
             Ok(())
         }
         RunsCommand::Show { id, json } => {
             let run = db.get(id).map_err(failed)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&run).unwrap_or_default());
-            } else {
-                show(&run);
+            if let Some(out) = &json {
+                let run = serde_json::json!({ "run": run });
+                let text = crate::outputs::document("runs-show", &run);
+                crate::outputs::write_file(out, text.as_bytes())?;
             }
+            show(&run);
             Ok(())
         }
         RunsCommand::Compare(c) => compare(&db, c),

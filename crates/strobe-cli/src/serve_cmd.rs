@@ -17,6 +17,12 @@ pub struct ServeArgs {
     /// Address to listen on. Loopback by default; any other address must be given here.
     #[arg(long, default_value_t = strobe_serve::default_listen(), value_name = "ADDR:PORT")]
     listen: SocketAddr,
+    /// Serve OTG over gRPC too, on this address (ixia-c's is 40051, e.g. 127.0.0.1:40051):
+    /// snappi.api(location="ADDR", transport=snappi.Transport.GRPC). One server state for
+    /// both; the token, when there is one, goes in `authorization: Bearer TOKEN` metadata.
+    /// Not with --tls-cert (gRPC is served without TLS) nor with --agent.
+    #[arg(long, value_name = "ADDR:PORT")]
+    grpc_listen: Option<SocketAddr>,
     /// A file of port names for configs to use as locations, one `NAME = "LOCATION"` per
     /// line (TOML), e.g. `p1 = "afxdp:eth1@0"`.
     #[arg(long, value_name = "FILE")]
@@ -137,6 +143,14 @@ pub fn run(mut args: ServeArgs) -> Result<(), Failure> {
         pmc_socket: Some(args.ptp4l_socket.clone()),
         ..strobe_control::host::ClockProbe::default()
     };
+    if args.grpc_listen.is_some() && args.tls_cert.is_some() {
+        return Err(Failure::BadInput(
+            "--grpc-listen: gRPC is served without TLS, so it cannot be combined with \
+             --tls-cert/--tls-key; serve gRPC on loopback (reach it through an SSH tunnel), or \
+             leave out --grpc-listen"
+                .into(),
+        ));
+    }
     let token_from_file = args.token_file.is_some();
     if let Some(path) = &args.token_file {
         let text = std::fs::read_to_string(path)
@@ -164,7 +178,11 @@ pub fn run(mut args: ServeArgs) -> Result<(), Failure> {
     // Beyond loopback the server is reachable by others: never without a token.
     let token = match args.token {
         Some(token) => Some(token),
-        None if strobe_serve::auth::needs_token(&args.listen) => {
+        None if strobe_serve::auth::needs_token(&args.listen)
+            || args
+                .grpc_listen
+                .is_some_and(|a| strobe_serve::auth::needs_token(&a)) =>
+        {
             Some(strobe_serve::auth::new_token())
         }
         None => None,
@@ -255,14 +273,36 @@ pub fn run(mut args: ServeArgs) -> Result<(), Failure> {
             ))
             .map_err(cannot_listen)?;
     } else {
+        let grpc_listen = args.grpc_listen;
         runtime.block_on(async move {
             let listener = tokio::net::TcpListener::bind(args.listen)
                 .await
                 .map_err(cannot_listen)?;
             announce("http", listener.local_addr().unwrap_or(args.listen));
-            strobe_serve::serve(listener, options, shutdown)
+            let Some(grpc_address) = grpc_listen else {
+                return strobe_serve::serve(listener, options, shutdown)
+                    .await
+                    .map_err(|e| Failure::Runtime(format!("the server failed: {e}")));
+            };
+            let grpc = tokio::net::TcpListener::bind(grpc_address)
                 .await
-                .map_err(|e| Failure::Runtime(format!("the server failed: {e}")))
+                .map_err(|e| {
+                    Failure::BadInput(format!(
+                        "--grpc-listen {grpc_address}: cannot listen there: {e} (is another \
+                         server on that port? give another with --grpc-listen 127.0.0.1:PORT)"
+                    ))
+                })?;
+            eprintln!(
+                "strobe serve: Open Traffic Generator API over gRPC on {} (snappi: \
+                 snappi.api(location=\"{0}\", transport=snappi.Transport.GRPC))",
+                grpc.local_addr().unwrap_or(grpc_address)
+            );
+            strobe_serve::serve_with_grpc(listener, grpc, options, shutdown)
+                .await
+                .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::InvalidInput => Failure::BadInput(e.to_string()),
+                    _ => Failure::Runtime(format!("the server failed: {e}")),
+                })
         })?;
     }
     eprintln!("strobe serve: stopped");

@@ -155,7 +155,7 @@ pub fn run(args: TrainsArgs) -> Result<(), Failure> {
     })?;
     // Files first: after a SIGHUP the terminal may be gone, and printing fails.
     let mut failures = common.outputs.write(
-        &|| serde_json::to_string_pretty(&report).unwrap_or_default(),
+        &|| crate::outputs::document("trains", &report),
         &|| report.trains_csv(),
         &|| {
             let title = format!("strobe trains: {}", experiment_name(&report.experiment));

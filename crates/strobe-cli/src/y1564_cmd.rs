@@ -151,7 +151,7 @@ pub fn run(args: Y1564Args) -> Result<(), Failure> {
     let signals = signals::install()?;
     let report = run_y1564(&request, &signals.stop, &mut terminal)?;
     let mut failures = args.outputs.write(
-        &|| serde_json::to_string_pretty(&report).unwrap_or_default(),
+        &|| crate::outputs::document("y1564", &report),
         &|| report.csv(),
         &|| {
             strobe_control::analyze::rfc2544_plot::table_report(
@@ -179,7 +179,7 @@ pub fn run(args: Y1564Args) -> Result<(), Failure> {
             })
             .map(|s| s.service.name.as_str())
             .collect();
-        failures.note(Err(Failure::Runtime(format!(
+        failures.note(Err(Failure::Verdict(format!(
             "Y.1564: FAIL for {}",
             failed.join(", ")
         ))));

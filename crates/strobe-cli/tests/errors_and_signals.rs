@@ -535,7 +535,8 @@ fn sigterm_ends_the_demo_and_removes_its_lab() {
         .args(["runs", "--db", &db, "list", "--json"])
         .output()
         .unwrap());
-    let runs: Vec<serde_json::Value> = serde_json::from_str(&list).unwrap();
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    let runs = list["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 1, "{list}");
     assert_eq!(runs[0]["outcome"], "stopped by SIGTERM", "{list}");
 }

@@ -127,7 +127,8 @@ fn the_demo_explains_itself_and_keeps_jargon_for_verbose() {
         .args(["runs", "--db", &db, "list", "--json"])
         .output()
         .unwrap());
-    let runs: Vec<serde_json::Value> = serde_json::from_str(&list).unwrap();
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    let runs = list["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2, "{list}");
     for (run, part) in runs.iter().zip(["throughput", "latency"]) {
         assert_eq!(
@@ -139,7 +140,7 @@ fn the_demo_explains_itself_and_keeps_jargon_for_verbose() {
             .args(["runs", "--db", &db, "show", &id, "--json"])
             .output()
             .unwrap());
-        let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        let shown = serde_json::from_str::<serde_json::Value>(&shown).unwrap()["run"].clone();
         assert_eq!(shown["config"]["part"], part, "{shown}");
         assert!(
             run["summary"]["frames_rx"].as_u64().unwrap() > 1000,

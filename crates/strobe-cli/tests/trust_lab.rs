@@ -222,7 +222,11 @@ fn a_second_sender_with_the_runs_tag_makes_it_suspect() {
         .output()
         .unwrap());
     let out = run.output();
-    assert_eq!(out.status.code(), Some(1), "a suspect run fails");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a suspect run fails its verdict"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("received more unique frames than it sent"),

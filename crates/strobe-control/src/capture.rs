@@ -163,6 +163,14 @@ fn gather(receiver: &mut AnyReceiver, stop: &AtomicBool) -> Result<Gathered, Con
     }
 }
 
+/// Ethernet with a 4-byte FCS at the end of every frame, as pcap's link-type field says it
+/// (libpcap's layout: FCS length present bit 26, the length in 16-bit words in bits 28-31),
+/// so that Wireshark decodes the FCS instead of showing it as a 4-byte trailer.
+const PCAP_ETHERNET_WITH_FCS: u32 = 1 | 0x0400_0000 | (2 << 28);
+
+/// The FCS length in bytes, as pcapng's `if_fcslen` option says it.
+const FCS_BYTES: u8 = 4;
+
 fn write(frames: &[Frame], format: CaptureFormat) -> Result<Vec<u8>, ControlError> {
     let failed = |e: pcap_file::PcapError| ControlError::Runtime(format!("capture: {e}"));
     let snaplen = frames
@@ -177,7 +185,7 @@ fn write(frames: &[Frame], format: CaptureFormat) -> Result<Vec<u8>, ControlErro
                 ts_resolution: TsResolution::NanoSecond,
                 endianness: Endianness::Little,
                 snaplen,
-                datalink: DataLink::ETHERNET,
+                datalink: DataLink::Unknown(PCAP_ETHERNET_WITH_FCS),
                 ..PcapHeader::default()
             };
             let mut w = PcapWriter::with_header(Vec::new(), header).map_err(failed)?;
@@ -195,7 +203,10 @@ fn write(frames: &[Frame], format: CaptureFormat) -> Result<Vec<u8>, ControlErro
             let interface = InterfaceDescriptionBlock {
                 linktype: DataLink::ETHERNET,
                 snaplen,
-                options: vec![pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption::IfTsResol(9)],
+                options: vec![
+                    pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption::IfTsResol(9),
+                    pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption::IfFcsLen(FCS_BYTES),
+                ],
             };
             w.write_pcapng_block(interface).map_err(failed)?;
             for f in frames {
@@ -253,6 +264,45 @@ mod tests {
                 read,
                 vec![(1_700_000_000_123_456_789, 128, 128)],
                 "{format:?}"
+            );
+        }
+    }
+
+    /// Wireshark (tshark, the independent decoder) reads the last 4 bytes as the frame's FCS,
+    /// checks it good, and shows no trailer: the capture says it carries an FCS.
+    #[test]
+    fn tshark_decodes_the_fcs_as_an_fcs() {
+        // Ethernet to a local experimental EtherType, 60 bytes, then its FCS.
+        let mut bytes = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x88, 0xb5];
+        bytes.resize(60, 0x5a);
+        let fcs = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&fcs.to_le_bytes());
+        let frames = vec![Frame {
+            ts_ns: 1_700_000_000_000_000_000,
+            bytes,
+        }];
+        for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
+            let file = tempfile::NamedTempFile::new().unwrap();
+            std::fs::write(file.path(), write(&frames, format).unwrap()).unwrap();
+            let out = std::process::Command::new("tshark")
+                .args(["-n", "-o", "eth.check_fcs:TRUE", "-r"])
+                .arg(file.path())
+                .args(["-T", "fields", "-E", "separator=|"])
+                .args(["-e", "eth.fcs", "-e", "eth.fcs.status", "-e", "eth.trailer"])
+                .output()
+                .expect(
+                    "tshark decodes the capture: apt-get install tshark (scripts/test.sh does)",
+                );
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let fields = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            assert_eq!(
+                fields,
+                format!("0x{:08x}|1|", u32::from_be_bytes(fcs.to_le_bytes())),
+                "{format:?}: eth.fcs, eth.fcs.status (1: good), no eth.trailer"
             );
         }
     }

@@ -14,8 +14,77 @@ use strobe_model::{FlowSpec, MeasuredFloor, Scenario, Warning};
 use crate::calibration::Correction;
 use crate::text::clock_name;
 
+/// The layout of strobe's JSON documents ([`Document`]): raised when a field changes its
+/// meaning or goes away; added fields keep it. 1: the first versioned layout (`bytes_tx`
+/// without the FCS, as `bytes_rx`).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A JSON result as strobe writes it (`--json`): which strobe wrote it, in which layout,
+/// when, and the result's own fields beside these.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Document<T> {
+    /// The version of strobe that wrote it, e.g. `0.1.0`.
+    pub strobe_version: String,
+    /// [`SCHEMA_VERSION`] of the strobe that wrote it.
+    pub schema_version: u32,
+    /// What wrote it: `gen`, `gen-rates` (`gen --rates`), `rfc2544`, `y1564`, `trains`,
+    /// `reflect`, `analyze`, `runs-list`, `runs-show`. (Not `kind`: results such as a
+    /// stored run have a `kind` of their own.)
+    pub document: String,
+    /// When the command started (before it read its input or opened a port), RFC 3339 in
+    /// UTC with nanoseconds, e.g. `2026-11-28T19:45:02.123456789Z`.
+    pub started_at: String,
+    /// The same instant in ns since the Unix epoch (CLOCK_REALTIME).
+    pub started_unix_ns: u64,
+    #[serde(flatten)]
+    pub result: T,
+}
+
+impl<T> Document<T> {
+    /// `result` as command `kind`, started at `started`, writes it.
+    pub fn new(kind: &str, started: std::time::SystemTime, result: T) -> Document<T> {
+        Document {
+            strobe_version: env!("CARGO_PKG_VERSION").to_string(),
+            schema_version: SCHEMA_VERSION,
+            document: kind.to_string(),
+            started_at: humantime::format_rfc3339_nanos(started).to_string(),
+            started_unix_ns: started
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+            result,
+        }
+    }
+}
+
+/// `strobe gen --rates`'s document: one run per rate, in the order run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RateSweep {
+    pub steps: Vec<RateStep>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RateStep {
+    /// The rate as given to `--rates`.
+    pub rate: String,
+    pub result: Results,
+}
+
+/// The kinds of document that have a published JSON Schema (docs/schema/KIND.schema.json).
+pub const SCHEMA_KINDS: [&str; 2] = ["gen", "gen-rates"];
+
+/// The JSON Schema (draft 2020-12) of document `kind`, generated from the Rust types, or
+/// None for a kind without one.
+pub fn json_schema(kind: &str) -> Option<serde_json::Value> {
+    let schema = match kind {
+        "gen" => schemars::schema_for!(Document<Results>),
+        "gen-rates" => schemars::schema_for!(Document<RateSweep>),
+        _ => return None,
+    };
+    Some(schema.to_value())
+}
+
 /// Everything a finished run measured.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Results {
     /// The tag this run's trailers carried (frames with another tag are another run's).
     pub run_tag: u8,
@@ -37,7 +106,7 @@ pub struct Results {
     pub failures: Vec<Warning>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PortResult {
     pub name: String,
     pub backend: String,
@@ -58,7 +127,11 @@ pub struct PortResult {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub in_kernel: bool,
     pub frames_tx: u64,
+    /// Bytes of the frames as handed over, without their FCS (docs/results.md: bytes).
     pub bytes_tx: u64,
+    /// `bytes_tx` plus the 4-byte FCS of each frame: the frames as the wire carries them.
+    #[serde(default)]
+    pub bytes_tx_with_fcs: u64,
     pub late_frames: u64,
     /// Of `late_frames`, those the host made late: the transmit worker lost its CPU across
     /// their deadline while waiting for it, or was woken after it. `late_frames` minus
@@ -105,7 +178,7 @@ pub struct PortResult {
 }
 
 /// The scheduling policy a paced transmit worker ran under.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SchedulingResult {
     /// `SCHED_FIFO` or `SCHED_OTHER` (at the end of the run).
     pub policy: String,
@@ -115,14 +188,14 @@ pub struct SchedulingResult {
 }
 
 /// Losses of the CPU a paced transmit worker saw while waiting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostStallsResult {
     pub count: u64,
     pub worst_ns: u64,
     pub total_ns: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SegmentationResult {
     pub superframes: u64,
     pub frames: u64,
@@ -130,7 +203,7 @@ pub struct SegmentationResult {
 
 /// Frames a kernel program paced, by how late after its deadline it sent each (its clock
 /// read when it decided; the kernel sends the frame with its batch, later still).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KernelLateness {
     pub within_100ns: u64,
     pub within_1us: u64,
@@ -166,7 +239,7 @@ impl KernelLateness {
 }
 
 /// A distribution of scheduling errors (actual minus planned time), in ns.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimingError {
     pub samples: u64,
     pub p50_ns: u64,
@@ -197,7 +270,7 @@ impl From<&HandoverError> for TimingError {
 
 /// A paced port's floor: what one hand-over costs, how closely frames handed over together
 /// leave, and the highest rate that paces.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PacingResult {
     pub port: String,
     /// The floor known before the first frame (None when the run learned it).
@@ -239,18 +312,21 @@ impl From<&PortPacing> for PacingResult {
 }
 
 /// One flow's share of a transmit port.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PortFlowResult {
     pub name: String,
     pub id: u16,
     pub frames_tx: u64,
+    /// Without the FCS, as `PortResult::bytes_tx`.
     pub bytes_tx: u64,
+    #[serde(default)]
+    pub bytes_tx_with_fcs: u64,
     pub first_ns: Option<u64>,
     pub last_ns: Option<u64>,
     pub instrumented: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RxPortResult {
     pub name: String,
     pub receiver: String,
@@ -276,7 +352,9 @@ pub struct RxPortResult {
     pub failure: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct TimestampCounts {
     pub kernel: u64,
     pub user: u64,
@@ -284,20 +362,30 @@ pub struct TimestampCounts {
 }
 
 /// One flow, both sides; receive fields are None when no port receives it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FlowResult {
     pub name: String,
     pub id: u16,
     pub tx_port: String,
     pub rx_ports: Vec<String>,
     pub frames_tx: Option<u64>,
+    /// Bytes of the frames sent, without their FCS: the same measure as `bytes_rx`, so a
+    /// lossless flow has `bytes_tx == bytes_rx`.
     pub bytes_tx: Option<u64>,
+    /// `bytes_tx` plus the 4-byte FCS of each frame (OTG's frame sizes include it).
+    #[serde(default)]
+    pub bytes_tx_with_fcs: Option<u64>,
     /// First and last transmit time (CLOCK_REALTIME ns, or the trace's time).
     pub first_tx_ns: Option<u64>,
     pub last_tx_ns: Option<u64>,
     pub instrumented: Option<bool>,
     pub frames_rx: Option<u64>,
+    /// Bytes of the frames received as the receiver was handed them, without the FCS
+    /// (veth has none, NICs strip it; a frame that kept it would not end in a trailer).
     pub bytes_rx: Option<u64>,
+    /// `bytes_rx` plus 4 bytes a frame: the received frames as the wire carried them.
+    #[serde(default)]
+    pub bytes_rx_with_fcs: Option<u64>,
     pub frames_rx_unique: Option<u64>,
     pub loss: Option<u64>,
     pub excess_rx: Option<u64>,
@@ -322,7 +410,7 @@ impl FlowResult {
 }
 
 /// Every instrumented frame's latency of one flow.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FlowLatencyResult {
     /// `one-way` or `round-trip`, as the flow's metrics asked.
     pub mode: Option<String>,
@@ -340,13 +428,13 @@ pub struct FlowLatencyResult {
 }
 
 /// Where each side's timestamps were taken, in words.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimestampSources {
     pub tx: String,
     pub rx: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CalibrationUsed {
     pub file: String,
     pub offset_ns: f64,
@@ -619,6 +707,7 @@ fn port_result(p: &PortReport) -> PortResult {
         in_kernel: p.in_kernel,
         frames_tx: p.frames,
         bytes_tx: p.bytes,
+        bytes_tx_with_fcs: with_fcs(p.bytes, p.frames),
         late_frames: p.late_frames,
         late_host_frames: p.late_host_frames,
         max_late_ns: p.max_late_ns,
@@ -657,12 +746,18 @@ fn port_result(p: &PortReport) -> PortResult {
                 id: f.id,
                 frames_tx: f.frames,
                 bytes_tx: f.bytes,
+                bytes_tx_with_fcs: with_fcs(f.bytes, f.frames),
                 first_ns: f.first_ns,
                 last_ns: f.last_ns,
                 instrumented: f.instrumented,
             })
             .collect(),
     }
+}
+
+/// Bytes of `frames` frames counted without their FCS, with it.
+fn with_fcs(bytes: u64, frames: u64) -> u64 {
+    bytes.saturating_add(frames.saturating_mul(u64::from(strobe_model::FCS_LEN)))
 }
 
 fn rx_port_result(p: &strobe_engine::rx_worker::RxPortReport) -> RxPortResult {
@@ -745,11 +840,13 @@ fn flow_result(
         rx_ports: f.rx_ports.clone(),
         frames_tx: tx.map(|t| t.frames),
         bytes_tx: tx.map(|t| t.bytes),
+        bytes_tx_with_fcs: tx.map(|t| with_fcs(t.bytes, t.frames)),
         first_tx_ns: tx.and_then(|t| t.first_ns),
         last_tx_ns: tx.and_then(|t| t.last_ns),
         instrumented: tx.map(|t| t.instrumented),
         frames_rx: rx.map(|x| x.counters.frames),
         bytes_rx: rx.map(|x| x.counters.bytes),
+        bytes_rx_with_fcs: rx.map(|x| with_fcs(x.counters.bytes, x.counters.frames)),
         frames_rx_unique: rx.map(|x| x.counters.unique),
         loss: rx.and_then(|x| x.lost),
         excess_rx: rx.map(|x| x.excess),
@@ -915,12 +1012,14 @@ mod tests {
             tx_port: "p,1".into(),
             rx_ports: vec!["rx".into()],
             frames_tx: Some(tx),
-            bytes_tx: Some(tx * 64),
+            bytes_tx: Some(tx * 60),
+            bytes_tx_with_fcs: Some(tx * 64),
             first_tx_ns: None,
             last_tx_ns: None,
             instrumented: Some(true),
             frames_rx: lost.map(|l| tx - l),
             bytes_rx: lost.map(|l| (tx - l) * 60),
+            bytes_rx_with_fcs: lost.map(|l| (tx - l) * 64),
             frames_rx_unique: lost.map(|l| tx - l),
             loss: lost,
             excess_rx: lost.map(|_| 0),
@@ -984,7 +1083,7 @@ mod tests {
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 3);
         assert!(
-            lines[1].starts_with("\"x\"\"y\",0,\"p,1\",10,640,,,,,,,,,"),
+            lines[1].starts_with("\"x\"\"y\",0,\"p,1\",10,600,,,,,,,,,"),
             "{}",
             lines[1]
         );

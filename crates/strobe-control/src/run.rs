@@ -105,6 +105,9 @@ pub struct Counters {
     /// Frames per second over the last watcher interval (0 once the run is finished).
     pub frames_tx_rate: f64,
     pub frames_rx_rate: f64,
+    /// Bytes per second (FCS included, as `bytes_tx`) over the same interval.
+    pub bytes_tx_rate: f64,
+    pub bytes_rx_rate: f64,
 }
 
 /// One port's counters: its flows' frames sent, and frames received on it.
@@ -443,6 +446,13 @@ impl RunHandle {
         }
     }
 
+    /// Gives the flow named `name` a live change (its transmitters apply it at their next
+    /// hand-over); false when the run has no such flow. [`crate::session::Session::update_step`]
+    /// says which changes a run can take.
+    pub fn update_flow(&self, name: &str, update: strobe_engine::live::FlowUpdate) -> bool {
+        self.switches.update(name, update)
+    }
+
     /// Pauses every transmitter (after its current hand-over); [`RunHandle::resume`] goes
     /// on with the schedule where it stopped.
     pub fn pause(&self) {
@@ -594,8 +604,8 @@ fn planned_frames(duration: &Duration) -> Option<u64> {
     }
 }
 
-/// Received bytes as OTG counts them, with each frame's 4-byte FCS (which a receiver is not
-/// handed), as sent bytes are.
+/// Bytes as OTG counts them (its frame sizes include the FCS): the engine's counts, of frames
+/// without their 4-byte FCS on both sides, plus an FCS per frame.
 fn with_fcs(bytes: u64, frames: u64) -> u64 {
     bytes.saturating_add(frames.saturating_mul(u64::from(strobe_model::FCS_LEN)))
 }
@@ -642,16 +652,22 @@ fn live_metrics(
         .enumerate()
         .map(|(i, f)| {
             let now = last.and_then(|s| s.flows.get(i)).unwrap_or(&zero);
-            let (rate_tx, rate_rx) = match (last, previous) {
+            let (rate_tx, rate_rx, bytes_rate_tx, bytes_rate_rx) = match (last, previous) {
                 (Some(a), Some(b)) => {
                     let before = b.flows.get(i).unwrap_or(&zero);
                     let ns = a.elapsed_ns.saturating_sub(b.elapsed_ns);
+                    let frames_tx = now.tx_frames.saturating_sub(before.tx_frames);
+                    let frames_rx = now.rx_frames.saturating_sub(before.rx_frames);
+                    let bytes_tx = now.tx_bytes.saturating_sub(before.tx_bytes);
+                    let bytes_rx = now.rx_bytes.saturating_sub(before.rx_bytes);
                     (
-                        per_second(now.tx_frames.saturating_sub(before.tx_frames), ns),
-                        per_second(now.rx_frames.saturating_sub(before.rx_frames), ns),
+                        per_second(frames_tx, ns),
+                        per_second(frames_rx, ns),
+                        per_second(with_fcs(bytes_tx, frames_tx), ns),
+                        per_second(with_fcs(bytes_rx, frames_rx), ns),
                     )
                 }
-                _ => (0.0, 0.0),
+                _ => (0.0, 0.0, 0.0, 0.0),
             };
             let done = planned_frames(&f.schedule.duration).is_some_and(|n| now.tx_frames >= n)
                 || switches.is_stopped(&f.name)
@@ -672,10 +688,12 @@ fn live_metrics(
                 counters: Counters {
                     frames_tx: now.tx_frames,
                     frames_rx: now.rx_frames,
-                    bytes_tx: now.tx_bytes,
+                    bytes_tx: with_fcs(now.tx_bytes, now.tx_frames),
                     bytes_rx: with_fcs(now.rx_bytes, now.rx_frames),
                     frames_tx_rate: rate_tx,
                     frames_rx_rate: rate_rx,
+                    bytes_tx_rate: bytes_rate_tx,
+                    bytes_rx_rate: bytes_rate_rx,
                 },
                 // Frames in flight are not lost yet: loss is final only after the drain.
                 loss_pct: None,
@@ -727,7 +745,7 @@ fn final_metrics(scenario: &Scenario, report: &RunReport, results: &Results) -> 
                 counters: Counters {
                     frames_tx: r.frames_tx.unwrap_or(0),
                     frames_rx,
-                    bytes_tx: r.bytes_tx.unwrap_or(0),
+                    bytes_tx: with_fcs(r.bytes_tx.unwrap_or(0), r.frames_tx.unwrap_or(0)),
                     bytes_rx: with_fcs(r.bytes_rx.unwrap_or(0), frames_rx),
                     ..Counters::default()
                 },
@@ -773,6 +791,7 @@ pub fn port_metrics(scenario: &Scenario, flows: &[FlowMetrics]) -> Vec<PortMetri
                     port.frames_tx += flow.frames_tx;
                     port.bytes_tx += flow.bytes_tx;
                     port.frames_tx_rate += flow.frames_tx_rate;
+                    port.bytes_tx_rate += flow.bytes_tx_rate;
                     if f.transmit == Transmit::Started {
                         m.transmit = Transmit::Started;
                     }
@@ -781,6 +800,7 @@ pub fn port_metrics(scenario: &Scenario, flows: &[FlowMetrics]) -> Vec<PortMetri
                     port.frames_rx += flow.frames_rx;
                     port.bytes_rx += flow.bytes_rx;
                     port.frames_rx_rate += flow.frames_rx_rate;
+                    port.bytes_rx_rate += flow.bytes_rx_rate;
                 }
             }
             m

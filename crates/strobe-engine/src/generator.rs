@@ -301,9 +301,59 @@ pub struct FlowGenerator {
     n_csums: usize,
     instrumented: bool,
     seq: u32,
+    /// The run tag the trailers carry (templates built later carry it too).
+    tag: u8,
 }
 
 const NO_TEMPLATE: u16 = u16::MAX;
+
+/// One frame size's template: the frame built, its trailer (tag `tag`, when instrumented)
+/// and its checksum plans for the varying `fields`.
+fn template(
+    flow: &FlowSpec,
+    base_headers: &[Header],
+    size: u32,
+    tag: u8,
+    fields: &[VarField],
+) -> Result<Template, EngineError> {
+    let instrumented = flow.metrics.instrument;
+    let built = build_frame(flow, base_headers, size)?;
+    let mut bytes = built.bytes.clone();
+    let trailer_at = if instrumented {
+        let at = bytes
+            .len()
+            .checked_sub(trailer::LEN)
+            .filter(|&at| at >= built.payload.start);
+        let Some(at) = at else {
+            return Err(EngineError::Flow {
+                flow: flow.name.clone(),
+                message: format!(
+                    "frame size {size} leaves no room for the {}-byte instrumentation trailer",
+                    trailer::LEN
+                ),
+            });
+        };
+        let t = trailer::Trailer::sent(tag, flow.id, 0, 0);
+        let dst: &mut [u8; trailer::LEN] = (&mut bytes[at..at + trailer::LEN])
+            .try_into()
+            .expect("trailer slice has trailer length");
+        t.write(dst);
+        Some(at)
+    } else {
+        None
+    };
+    let csums = plan_checksums(&built, &bytes, fields, trailer_at);
+    // The template holds valid checksums for its own contents, so a frame copied
+    // from it is correct even before any patch.
+    let mut bytes = bytes.into_boxed_slice();
+    finish_template(&mut bytes, &built);
+    Ok(Template {
+        bytes,
+        size,
+        csums,
+        trailer_at,
+    })
+}
 
 impl FlowGenerator {
     /// Builds templates for every frame size the flow can use, trailers (if any) carrying
@@ -360,42 +410,7 @@ impl FlowGenerator {
         }
         let mut templates = Vec::with_capacity(sizes.len());
         for (t, &size) in sizes.iter().enumerate() {
-            let built = build_frame(flow, &base_headers, size)?;
-            let mut bytes = built.bytes.clone();
-            let trailer_at = if instrumented {
-                let at = bytes
-                    .len()
-                    .checked_sub(trailer::LEN)
-                    .filter(|&at| at >= built.payload.start);
-                let Some(at) = at else {
-                    return Err(EngineError::Flow {
-                        flow: flow.name.clone(),
-                        message: format!(
-                            "frame size {size} leaves no room for the {}-byte instrumentation trailer",
-                            trailer::LEN
-                        ),
-                    });
-                };
-                let t = trailer::Trailer::sent(tag, flow.id, 0, 0);
-                let dst: &mut [u8; trailer::LEN] = (&mut bytes[at..at + trailer::LEN])
-                    .try_into()
-                    .expect("trailer slice has trailer length");
-                t.write(dst);
-                Some(at)
-            } else {
-                None
-            };
-            let csums = plan_checksums(&built, &bytes, &fields, trailer_at);
-            // The template holds valid checksums for its own contents, so a frame copied
-            // from it is correct even before any patch.
-            let mut bytes = bytes.into_boxed_slice();
-            finish_template(&mut bytes, &built);
-            templates.push(Template {
-                bytes,
-                size,
-                csums,
-                trailer_at,
-            });
+            templates.push(template(flow, &base_headers, size, tag, &fields)?);
             by_size[size as usize] = t as u16;
         }
         let n_csums = templates.first().map_or(0, |t| t.csums.len());
@@ -409,7 +424,45 @@ impl FlowGenerator {
             fields,
             instrumented,
             seq: seq_start,
+            tag,
         })
+    }
+
+    /// Makes `size` (with FCS) one of the flow's frame sizes, building its template if it
+    /// has none: a live size change, applied between hand-overs (this allocates, once per
+    /// change, never per frame). Returns the size's template.
+    pub fn add_size(&mut self, flow: &FlowSpec, size: u32) -> Result<u16, EngineError> {
+        if let Some(&t) = self
+            .by_size
+            .get(size as usize)
+            .filter(|&&t| t != NO_TEMPLATE)
+        {
+            return Ok(t);
+        }
+        let too_many = || EngineError::Flow {
+            flow: flow.name.clone(),
+            message: "too many distinct frame sizes; at most 65534 are supported".into(),
+        };
+        let t = u16::try_from(self.templates.len())
+            .ok()
+            .filter(|&t| t != NO_TEMPLATE)
+            .ok_or_else(too_many)?;
+        let base_headers: Vec<Header> = flow.packet.iter().map(|h| h.header_at(0)).collect();
+        let built = template(flow, &base_headers, size, self.tag, &self.fields)?;
+        // Checksum plans are the same for every template: a template that disagrees would
+        // have the per-frame patches write out of its plans.
+        if built.csums.len() != self.n_csums {
+            return Err(EngineError::Flow {
+                flow: flow.name.clone(),
+                message: format!("frame size {size} changes the frame's checksums"),
+            });
+        }
+        if self.by_size.len() <= size as usize {
+            self.by_size.resize(size as usize + 1, NO_TEMPLATE);
+        }
+        self.templates.push(built);
+        self.by_size[size as usize] = t;
+        Ok(t)
     }
 
     pub fn instrumented(&self) -> bool {

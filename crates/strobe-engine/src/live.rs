@@ -4,7 +4,7 @@
 //! once per batch (TX) or every few hundred frames (RX): the watcher sees values at most a
 //! batch old, and the hot path never contends on a shared cache line per packet.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// Published counters of one flow.
 #[derive(Debug)]
@@ -98,6 +98,35 @@ pub struct FlowSwitches {
     names: Vec<String>,
     stopped: Vec<AtomicBool>,
     changes: AtomicU64,
+    /// Live rate and size changes, per flow (see [`FlowSwitches::update`]).
+    updates: Vec<UpdateSlot>,
+    update_count: AtomicU64,
+}
+
+/// A flow's newest live change, published by one writer and read by its transmitters
+/// between hand-overs. A sequence lock: `version` is odd while the writer fills the slot, so
+/// a reader that sees it odd or moved retries at its next batch; no reader ever waits.
+#[derive(Debug, Default)]
+struct UpdateSlot {
+    version: AtomicU64,
+    /// The new rate (f64 bits; 0: unchanged) and whether it is a layer-1 bit rate.
+    rate_bits: AtomicU64,
+    rate_per_bit: AtomicBool,
+    /// The flow's whole rate when the run started (f64 bits), in the new rate's unit: a
+    /// transmitter sending a share of the flow (a Poisson flow split over workers) scales
+    /// the new rate by the share it was given.
+    base_bits: AtomicU64,
+    /// The new fixed frame size with FCS (0: unchanged).
+    size: AtomicU32,
+}
+
+/// A live change of a flow: its new rate and fixed frame size, each None when unchanged.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FlowUpdate {
+    pub rate: Option<strobe_timing::Rate>,
+    /// The flow's rate as the run started; with `rate`, in the same unit.
+    pub base_rate: Option<strobe_timing::Rate>,
+    pub size: Option<u32>,
 }
 
 impl FlowSwitches {
@@ -106,9 +135,74 @@ impl FlowSwitches {
         let names: Vec<String> = names.into_iter().collect();
         FlowSwitches {
             stopped: names.iter().map(|_| AtomicBool::new(false)).collect(),
+            updates: names.iter().map(|_| UpdateSlot::default()).collect(),
             names,
             changes: AtomicU64::new(0),
+            update_count: AtomicU64::new(0),
         }
+    }
+
+    /// Publishes a live change of the flow named `name` (every part of it a split port
+    /// sends); its transmitters apply it at their next hand-over. false when there is no
+    /// such flow. Meant for one writer at a time (the server takes its requests so); a second
+    /// writer at once only makes readers retry.
+    pub fn update(&self, name: &str, update: FlowUpdate) -> bool {
+        let Some(i) = self.names.iter().position(|n| n == name) else {
+            return false;
+        };
+        let slot = &self.updates[i];
+        slot.version.fetch_add(1, Ordering::AcqRel);
+        let bits = |r: Option<strobe_timing::Rate>| r.map_or(0, |r| r.value().to_bits());
+        slot.rate_bits.store(bits(update.rate), Ordering::Relaxed);
+        slot.base_bits
+            .store(bits(update.base_rate), Ordering::Relaxed);
+        slot.rate_per_bit.store(
+            matches!(update.rate, Some(strobe_timing::Rate::L1BitsPerSec(_))),
+            Ordering::Relaxed,
+        );
+        slot.size.store(update.size.unwrap_or(0), Ordering::Relaxed);
+        slot.version.fetch_add(1, Ordering::Release);
+        self.update_count.fetch_add(1, Ordering::Release);
+        true
+    }
+
+    /// How many live changes were published so far (a transmitter rereads its flows'
+    /// slots when it moves).
+    pub fn update_count(&self) -> u64 {
+        self.update_count.load(Ordering::Acquire)
+    }
+
+    /// The newest change of the flow named `name` and its version, when one was published
+    /// and is not being written: (version, change). None also while a writer fills it (read
+    /// it again later).
+    pub fn latest_update(&self, name: &str) -> Option<(u64, FlowUpdate)> {
+        let slot = &self.updates[self.names.iter().position(|n| n == name)?];
+        let before = slot.version.load(Ordering::Acquire);
+        if before == 0 || before & 1 == 1 {
+            return None;
+        }
+        let rate_bits = slot.rate_bits.load(Ordering::Relaxed);
+        let base_bits = slot.base_bits.load(Ordering::Relaxed);
+        let per_bit = slot.rate_per_bit.load(Ordering::Relaxed);
+        let size = slot.size.load(Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Acquire);
+        if slot.version.load(Ordering::Relaxed) != before {
+            return None;
+        }
+        let rate = |bits: u64| {
+            (bits != 0).then(|| match per_bit {
+                true => strobe_timing::Rate::L1BitsPerSec(f64::from_bits(bits)),
+                false => strobe_timing::Rate::Pps(f64::from_bits(bits)),
+            })
+        };
+        Some((
+            before,
+            FlowUpdate {
+                rate: rate(rate_bits),
+                base_rate: rate(base_bits),
+                size: (size != 0).then_some(size),
+            },
+        ))
     }
 
     /// Stops the flow named `name` (and every part of it a split port sends); false when
@@ -228,6 +322,32 @@ mod tests {
         assert!(!sw.stop("nope"));
         assert_eq!(sw.changes(), 1);
         assert!(sw.is_stopped("b") && !sw.is_stopped("a") && !sw.is_stopped("nope"));
+    }
+
+    #[test]
+    fn updates_are_read_back_by_name_with_a_new_version_each() {
+        use strobe_timing::Rate;
+        let sw = FlowSwitches::new(["a".to_string(), "b".to_string()]);
+        assert_eq!((sw.update_count(), sw.latest_update("a")), (0, None));
+        let change = FlowUpdate {
+            rate: Some(Rate::L1BitsPerSec(1e6)),
+            base_rate: Some(Rate::L1BitsPerSec(2e6)),
+            size: None,
+        };
+        assert!(sw.update("a", change));
+        assert!(!sw.update("nope", change));
+        let (first, read) = sw.latest_update("a").unwrap();
+        assert_eq!(read, change);
+        assert_eq!(sw.latest_update("b"), None);
+        let resized = FlowUpdate {
+            rate: None,
+            base_rate: None,
+            size: Some(512),
+        };
+        sw.update("a", resized);
+        let (second, read) = sw.latest_update("a").unwrap();
+        assert!(second > first);
+        assert_eq!((read, sw.update_count()), (resized, 2));
     }
 
     #[test]

@@ -265,7 +265,7 @@ pub fn run_port<B: Backend>(
     // The send loop, from t0 (taken once everything is ready) to the last frame.
     let sending = Sending::start(backend, clock, opts, &shape, stop);
     let sent = send_loop(
-        port_name, backend, states, clock, opts, stop, &shape, handovers, report, sending,
+        port_name, backend, states, flows, clock, opts, stop, &shape, handovers, report, sending,
     )?;
     // The end of the run: what the backend still holds leaves, then the figures.
     let sent = finish::drain(backend, sent);

@@ -64,12 +64,6 @@ impl KernelFlow {
         let rest: u64 = self.cycle.iter().take((frames % n) as usize).map(len).sum();
         frames / n * whole + rest
     }
-
-    /// Bytes of the first `frames` frames on the wire, FCS included (as strobe counts
-    /// sizes).
-    pub fn wire_bytes(&self, frames: u64) -> u64 {
-        self.frame_bytes(frames) + 4 * frames
-    }
 }
 
 /// A paced flow's deadlines, kept by the backend's program: the first frame leaves at once,

@@ -548,6 +548,27 @@ impl Serialize for Warning {
     }
 }
 
+/// In a JSON Schema: an object with its `kind` (a variant's snake_case name) and `text`
+/// (the words), and the figures of its kind beside them. The figures differ per kind and
+/// kinds are added over time, so the schema requires only those two.
+impl schemars::JsonSchema for Warning {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Warning".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A warning or failure: its kind, the figures it was judged by, and its words.",
+            "type": "object",
+            "required": ["kind", "text"],
+            "properties": {
+                "kind": { "type": "string", "description": "e.g. rate_shortfall, total_loss, port_stopped" },
+                "text": { "type": "string", "description": "the words the terminal shows" }
+            }
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Warning {
     /// A typed warning; also a plain string or a kind this build does not know (a run stored
     /// by an older or newer strobe), kept as its words.

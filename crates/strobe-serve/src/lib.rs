@@ -9,11 +9,13 @@
 
 pub mod auth;
 pub mod controller;
+mod grpc;
 mod history_api;
 mod lease;
 mod record;
 mod reply;
 mod scrape;
+mod surface;
 mod web;
 
 use std::collections::HashMap;
@@ -39,6 +41,7 @@ use strobe_control::y1564::Y1564Spec;
 use strobe_control::{ControlError, PlanOptions, RunHandle};
 use tokio::sync::Mutex;
 
+pub use grpc::serve_with_grpc;
 pub use record::RunHistory;
 use reply::{error, internal, ok_json, validation, OtgError};
 
@@ -156,8 +159,15 @@ pub fn router_with_shutdown(options: ServeOptions) -> Result<(Router, ShutdownHa
     });
     let handle = ShutdownHandle(Some(server.clone()));
     let routes = Router::new()
-        .route("/config", post(set_config).get(get_config))
+        .route(
+            "/config",
+            post(set_config)
+                .get(get_config)
+                .patch(surface::update_config),
+        )
         .route("/control/state", post(set_control_state))
+        .route("/control/action", post(surface::control_action))
+        .route("/monitor/states", post(surface::monitor_states))
         .route("/monitor/metrics", post(get_metrics))
         .route("/monitor/capture", post(get_capture))
         .route("/capabilities/version", get(get_version))
@@ -1079,7 +1089,9 @@ async fn get_metrics(State(server): State<Arc<Server>>, headers: HeaderMap, body
     let request = parse_body(&body)?;
     let session = server.state.lock().await;
     let scenario = session.flows.scenario().ok_or_else(no_config)?;
-    let reply = match choice(&request, &["port", "flow"]).unwrap_or("port") {
+    let kind = choice(&request, &["port", "flow"]).unwrap_or("port");
+    let columns = surface::chosen_columns(&request, kind)?;
+    let reply = match kind {
         "flow" => {
             let wanted = names(request.get("flow").and_then(|f| f.get("flow_names")))?;
             reply::flow_metrics(
@@ -1099,7 +1111,9 @@ async fn get_metrics(State(server): State<Arc<Server>>, headers: HeaderMap, body
             "choice: `{other}` metrics are not supported — strobe reports port and flow metrics"
         )),
     };
-    reply.map(ok_json).map_err(|e| validation(vec![e]))
+    let mut reply = reply.map_err(|e| validation(vec![e]))?;
+    surface::keep_columns(&mut reply, kind, &columns);
+    Ok(ok_json(reply))
 }
 
 /// `GET /metrics`: Prometheus' text exposition of the config's ports and flows and the runs

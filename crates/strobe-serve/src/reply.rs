@@ -305,6 +305,8 @@ pub fn port_metrics(
             "bytes_rx": count(get(|m| m.counters.bytes_rx)),
             "frames_tx_rate": num(m.map_or(0.0, |m| m.counters.frames_tx_rate)),
             "frames_rx_rate": num(m.map_or(0.0, |m| m.counters.frames_rx_rate)),
+            "bytes_tx_rate": num(m.map_or(0.0, |m| m.counters.bytes_tx_rate)),
+            "bytes_rx_rate": num(m.map_or(0.0, |m| m.counters.bytes_rx_rate)),
         }));
     }
     Ok(json!({ "choice": "port_metrics", "port_metrics": out }))

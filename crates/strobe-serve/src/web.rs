@@ -8,8 +8,6 @@ use axum::response::{IntoResponse, Response};
 const INDEX: &str = include_str!("../../../web/index.html");
 const APP_JS: &str = include_str!("../../../web/app.js");
 const APP_CSS: &str = include_str!("../../../web/app.css");
-/// The vendored chart library's version, as its script's banner names it (checked below).
-const UPLOT_VERSION: &str = "1.6.32";
 const UPLOT_JS: &[u8] = include_bytes!("../../../web/vendor/uplot/uPlot.iife.min.js");
 const UPLOT_CSS: &[u8] = include_bytes!("../../../web/vendor/uplot/uPlot.min.css");
 
@@ -49,6 +47,9 @@ pub async fn uplot_css() -> Response {
 mod tests {
     use super::*;
 
+    /// The vendored chart library's version (web/vendor/uplot/README.md), as its banner names it.
+    const UPLOT_VERSION: &str = "1.6.32";
+
     /// The embedded chart library is uPlot's real build of the pinned version, not a stand-in:
     /// its banner names the version and the script defines `uPlot`.
     #[test]
@@ -59,9 +60,15 @@ mod tests {
             banner.contains("leeoniya/uPlot") && banner.contains(&format!("(v{UPLOT_VERSION})")),
             "unexpected banner: {banner}"
         );
-        assert!(script.contains("var uPlot=function()"), "the script defines no uPlot");
+        assert!(
+            script.contains("var uPlot=function()"),
+            "the script defines no uPlot"
+        );
         assert!(script.len() > 40_000, "the script is too short to be uPlot");
         let style = std::str::from_utf8(UPLOT_CSS).expect("uPlot's style is UTF-8");
-        assert!(style.contains(".uplot"), "the style sheet has no uPlot rules");
+        assert!(
+            style.contains(".uplot"),
+            "the style sheet has no uPlot rules"
+        );
     }
 }

@@ -153,6 +153,9 @@ pub struct Schedule {
     /// Relative to the start delay.
     end_ns: Option<u64>,
     sent: u64,
+    /// The last departure handed out (ns from t0): a live rate change rescales the gap
+    /// after it.
+    last_departure_ns: u64,
     finished: bool,
     nominal: Nominal,
 }
@@ -225,6 +228,7 @@ impl Schedule {
             max_packets,
             end_ns,
             sent: 0,
+            last_departure_ns: 0,
             finished: false,
             nominal,
         })
@@ -244,6 +248,7 @@ impl Schedule {
         match departure {
             Some(t) => {
                 self.sent += 1;
+                self.last_departure_ns = t;
                 Some(t)
             }
             None => {
@@ -277,6 +282,45 @@ impl Schedule {
     /// without a finite mean.
     pub fn nominal_pps(&self, mean_frame_len: f64) -> Option<f64> {
         self.nominal.pps(mean_frame_len)
+    }
+
+    /// Whether [`Schedule::change_rate_live`] can change this schedule's rate: a constant
+    /// rate or Poisson schedule that follows no rate profile (a profile would override the
+    /// change at its next step; bursts, on/off, gap distributions and replays have no single
+    /// rate to change).
+    pub fn takes_live_rate(&self) -> bool {
+        matches!(&self.generator, Generator::Paced(p) if p.profile.is_none())
+    }
+
+    /// Changes the rate of a running schedule (an update while the flow sends): the gap
+    /// after the last departure handed out is rescaled to `rate`, and every later gap
+    /// follows it, as a profile's step does. Errs when the rate is out of range or the
+    /// schedule does not take live changes ([`Schedule::takes_live_rate`]).
+    pub fn change_rate_live(&mut self, rate: Rate) -> Result<(), TimingError> {
+        let new_rate = ExactRate::new(rate, "rate")?;
+        let Generator::Paced(paced) = &mut self.generator else {
+            return Err(TimingError::Incompatible(
+                "only a constant-rate or Poisson schedule changes its rate while it runs".into(),
+            ));
+        };
+        if paced.profile.is_some() {
+            return Err(TimingError::Incompatible(
+                "a schedule that follows a rate profile does not change its rate while it runs"
+                    .into(),
+            ));
+        }
+        // Before the first departure nothing is rescaled: the schedule starts at the new rate.
+        let position = paced.timing.whole_ns();
+        let at = match self.sent {
+            0 => position,
+            _ => self
+                .last_departure_ns
+                .saturating_sub(self.start_delay_ns)
+                .min(position),
+        };
+        paced.timing.change_rate(at, new_rate, paced.last_len);
+        self.nominal = Nominal::Rate(rate);
+        Ok(())
     }
 }
 

@@ -593,3 +593,49 @@ fn the_last_departure_is_where_the_schedule_puts_it() {
     };
     assert_eq!(counted.last_departure_ns(64), None);
 }
+
+#[test]
+fn a_live_rate_change_rescales_the_gap_after_the_last_departure_handed_out() {
+    let mut s = strobe_timing::Schedule::new(ScheduleSpec {
+        start_delay_ns: 500,
+        ..cbr(Rate::Pps(1000.0))
+    })
+    .unwrap();
+    assert!(s.takes_live_rate());
+    let first: Vec<u64> = (0..3).map(|_| s.next(64).unwrap()).collect();
+    assert_eq!(first, [500, 1_000_500, 2_000_500]);
+    // Changed after the third departure was handed out: the gap after it is already the
+    // new one.
+    s.change_rate_live(Rate::Pps(2000.0)).unwrap();
+    let then: Vec<u64> = (0..3).map(|_| s.next(64).unwrap()).collect();
+    assert_eq!(then, [2_500_500, 3_000_500, 3_500_500]);
+    // A bit rate too: 1 Mbit/s of 64-byte frames is one every 672 ns·1000.
+    s.change_rate_live(Rate::L1BitsPerSec(1e6)).unwrap();
+    assert_eq!(s.next(64), Some(3_500_500 + l1_bits(64) * 1000));
+    // Out of range: refused, the schedule unchanged.
+    assert!(s.change_rate_live(Rate::Pps(-1.0)).is_err());
+}
+
+#[test]
+fn schedules_without_one_rate_refuse_live_changes() {
+    let mut bursts = strobe_timing::Schedule::new(ScheduleSpec {
+        pattern: Pattern::Burst {
+            packets: 4,
+            intra_gap_ns: None,
+            inter_burst_gap_ns: 1000,
+        },
+        ..cbr(Rate::Pps(1000.0))
+    })
+    .unwrap();
+    assert!(!bursts.takes_live_rate());
+    assert!(bursts.change_rate_live(Rate::Pps(10.0)).is_err());
+    let profiled = strobe_timing::Schedule::new(ScheduleSpec {
+        profile: Some(RateProfile::Steps(vec![RateStep {
+            at_ns: 1000,
+            rate: Rate::Pps(10.0),
+        }])),
+        ..cbr(Rate::Pps(1000.0))
+    })
+    .unwrap();
+    assert!(!profiled.takes_live_rate());
+}

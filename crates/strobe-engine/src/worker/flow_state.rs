@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use strobe_io::{TimeBase, TxSlot};
 use strobe_model::{FlowSpec, SizeSequence};
-use strobe_timing::Schedule;
+use strobe_timing::{Rate, Schedule};
 
 use super::report::FlowReport;
 use super::RunOptions;
 use crate::generator::FlowGenerator;
-use crate::live::LiveCounters;
+use crate::live::{FlowUpdate, LiveCounters};
 use crate::EngineError;
 
 /// One flow's sending state on its port.
@@ -35,6 +35,10 @@ pub(super) struct FlowState {
     /// DUT on veth the whole hand-over is processed before any of it is forwarded).
     pub(super) train: Option<(u64, u64)>,
     pub(super) report: FlowReport,
+    /// The rate this worker was given for the flow (a share of it, for a Poisson flow split
+    /// over workers), and the version of the last live change applied.
+    pub(super) start_rate: Rate,
+    pub(super) update_seen: u64,
 }
 
 impl FlowState {
@@ -45,6 +49,36 @@ impl FlowState {
         self.unpaced_budget = self.unpaced_budget.map(|_| 0);
     }
 
+    /// Applies a live change (see [`crate::live::FlowSwitches::update`]) from the next frame
+    /// on; `flow` is the spec the flow was compiled from. Between hand-overs only: a new size
+    /// builds its template here, once per change. A change the flow cannot take is left
+    /// out (the server checks both before it publishes one).
+    #[cold]
+    pub(super) fn apply(&mut self, flow: &FlowSpec, update: FlowUpdate) {
+        if let Some(size) = update.size {
+            if let Ok(t) = self.gen.add_size(flow, size) {
+                self.fixed = Some((size, t));
+                // The frame planned next (if the batch planner keeps one) takes it too.
+                self.next = self.next.map(|(deadline, _)| (deadline, t));
+            }
+        }
+        if let Some(rate) = update.rate {
+            // This worker's share of the flow, as it was split at the start.
+            let share = match update.base_rate {
+                Some(base) if base.is_same_unit(&self.start_rate) && base.value() > 0.0 => {
+                    self.start_rate.value() / base.value()
+                }
+                _ => 1.0,
+            };
+            let mine = match rate {
+                Rate::Pps(v) => Rate::Pps(v * share),
+                Rate::L1BitsPerSec(v) => Rate::L1BitsPerSec(v * share),
+            };
+            // Refused only for schedules the server does not change (bursts, profiles).
+            let _ = self.schedule.change_rate_live(mine);
+        }
+    }
+
     /// Counts the frames just written for this flow.
     #[inline]
     pub(super) fn record(&mut self, slots: &[TxSlot<'_>], which: &[u16], templates: &[u16]) {
@@ -53,11 +87,13 @@ impl FlowState {
         };
         let r = &mut self.report;
         r.frames += which.len() as u64;
+        // The frames as written, without the FCS the NIC appends (as receivers count them).
+        let fcs = u64::from(strobe_model::FCS_LEN);
         r.bytes += match self.fixed {
-            Some((size, _)) => size as u64 * which.len() as u64,
+            Some((size, _)) => u64::from(size).saturating_sub(fcs) * which.len() as u64,
             None => templates
                 .iter()
-                .map(|&t| self.gen.frame_size(t) as u64)
+                .map(|&t| u64::from(self.gen.frame_size(t)).saturating_sub(fcs))
                 .sum(),
         };
         r.first_ns.get_or_insert(slots[first as usize].scheduled_ns);
@@ -137,6 +173,8 @@ pub(super) fn flow_states(
             schedule,
             next: None,
             stopped: false,
+            start_rate: f.schedule.rate,
+            update_seen: 0,
             train: match f.schedule.duration {
                 strobe_timing::Duration::Bursts { packets, .. } if packets > 1 => {
                     Some((packets, 0))

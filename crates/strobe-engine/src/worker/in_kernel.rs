@@ -340,7 +340,7 @@ pub(super) fn run_in_kernel<B: Backend>(
     report.bytes = flows
         .iter()
         .zip(&frames)
-        .map(|(f, &n)| f.wire_bytes(n))
+        .map(|(f, &n)| f.frame_bytes(n))
         .sum();
     // From the first stamp to the last where frames carry their own, else the worker's
     // view of the run (within the poll interval); a pause is not sending time.
@@ -354,7 +354,7 @@ pub(super) fn run_in_kernel<B: Backend>(
         let r = &mut state.report;
         let run = runs.get(f);
         r.frames = frames[f];
-        r.bytes = flows[f].wire_bytes(r.frames);
+        r.bytes = flows[f].frame_bytes(r.frames);
         // A flow that sent nothing has no first or last frame (as the engine reports it).
         let sent = r.frames > 0;
         r.first_ns = sent.then(|| {
@@ -464,7 +464,7 @@ fn run_generator(
         for (f, (state, flow)) in states.iter().zip(flows).enumerate() {
             if let Some(live) = &state.live {
                 let frames = generator.generated(f);
-                live.publish_tx(state.report.id, frames, flow.wire_bytes(frames));
+                live.publish_tx(state.report.id, frames, flow.frame_bytes(frames));
             }
         }
         std::thread::sleep(KERNEL_POLL);

@@ -15,7 +15,8 @@ pub struct FlowReport {
     pub name: String,
     pub id: u16,
     pub frames: u64,
-    /// Bytes counted as OTG frame sizes (including the 4-byte FCS).
+    /// Bytes of the frames as written, without the 4-byte FCS the NIC appends (a frame of
+    /// OTG size 64 counts 60), as receivers count what they are handed.
     pub bytes: u64,
     /// Scheduled departure of the first and last frame, ns from t0 (after any shift).
     pub first_ns: Option<u64>,

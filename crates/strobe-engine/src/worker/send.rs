@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use hdrhistogram::Histogram;
 use strobe_io::Backend;
+use strobe_model::FlowSpec;
 use strobe_timing::{FloorEstimate, PathFloor};
 
 use super::batch::BatchPlan;
@@ -147,6 +148,7 @@ pub(super) fn send_loop<B: Backend>(
     port_name: &str,
     backend: &mut B,
     mut states: Vec<FlowState>,
+    flows: &[FlowSpec],
     clock: &Clock,
     opts: &RunOptions,
     stop: &AtomicBool,
@@ -158,7 +160,7 @@ pub(super) fn send_loop<B: Backend>(
     let PortShape {
         scheduled_time,
         paced,
-        last_deadline_ns,
+        mut last_deadline_ns,
         ..
     } = *shape;
     let Handovers {
@@ -211,6 +213,7 @@ pub(super) fn send_loop<B: Backend>(
     }
 
     let mut switch_changes = 0u64;
+    let mut updates_seen = 0u64;
     // Where this worker says how far behind its schedule it is (a paced worker of a watched
     // run), at most once a millisecond: the watcher reads it every 20 ms, and per hand-over
     // the hot path only compares two clock readings.
@@ -232,6 +235,12 @@ pub(super) fn send_loop<B: Backend>(
         }
         if let Some(switches) = &opts.flow_switches {
             stop_switched_off(&mut states, switches, &mut switch_changes);
+            if switches.update_count() != updates_seen
+                && apply_updates(&mut states, flows, switches, &mut updates_seen)
+            {
+                // The port's last deadline was fixed by the old rates and sizes.
+                last_deadline_ns = None;
+            }
         }
         let paused = hold_while_paused(clock, opts.pause.as_deref(), stop);
         if paused > 0 {
@@ -468,6 +477,30 @@ pub(super) fn send_loop<B: Backend>(
         first_deadline,
         previous_deadline,
     })
+}
+
+/// Applies the live changes published since the worker last looked (`seen`: the update
+/// count it last acted on) to the flows they name; true when one was applied. A change
+/// still being written is read when the count next moves (its writer moves it once done).
+#[cold]
+fn apply_updates(
+    states: &mut [FlowState],
+    flows: &[FlowSpec],
+    switches: &FlowSwitches,
+    seen: &mut u64,
+) -> bool {
+    *seen = switches.update_count();
+    let mut applied = false;
+    for (s, f) in states.iter_mut().zip(flows).filter(|(s, _)| !s.stopped) {
+        if let Some((version, update)) = switches.latest_update(&s.report.name) {
+            if version != s.update_seen {
+                s.update_seen = version;
+                s.apply(f, update);
+                applied = true;
+            }
+        }
+    }
+    applied
 }
 
 /// Stops the flows whose switch was turned off since the switches last changed (`seen`: the

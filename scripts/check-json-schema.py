@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Validates real `strobe gen --json` documents against the published JSON Schemas
+(docs/schema/*.schema.json) with an independent validator (Python's jsonschema).
+
+Usage: check-json-schema.py STROBE_BINARY
+
+Runs on the null and pcap: backends (no root needed) and, as root, through a virtual lab
+(receive side, loss and latency filled in). Also checks that a document missing a required
+field is refused, so that the check itself can fail. Exits non-zero on any failure.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import jsonschema
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def schema(kind):
+    with open(os.path.join(ROOT, "docs", "schema", f"{kind}.schema.json")) as f:
+        return json.load(f)
+
+
+def strobe(binary, scratch, args):
+    """Runs strobe with its history and state under the scratch folder; returns stdout."""
+    env = dict(os.environ, STROBE_DB=os.path.join(scratch, "runs.db"),
+               STROBE_STATE_DIR=os.path.join(scratch, "state"))
+    out = subprocess.run([binary, *args], cwd=scratch, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"strobe {' '.join(args)} failed ({out.returncode}):\n{out.stderr}")
+    return out.stdout
+
+
+def validate(kind, document, what):
+    validator = jsonschema.Draft202012Validator(schema(kind))
+    errors = sorted(validator.iter_errors(document), key=lambda e: list(e.path))
+    if errors:
+        for e in errors[:10]:
+            print(f"{what}: {'/'.join(map(str, e.path))}: {e.message}", file=sys.stderr)
+        sys.exit(f"{what}: {len(errors)} schema violation(s) against docs/schema/{kind}.schema.json")
+    print(f"ok: {what} matches docs/schema/{kind}.schema.json")
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1])
+    udp = ["--udp", "198.18.0.1:1000-198.18.1.1:2000"]
+    with tempfile.TemporaryDirectory(prefix="strobe-schema-") as scratch:
+        runs = {
+            "null backend": ["gen", "--port", "null", *udp, "--count", "2000", "--rate",
+                             "100kpps", "-q", "--json", "-"],
+            "pcap: backend": ["gen", "--port", "pcap:trace.pcap", *udp, "--size", "imix",
+                              "--count", "500", "--rate", "10kpps", "-q", "--json", "-"],
+        }
+        for what, args in runs.items():
+            document = json.loads(strobe(binary, scratch, args))
+            validate("gen", document, what)
+            if what == "null backend":
+                broken = dict(document)
+                del broken["schema_version"]
+                try:
+                    jsonschema.validate(broken, schema("gen"))
+                except jsonschema.ValidationError:
+                    print("ok: a document without schema_version is refused")
+                else:
+                    sys.exit("the schema accepted a document without schema_version")
+        sweep = ["gen", "--port", "null", *udp, "--rates", "10kpps,20kpps", "--count", "300",
+                 "-q", "--json", "-"]
+        validate("gen-rates", json.loads(strobe(binary, scratch, sweep)), "a --rates sweep")
+        if os.geteuid() == 0:
+            prefix = f"sc{os.getpid() % 100000}"
+            strobe(binary, scratch, ["lab", "up", "--prefix", prefix, "--dut", "bridge"])
+            try:
+                lab = ["gen", "--lab", prefix, "--port", "lab:tx", "--rx", "lab:rx", *udp,
+                       "--count", "2000", "--rate", "20kpps", "-q", "--json", "-"]
+                document = json.loads(strobe(binary, scratch, lab))
+                if not document["flows"][0].get("latency"):
+                    sys.exit("the lab run measured no latency: nothing to validate there")
+                validate("gen", document, "a lab run (receive side and latency)")
+            finally:
+                strobe(binary, scratch, ["lab", "down", "--prefix", prefix])
+        else:
+            print("note: not root, the lab run (receive side, latency) is left out")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""OTG over gRPC (`strobe serve --grpc-listen`) driven by unmodified snappi with its gRPC
+transport on a lab veth pair: config round trip, live metrics, exact counts, latency, a
+capture decoded with scapy, errors as OTG errors with gRPC status codes, and the token."""
+import io
+import time
+
+import grpc
+import pytest
+import snappi
+from scapy.all import UDP, rdpcap
+from snappi import otg_pb2, otg_pb2_grpc
+
+from conftest import Server, _free_port
+from otg_helpers import add_flow, base_config, flow_metrics, port_metrics, transmit, wait_stopped
+
+TOKEN = "0123456789abcdef-grpc-token"
+
+
+class GrpcServer(Server):
+    """strobe serve with REST on one free port and gRPC on another."""
+
+    def __init__(self, lab, extra=()):
+        self.grpc_port = _free_port()
+        self.grpc_location = f"127.0.0.1:{self.grpc_port}"
+        super().__init__(lab, ["--grpc-listen", self.grpc_location, *extra])
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                grpc.channel_ready_future(grpc.insecure_channel(self.grpc_location)).result(
+                    timeout=0.5)
+                return
+            except grpc.FutureTimeoutError:
+                assert self.proc.poll() is None, self.output()
+        raise AssertionError("no gRPC listener: " + self.output())
+
+
+@pytest.fixture(scope="module")
+def grpc_server(lab):
+    s = GrpcServer(lab)
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def gapi(grpc_server):
+    a = snappi.api(location=grpc_server.grpc_location, transport=snappi.Transport.GRPC,
+                   version_check=True)
+    yield a
+    try:
+        transmit(a, "stop")
+    except Exception:
+        pass
+    a.close()
+    assert grpc_server.proc.poll() is None, grpc_server.output()
+
+
+def test_config_round_trip_and_version(gapi, lab):
+    assert gapi.get_version().app_version.startswith("strobe ")
+    cfg = base_config(gapi, lab)
+    f = add_flow(cfg, "rt", packets=10, pps=2500)
+    eth, ip, udp = f.packet.ethernet().ipv4().udp()
+    ip.dst.value = "198.18.1.9"
+    udp.dst_port.increment.start = 3000
+    udp.dst_port.increment.step = 2
+    udp.dst_port.increment.count = 4
+    assert list(gapi.set_config(cfg).warnings) == []
+    got = gapi.get_config()
+    assert [p.name for p in got.ports] == ["tx", "rx"]
+    flow = got.flows[0]
+    assert flow.name == "rt" and flow.rate.pps == 2500 and flow.size.fixed == 128
+    assert flow.duration.fixed_packets.packets == 10
+    assert flow.packet[1].dst.value == "198.18.1.9"
+    assert flow.packet[2].dst_port.increment.step == 2
+
+
+def test_exact_counts_live_metrics_latency_and_a_capture(gapi, lab):
+    cfg = base_config(gapi, lab)
+    cap = cfg.captures.capture(name="c")[-1]
+    cap.port_names = ["rx"]
+    f = add_flow(cfg, "g", packets=3000, pps=2000, size=200)
+    f.metrics.latency.enable = True
+    f.packet.ethernet().ipv4().udp()
+    gapi.set_config(cfg)
+
+    cs = gapi.control_state()
+    cs.choice = cs.PORT
+    cs.port.choice = cs.port.CAPTURE
+    cs.port.capture.port_names = ["rx"]
+    cs.port.capture.state = cs.port.capture.START
+    gapi.set_control_state(cs)
+
+    transmit(gapi, "start", ["g"])
+    # 3000 frames at 2000/s: about 1.5 s, seen while it runs.
+    time.sleep(0.5)
+    live = flow_metrics(gapi, ["g"])["g"]
+    assert live.transmit == "started", live
+    assert 0 < live.frames_tx < 3000, live
+    m = wait_stopped(gapi, ["g"])
+    transmit(gapi, "stop")
+    m = flow_metrics(gapi, ["g"])["g"]
+    assert (m.frames_tx, m.frames_rx) == (3000, 3000), m
+    assert m.bytes_tx == 3000 * 200, m
+    assert m.loss == 0
+    lat = m.latency
+    assert 0 < lat.minimum_ns <= lat.average_ns <= lat.maximum_ns < 1e9, lat
+    ports = port_metrics(gapi)
+    assert ports["tx"].frames_tx == 3000 and ports["rx"].frames_rx == 3000, ports
+
+    req = gapi.capture_request()
+    req.port_name = "rx"
+    frames = rdpcap(io.BytesIO(gapi.get_capture(req).read()))
+    udp = [p for p in frames if p.haslayer(UDP)]
+    assert len(udp) == 3000, len(udp)
+    # strobe's captures keep each frame's FCS: the frame size OTG counts.
+    assert all(len(p) == 200 for p in udp), {len(p) for p in udp}
+
+
+def test_a_bad_config_is_an_otg_error_naming_the_problem(gapi):
+    bad = gapi.config()
+    bad.ports.port(name="x", location="nosuchif9")
+    with pytest.raises(Exception) as refused:
+        gapi.set_config(bad)
+    err = gapi.from_exception(refused.value)
+    assert err is not None, refused.value
+    # The gRPC code (InvalidArgument), as OTG asks of a gRPC server.
+    assert err.code == grpc.StatusCode.INVALID_ARGUMENT.value[0], err
+    assert err.kind == "validation", err
+    assert any("nosuchif9" in e for e in err.errors), err
+    assert "nosuchif9" in str(refused.value)
+
+
+def test_calls_strobe_does_not_serve_say_what_it_does(grpc_server):
+    with grpc.insecure_channel(grpc_server.grpc_location) as channel:
+        stub = otg_pb2_grpc.OpenapiStub(channel)
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.GetStates(otg_pb2.GetStatesRequest(), timeout=10)
+    assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert "GetStates is not supported" in refused.value.details()
+    assert "SetConfig" in refused.value.details()
+
+
+def test_the_token_is_required_over_grpc_too(lab):
+    s = GrpcServer(lab, ["--token", TOKEN])
+    try:
+        # snappi's gRPC transport sends no metadata: refused, with the reason.
+        without = snappi.api(location=s.grpc_location, transport=snappi.Transport.GRPC)
+        with pytest.raises(Exception) as refused:
+            without.get_config()
+        assert "token" in str(refused.value), refused.value
+        with grpc.insecure_channel(s.grpc_location) as channel:
+            stub = otg_pb2_grpc.OpenapiStub(channel)
+            empty = otg_pb2_grpc.google_dot_protobuf_dot_empty__pb2.Empty()
+            with pytest.raises(grpc.RpcError) as wrong:
+                stub.GetVersion(empty, timeout=10,
+                                metadata=[("authorization", "Bearer " + TOKEN[:-1] + "x")])
+            assert wrong.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            version = stub.GetVersion(empty, timeout=10,
+                                      metadata=[("authorization", "Bearer " + TOKEN)])
+            assert version.version.app_version.startswith("strobe ")
+    finally:
+        s.stop()
+
+
+def test_grpc_with_tls_is_refused_with_the_reason(lab, tmp_path):
+    from conftest import STROBE
+    import subprocess
+    out = subprocess.run(
+        [STROBE, "serve", "--listen", f"127.0.0.1:{_free_port()}", "--grpc-listen",
+         f"127.0.0.1:{_free_port()}", "--tls-cert", str(tmp_path / "c.pem"), "--tls-key",
+         str(tmp_path / "k.pem")], capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0
+    assert "--grpc-listen" in out.stderr and "TLS" in out.stderr, out.stderr
