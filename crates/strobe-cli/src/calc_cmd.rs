@@ -6,6 +6,7 @@ use strobe_control::analyze::physics::{
 };
 
 use crate::failure::Failure;
+use crate::outputs;
 
 #[derive(Args)]
 pub struct CalcArgs {
@@ -95,10 +96,9 @@ fn bandwidth(args: BandwidthArgs) -> Result<(), Failure> {
             "l2_bps": with_fcs,
             "l2_without_fcs_bps": without_fcs,
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json).unwrap_or_default()
-        );
+        let text = serde_json::to_string_pretty(&json).unwrap_or_default();
+        // Through the JSON writer: a bare `--json` keeps stdout for the document alone.
+        outputs::write_file(std::path::Path::new("-"), format!("{text}\n").as_bytes())?;
     } else {
         let gbit = |bps: f64| format!("{:.3} Gbit/s", bps / 1e9);
         println!(
@@ -134,7 +134,7 @@ fn latency(args: LatencyArgs) -> Result<(), Failure> {
     if args.link.json {
         let json = serde_json::to_string_pretty(&budget)
             .map_err(|e| Failure::Runtime(format!("cannot encode the result as JSON: {e}")))?;
-        println!("{json}");
+        outputs::write_file(std::path::Path::new("-"), format!("{json}\n").as_bytes())?;
     } else {
         println!("{budget}");
     }

@@ -35,6 +35,15 @@ pub fn document<T: serde::Serialize>(kind: &str, result: &T) -> String {
 /// Whether the command line sends a JSON document to the standard output: `--json -`,
 /// `--json=-`, or a bare `--json` (the commands where its value is optional).
 pub fn json_goes_to_stdout(args: &[String]) -> bool {
+    // Only the commands whose `--json` takes a FILE write through the JSON writer; the others'
+    // bare `--json` (calc, ports, clocks) prints the document alone on stdout already.
+    const TAKES_A_FILE: [&str; 7] = [
+        "gen", "rfc2544", "y1564", "trains", "reflect", "analyze", "runs",
+    ];
+    let command = args.iter().skip(1).find(|arg| !arg.starts_with('-'));
+    if !command.is_some_and(|c| TAKES_A_FILE.contains(&c.as_str())) {
+        return false;
+    }
     args.iter().enumerate().any(|(i, arg)| match arg.as_str() {
         "--json=-" => true,
         "--json" => match args.get(i + 1).map(String::as_str) {

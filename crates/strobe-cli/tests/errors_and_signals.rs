@@ -416,9 +416,10 @@ fn ctrl_c_ends_a_sweep_with_the_steps_so_far() {
         "{stderr}"
     );
     assert!(stdout.contains("latency against load"), "{stdout}");
-    let steps: serde_json::Value =
+    let document: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(steps.as_array().unwrap().len(), 1, "{steps}");
+    let steps = &document["steps"];
+    assert_eq!(steps.as_array().unwrap().len(), 1, "{document}");
     assert_eq!(steps[0]["result"]["ports"][0]["stopped_early"], true);
     assert!(std::fs::read_to_string(&csv)
         .unwrap()
