@@ -439,9 +439,9 @@ fn sweep_shows_a_slow_sender_as_sent_below_offered_not_as_loss() {
     let rows: Vec<Vec<f64>> = lines
         .map(|l| l.split(',').map(|v| v.parse().unwrap()).collect())
         .collect();
-    let steps = json_file(&json);
+    let document = json_file(&json);
     assert_eq!(rows.len(), 2, "{rows:?}");
-    for (row, step) in rows.iter().zip(steps.as_array().unwrap()) {
+    for (row, step) in rows.iter().zip(document["steps"].as_array().unwrap()) {
         let flow = &step["result"]["flows"][0];
         let (tx, lost) = (
             flow["frames_tx"].as_f64().unwrap(),

@@ -35,7 +35,7 @@ fn runs_are_recorded_listed_compared_exported_and_deleted() {
         assert!(out.contains("recorded as run"), "{out}");
     }
     let list = json(runs(&db, &["list", "--json"]));
-    let rows = list.as_array().unwrap();
+    let rows = list["runs"].as_array().unwrap();
     assert_eq!(rows.len(), 2, "{list}");
     for (row, id) in rows.iter().zip([1, 2]) {
         assert_eq!(row["id"], id);
@@ -50,7 +50,7 @@ fn runs_are_recorded_listed_compared_exported_and_deleted() {
 
     // The whole record: the results as the run's --json has them, the stamps' sources,
     // the version and commit of this build.
-    let shown = json(runs(&db, &["show", "2", "--json"]));
+    let shown = json(runs(&db, &["show", "2", "--json"]))["run"].clone();
     assert_eq!(shown["results"]["flows"][0]["frames_tx"], 3000);
     assert!(shown["timestamp_sources"]["udp"]["rx"]
         .as_str()
@@ -125,14 +125,14 @@ for path in sys.argv[1:]:
     let other = dir.path("other.db");
     let imported = ok(runs(&other, &["import", &export]));
     assert!(imported.contains("imported as run 1"), "{imported}");
-    let mut again = json(runs(&other, &["show", "1", "--json"]));
+    let mut again = json(runs(&other, &["show", "1", "--json"]))["run"].clone();
     again["id"] = 2.into();
     assert_eq!(again, shown_after_label(&db));
 
     // Delete: gone from the list, and its id answers with a clear error.
     ok(runs(&db, &["delete", "1"]));
     assert_eq!(
-        json(runs(&db, &["list", "--json"]))
+        json(runs(&db, &["list", "--json"]))["runs"]
             .as_array()
             .unwrap()
             .len(),
@@ -148,7 +148,7 @@ for path in sys.argv[1:]:
 }
 
 fn shown_after_label(db: &str) -> serde_json::Value {
-    json(runs(db, &["show", "2", "--json"]))
+    json(runs(db, &["show", "2", "--json"]))["run"].clone()
 }
 
 #[test]
@@ -177,7 +177,7 @@ fn a_run_ctrl_c_stops_and_a_methodology_are_recorded() {
         .output()
         .unwrap());
     let list = json(runs(&db, &["list", "--json"]));
-    let rows = list.as_array().unwrap();
+    let rows = list["runs"].as_array().unwrap();
     assert_eq!(rows.len(), 2, "{list}");
     assert_eq!(rows[0]["outcome"], "stopped by SIGINT");
     assert!(
@@ -188,7 +188,7 @@ fn a_run_ctrl_c_stops_and_a_methodology_are_recorded() {
         (&rows[1]["kind"], &rows[1]["outcome"]),
         (&"trains".into(), &"completed".into())
     );
-    let convoy = json(runs(&db, &["show", "2", "--json"]));
+    let convoy = json(runs(&db, &["show", "2", "--json"]))["run"].clone();
     assert_eq!(
         convoy["results"]["steps"].as_array().unwrap().len(),
         1,
@@ -216,7 +216,7 @@ fn a_run_ctrl_c_stops_and_a_methodology_are_recorded() {
     let frames = table.lines().find(|l| l.starts_with("frames")).unwrap();
     assert_eq!(frames.split_whitespace().nth(1), Some("50"), "{table}");
     let list = json(runs(&db, &["list", "--json", "--kind", "trains"]));
-    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list["runs"].as_array().unwrap().len(), 1);
 }
 
 #[test]

@@ -321,7 +321,7 @@ fn assert_method_recorded(db: &str, kind: &str, at_least_s: f64, lossy: bool) {
         .output()
         .unwrap());
     let list: serde_json::Value = serde_json::from_str(&list).unwrap();
-    let rows = list.as_array().unwrap();
+    let rows = list["runs"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "{list}");
     let row = &rows[0];
     assert_eq!(row["kind"], kind, "{row}");
