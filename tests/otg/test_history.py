@@ -21,11 +21,21 @@ def runs(db, *args):
     return out.stdout
 
 
+def listed_runs(db):
+    """`strobe runs list --json`'s rows (its document is {version, schema, ..., runs})."""
+    return json.loads(runs(db, "list", "--json", "--limit", "0"))["runs"]
+
+
+def shown_run(db, run_id):
+    """`strobe runs show ID --json`'s run (its document is {version, schema, ..., run})."""
+    return json.loads(runs(db, "show", str(run_id), "--json"))["run"]
+
+
 def wait_for_runs(db, n, timeout=20):
     """The history's runs once there are `n` (a run is recorded by its watcher once over)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        rows = json.loads(runs(db, "list", "--json", "--limit", "0"))
+        rows = listed_runs(db)
         if len(rows) >= n:
             return rows
         time.sleep(0.2)
@@ -53,7 +63,7 @@ def test_server_runs_are_recorded_with_config_results_and_histograms(lab, tmp_pa
         # Every frame left before the stop request (which only ended the drain): completed.
         assert row["outcome"] == "completed", row
         assert row["summary"]["frames_tx"] == 3000 and row["summary"]["frames_rx"] == 3000, row
-        run = json.loads(runs(db, "show", str(row["id"]), "--json"))
+        run = shown_run(db, row["id"])
         # The config as the client sent it, and the results' schema of `strobe gen --json`.
         assert run["config"]["flows"][0]["name"] == "timed", run["config"]
         assert run["config"]["flows"][0]["duration"]["fixed_packets"]["packets"] == 3000
@@ -74,7 +84,7 @@ def test_server_runs_are_recorded_with_config_results_and_histograms(lab, tmp_pa
         # The same history over HTTP (strobe's endpoints beside OTG's), as the CLI has it.
         listed = requests.get(f"{server.url}/strobe/runs", params={"limit": 0}, timeout=10)
         assert listed.status_code == 200, listed.text
-        assert listed.json() == json.loads(runs(db, "list", "--json", "--limit", "0"))
+        assert listed.json() == listed_runs(db)
         one = requests.get(f"{server.url}/strobe/runs/{row['id']}", timeout=10).json()
         assert one == run
         cmp = requests.get(f"{server.url}/strobe/runs/compare",
@@ -91,9 +101,9 @@ def test_server_runs_are_recorded_with_config_results_and_histograms(lab, tmp_pa
         # A label over HTTP, as `strobe runs label` sets it; then removed.
         url = f"{server.url}/strobe/runs/{row['id']}/label"
         assert requests.put(url, json={"label": "baseline"}, timeout=10).status_code == 200
-        assert json.loads(runs(db, "show", str(row["id"]), "--json"))["label"] == "baseline"
+        assert shown_run(db, row["id"])["label"] == "baseline"
         assert requests.put(url, json={"label": None}, timeout=10).status_code == 200
-        assert json.loads(runs(db, "show", str(row["id"]), "--json"))["label"] is None
+        assert shown_run(db, row["id"])["label"] is None
         for body in ({"label": 5}, {"text": "x"}, {"label": "x" * 1001}):
             bad = requests.put(url, json=body, timeout=10)
             assert bad.status_code == 400 and "label" in bad.text, (body, bad.text)
@@ -137,7 +147,7 @@ def test_a_methodology_through_the_server_is_recorded(lab, tmp_path):
         assert reply.status_code == 200, reply.text
         [row] = wait_for_runs(db, 1)
         assert (row["kind"], row["origin"], row["outcome"]) == ("trains", "api", "completed")
-        run = json.loads(runs(db, "show", str(row["id"]), "--json"))
+        run = shown_run(db, row["id"])
         assert run["config"] == body
         assert run["results"] == reply.json()
         # The convoy's trial keeps its latency histogram, named by the trial; it holds
@@ -211,7 +221,7 @@ def test_a_methodology_ends_early_on_a_stop_request_and_on_shutdown(lab, tmp_pat
         assert out["reply"].status_code == 200, out["reply"].text
         assert out["reply"].json()["interrupted"] is True, out["reply"].text
         assert out["seconds"] < 12, out
-        rows = json.loads(runs(db, "list", "--json", "--limit", "0"))
+        rows = listed_runs(db)
         assert sorted(r["outcome"] for r in rows) == ["stopped", "stopped"], rows
     finally:
         server.stop()
@@ -234,7 +244,7 @@ def test_a_client_that_hangs_up_leaves_its_methodology_in_charge(lab, tmp_path):
         cfg = base_config(api, lab)
         add_flow(cfg, "f1", packets=100).packet.ethernet().ipv4().udp()
         api.set_config(cfg)
-        rows = json.loads(runs(db, "list", "--json", "--limit", "0"))
+        rows = listed_runs(db)
         assert [(r["kind"], r["outcome"]) for r in rows] == [("rfc2544", "completed")], rows
     finally:
         server.stop()

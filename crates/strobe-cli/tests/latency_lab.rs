@@ -353,7 +353,7 @@ for tag in sorted(totals):
     for (row, (tag, step)) in rows.iter().zip([("udp@10kpps", 0), ("udp@50kpps", 1)]) {
         assert_eq!(row[0], tag);
         assert_eq!(row[1], "5000", "{tag}: every frame in the intervals");
-        let p50 = steps[step]["result"]["flows"][0]["latency"]["raw"]["p50_ns"]
+        let p50 = steps["steps"][step]["result"]["flows"][0]["latency"]["raw"]["p50_ns"]
             .as_f64()
             .unwrap();
         let theirs: f64 = row[2].parse().unwrap();
