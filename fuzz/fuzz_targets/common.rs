@@ -16,6 +16,18 @@ pub fn write_frames(flows: &[FlowSpec]) {
         let Ok(mut gen) = FlowGenerator::compile(flow, 0x5a, u32::MAX - 10) else {
             continue;
         };
+        // A flow's templates have one layout: fields that decide a header's length (GRE's
+        // checksum_present, the GTP flags) must not vary from packet to packet.
+        let layout = |j: u64| -> Vec<usize> {
+            flow.packet
+                .iter()
+                .map(|h| h.header_at(j).wire_len())
+                .collect()
+        };
+        let first = layout(0);
+        for j in 1..FRAMES_PER_FLOW as u64 {
+            assert_eq!(layout(j), first, "packet {j} of a flow changes its layout");
+        }
         let mut sizes = flow.size.sequence(flow.size_seed);
         let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| Vec::new()).collect();
         let mut holds = vec![u32::MAX; BATCH];

@@ -150,9 +150,14 @@ impl HeaderSpec {
         header
     }
 
-    /// Bytes this header occupies.
+    /// Bytes this header occupies (the same in every packet: fields that decide the length
+    /// are refused a varying pattern).
     pub fn wire_len(&self) -> usize {
-        self.kind.fixed_len().unwrap_or(self.custom_bytes.len())
+        match self.kind.fixed_len() {
+            Some(len) => len,
+            None if self.kind == HeaderKind::Custom => self.custom_bytes.len(),
+            None => self.header_at(0).wire_len(),
+        }
     }
 }
 

@@ -127,6 +127,15 @@ pub(crate) fn check_pattern(
     def: &FieldDef,
     pattern: &Pattern,
 ) -> Result<(), String> {
+    if def.shapes_layout && !pattern.is_constant() {
+        return Err(format!(
+            "{}.{} decides which optional fields the header carries, so it takes one value for \
+             the whole flow — give a single value (or leave it out: it is 1 when those fields \
+             are given)",
+            kind.name(),
+            def.name
+        ));
+    }
     match pattern {
         Pattern::Value(_) => Ok(()),
         Pattern::Values(values) if values.is_empty() => {

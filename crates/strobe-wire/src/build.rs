@@ -5,7 +5,9 @@
 //! default EtherType 0xFFFF, a `custom` header after IPv6 leaves `next_header` at 59, ...).
 //! A stack is rejected only when a requested value cannot be produced: an auto UDP/TCP
 //! checksum with no IP header to take the pseudo-header from, an auto ICMPv6 checksum
-//! without IPv6, or a length that does not fit its field.
+//! without IPv6, a length that does not fit its field, a value for an optional field that
+//! its flag leaves out (GRE, GTP), a GTP extension header not behind a GTPv1 header that
+//! announces it, or more than 20 MPLS labels.
 //!
 //! The pseudo-header of UDP, TCP and ICMPv6 comes from the IP header directly before it, or
 //! before a run of `custom` headers (which is how IPv6 extension headers are written).
@@ -159,17 +161,23 @@ pub struct Built {
     pub payload: Range<usize>,
     /// Computed checksums, innermost first: recompute them in this order.
     pub checksums: Vec<ChecksumSpec>,
+    /// Per stack header, each field's bit offset from the header start (`None`: absent,
+    /// left out by the header's flags, or not on the wire).
+    field_offsets: Vec<Vec<Option<u32>>>,
 }
 
 impl Built {
     /// Absolute bit offset in `bytes` of field `field_index` of header `header_index`.
-    /// Meaningless for fields that are not on the wire ([`FieldDef::on_wire`]).
+    /// Meaningless for fields that are not on the wire ([`FieldDef::on_wire`]) or that the
+    /// header's flags leave out (`build` refuses a value for those).
     ///
     /// # Panics
     /// If either index is out of range (caller bug).
     pub fn field_bit_offset(&self, header_index: usize, field_index: usize) -> usize {
         let placed = &self.headers[header_index];
-        placed.offset * 8 + placed.kind.fields()[field_index].bit_offset as usize
+        let within = self.field_offsets[header_index][field_index]
+            .unwrap_or(placed.kind.fields()[field_index].bit_offset);
+        placed.offset * 8 + within as usize
     }
 }
 
@@ -220,11 +228,20 @@ pub fn build(stack: &[Header], frame_len: usize, payload: &Payload) -> Result<Bu
             checksums.push(spec);
         }
     }
+    let field_offsets = stack
+        .iter()
+        .map(|header| {
+            (0..header.kind.fields().len())
+                .map(|index| header.field_bit_offset(index))
+                .collect()
+        })
+        .collect();
     Ok(Built {
         bytes,
         headers,
         payload: offset..frame_len,
         checksums,
+        field_offsets,
     })
 }
 
@@ -255,8 +272,69 @@ fn validate(stack: &[Header]) -> Result<(), WireError> {
                 check_fits(header.kind, def, value)?;
             }
         }
+        check_optional_fields(header)?;
+        if header.kind == HeaderKind::GtpExtension {
+            check_extension_place(stack, position)?;
+        }
+    }
+    let labels = stack.iter().filter(|h| h.kind == HeaderKind::Mpls).count();
+    if labels > MAX_MPLS_LABELS {
+        return Err(WireError::BadStack(format!(
+            "{labels} mpls headers; OTG allows at most {MAX_MPLS_LABELS} in one stack"
+        )));
     }
     Ok(())
+}
+
+/// OTG's limit on stacked MPLS headers.
+const MAX_MPLS_LABELS: usize = 20;
+
+/// A value given for a field that the header's flags leave out would be silently lost.
+fn check_optional_fields(header: &Header) -> Result<(), WireError> {
+    let name = header.kind.name();
+    for (index, (value, def)) in header.values.iter().zip(header.kind.fields()).enumerate() {
+        if value.is_none() || !def.on_wire() || header.field_bit_offset(index).is_some() {
+            continue;
+        }
+        let flags = match header.kind {
+            HeaderKind::Gre => "checksum_present is 0",
+            HeaderKind::Gtpv1 => "e_flag, s_flag and pn_flag are all 0",
+            HeaderKind::Gtpv2 => "teid_flag is 0",
+            _ => "its flags leave it out",
+        };
+        return Err(WireError::BadStack(format!(
+            "{name}.{field} is given, but {flags}, so the header has no {field} field; set \
+             the flag to 1 (or leave it auto) or drop {name}.{field}",
+            field = def.name
+        )));
+    }
+    Ok(())
+}
+
+/// A GTP extension header belongs right after a GTPv1 header that announces it (e_flag 1)
+/// or after another extension header.
+fn check_extension_place(stack: &[Header], position: usize) -> Result<(), WireError> {
+    let owner = stack[..position]
+        .iter()
+        .rev()
+        .find(|h| h.kind != HeaderKind::GtpExtension);
+    match owner {
+        Some(gtp) if gtp.kind == HeaderKind::Gtpv1 && position > 0 => {
+            if gtp.flag("e_flag") == 1 {
+                Ok(())
+            } else {
+                Err(WireError::BadStack(format!(
+                    "header {position} (gtp_extension) follows a gtpv1 whose e_flag is 0; \
+                     set gtpv1.e_flag to 1, or give gtpv1.next_extension_header_type (the \
+                     first extension's type), which sets it"
+                )))
+            }
+        }
+        _ => Err(WireError::BadStack(format!(
+            "header {position} (gtp_extension) does not follow a gtpv1 header; write \
+             extension headers inside gtpv1 as extension_headers"
+        ))),
+    }
 }
 
 fn check_fits(kind: HeaderKind, def: &FieldDef, value: u128) -> Result<(), WireError> {
@@ -288,10 +366,14 @@ impl Layout<'_> {
             return Ok(());
         }
         let fields = header.kind.fields();
-        for (def, value) in fields.iter().zip(&header.values) {
-            if !def.on_wire() || def.alias_of.is_some() {
+        for (field_index, (def, value)) in fields.iter().zip(&header.values).enumerate() {
+            if def.alias_of.is_some() {
                 continue;
             }
+            // Off-wire fields and optional fields the flags leave out.
+            let Some(bit_offset) = header.field_bit_offset(field_index) else {
+                continue;
+            };
             let value = match *value {
                 Some(value) => value,
                 None if def.auto => self.auto_value(index, def)?,
@@ -299,7 +381,7 @@ impl Layout<'_> {
             };
             write_bits(
                 bytes,
-                placed.offset * 8 + def.bit_offset as usize,
+                placed.offset * 8 + bit_offset as usize,
                 def.bit_len,
                 value,
             );
@@ -332,6 +414,9 @@ impl Layout<'_> {
                 Some(HeaderKind::Ipv6) => 0x86DD,
                 Some(HeaderKind::Arp) => 0x0806,
                 Some(HeaderKind::Ptp) => 0x88F7,
+                Some(HeaderKind::Mpls) => 0x8847,
+                // IEEE's EtherType for PPP frames (the one GRE uses for PPTP too).
+                Some(HeaderKind::Ppp) => 0x880B,
                 _ => def.default,
             },
             (HeaderKind::Ipv4, "header_length") => 5,
@@ -340,8 +425,10 @@ impl Layout<'_> {
                 Some(HeaderKind::Udp) => 17,
                 Some(HeaderKind::Tcp) => 6,
                 Some(HeaderKind::Icmp) => 1,
+                Some(HeaderKind::Igmpv1) => 2,
                 Some(HeaderKind::Ipv4) => 4,
                 Some(HeaderKind::Ipv6) => 41,
+                Some(HeaderKind::Gre) => 47,
                 _ => def.default,
             },
             (HeaderKind::Ipv6, "payload_length") => to_end - self.headers[index].len as u128,
@@ -351,11 +438,15 @@ impl Layout<'_> {
                 Some(HeaderKind::Icmpv6) => 58,
                 Some(HeaderKind::Ipv4) => 4,
                 Some(HeaderKind::Ipv6) => 41,
+                Some(HeaderKind::Gre) => 47,
                 _ => def.default,
             },
             (HeaderKind::Udp, "length") => to_end,
             (HeaderKind::Udp, "dst_port") => match next {
                 Some(header) if header.kind == HeaderKind::Vxlan => 4789,
+                // TS 29.281 / 29.274: GTP-U on 2152, GTP-C on 2123.
+                Some(header) if header.kind == HeaderKind::Gtpv1 => 2152,
+                Some(header) if header.kind == HeaderKind::Gtpv2 => 2123,
                 Some(header) if header.kind == HeaderKind::Ptp => {
                     // Event messages (Sync, Delay_Req, ...: types 0-7) go to 319, general
                     // messages to 320 (IEEE 1588 annex D).
@@ -370,6 +461,39 @@ impl Layout<'_> {
             },
             (HeaderKind::Tcp, "data_offset") => 5,
             (HeaderKind::Ptp, "message_length") => PTP_LEN as u128,
+            (HeaderKind::Gre, "protocol") => match next_kind {
+                Some(HeaderKind::Ipv6) => 0x86DD,
+                Some(HeaderKind::Ethernet) => 0x6558, // transparent Ethernet bridging
+                Some(HeaderKind::Mpls) => 0x8847,
+                Some(HeaderKind::Ppp) => 0x880B,
+                _ => def.default, // 0x0800, IPv4
+            },
+            (HeaderKind::Gre | HeaderKind::Gtpv1 | HeaderKind::Gtpv2, _) if def.shapes_layout => {
+                self.stack[index].flag(def.name)
+            }
+            (HeaderKind::Mpls, "bottom_of_stack") => {
+                u128::from(next_kind != Some(HeaderKind::Mpls))
+            }
+            // A G-PDU (255) carries the user's packet; with nothing to carry, OTG's 0.
+            (HeaderKind::Gtpv1, "message_type") => {
+                let carried = self.stack[index + 1..]
+                    .iter()
+                    .find(|h| h.kind != HeaderKind::GtpExtension)
+                    .map(|h| h.kind);
+                match carried {
+                    Some(HeaderKind::Ipv4 | HeaderKind::Ipv6) => 255,
+                    _ => def.default,
+                }
+            }
+            // GTPv1 counts what follows its mandatory 8 bytes, GTPv2 what follows its first 4.
+            (HeaderKind::Gtpv1, "message_length") => to_end.saturating_sub(8),
+            (HeaderKind::Gtpv2, "message_length") => to_end.saturating_sub(4),
+            (HeaderKind::GtpExtension, "extension_length") => (self.headers[index].len / 4) as u128,
+            (HeaderKind::Ppp, "protocol_type") => match next_kind {
+                Some(HeaderKind::Ipv6) => 0x0057,
+                Some(HeaderKind::Mpls) => 0x0281,
+                _ => def.default, // 0x0021, IPv4
+            },
             _ => def.default,
         };
         check_fits(kind, def, value)?;
@@ -389,11 +513,16 @@ impl Layout<'_> {
         else {
             return Ok(None);
         };
-        if header.values[field_index].is_some() {
+        // Given explicitly, or left out by the header's flags (a GRE checksum).
+        if header.values[field_index].is_some() || header.field_bit_offset(field_index).is_none() {
             return Ok(None);
         }
         let spec = |covers: Vec<Range<usize>>, constant: u64| ChecksumSpec {
-            at: placed.offset + def.bit_offset as usize / 8,
+            at: placed.offset
+                + header
+                    .field_bit_offset(field_index)
+                    .unwrap_or(def.bit_offset) as usize
+                    / 8,
             covers,
             constant,
             zero_as_ffff: header.kind == HeaderKind::Udp,
@@ -401,11 +530,14 @@ impl Layout<'_> {
         };
         let to_end = placed.offset..self.frame_len;
         let protocol: u64 = match header.kind {
-            HeaderKind::Ipv4 => {
+            // IPv4 sums its own header; so does IGMPv1 (RFC 1112: "the 8-octet IGMP message").
+            HeaderKind::Ipv4 | HeaderKind::Igmpv1 => {
                 let own_header = placed.offset..placed.offset + placed.len;
                 return Ok(Some(spec(vec![own_header], 0)));
             }
-            HeaderKind::Icmp => return Ok(Some(spec(vec![to_end], 0))),
+            // ICMP and GRE (RFC 2784) sum their header and everything after it, with no
+            // pseudo-header.
+            HeaderKind::Icmp | HeaderKind::Gre => return Ok(Some(spec(vec![to_end], 0))),
             HeaderKind::Udp => 17,
             HeaderKind::Tcp => 6,
             HeaderKind::Icmpv6 => 58,

@@ -38,6 +38,10 @@ pub struct FieldDef {
     /// and `ecn` overlay `priority`). `build` writes such a field only when it is set
     /// explicitly, after the field it overlays, so it overrides just its own bits.
     pub alias_of: Option<&'static str>,
+    /// Set for a flag that says whether optional fields are present (GRE
+    /// `checksum_present`, the GTP flags): it decides the header's length, so it must keep
+    /// one value for every packet of a flow (templates have one layout).
+    pub shapes_layout: bool,
 }
 
 impl FieldDef {
@@ -76,6 +80,7 @@ impl FieldDef {
             default,
             auto: false,
             alias_of: None,
+            shapes_layout: false,
         }
     }
 
@@ -88,6 +93,11 @@ impl FieldDef {
         self.alias_of = Some(of);
         self
     }
+
+    const fn layout_flag(mut self) -> Self {
+        self.shapes_layout = true;
+        self
+    }
 }
 
 const fn int(name: &'static str, bit_offset: u32, bit_len: u32, default: u128) -> FieldDef {
@@ -96,6 +106,11 @@ const fn int(name: &'static str, bit_offset: u32, bit_len: u32, default: u128) -
 
 const fn mac(name: &'static str, bit_offset: u32) -> FieldDef {
     FieldDef::new(name, bit_offset, 48, FieldFormat::Mac, 0)
+}
+
+/// A MAC field with a default other than zero (the pause frames' multicast destination).
+const fn mac_default(name: &'static str, bit_offset: u32, default: u128) -> FieldDef {
+    FieldDef::new(name, bit_offset, 48, FieldFormat::Mac, default)
 }
 
 const fn ipv4(name: &'static str, bit_offset: u32) -> FieldDef {
@@ -246,6 +261,111 @@ static VXLAN: &[FieldDef] = &[
     int("reserved1", 56, 8, 0),
 ];
 
+// RFC 2784 GRE. The checksum and reserved1 words follow only when checksum_present is 1
+// (see [`Header::field_bit_offset`]); checksum_present is computed from whether a checksum
+// value was given, so a custom checksum is never silently left out.
+static GRE: &[FieldDef] = &[
+    int("checksum_present", 0, 1, 0).computed().layout_flag(),
+    int("reserved0", 1, 12, 0),
+    int("version", 13, 3, 0),
+    int("protocol", 16, 16, 0x0800).computed(),
+    checksum("checksum", 32),
+    int("reserved1", 48, 16, 0),
+];
+
+// RFC 3032 label stack entry. OTG's auto label is a constant 16 (the first unreserved one).
+static MPLS: &[FieldDef] = &[
+    int("label", 0, 20, 16).computed(),
+    int("traffic_class", 20, 3, 0),
+    int("bottom_of_stack", 23, 1, 1).computed(),
+    int("time_to_live", 24, 8, 64),
+];
+
+// 3GPP TS 29.281 GTPv1-U. The sequence number, N-PDU number and next extension type word
+// is present when any of e_flag, s_flag, pn_flag is 1; each flag is computed from whether
+// its field was given. OTG spells the sequence number `squence_number`.
+static GTPV1: &[FieldDef] = &[
+    int("version", 0, 3, 1),
+    int("protocol_type", 3, 1, 1),
+    int("reserved", 4, 1, 0),
+    int("e_flag", 5, 1, 0).computed().layout_flag(),
+    int("s_flag", 6, 1, 0).computed().layout_flag(),
+    int("pn_flag", 7, 1, 0).computed().layout_flag(),
+    int("message_type", 8, 8, 0).computed(),
+    int("message_length", 16, 16, 0).computed(),
+    int("teid", 32, 32, 0),
+    int("squence_number", 64, 16, 0),
+    int("n_pdu_number", 80, 8, 0),
+    int("next_extension_header_type", 88, 8, 0),
+];
+
+// One GTPv1 extension header as OTG models it: length, six bytes of contents, next type.
+static GTP_EXTENSION: &[FieldDef] = &[
+    int("extension_length", 0, 8, 2).computed(),
+    int("contents", 8, 48, 0),
+    int("next_extension_header", 56, 8, 0),
+];
+
+// 3GPP TS 29.274 GTPv2-C. The TEID is present when teid_flag is 1, computed from whether a
+// TEID was given; the fields after it move up four bytes when it is absent.
+static GTPV2: &[FieldDef] = &[
+    int("version", 0, 3, 2),
+    int("piggybacking_flag", 3, 1, 0),
+    int("teid_flag", 4, 1, 0).computed().layout_flag(),
+    int("spare1", 5, 3, 0),
+    int("message_type", 8, 8, 0),
+    int("message_length", 16, 16, 0).computed(),
+    int("teid", 32, 32, 0),
+    int("sequence_number", 64, 24, 0),
+    int("spare2", 88, 8, 0),
+];
+
+/// 01:80:C2:00:00:01, the MAC control multicast address pause frames go to.
+const PAUSE_DST: u128 = 0x0180_C200_0001;
+
+// IEEE 802.1Qbb priority flow control: a whole MAC control frame (addresses included), as
+// OTG models it in place of an ethernet header.
+static PFC_PAUSE: &[FieldDef] = &[
+    mac_default("dst", 0, PAUSE_DST),
+    mac("src", 48),
+    int("ether_type", 96, 16, 0x8808),
+    int("control_op_code", 112, 16, 0x0101),
+    int("class_enable_vector", 128, 16, 0),
+    int("pause_class_0", 144, 16, 0),
+    int("pause_class_1", 160, 16, 0),
+    int("pause_class_2", 176, 16, 0),
+    int("pause_class_3", 192, 16, 0),
+    int("pause_class_4", 208, 16, 0),
+    int("pause_class_5", 224, 16, 0),
+    int("pause_class_6", 240, 16, 0),
+    int("pause_class_7", 256, 16, 0),
+];
+
+// IEEE 802.3x global pause, likewise a whole MAC control frame.
+static ETHERNET_PAUSE: &[FieldDef] = &[
+    mac_default("dst", 0, PAUSE_DST),
+    mac("src", 48),
+    int("ether_type", 96, 16, 0x8808),
+    int("control_op_code", 112, 16, 1),
+    int("time", 128, 16, 0),
+];
+
+// RFC 1112 IGMPv1: version and type share the first byte (0x11 query, 0x12 report).
+static IGMPV1: &[FieldDef] = &[
+    int("version", 0, 4, 1),
+    int("type", 4, 4, 1),
+    int("unused", 8, 8, 0),
+    checksum("checksum", 16),
+    ipv4("group_address", 32),
+];
+
+// RFC 1661/1662 PPP in HDLC-like framing: address 0xFF, control 0x03, protocol.
+static PPP: &[FieldDef] = &[
+    int("address", 0, 8, 0xFF),
+    int("control", 8, 8, 0x03),
+    int("protocol_type", 16, 16, 0x0021).computed(),
+];
+
 /// Length of the PTP header: 34-byte common header plus a 10-byte timestamp body.
 pub(crate) const PTP_LEN: usize = 44;
 
@@ -263,12 +383,23 @@ pub enum HeaderKind {
     Icmpv6,
     Ptp,
     Vxlan,
+    Gre,
+    Mpls,
+    Gtpv1,
+    /// A GTPv1 extension header; OTG nests these in `gtpv1.extension_headers`, strobe's
+    /// stack holds each after its `gtpv1`.
+    GtpExtension,
+    Gtpv2,
+    PfcPause,
+    EthernetPause,
+    Igmpv1,
+    Ppp,
     /// Raw user bytes ([`Header::bytes`]); no fields.
     Custom,
 }
 
 impl HeaderKind {
-    pub const ALL: [HeaderKind; 12] = [
+    pub const ALL: [HeaderKind; 21] = [
         HeaderKind::Ethernet,
         HeaderKind::Vlan,
         HeaderKind::Arp,
@@ -280,10 +411,20 @@ impl HeaderKind {
         HeaderKind::Icmpv6,
         HeaderKind::Ptp,
         HeaderKind::Vxlan,
+        HeaderKind::Gre,
+        HeaderKind::Mpls,
+        HeaderKind::Gtpv1,
+        HeaderKind::GtpExtension,
+        HeaderKind::Gtpv2,
+        HeaderKind::PfcPause,
+        HeaderKind::EthernetPause,
+        HeaderKind::Igmpv1,
+        HeaderKind::Ppp,
         HeaderKind::Custom,
     ];
 
-    /// Lower-case name, as in OTG (`ptp` is strobe's own).
+    /// Lower-case name, as in OTG (`ptp` is strobe's own; `gtp_extension` is OTG's
+    /// `Flow.GtpExtension`, written inside `gtpv1` rather than as a header of its own).
     pub fn name(self) -> &'static str {
         match self {
             HeaderKind::Ethernet => "ethernet",
@@ -297,6 +438,15 @@ impl HeaderKind {
             HeaderKind::Icmpv6 => "icmpv6",
             HeaderKind::Ptp => "ptp",
             HeaderKind::Vxlan => "vxlan",
+            HeaderKind::Gre => "gre",
+            HeaderKind::Mpls => "mpls",
+            HeaderKind::Gtpv1 => "gtpv1",
+            HeaderKind::GtpExtension => "gtp_extension",
+            HeaderKind::Gtpv2 => "gtpv2",
+            HeaderKind::PfcPause => "pfcpause",
+            HeaderKind::EthernetPause => "ethernetpause",
+            HeaderKind::Igmpv1 => "igmpv1",
+            HeaderKind::Ppp => "ppp",
             HeaderKind::Custom => "custom",
         }
     }
@@ -320,6 +470,15 @@ impl HeaderKind {
             HeaderKind::Icmpv6 => ICMPV6,
             HeaderKind::Ptp => PTP,
             HeaderKind::Vxlan => VXLAN,
+            HeaderKind::Gre => GRE,
+            HeaderKind::Mpls => MPLS,
+            HeaderKind::Gtpv1 => GTPV1,
+            HeaderKind::GtpExtension => GTP_EXTENSION,
+            HeaderKind::Gtpv2 => GTPV2,
+            HeaderKind::PfcPause => PFC_PAUSE,
+            HeaderKind::EthernetPause => ETHERNET_PAUSE,
+            HeaderKind::Igmpv1 => IGMPV1,
+            HeaderKind::Ppp => PPP,
             HeaderKind::Custom => &[],
         }
     }
@@ -333,8 +492,24 @@ impl HeaderKind {
             .find(|(_, def)| def.name == name)
     }
 
-    /// Header length in bytes; `None` for `custom`, whose length is that of its bytes.
+    /// Whether OTG writes this header only inside another one (`gtp_extension` inside
+    /// `gtpv1`), so a scenario cannot name it as a header of its own.
+    pub fn nested(self) -> bool {
+        self == HeaderKind::GtpExtension
+    }
+
+    /// Header length in bytes when it never changes; `None` for `custom` (the length of its
+    /// bytes) and for headers whose flags add optional fields ([`Header::wire_len`]).
     pub fn fixed_len(self) -> Option<usize> {
+        match self {
+            HeaderKind::Gre | HeaderKind::Gtpv1 | HeaderKind::Gtpv2 => None,
+            other => other.table_len(),
+        }
+    }
+
+    /// Bytes the field table spans: the header with every optional field present; `None`
+    /// for `custom`.
+    pub fn table_len(self) -> Option<usize> {
         match self {
             HeaderKind::Ethernet => Some(14),
             HeaderKind::Vlan => Some(4),
@@ -346,6 +521,14 @@ impl HeaderKind {
             HeaderKind::Icmp | HeaderKind::Icmpv6 => Some(8),
             HeaderKind::Ptp => Some(PTP_LEN),
             HeaderKind::Vxlan => Some(8),
+            HeaderKind::Gre => Some(8),
+            HeaderKind::Mpls => Some(4),
+            HeaderKind::Gtpv1 | HeaderKind::Gtpv2 => Some(12),
+            HeaderKind::GtpExtension => Some(8),
+            HeaderKind::PfcPause => Some(34),
+            HeaderKind::EthernetPause => Some(18),
+            HeaderKind::Igmpv1 => Some(8),
+            HeaderKind::Ppp => Some(4),
             HeaderKind::Custom => None,
         }
     }
@@ -405,9 +588,61 @@ impl Header {
         self.values.get(index).copied().flatten()
     }
 
-    /// Bytes this header occupies in a frame.
+    /// Bytes this header occupies in a frame: optional fields count only when their flag
+    /// is (or is computed to be) 1.
     pub fn wire_len(&self) -> usize {
-        self.kind.fixed_len().unwrap_or(self.bytes.len())
+        match self.kind {
+            HeaderKind::Custom => self.bytes.len(),
+            HeaderKind::Gre if self.flag("checksum_present") == 0 => 4,
+            HeaderKind::Gtpv1 if !self.gtpv1_has_optional_word() => 8,
+            HeaderKind::Gtpv2 if self.flag("teid_flag") == 0 => 8,
+            kind => kind.table_len().unwrap_or(0),
+        }
+    }
+
+    /// Bit offset of field `index` from the header start, or `None` when this header's
+    /// flags leave the field out (or it is not on the wire at all).
+    pub fn field_bit_offset(&self, index: usize) -> Option<u32> {
+        let def = self.kind.fields().get(index)?;
+        if !def.on_wire() {
+            return None;
+        }
+        let end = def.bit_offset + def.bit_len;
+        let len_bits = self.wire_len() as u32 * 8;
+        match (self.kind, def.name) {
+            // Without the TEID the sequence number and spare byte move up four bytes.
+            (HeaderKind::Gtpv2, "teid") if len_bits < 96 => None,
+            (HeaderKind::Gtpv2, "sequence_number" | "spare2") if len_bits < 96 => {
+                Some(def.bit_offset - 32)
+            }
+            _ if end > len_bits => None,
+            _ => Some(def.bit_offset),
+        }
+    }
+
+    /// The value a layout flag takes in this header: as set, or computed from whether the
+    /// optional fields it announces were given. Other fields: as set, else their default.
+    pub fn flag(&self, name: &str) -> u128 {
+        if let Some(value) = self.get(name) {
+            return value;
+        }
+        let given = |field: &str| u128::from(self.get(field).is_some());
+        match (self.kind, name) {
+            (HeaderKind::Gre, "checksum_present") => given("checksum"),
+            (HeaderKind::Gtpv1, "e_flag") => given("next_extension_header_type"),
+            (HeaderKind::Gtpv1, "s_flag") => given("squence_number"),
+            (HeaderKind::Gtpv1, "pn_flag") => given("n_pdu_number"),
+            (HeaderKind::Gtpv2, "teid_flag") => given("teid"),
+            _ => self.kind.field(name).map_or(0, |(_, def)| def.default),
+        }
+    }
+
+    /// GTPv1's optional word (sequence number, N-PDU number, next extension type) is there
+    /// when any of the three flags is set (TS 29.281 5.1).
+    fn gtpv1_has_optional_word(&self) -> bool {
+        ["e_flag", "s_flag", "pn_flag"]
+            .iter()
+            .any(|flag| self.flag(flag) != 0)
     }
 
     fn unknown(&self, field: &str) -> WireError {
@@ -434,7 +669,8 @@ mod tests {
             assert_eq!(HeaderKind::from_name(kind.name()), Some(kind));
         }
         assert_eq!(HeaderKind::from_name("IPv4"), None);
-        assert_eq!(HeaderKind::from_name("gre"), None);
+        assert_eq!(HeaderKind::from_name("gre"), Some(HeaderKind::Gre));
+        assert_eq!(HeaderKind::from_name("gtpv3"), None);
     }
 
     /// Every table tiles its header exactly: wire fields (aliases and off-wire fields aside)
@@ -442,7 +678,7 @@ mod tests {
     #[test]
     fn tables_tile_the_header() {
         for kind in HeaderKind::ALL {
-            let Some(len) = kind.fixed_len() else {
+            let Some(len) = kind.table_len() else {
                 assert!(kind.fields().is_empty());
                 continue;
             };
@@ -515,6 +751,26 @@ mod tests {
         check(HeaderKind::Icmpv6, "type", 8, 128);
         check(HeaderKind::Vxlan, "flags", 8, 8);
         check(HeaderKind::Ptp, "version", 4, 2);
+        check(HeaderKind::Gre, "protocol", 16, 0x0800);
+        check(HeaderKind::Gre, "reserved0", 12, 0);
+        check(HeaderKind::Mpls, "label", 20, 16);
+        check(HeaderKind::Mpls, "bottom_of_stack", 1, 1);
+        check(HeaderKind::Mpls, "time_to_live", 8, 64);
+        check(HeaderKind::Gtpv1, "version", 3, 1);
+        check(HeaderKind::Gtpv1, "protocol_type", 1, 1);
+        check(HeaderKind::Gtpv1, "teid", 32, 0);
+        check(HeaderKind::GtpExtension, "contents", 48, 0);
+        check(HeaderKind::Gtpv2, "version", 3, 2);
+        check(HeaderKind::Gtpv2, "sequence_number", 24, 0);
+        check(HeaderKind::PfcPause, "dst", 48, 0x0180_C200_0001);
+        check(HeaderKind::PfcPause, "ether_type", 16, 0x8808);
+        check(HeaderKind::PfcPause, "control_op_code", 16, 0x0101);
+        check(HeaderKind::EthernetPause, "control_op_code", 16, 1);
+        check(HeaderKind::Igmpv1, "version", 4, 1);
+        check(HeaderKind::Igmpv1, "type", 4, 1);
+        check(HeaderKind::Ppp, "address", 8, 0xFF);
+        check(HeaderKind::Ppp, "control", 8, 3);
+        check(HeaderKind::Ppp, "protocol_type", 16, 0x21);
         assert!(!HeaderKind::Ethernet.field("pfc_queue").unwrap().1.on_wire());
     }
 
@@ -538,6 +794,40 @@ mod tests {
         );
         let err = Header::custom(vec![1]).set("x", 1).unwrap_err();
         assert!(err.to_string().contains("none"), "{err}");
+    }
+
+    #[test]
+    fn optional_fields_follow_their_flags() {
+        let mut gre = Header::new(HeaderKind::Gre);
+        assert_eq!(gre.wire_len(), 4);
+        assert_eq!(gre.field_bit_offset(4), None, "no checksum word");
+        gre.set("checksum", 0x1234).unwrap();
+        assert_eq!((gre.flag("checksum_present"), gre.wire_len()), (1, 8));
+        assert_eq!(gre.field_bit_offset(4), Some(32));
+        gre.set("checksum_present", 0).unwrap();
+        assert_eq!(gre.wire_len(), 4, "an explicit flag wins");
+
+        let mut gtp = Header::new(HeaderKind::Gtpv1);
+        assert_eq!(gtp.wire_len(), 8);
+        gtp.set("n_pdu_number", 7).unwrap();
+        assert_eq!((gtp.flag("pn_flag"), gtp.flag("s_flag")), (1, 0));
+        assert_eq!(gtp.wire_len(), 12);
+
+        let mut gtp2 = Header::new(HeaderKind::Gtpv2);
+        let (seq, _) = HeaderKind::Gtpv2.field("sequence_number").unwrap();
+        let (teid, _) = HeaderKind::Gtpv2.field("teid").unwrap();
+        assert_eq!((gtp2.wire_len(), gtp2.field_bit_offset(seq)), (8, Some(32)));
+        assert_eq!(gtp2.field_bit_offset(teid), None);
+        gtp2.set("teid", 9).unwrap();
+        assert_eq!(
+            (gtp2.wire_len(), gtp2.field_bit_offset(seq)),
+            (12, Some(64))
+        );
+        assert!(HeaderKind::ALL
+            .iter()
+            .flat_map(|kind| kind.fields())
+            .filter(|def| def.shapes_layout)
+            .all(|def| def.bit_len == 1 && def.auto));
     }
 
     #[test]

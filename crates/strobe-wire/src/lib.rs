@@ -23,6 +23,10 @@
 //!   FieldDef::alias_of, FieldDef::on_wire(), FieldDef::OFF_WIRE (pfc_queue is metadata),
 //!   Header::wire_len(), Payload::fill(), ChecksumSpec::compute()/write(),
 //!   MAX_FRAME_LEN and WireError::FrameTooLong.
+//!   Headers with optional fields (GRE, GTPv1, GTPv2): FieldDef::shapes_layout marks the
+//!   flags that add them, Header::wire_len()/field_bit_offset()/flag() give one header's
+//!   layout, Built::field_bit_offset follows it; HeaderKind::table_len() is the full table,
+//!   fixed_len() is None for these. HeaderKind::nested() (gtp_extension lives in gtpv1).
 //! ```
 //!
 //! Header tables (`HeaderKind::fields()`): one `FieldDef` per OTG field name, with

@@ -14,6 +14,9 @@ use crate::value::{
 
 use super::Loader;
 
+/// The `gtpv1` key that nests its extension headers (OTG `Flow.Gtpv1.extension_headers`).
+const EXTENSION_HEADERS: &str = "extension_headers";
+
 /// Whether an ipv4 `priority` value is OTG's nested form rather than a pattern of the
 /// whole TOS byte.
 pub(super) fn is_otg_priority(node: &Node) -> bool {
@@ -39,15 +42,20 @@ impl Loader<'_> {
                 "the packet has no headers — add [[flows.packet]] tables such as ethernet, ipv4, udp",
             ));
         }
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| self.header(item, &format!("{path}[{i}]")))
-            .collect()
+        let mut stack = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            stack.extend(self.header(item, &format!("{path}[{i}]"))?);
+        }
+        Ok(stack)
     }
 
-    pub(super) fn header(&self, node: &Node, path: &str) -> Result<HeaderSpec, ModelError> {
-        let header_names = HeaderKind::ALL.map(HeaderKind::name);
+    /// One `packet` entry: its header, followed by the extension headers a `gtpv1` nests.
+    pub(super) fn header(&self, node: &Node, path: &str) -> Result<Vec<HeaderSpec>, ModelError> {
+        let header_names: Vec<&str> = HeaderKind::ALL
+            .into_iter()
+            .filter(|kind| !kind.nested())
+            .map(HeaderKind::name)
+            .collect();
         let t = self.r.table(
             node,
             path,
@@ -69,6 +77,7 @@ impl Loader<'_> {
         }
         let (name, body) = self.r.choice(&t, &header_names, None)?;
         let kind = HeaderKind::from_name(name)
+            .filter(|kind| !kind.nested())
             .ok_or_else(|| self.err(&t.span, path, format!("unknown header `{name}`")))?;
         let hpath = format!("{path}.{name}");
         let mut spec = HeaderSpec::new(kind);
@@ -80,7 +89,7 @@ impl Loader<'_> {
                     "missing custom header bytes — give custom = { bytes = \"deadbeef\" }",
                 ));
             }
-            return Ok(spec);
+            return Ok(vec![spec]);
         };
         let fields = self
             .r
@@ -100,7 +109,7 @@ impl Loader<'_> {
                 .string(bytes_node, &bytes_path, "hex bytes such as \"deadbeef\"")?;
             spec.custom_bytes =
                 parse_hex_bytes(text).map_err(|m| self.err(&bytes_node.span(), &bytes_path, m))?;
-            return Ok(spec);
+            return Ok(vec![spec]);
         }
         let fields = match fields.get("echo") {
             // OTG nests ICMP and ICMPv6 echo fields under a choice: { echo = { identifier = 1 } }.
@@ -111,12 +120,20 @@ impl Loader<'_> {
             }
             _ => fields,
         };
-        let accepted: Vec<&str> = kind.fields().iter().map(|d| d.name).collect();
+        let mut accepted: Vec<&str> = kind.fields().iter().map(|d| d.name).collect();
+        if kind == HeaderKind::Gtpv1 {
+            accepted.push(EXTENSION_HEADERS);
+        }
         self.r.only(&fields, &accepted)?;
+        let mut extensions = Vec::new();
         for (key, value) in fields.entries {
             let field_path = fields.child(key.get_ref());
             if kind == HeaderKind::Ipv4 && key.get_ref() == "priority" && is_otg_priority(value) {
                 self.otg_priority(value, &field_path, &mut spec)?;
+                continue;
+            }
+            if key.get_ref() == EXTENSION_HEADERS {
+                extensions = self.gtp_extensions(value, &field_path)?;
                 continue;
             }
             // `only` has vetted every key.
@@ -127,7 +144,41 @@ impl Loader<'_> {
                 spec.set(index, pattern);
             }
         }
-        Ok(spec)
+        let mut stack = vec![spec];
+        stack.extend(extensions);
+        Ok(stack)
+    }
+
+    /// OTG's `gtpv1.extension_headers`: a list of `Flow.GtpExtension` tables, each becoming
+    /// a `gtp_extension` header right after its `gtpv1`.
+    fn gtp_extensions(&self, node: &Node, path: &str) -> Result<Vec<HeaderSpec>, ModelError> {
+        let kind = HeaderKind::GtpExtension;
+        let accepted: Vec<&str> = kind.fields().iter().map(|d| d.name).collect();
+        let items = self.r.array(
+            node,
+            path,
+            "an array of extension header tables such as [{ contents = 1, next_extension_header = 0 }]",
+        )?;
+        let mut specs = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let item_path = format!("{path}[{i}]");
+            let fields = self
+                .r
+                .table(item, &item_path, "a table of extension header fields")?;
+            self.r.only(&fields, &accepted)?;
+            let mut spec = HeaderSpec::new(kind);
+            for (key, value) in fields.entries {
+                let Some((index, def)) = kind.field(key.get_ref()) else {
+                    continue;
+                };
+                let field_path = fields.child(key.get_ref());
+                if let Some(pattern) = self.field(value, &field_path, kind, def)? {
+                    spec.set(index, pattern);
+                }
+            }
+            specs.push(spec);
+        }
+        Ok(specs)
     }
 
     /// OTG's nested IPv4 priority: `{ raw = N }` (the TOS byte) or
