@@ -2,6 +2,8 @@
 import json
 import time
 
+import pytest
+
 
 def transmit(api, state, names=None):
     cs = api.control_state()
@@ -11,6 +13,32 @@ def transmit(api, state, names=None):
     if names:
         cs.traffic.flow_transmit.flow_names = names
     return api.set_control_state(cs)
+
+
+def otg_error(api, call):
+    """The OTG Error object snappi raised for `call()`."""
+    with pytest.raises(Exception) as info:
+        call()
+    err = api.from_exception(info.value)
+    assert err is not None, str(info.value)
+    return err
+
+
+def capture(api, state, ports=("rx",)):
+    """Starts or stops (`state` "start" / "stop") the captures of `ports`."""
+    cs = api.control_state()
+    cs.choice = cs.PORT
+    cs.port.choice = cs.port.CAPTURE
+    cs.port.capture.port_names = list(ports)
+    cs.port.capture.state = state
+    api.set_control_state(cs)
+
+
+def read_capture(api, port="rx"):
+    """The bytes of `port`'s capture (pcap or pcapng, as its config says)."""
+    req = api.capture_request()
+    req.port_name = port
+    return api.get_capture(req).read()
 
 
 def flow_metrics(api, names=None):

@@ -7,16 +7,7 @@ import time
 import pytest
 import requests
 
-from otg_helpers import add_flow, base_config, flow_metrics, transmit
-
-
-def otg_error(api, call):
-    """The OTG Error object snappi raised for `call()`."""
-    with pytest.raises(Exception) as info:
-        call()
-    err = api.from_exception(info.value)
-    assert err is not None, str(info.value)
-    return err
+from otg_helpers import add_flow, base_config, flow_metrics, otg_error, transmit
 
 
 def one_flow(api, lab, **kw):
@@ -31,7 +22,7 @@ def test_configs_that_cannot_run_are_refused_at_set_config(api, lab, case):
     needle = {
         "location": "nosuchif0",
         "rate": "line rate",
-        "header": "gtpv1",
+        "header": "rsvp",
         "devices": "devices",
         "port_name": "nowhere",
         "pcap": "pcap: ports are not offered",
@@ -41,7 +32,7 @@ def test_configs_that_cannot_run_are_refused_at_set_config(api, lab, case):
     elif case == "rate":
         cfg.flows[0].rate.pps = 100_000_000
     elif case == "header":
-        cfg.flows[0].packet.gtpv1()
+        cfg.flows[0].packet.rsvp()
     elif case == "devices":
         d = cfg.devices.device(name="d1")[-1]
         e = d.ethernets.ethernet(name="e1", mac="02:00:00:00:00:09")[-1]

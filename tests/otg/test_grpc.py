@@ -11,7 +11,8 @@ from scapy.all import UDP, rdpcap
 from snappi import otg_pb2, otg_pb2_grpc
 
 from conftest import Server, _free_port
-from otg_helpers import add_flow, base_config, flow_metrics, port_metrics, transmit, wait_stopped
+from otg_helpers import (add_flow, base_config, capture, flow_metrics, otg_error, port_metrics,
+                         read_capture, transmit, wait_stopped)
 
 TOKEN = "0123456789abcdef-grpc-token"
 
@@ -84,12 +85,7 @@ def test_exact_counts_live_metrics_latency_and_a_capture(gapi, lab):
     f.packet.ethernet().ipv4().udp()
     gapi.set_config(cfg)
 
-    cs = gapi.control_state()
-    cs.choice = cs.PORT
-    cs.port.choice = cs.port.CAPTURE
-    cs.port.capture.port_names = ["rx"]
-    cs.port.capture.state = cs.port.capture.START
-    gapi.set_control_state(cs)
+    capture(gapi, "start")
 
     transmit(gapi, "start", ["g"])
     # 3000 frames at 2000/s: about 1.5 s, seen while it runs.
@@ -108,9 +104,7 @@ def test_exact_counts_live_metrics_latency_and_a_capture(gapi, lab):
     ports = port_metrics(gapi)
     assert ports["tx"].frames_tx == 3000 and ports["rx"].frames_rx == 3000, ports
 
-    req = gapi.capture_request()
-    req.port_name = "rx"
-    frames = rdpcap(io.BytesIO(gapi.get_capture(req).read()))
+    frames = rdpcap(io.BytesIO(read_capture(gapi)))
     udp = [p for p in frames if p.haslayer(UDP)]
     assert len(udp) == 3000, len(udp)
     # strobe's captures keep each frame's FCS: the frame size OTG counts.
@@ -131,14 +125,60 @@ def test_a_bad_config_is_an_otg_error_naming_the_problem(gapi):
     assert "nosuchif9" in str(refused.value)
 
 
+def test_update_config_over_grpc_changes_a_running_flow(gapi, lab):
+    """UpdateConfig (snappi's update_config over gRPC) goes through PATCH /config's handler:
+    a running flow's rate and size change without a stop, and GetConfig says so."""
+    cfg = base_config(gapi, lab)
+    f = add_flow(cfg, "live", pps=1000, size=128)
+    f.packet.ethernet().ipv4().udp()
+    gapi.set_config(cfg)
+    transmit(gapi, "start", ["live"])
+    time.sleep(1.0)
+    upd = gapi.config_update()
+    upd.flows.property_names = ["rate", "size"]
+    g = upd.flows.flows.flow(name="live")[-1]
+    g.tx_rx.port.tx_name = "tx"
+    g.tx_rx.port.rx_names = ["rx"]
+    g.rate.pps, g.size.fixed = 4000, 256
+    assert list(gapi.update_config(upd).warnings) == []
+    before, t1 = flow_metrics(gapi, ["live"])["live"], time.time()
+    assert before.transmit == "started", before
+    time.sleep(1.0)
+    after, t2 = flow_metrics(gapi, ["live"])["live"], time.time()
+    transmit(gapi, "stop")
+    # ~4000 frames a second after the change, each of 256 bytes (generous bounds).
+    rate = (after.frames_tx - before.frames_tx) / (t2 - t1)
+    assert 3000 < rate < 4600, rate
+    per_frame = (after.bytes_tx - before.bytes_tx) / (after.frames_tx - before.frames_tx)
+    assert abs(per_frame - 256) < 2, per_frame
+    got = gapi.get_config().flows[0]
+    assert (got.rate.pps, got.size.fixed) == (4000, 256), got
+    # A flow the config does not have is refused as an OTG error naming it.
+    ghost = gapi.config_update()
+    ghost.flows.property_names = ["rate"]
+    h = ghost.flows.flows.flow(name="ghost")[-1]
+    h.tx_rx.port.tx_name = "tx"
+    h.rate.pps = 10
+    err = otg_error(gapi, lambda: gapi.update_config(ghost))
+    assert err.code == grpc.StatusCode.INVALID_ARGUMENT.value[0], err
+    assert any("ghost" in e for e in err.errors), err
+
+
 def test_calls_strobe_does_not_serve_say_what_it_does(grpc_server):
     with grpc.insecure_channel(grpc_server.grpc_location) as channel:
         stub = otg_pb2_grpc.OpenapiStub(channel)
         with pytest.raises(grpc.RpcError) as refused:
-            stub.GetStates(otg_pb2.GetStatesRequest(), timeout=10)
-    assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert "GetStates is not supported" in refused.value.details()
-    assert "SetConfig" in refused.value.details()
+            stub.AppendConfig(otg_pb2.AppendConfigRequest(), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert "AppendConfig is not supported" in refused.value.details()
+        assert "SetConfig" in refused.value.details()
+        # States and actions answer as their REST routes do: what strobe supports instead.
+        for call, request in ((stub.GetStates, otg_pb2.GetStatesRequest()),
+                              (stub.SetControlAction, otg_pb2.SetControlActionRequest())):
+            with pytest.raises(grpc.RpcError) as refused:
+                call(request, timeout=10)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "stateless traffic generator" in refused.value.details()
 
 
 def test_the_token_is_required_over_grpc_too(lab):

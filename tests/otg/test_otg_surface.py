@@ -4,24 +4,16 @@ monitor/states answered with what strobe supports, metric_names / column_names, 
 flow timestamps and tagged metrics, capture filters and packet_size."""
 import io
 import os
+from ipaddress import IPv4Address
 import tempfile
 import time
 
 import pytest
 import requests
-from scapy.all import UDP, Ether, PcapNgReader, PcapReader, rdpcap
+from scapy.all import IP, UDP, PcapNgReader, PcapReader, rdpcap
 
-from otg_helpers import (add_flow, as_dict, base_config, flow_metrics, port_metrics,
-                         run_to_end, transmit, wait_stopped)
-
-
-def otg_error(api, call):
-    """The OTG Error object snappi raised for `call()`."""
-    with pytest.raises(Exception) as info:
-        call()
-    err = api.from_exception(info.value)
-    assert err is not None, str(info.value)
-    return err
+from otg_helpers import (add_flow, as_dict, base_config, capture, flow_metrics, otg_error,
+                         port_metrics, read_capture, run_to_end, transmit)
 
 
 def udp_flow(cfg, name, **kw):
@@ -211,3 +203,50 @@ def test_flow_timestamps_are_the_first_and_last_frames_received(api, lab):
     assert before < first < last < after, (before, first, last, after)
     # 50 frames at 100 pps: 49 gaps of 10 ms.
     assert 0.4e9 < last - first < 0.6e9, last - first
+
+
+def test_capture_filters_and_packet_size_keep_only_the_matching_frames_cut_short(api, lab):
+    """OTG capture filters as a header stack (ethernet, ipv4, then a custom field after the
+    IPv4 header: the UDP destination port), AND-ed, one of them negated; packet_size cuts
+    every kept frame to 64 bytes while the capture keeps its length of 128 (scapy reads
+    both)."""
+    for fmt, negate in (("pcap", False), ("pcapng", True)):
+        cfg = base_config(api, lab)
+        f = add_flow(cfg, "cap", packets=500)
+        eth, ip, udp = f.packet.ethernet().ipv4().udp()
+        ip.src.increment.start, ip.src.increment.count = "198.18.0.10", 7
+        ip.dst.value = "198.18.1.1"
+        udp.dst_port.values = [7, 9]
+        cap = cfg.captures.capture(name="c")[-1]
+        cap.port_names = ["rx"]
+        cap.format = fmt
+        cap.packet_size = 64
+        f_eth, f_ip, f_udp = cap.filters.ethernet().ipv4().custom()
+        f_eth.ether_type.value = "0800"
+        f_ip.src.value = "c612000a"  # 198.18.0.10
+        f_ip.src.negate = negate
+        # The custom filter's offset counts from the end of the IPv4 header: 16 bits in is
+        # the UDP destination port.
+        f_udp.offset, f_udp.bit_length, f_udp.value = 16, 16, "0007"
+        api.set_config(cfg)
+        capture(api, "start")
+        assert run_to_end(api, ["cap"])["cap"].frames_rx == 500
+        capture(api, "stop")
+        reader = PcapNgReader if fmt == "pcapng" else PcapReader
+        frames = list(reader(io.BytesIO(read_capture(api))))
+        # Frame j has source 198.18.0.(10 + j % 7) and destination port 7 when j is even.
+        wanted = [j for j in range(500) if j % 2 == 0 and (j % 7 == 0) != negate]
+        assert len(frames) == len(wanted), (fmt, negate, len(frames), len(wanted))
+        for j, p in zip(wanted, frames):
+            assert (len(bytes(p)), p.wirelen) == (64, 128), (fmt, j)
+            assert p[IP].src == str(IPv4Address("198.18.0.10") + j % 7), (fmt, j)
+            assert p[UDP].dport == 7
+    # A filter strobe cannot apply is refused, naming the field.
+    cfg = base_config(api, lab)
+    cap = cfg.captures.capture(name="c")[-1]
+    cap.port_names = ["rx"]
+    cap.filters.ethernet().vlan()[-1].id.value = "1fff"
+    err = otg_error(api, lambda: api.set_config(cfg))
+    assert err.code == 400 and err.kind == "validation", err
+    assert any("captures[0].filters[1].vlan.id.value" in e and "12 bits" in e
+               for e in err.errors), err.errors

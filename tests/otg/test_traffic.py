@@ -16,8 +16,8 @@ import snappi
 from scapy.all import IP, IPv6, TCP, UDP, Ether, rdpcap
 from scapy.layers.vxlan import VXLAN
 
-from otg_helpers import (add_flow, as_dict, base_config, flow_metrics, port_metrics,
-                         run_to_end, transmit, wait_stopped)
+from otg_helpers import (add_flow, as_dict, base_config, capture, flow_metrics, port_metrics,
+                         read_capture, run_to_end, transmit, wait_stopped)
 
 
 def captured(lab, run, kind):
@@ -342,19 +342,11 @@ def test_a_capture_on_the_rx_port_holds_only_the_flows_frames_from_its_first(api
         cap = cfg.captures.capture(name="c")[-1]
         cap.port_names = ["rx"]
         api.set_config(cfg)
-        cs = api.control_state()
-        cs.choice = cs.PORT
-        cs.port.choice = cs.port.CAPTURE
-        cs.port.capture.port_names = ["rx"]
-        cs.port.capture.state = cs.port.capture.START
-        api.set_control_state(cs)
+        capture(api, "start")
         m = run_to_end(api, ["few"])
         assert m["few"].frames_tx == 20 and m["few"].frames_rx == 20, m
-        cs.port.capture.state = cs.port.capture.STOP
-        api.set_control_state(cs)
-        req = api.capture_request()
-        req.port_name = "rx"
-        frames = list(PcapReader(io.BytesIO(api.get_capture(req).read())))
+        capture(api, "stop")
+        frames = list(PcapReader(io.BytesIO(read_capture(api))))
         assert len(frames) == 20, (run, len(frames), [p.summary() for p in frames[:3]])
         for j, p in enumerate(frames):
             raw = bytes(p)
@@ -372,7 +364,7 @@ def test_port_captures_hold_every_frame_with_its_fcs(api, lab):
     import io
     import zlib
 
-    from scapy.all import PcapNgReader, PcapReader, Raw
+    from scapy.all import PcapNgReader, PcapReader
 
     for fmt in ("pcap", "pcapng"):
         cfg = base_config(api, lab)
@@ -385,20 +377,12 @@ def test_port_captures_hold_every_frame_with_its_fcs(api, lab):
         cap.port_names = ["rx"]
         cap.format = fmt
         api.set_config(cfg)
-        cs = api.control_state()
-        cs.choice = cs.PORT
-        cs.port.choice = cs.port.CAPTURE
-        cs.port.capture.port_names = ["rx"]
-        cs.port.capture.state = cs.port.capture.START
-        api.set_control_state(cs)
+        capture(api, "start")
         assert port_metrics(api)["rx"].capture == "started"
         m = run_to_end(api, ["cap"])
         assert m["cap"].frames_rx == 500
-        cs.port.capture.state = cs.port.capture.STOP
-        api.set_control_state(cs)
-        req = api.capture_request()
-        req.port_name = "rx"
-        data = api.get_capture(req).read()
+        capture(api, "stop")
+        data = read_capture(api)
         reader = PcapNgReader if fmt == "pcapng" else PcapReader
         frames = [p for p in reader(io.BytesIO(data)) if p.haslayer(UDP)]
         assert len(frames) == 500, (fmt, len(frames))

@@ -4,7 +4,7 @@ use serde::Serialize;
 
 /// Bursts: maximal runs of at least two packets whose gaps are all at or
 /// below `burst_gap_ns`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct BurstStats {
     /// Threshold used: gaps at or below it count as back to back.
     pub burst_gap_ns: u64,

@@ -15,7 +15,7 @@ pub fn l1_bits(len: u32) -> u64 {
 }
 
 /// Expected traffic model of a capture.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, schemars::JsonSchema)]
 #[serde(tag = "model", rename_all = "snake_case")]
 pub enum Expectation {
     /// Constant packet rate: every gap is `1e9 / pps` ns.

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 /// Summary of the inter-arrival gaps (one fewer than packets).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct GapStats {
     pub count: u64,
     pub min_gap_ns: u64,
@@ -18,7 +18,7 @@ pub struct GapStats {
 
 /// Exact nearest-rank percentiles: each is an observed gap, the smallest one
 /// with at least q·n gaps at or below it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Percentiles {
     pub p0_1_ns: u64,
     pub p1_ns: u64,
@@ -106,7 +106,7 @@ impl GapStats {
 /// There are fewer bins than requested when fewer suffice at that width (one
 /// bin for perfectly constant gaps). Gaps below `start_ns` count as underflow,
 /// gaps at or above `end_ns` as overflow.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Histogram {
     pub start_ns: u64,
     pub end_ns: u64,
@@ -117,7 +117,7 @@ pub struct Histogram {
 }
 
 /// Gaps in `[start_ns, end_ns)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct HistogramBin {
     pub start_ns: u64,
     pub end_ns: u64,

@@ -314,7 +314,7 @@ fn seconds(what: &'static str, value: f64) -> Result<Duration, IntervalLogError>
 
 /// One step of a latency-versus-load sweep. A sender that could not keep up shows as
 /// `sent_pps` below `offered_pps`; loss is what the receiver missed of what was sent.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct LoadPoint {
     /// The rate asked for.
     pub offered_pps: f64,

@@ -22,7 +22,7 @@ pub const PREAMBLE_SFD_BYTES: u32 = 8;
 pub const MIN_FRAME_BYTES: u32 = 64;
 
 /// A frame sent once through a fibre of some length at some line rate.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct FiberLoop {
     pub length_m: f64,
     pub refractive_index: f64,
@@ -35,7 +35,7 @@ pub struct FiberLoop {
 }
 
 /// The least one-way latency of a [`FiberLoop`], and how it is made up.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct LatencyBudget {
     #[serde(flatten)]
     pub fiber: FiberLoop,

@@ -11,7 +11,7 @@ use crate::gaps::{GapStats, Histogram};
 /// Full precision report of one capture. Serialised field names are
 /// snake_case and carry their unit; optional sections are `null` when absent,
 /// so the JSON schema does not depend on the options.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Report {
     pub packets: u64,
     /// Sum of captured frame lengths (no FCS).
@@ -50,7 +50,7 @@ impl Report {
 }
 
 /// The expected rate and how far the capture is from it (accuracy).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct TargetRate {
     pub expectation: Expectation,
     /// For `cbr_l1`, the packet rate the expected bit rate gives for these frame sizes.
@@ -65,7 +65,7 @@ pub struct TargetRate {
 }
 
 /// Which rate `rate_error_pct` compares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RateBasis {
     Pps,
@@ -73,7 +73,7 @@ pub enum RateBasis {
 }
 
 /// Where the precision metrics take their target gap from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TargetSource {
     /// The expectation's (per-gap) target.
@@ -83,7 +83,7 @@ pub enum TargetSource {
 }
 
 /// Precision of the gaps against their target gap ("Mind the Gap" metrics).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Precision {
     pub target_source: TargetSource,
     /// Mean of the per-gap targets.
@@ -101,7 +101,7 @@ pub struct Precision {
 
 /// Kolmogorov-Smirnov fit of the gaps to the exponential distribution, as seen
 /// through timestamps truncated to the capture resolution.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct PoissonFit {
     pub target_pps: f64,
     pub ks_d_vs_target: f64,

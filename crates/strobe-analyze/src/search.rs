@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What to search for.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SearchSpec {
     /// The highest rate (the first trial's), and the lowest the search goes down to, in any
     /// unit as long as it is one unit throughout (frames per second, say).
@@ -34,7 +34,9 @@ pub struct SearchSpec {
 }
 
 /// How a search chooses the next rate after the first trial (at the maximum).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SearchMethod {
     /// Aimed at what the device forwarded, bisection as the fallback.
@@ -45,14 +47,14 @@ pub enum SearchMethod {
 }
 
 /// One trial: the rate offered and the share of frames lost (0 to 1).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Trial {
     pub rate: f64,
     pub loss_ratio: f64,
 }
 
 /// Where the search stands for one tolerance.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Bracket {
     pub tolerance: f64,
     /// The highest rate that passed (loss at or below the tolerance) so far.
@@ -147,7 +149,7 @@ impl Bracket {
 }
 
 /// A throughput search in progress.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThroughputSearch {
     pub spec: SearchSpec,
     pub brackets: Vec<Bracket>,

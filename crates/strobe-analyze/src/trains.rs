@@ -515,7 +515,7 @@ impl Convoy {
 }
 
 /// Which bytes of a frame a bandwidth figure counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Counted {
     /// Frames with their FCS (strobe's layer 2).
@@ -549,7 +549,7 @@ impl Counted {
 }
 
 /// A path's bottleneck as a ground truth: a rate and which bytes of each frame it counts.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Bottleneck {
     pub rate_bps: f64,
     pub counts: Counted,

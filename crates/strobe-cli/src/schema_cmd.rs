@@ -7,7 +7,8 @@ use crate::failure::Failure;
 
 #[derive(Args)]
 pub struct SchemaArgs {
-    /// Which document: gen (a run's results) or gen-rates (a `--rates` sweep).
+    /// Which document: gen (a run's results), gen-rates (a `--rates` sweep), rfc2544, y1564,
+    /// trains or analyze.
     #[arg(default_value = "gen")]
     kind: String,
 }

@@ -27,7 +27,7 @@ fn null_run(extra: &[&str]) -> Output {
 
 #[test]
 fn the_published_schemas_are_the_codes() {
-    for kind in ["gen", "gen-rates"] {
+    for kind in strobe_control::results::SCHEMA_KINDS {
         let generated = ok(strobe().args(["schema", kind]).output().unwrap());
         let file = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join(format!("../../docs/schema/{kind}.schema.json"));

@@ -2,6 +2,9 @@
 //! is read, written as pcap or pcapng with the FCS the wire carried (a 128-byte OTG frame
 //! is 128 bytes in the capture; receivers are not handed the FCS, so it is computed again).
 //!
+//! A capture keeps the frames its OTG `filters` match (see `capture_filter`), each cut to
+//! its `packet_size` when one is given (the pcap records keep the frame's full length).
+//!
 //! A capture has an AF_PACKET socket of its own, so a run's receive worker on the same port
 //! keeps its own copy of every frame and is not slowed by the capture's. An AF_XDP port's
 //! frames go to its XDP socket before AF_PACKET sees them, so such ports are not captured
@@ -18,6 +21,7 @@ use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::{DataLink, Endianness, TsResolution};
 use strobe_io::{AnyReceiver, Location, Receiver};
 
+use crate::capture_filter::FrameFilter;
 use crate::ControlError;
 
 /// Most bytes of frames one capture keeps; later frames are counted, not kept.
@@ -30,9 +34,21 @@ pub enum CaptureFormat {
     PcapNg,
 }
 
-/// One captured frame: its bytes with FCS, and when it arrived (CLOCK_REALTIME ns).
+/// What a config's capture keeps and how it writes it: OTG's `format`, `filters` and
+/// `packet_size`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaptureSettings {
+    pub format: CaptureFormat,
+    pub filter: FrameFilter,
+    /// Most bytes kept of each frame (FCS included); None keeps whole frames.
+    pub packet_size: Option<u32>,
+}
+
+/// One captured frame: its bytes with FCS (cut to the capture's packet size), how long it
+/// was, and when it arrived (CLOCK_REALTIME ns).
 struct Frame {
     ts_ns: u64,
+    len: u32,
     bytes: Vec<u8>,
 }
 
@@ -47,6 +63,7 @@ struct Gathered {
 
 /// A capture that is running.
 pub struct Capture {
+    settings: CaptureSettings,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<Gathered, ControlError>>>,
 }
@@ -75,25 +92,27 @@ fn capture_location(location: &Location) -> Result<Location, ControlError> {
 
 impl Capture {
     /// Starts capturing on the port at `location` (its `lab:` name resolved).
-    pub fn start(location: &Location) -> Result<Capture, ControlError> {
+    pub fn start(location: &Location, settings: CaptureSettings) -> Result<Capture, ControlError> {
         let rx_location = capture_location(location)?;
         let mut receiver = AnyReceiver::open_at(&rx_location, false)
             .map_err(|e| ControlError::BadInput(format!("cannot capture on `{location}`: {e}")))?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let (filter, packet_size) = (settings.filter.clone(), settings.packet_size);
         let thread = std::thread::Builder::new()
             .name("capture".into())
-            .spawn(move || gather(&mut receiver, &flag))
+            .spawn(move || gather(&mut receiver, &flag, &filter, packet_size))
             .map_err(|e| ControlError::Runtime(format!("cannot start a capture thread: {e}")))?;
         Ok(Capture {
+            settings,
             stop,
             thread: Some(thread),
         })
     }
 
-    /// Stops the capture and returns its frames as `format` bytes, and how many frames
-    /// were received but not kept.
-    pub fn finish(mut self, format: CaptureFormat) -> Result<(Vec<u8>, u64), ControlError> {
+    /// Stops the capture and returns its frames as bytes of its format, and how many
+    /// frames it matched but did not keep (its byte limit was reached).
+    pub fn finish(mut self) -> Result<(Vec<u8>, u64), ControlError> {
         self.stop.store(true, Ordering::Relaxed);
         let gathered = match self.thread.take() {
             Some(t) => t
@@ -102,7 +121,8 @@ impl Capture {
             None => Gathered::default(),
         };
         let missed = gathered.missed;
-        Ok((write(&gathered.frames, format)?, missed))
+        let s = &self.settings;
+        Ok((write(&gathered.frames, s.format, s.packet_size)?, missed))
     }
 }
 
@@ -115,7 +135,12 @@ impl Drop for Capture {
     }
 }
 
-fn gather(receiver: &mut AnyReceiver, stop: &AtomicBool) -> Result<Gathered, ControlError> {
+fn gather(
+    receiver: &mut AnyReceiver,
+    stop: &AtomicBool,
+    filter: &FrameFilter,
+    packet_size: Option<u32>,
+) -> Result<Gathered, ControlError> {
     let mut g = Gathered::default();
     // After the stop, what the ring holds is still taken, a bounded number of rounds: a
     // port receiving faster than this thread keeps never has an empty ring.
@@ -141,8 +166,15 @@ fn gather(receiver: &mut AnyReceiver, stop: &AtomicBool) -> Result<Gathered, Con
                     }
                     _ => bytes.extend_from_slice(f.data),
                 }
+                if !filter.matches(&bytes) {
+                    return;
+                }
                 let fcs = crc32fast::hash(&bytes);
                 bytes.extend_from_slice(&fcs.to_le_bytes());
+                let len = bytes.len() as u32;
+                if let Some(size) = packet_size {
+                    bytes.truncate(size as usize);
+                }
                 if g.kept_bytes + bytes.len() > MAX_CAPTURE_BYTES {
                     g.missed += 1;
                     return;
@@ -150,6 +182,7 @@ fn gather(receiver: &mut AnyReceiver, stop: &AtomicBool) -> Result<Gathered, Con
                 g.kept_bytes += bytes.len();
                 g.frames.push(Frame {
                     ts_ns: f.timestamp.map_or(0, |t| t.ns()),
+                    len,
                     bytes,
                 });
             })
@@ -171,14 +204,20 @@ const PCAP_ETHERNET_WITH_FCS: u32 = 1 | 0x0400_0000 | (2 << 28);
 /// The FCS length in bytes, as pcapng's `if_fcslen` option says it.
 const FCS_BYTES: u8 = 4;
 
-fn write(frames: &[Frame], format: CaptureFormat) -> Result<Vec<u8>, ControlError> {
+fn write(
+    frames: &[Frame],
+    format: CaptureFormat,
+    packet_size: Option<u32>,
+) -> Result<Vec<u8>, ControlError> {
     let failed = |e: pcap_file::PcapError| ControlError::Runtime(format!("capture: {e}"));
-    let snaplen = frames
-        .iter()
-        .map(|f| f.bytes.len())
-        .max()
-        .unwrap_or(0)
-        .max(65_535) as u32;
+    let snaplen = packet_size.unwrap_or_else(|| {
+        frames
+            .iter()
+            .map(|f| f.bytes.len())
+            .max()
+            .unwrap_or(0)
+            .max(65_535) as u32
+    });
     match format {
         CaptureFormat::Pcap => {
             let header = PcapHeader {
@@ -191,7 +230,7 @@ fn write(frames: &[Frame], format: CaptureFormat) -> Result<Vec<u8>, ControlErro
             let mut w = PcapWriter::with_header(Vec::new(), header).map_err(failed)?;
             for f in frames {
                 let ts = std::time::Duration::from_nanos(f.ts_ns);
-                w.write_packet(&PcapPacket::new(ts, f.bytes.len() as u32, &f.bytes))
+                w.write_packet(&PcapPacket::new(ts, f.len, &f.bytes))
                     .map_err(failed)?;
             }
             Ok(w.into_writer())
@@ -213,7 +252,7 @@ fn write(frames: &[Frame], format: CaptureFormat) -> Result<Vec<u8>, ControlErro
                 let block = EnhancedPacketBlock {
                     interface_id: 0,
                     timestamp: std::time::Duration::from_nanos(f.ts_ns),
-                    original_len: f.bytes.len() as u32,
+                    original_len: f.len,
                     data: std::borrow::Cow::Borrowed(&f.bytes),
                     options: vec![],
                 };
@@ -247,24 +286,30 @@ mod tests {
 
     #[test]
     fn frames_are_written_with_their_fcs_and_nanoseconds() {
-        let frames = vec![Frame {
-            ts_ns: 1_700_000_000_123_456_789,
-            bytes: vec![0xab; 128],
-        }];
-        for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
-            let bytes = write(&frames, format).unwrap();
-            let file = tempfile::NamedTempFile::new().unwrap();
-            std::fs::write(file.path(), bytes).unwrap();
-            let mut read = Vec::new();
-            strobe_io::read_capture(&file.path().to_string_lossy(), true, |f| {
-                read.push((f.ts_ns, f.orig_len as usize, f.data.len()))
-            })
-            .unwrap();
-            assert_eq!(
-                read,
-                vec![(1_700_000_000_123_456_789, 128, 128)],
-                "{format:?}"
-            );
+        let frames = |kept: usize| {
+            vec![Frame {
+                ts_ns: 1_700_000_000_123_456_789,
+                len: 128,
+                bytes: vec![0xab; kept],
+            }]
+        };
+        // Whole frames, and frames cut to a packet_size of 64 keeping their length of 128.
+        for (kept, packet_size) in [(128, None), (64, Some(64))] {
+            for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
+                let bytes = write(&frames(kept), format, packet_size).unwrap();
+                let file = tempfile::NamedTempFile::new().unwrap();
+                std::fs::write(file.path(), bytes).unwrap();
+                let mut read = Vec::new();
+                strobe_io::read_capture(&file.path().to_string_lossy(), true, |f| {
+                    read.push((f.ts_ns, f.orig_len as usize, f.data.len()))
+                })
+                .unwrap();
+                assert_eq!(
+                    read,
+                    vec![(1_700_000_000_123_456_789, 128, kept)],
+                    "{format:?}"
+                );
+            }
         }
     }
 
@@ -279,11 +324,12 @@ mod tests {
         bytes.extend_from_slice(&fcs.to_le_bytes());
         let frames = vec![Frame {
             ts_ns: 1_700_000_000_000_000_000,
+            len: bytes.len() as u32,
             bytes,
         }];
         for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
             let file = tempfile::NamedTempFile::new().unwrap();
-            std::fs::write(file.path(), write(&frames, format).unwrap()).unwrap();
+            std::fs::write(file.path(), write(&frames, format, None).unwrap()).unwrap();
             let out = std::process::Command::new("tshark")
                 .args(["-n", "-o", "eth.check_fcs:TRUE", "-r"])
                 .arg(file.path())

@@ -18,6 +18,7 @@
 
 pub mod calibration;
 pub mod capture;
+pub mod capture_filter;
 pub mod floor_memory;
 pub mod history;
 pub mod host;

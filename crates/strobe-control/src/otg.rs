@@ -11,7 +11,8 @@
 use serde_json::{Map, Value};
 use strobe_model::{load_scenario_json, NoFiles, Scenario, Warning};
 
-use crate::capture::CaptureFormat;
+use crate::capture::{CaptureFormat, CaptureSettings};
+use crate::capture_filter::FrameFilter;
 use crate::ports::otg_location;
 
 /// Top-level keys of an OTG config that strobe reads.
@@ -34,8 +35,9 @@ impl std::fmt::Display for ConfigErrors {
 #[derive(Clone, Debug)]
 pub struct OtgScenario {
     pub scenario: Scenario,
-    /// Ports whose frames the config's `captures` ask to keep, and in which format.
-    pub captures: Vec<(String, CaptureFormat)>,
+    /// Ports whose frames the config's `captures` ask to keep: which frames, how much of
+    /// each, in which format.
+    pub captures: Vec<(String, CaptureSettings)>,
     /// Parts of the config accepted but not applied, for the reply's `warnings`.
     pub warnings: Vec<Warning>,
 }
@@ -81,7 +83,7 @@ pub fn scenario_from_otg(
         )]));
     }
     let speeds = layer1_speeds(top.get("layer1"), &mut errors, &mut warnings);
-    let captures = otg_captures(top.get("captures"), &mut errors, &mut warnings);
+    let captures = otg_captures(top.get("captures"), &mut errors);
     let mut ports = Vec::new();
     for (i, port) in array(top.get("ports")).iter().enumerate() {
         let path = format!("ports[{i}]");
@@ -157,7 +159,7 @@ pub fn scenario_from_otg(
 /// The read config, its captures' ports checked against its own.
 fn with_captures(
     scenario: Scenario,
-    captures: Vec<(String, CaptureFormat)>,
+    captures: Vec<(String, CaptureSettings)>,
     warnings: Vec<Warning>,
 ) -> Result<OtgScenario, ConfigErrors> {
     if let Some((port, _)) = captures
@@ -178,7 +180,7 @@ fn with_captures(
 /// A scenario of ports and no flows.
 fn ports_only(
     ports: &[Value],
-    captures: Vec<(String, CaptureFormat)>,
+    captures: Vec<(String, CaptureSettings)>,
     warnings: Vec<Warning>,
 ) -> Result<OtgScenario, ConfigErrors> {
     let mut scenario = Scenario {
@@ -323,12 +325,12 @@ fn clean(value: &Value) -> Value {
     }
 }
 
-/// Ports to capture on, from OTG's `captures`: every frame, in pcap (the default) or pcapng.
+/// Ports to capture on, from OTG's `captures`: the frames its filters match, each cut to its
+/// packet_size, in pcap (the default) or pcapng.
 fn otg_captures(
     captures: Option<&Value>,
     errors: &mut Vec<String>,
-    warnings: &mut Vec<Warning>,
-) -> Vec<(String, CaptureFormat)> {
+) -> Vec<(String, CaptureSettings)> {
     let mut out = Vec::new();
     for (i, c) in array(captures).iter().enumerate() {
         let path = format!("captures[{i}]");
@@ -340,21 +342,38 @@ fn otg_captures(
                 continue;
             }
         };
-        for key in ["filters", "packet_size"] {
-            if c.get(key).is_some_and(|v| !is_empty(v)) {
-                warnings.push(Warning::CaptureSettingIgnored {
-                    path: path.to_string(),
-                    key: key.to_string(),
-                });
+        let filter = match FrameFilter::from_otg(c.get("filters"), &format!("{path}.filters")) {
+            Ok(f) => f,
+            Err(mut e) => {
+                errors.append(&mut e);
+                continue;
             }
-        }
+        };
+        let packet_size = match c.get("packet_size") {
+            None | Some(Value::Null) => None,
+            Some(v) => match v.as_u64() {
+                Some(n @ 1..=65_535) => Some(n as u32),
+                _ => {
+                    errors.push(format!(
+                        "{path}.packet_size: {v} — give 1 to 65535 bytes kept of each frame, \
+                         or leave it out to keep whole frames"
+                    ));
+                    continue;
+                }
+            },
+        };
+        let settings = CaptureSettings {
+            format,
+            filter,
+            packet_size,
+        };
         let ports = array(c.get("port_names"));
         if ports.is_empty() {
             errors.push(format!("{path}.port_names: give the ports to capture on"));
         }
         for p in ports {
             match p.as_str() {
-                Some(name) => out.push((name.to_string(), format)),
+                Some(name) => out.push((name.to_string(), settings.clone())),
                 None => errors.push(format!("{path}.port_names: expected names, found {p}")),
             }
         }
@@ -549,21 +568,35 @@ mod tests {
     }
 
     #[test]
-    fn captures_name_their_ports_and_format() {
+    fn captures_name_their_ports_format_filters_and_packet_size() {
         let mut c = config(udp_flow());
-        c["captures"] = json!([{"name": "c", "port_names": ["p2"], "format": "pcapng", "filters": [{"choice": "ethernet"}]}]);
+        c["captures"] = json!([{"name": "c", "port_names": ["p2"], "format": "pcapng",
+            "packet_size": 64,
+            "filters": [{"choice": "ethernet", "ethernet": {"ether_type": {"value": "0800"}}}]}]);
         let read = scenario_from_otg(&c, &[]).unwrap();
+        let [(port, settings)] = &read.captures[..] else {
+            panic!("{:?}", read.captures)
+        };
+        assert_eq!(port, "p2");
         assert_eq!(
-            read.captures,
-            vec![("p2".to_string(), CaptureFormat::PcapNg)]
+            (settings.format, settings.packet_size),
+            (CaptureFormat::PcapNg, Some(64))
         );
+        assert!(!settings.filter.keeps_all());
+        assert!(read.warnings.is_empty(), "{:?}", read.warnings);
+        for (size, why) in [(json!(0), "1 to 65535"), (json!(70000), "1 to 65535")] {
+            c["captures"][0]["packet_size"] = size;
+            let errors = scenario_from_otg(&c, &[]).unwrap_err().0;
+            assert!(errors[0].contains("captures[0].packet_size") && errors[0].contains(why));
+        }
+        c["captures"][0]["packet_size"] = Value::Null;
+        c["captures"][0]["filters"][0]["ethernet"]["ether_type"]["value"] = json!("10000");
+        let errors = scenario_from_otg(&c, &[]).unwrap_err().0;
         assert!(
-            read.warnings
-                .iter()
-                .any(|w| w.to_string().contains("captures[0].filters")),
-            "{:?}",
-            read.warnings
+            errors[0].contains("captures[0].filters[0].ethernet.ether_type.value"),
+            "{errors:?}"
         );
+        c["captures"][0]["filters"] = json!([]);
         c["captures"][0]["port_names"] = json!(["p9"]);
         let errors = scenario_from_otg(&c, &[]).unwrap_err().0;
         assert!(errors[0].contains("`p9`"), "{errors:?}");

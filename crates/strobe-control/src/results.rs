@@ -70,7 +70,7 @@ pub struct RateStep {
 }
 
 /// The kinds of document that have a published JSON Schema (docs/schema/KIND.schema.json).
-pub const SCHEMA_KINDS: [&str; 2] = ["gen", "gen-rates"];
+pub const SCHEMA_KINDS: [&str; 6] = ["gen", "gen-rates", "rfc2544", "y1564", "trains", "analyze"];
 
 /// The JSON Schema (draft 2020-12) of document `kind`, generated from the Rust types, or
 /// None for a kind without one.
@@ -78,6 +78,10 @@ pub fn json_schema(kind: &str) -> Option<serde_json::Value> {
     let schema = match kind {
         "gen" => schemars::schema_for!(Document<Results>),
         "gen-rates" => schemars::schema_for!(Document<RateSweep>),
+        "rfc2544" => schemars::schema_for!(Document<crate::rfc2544::Rfc2544Report>),
+        "y1564" => schemars::schema_for!(Document<crate::y1564::Y1564Report>),
+        "trains" => schemars::schema_for!(Document<crate::trains::TrainsReport>),
+        "analyze" => schemars::schema_for!(Document<strobe_analyze::Report>),
         _ => return None,
     };
     Some(schema.to_value())

@@ -52,7 +52,7 @@ pub const PROBE_SPARE: f64 = 0.9;
 pub const DEFAULT_LENGTHS: [u64; 6] = [10, 20, 50, 100, 200, 500];
 
 /// Which of the study's experiments to run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "values")]
 pub enum Experiment {
     /// One convoy: latency, bandwidth and loss.
@@ -64,7 +64,9 @@ pub enum Experiment {
 }
 
 /// Which experiment a [`TrainsSpec`] asks for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ExperimentKind {
     #[default]
@@ -75,7 +77,7 @@ pub enum ExperimentKind {
 
 /// An experiment as a user writes it: the command line's options, the server's request
 /// body (JSON, these names), with the same defaults and checks for both.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TrainsSpec {
     pub experiment: ExperimentKind,
@@ -261,7 +263,7 @@ pub struct TrainsRequest {
 }
 
 /// One convoy of an experiment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Step {
     pub frame_bytes: u32,
     pub trains: u64,
@@ -277,7 +279,7 @@ impl Step {
 }
 
 /// What the bottleneck predicts for a step's frames, in each layer.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Expected {
     pub l1_bps: f64,
     pub l2_bps: f64,
@@ -295,7 +297,7 @@ impl Expected {
 }
 
 /// A constant-rate flow's latency, at the heads' rate, for comparison with the heads'.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Baseline {
     pub rate_pps: f64,
     pub frames_tx: u64,
@@ -304,7 +306,7 @@ pub struct Baseline {
 }
 
 /// One step's results.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepResult {
     pub step: Step,
     /// None when nothing came back to count trains by.
@@ -324,7 +326,7 @@ pub struct StepResult {
 }
 
 /// An experiment's results.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TrainsReport {
     pub experiment: Experiment,
     pub bottleneck: Option<Bottleneck>,
@@ -339,7 +341,7 @@ pub struct TrainsReport {
 /// A first, short convoy of the flow's own frames, sent when the bottleneck's rate is known
 /// but its buffer is not: trains of [`DEFAULT_FRAMES`] that overflow it lose their tails,
 /// and what got through from each head is the buffer (RFC 9004's back-to-back frames).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BufferProbe {
     pub step: Step,
     pub frames_sent: u64,

@@ -28,7 +28,7 @@ use crate::text::{bps_text, duration_text};
 use crate::{ControlError, Results};
 
 /// One service as a user describes it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServiceSpec {
     pub name: String,
@@ -64,7 +64,9 @@ impl Default for ServiceSpec {
 }
 
 /// What to run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Y1564Test {
     Configuration,
@@ -72,7 +74,7 @@ pub enum Y1564Test {
 }
 
 /// The test as a user asks for it: the command line's options, the server's request body.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Y1564Spec {
     /// Which tests (empty: both).
@@ -121,7 +123,7 @@ impl Default for Y1564Spec {
 }
 
 /// A service, checked and typed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Service {
     pub name: String,
     pub udp: String,
@@ -286,7 +288,7 @@ impl Y1564Spec {
 }
 
 /// Which step of the configuration test.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "pct")]
 pub enum StepKind {
     /// A share of the CIR, in percent: every criterion applies.
@@ -299,7 +301,7 @@ pub enum StepKind {
 }
 
 /// What one service showed in a step or in the performance test.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Measured {
     pub offered_bps: f64,
     /// What the generator sent (layer 1, first to last hand-over): below `offered_bps` when
@@ -318,7 +320,7 @@ pub struct Measured {
 }
 
 /// A step or a performance test, judged.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verdict {
     pub pass: bool,
     /// Each criterion that failed, with its figures.
@@ -326,7 +328,7 @@ pub struct Verdict {
 }
 
 /// One configuration step of one service.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepResult {
     pub step: StepKind,
     pub measured: Measured,
@@ -335,7 +337,7 @@ pub struct StepResult {
 }
 
 /// One service's results.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServiceResult {
     pub service: Service,
     pub configuration: Vec<StepResult>,
@@ -346,7 +348,7 @@ pub struct ServiceResult {
 }
 
 /// Everything the test measured.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Y1564Report {
     pub tests: Vec<Y1564Test>,
     pub step_ns: u64,

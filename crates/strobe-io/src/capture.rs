@@ -88,13 +88,25 @@ pub fn read_capture(
         // Where each record starts, for messages about a field's value (e.g. a nanosecond
         // count of 10⁹ or more) that the structure walk does not catch.
         let (mut offset, mut record) = (24u64, 0u64);
-        while let Some(packet) = r.next_packet() {
-            let packet =
-                packet.map_err(|e| bad(format!("offset {offset}: record {record}: {e}")))?;
+        // Raw records, checked here: pcap-file 2.0's own check refuses a frame longer than
+        // the snap length, which is what every capture cut short (`tcpdump -s 64`, OTG's
+        // packet_size) holds.
+        while let Some(packet) = r.next_raw_packet() {
+            let at = |what: &str| format!("offset {offset}: record {record}: {what}");
+            let packet = packet.map_err(|e| bad(at(&e.to_string())))?;
+            let frac_ns = u64::from(packet.ts_frac) * resolution_ns;
+            if frac_ns >= 1_000_000_000 {
+                return Err(bad(at(
+                    "ts_nanosecond >= 1000000000: the timestamp's fraction is a second or more",
+                )));
+            }
+            if packet.incl_len > packet.orig_len {
+                return Err(bad(at("more bytes kept than the frame's length")));
+            }
             offset += 16 + packet.data.len() as u64;
             record += 1;
             each(CapturedFrame {
-                ts_ns: packet.timestamp.as_nanos() as u64,
+                ts_ns: u64::from(packet.ts_sec) * 1_000_000_000 + frac_ns,
                 orig_len: packet.orig_len,
                 data: if keep_data {
                     packet.data.into_owned()

@@ -39,8 +39,6 @@ pub enum Warning {
     },
     /// An OTG flow asks for loss, timestamps or latency with its metrics off.
     MetricsOff { path: String },
-    /// An OTG capture setting strobe does not apply.
-    CaptureSettingIgnored { path: String, key: String },
     /// An OTG layer-1 setting strobe does not apply (it sets the speed only).
     Layer1SettingIgnored { path: String, key: String },
 
@@ -251,10 +249,6 @@ impl fmt::Display for Warning {
                 f,
                 "{path}.metrics: loss, timestamps or latency asked for while metrics.enable is \
                  false — nothing is measured for this flow (set metrics.enable too)"
-            ),
-            Warning::CaptureSettingIgnored { path, key } => write!(
-                f,
-                "{path}.{key} is not applied: strobe captures every frame whole"
             ),
             Warning::Layer1SettingIgnored { path, key } => write!(
                 f,

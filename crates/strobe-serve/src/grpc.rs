@@ -23,8 +23,8 @@ use tonic::{Code, Request, Response, Status};
 use crate::{Reply, ServeOptions, Server, MAX_BODY};
 
 /// The calls strobe serves, named in the error of every other one.
-const SUPPORTED: &str =
-    "SetConfig, GetConfig, SetControlState, GetMetrics, GetCapture and GetVersion";
+const SUPPORTED: &str = "SetConfig, GetConfig, UpdateConfig, SetControlState, GetMetrics, \
+     GetCapture and GetVersion (SetControlAction and GetStates answer what strobe supports)";
 
 /// The `Openapi` service over one server's state (the REST routes' state too, when both
 /// are served by one process).
@@ -287,9 +287,15 @@ impl Openapi for OtgGrpc {
 
     async fn update_config(
         &self,
-        _request: Request<otg::UpdateConfigRequest>,
+        request: Request<otg::UpdateConfigRequest>,
     ) -> Result<Response<otg::UpdateConfigResponse>, Status> {
-        Err(unsupported("UpdateConfig"))
+        let update = request.into_inner().config_update.unwrap_or_default();
+        let body = request_body(&update)?;
+        let reply = crate::surface::update_config(State(self.server.clone()), body).await;
+        let warning = reply_message(reply).await?;
+        Ok(Response::new(otg::UpdateConfigResponse {
+            warning: Some(warning),
+        }))
     }
 
     async fn append_config(
@@ -306,18 +312,29 @@ impl Openapi for OtgGrpc {
         Err(unsupported("DeleteConfig"))
     }
 
+    // Both answer, as their REST routes do, an OTG error saying what strobe supports.
     async fn set_control_action(
         &self,
-        _request: Request<otg::SetControlActionRequest>,
+        request: Request<otg::SetControlActionRequest>,
     ) -> Result<Response<otg::SetControlActionResponse>, Status> {
-        Err(unsupported("SetControlAction"))
+        let action = request.into_inner().control_action.unwrap_or_default();
+        let reply = crate::surface::control_action(request_body(&action)?).await;
+        let response = reply_message(reply).await?;
+        Ok(Response::new(otg::SetControlActionResponse {
+            control_action_response: Some(response),
+        }))
     }
 
     async fn get_states(
         &self,
-        _request: Request<otg::GetStatesRequest>,
+        request: Request<otg::GetStatesRequest>,
     ) -> Result<Response<otg::GetStatesResponse>, Status> {
-        Err(unsupported("GetStates"))
+        let wanted = request.into_inner().states_request.unwrap_or_default();
+        let reply = crate::surface::monitor_states(request_body(&wanted)?).await;
+        let states = reply_message(reply).await?;
+        Ok(Response::new(otg::GetStatesResponse {
+            states_response: Some(states),
+        }))
     }
 
     async fn stream_set_config(

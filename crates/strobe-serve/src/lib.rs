@@ -30,7 +30,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
-use strobe_control::capture::{Capture, CaptureFormat};
+use strobe_control::capture::{Capture, CaptureSettings};
 use strobe_control::history::TrialHistograms;
 use strobe_control::model::{warning_texts, Scenario, Warning};
 use strobe_control::otg::scenario_from_otg;
@@ -120,8 +120,8 @@ struct ServerState {
     config: Option<Value>,
     /// The config's scenario and the runs started from it.
     flows: Session,
-    /// Ports the config may capture on, and the format of their captures.
-    capture_ports: Vec<(String, CaptureFormat)>,
+    /// Ports the config may capture on, and what their captures keep.
+    capture_ports: Vec<(String, CaptureSettings)>,
     /// Captures running, and the last capture of each port once stopped.
     capturing: HashMap<String, Capture>,
     captured: HashMap<String, Vec<u8>>,
@@ -391,7 +391,7 @@ async fn install_config(
     server: &Arc<Server>,
     scenario: Scenario,
     mut warnings: Vec<Warning>,
-    captures: Vec<(String, CaptureFormat)>,
+    captures: Vec<(String, CaptureSettings)>,
     config: Value,
 ) -> Reply {
     let options = server.options.plan.clone();
@@ -966,7 +966,16 @@ async fn port_capture(server: &Arc<Server>, request: &Value) -> Reply {
                     &server.options.plan.lab_prefix,
                 )
                 .map_err(control_error)?;
-                let capture = blocking(move || Capture::start(&location))
+                // Every name was checked against capture_ports above.
+                let Some(settings) = session
+                    .capture_ports
+                    .iter()
+                    .find(|(p, _)| *p == name)
+                    .map(|(_, s)| s.clone())
+                else {
+                    continue;
+                };
+                let capture = blocking(move || Capture::start(&location, settings))
                     .await?
                     .map_err(control_error)?;
                 // A new capture replaces the port's last one.
@@ -1044,12 +1053,7 @@ async fn finish_capture(session: &mut ServerState, name: &str) -> Result<(), Otg
     let Some(capture) = session.capturing.remove(name) else {
         return Ok(());
     };
-    let format = session
-        .capture_ports
-        .iter()
-        .find(|(p, _)| p == name)
-        .map_or(CaptureFormat::Pcap, |(_, f)| *f);
-    let (bytes, _missed) = blocking(move || capture.finish(format))
+    let (bytes, _missed) = blocking(move || capture.finish())
         .await?
         .map_err(control_error)?;
     session.captured.insert(name.to_string(), bytes);

@@ -15,7 +15,7 @@ use crate::text::{duration_text, pps_text};
 const OFFERED_SHARE: f64 = 0.98;
 
 /// A frame size as tested: the size text the flow takes, and its mean frame length.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FrameSize {
     /// `64`, `1518`, `imix`, …
     pub size: String,
@@ -39,7 +39,7 @@ impl FrameSize {
 
 /// A rate in frames per second, layer-1 and layer-2 bits per second (FCS included), and
 /// percent of the line rate.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RateFigures {
     pub pps: f64,
     pub l1_bps: f64,
@@ -48,7 +48,7 @@ pub struct RateFigures {
 }
 
 /// What a trial was for.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TrialResult {
     pub benchmark: Benchmark,
     pub size: String,
@@ -85,7 +85,7 @@ impl TrialResult {
 }
 
 /// Where the highest rate of a size came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MaxSource {
     /// The link's line rate.
@@ -107,7 +107,7 @@ impl MaxSource {
 }
 
 /// One loss tolerance's outcome of a throughput search.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SearchOutcome {
     /// Loss ratio tolerated: 0 is the NDR.
     pub tolerance: f64,
@@ -121,7 +121,7 @@ pub struct SearchOutcome {
 }
 
 /// The throughput of one frame size.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThroughputResult {
     pub size: FrameSize,
     pub max_pps: f64,
@@ -140,7 +140,7 @@ impl ThroughputResult {
 }
 
 /// Latency at one load.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatencyPoint {
     /// Percent of the throughput.
     pub load_pct: f64,
@@ -153,7 +153,7 @@ pub struct LatencyPoint {
 }
 
 /// The latency of one frame size, at loads relative to its throughput.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatencyResult {
     pub size: FrameSize,
     /// The throughput the loads are shares of (the NDR).
@@ -164,7 +164,7 @@ pub struct LatencyResult {
 }
 
 /// One point of a loss curve.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LossPoint {
     /// Percent of the highest rate.
     pub load_pct: f64,
@@ -174,7 +174,7 @@ pub struct LossPoint {
 }
 
 /// The frame loss rate curve of one frame size.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LossCurve {
     pub size: FrameSize,
     pub max_pps: f64,
@@ -183,7 +183,7 @@ pub struct LossCurve {
 }
 
 /// A system recovery trial: an overload, then a lower load watched slice by slice.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecoveryPlan {
     pub overload_pps: f64,
     pub overload_ns: u64,
@@ -205,7 +205,7 @@ impl RecoveryPlan {
 
 /// What a recovery trial's flows showed: the overload's frames sent and lost, then each
 /// slice's.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecoveryOutcome {
     pub overload: (u64, u64),
     pub slices: Vec<(u64, u64)>,
@@ -214,7 +214,7 @@ pub struct RecoveryOutcome {
 }
 
 /// System recovery (RFC 2544 §26.5) for one frame size.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecoveryResult {
     pub size: FrameSize,
     /// The throughput the loads are shares of (the NDR).
@@ -262,7 +262,7 @@ impl RecoveryResult {
 }
 
 /// One search for the longest burst the DUT forwards without loss.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BurstSearch {
     /// The longest burst without loss (None: not even the shortest).
     pub frames: Option<u64>,
@@ -273,7 +273,7 @@ pub struct BurstSearch {
 }
 
 /// Back-to-back frames (RFC 2544 §26.4, RFC 9004) for one frame size.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BackToBackResult {
     pub size: FrameSize,
     /// The longest burst tried.
@@ -296,7 +296,7 @@ pub struct BackToBackResult {
 }
 
 /// Everything the benchmarks measured.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Rfc2544Report {
     pub tests: Vec<Benchmark>,
     #[serde(flatten)]

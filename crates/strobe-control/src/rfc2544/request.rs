@@ -20,7 +20,9 @@ pub const DEFAULT_LATENCY_LOADS_PCT: [f64; 4] = [100.0, 90.0, 50.0, 10.0];
 const MAX_RECOVERY_SLICES: u64 = 1000;
 
 /// One of the benchmarks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Benchmark {
     Throughput,
@@ -52,7 +54,7 @@ impl Benchmark {
 
 /// The benchmarks as a user asks for them: the command line's options, the server's request
 /// body (JSON, these names), with the same defaults and checks for both.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Rfc2544Spec {
     /// Which benchmarks, in RFC order whatever the order given; empty: all of them.
@@ -141,7 +143,7 @@ impl Default for Rfc2544Spec {
 
 /// How every trial runs and how a search judges it: asked for in the request, echoed in
 /// the report (flattened there: its fields are the report's own in JSON).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TrialSettings {
     /// The link's line rate (layer 1).
     pub link_bps: f64,
