@@ -23,39 +23,18 @@ set -u -o pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 UNIT=${STROBE_UNIT:-$ROOT/deploy/systemd/strobe-agent.service}  # STROBE_UNIT: check another copy
-TAG=dep$$
-NS=${TAG}ns A=${TAG}a B=${TAG}b TUSER=${TAG}u
+TAG=dep$$ SUITE=deploy
 BASE_IMAGE=localhost/strobe-base:bookworm            # cached: podman rmi removes it
 SYSTEMD_BASE=localhost/strobe-systemd-base:bookworm  # cached likewise
-START=$(date +%s)
-PASSED=0 FAILED=0 SKIPPED=0
-PIDS=() CONTAINERS=() IMAGES=() SECRETS=()
-MADE_NS=0 MADE_USER=0 WORK=""
-
-pass() { echo "ok: $*"; PASSED=$((PASSED + 1)); }
-fail() { echo "FAILED: $*"; FAILED=$((FAILED + 1)); }
-skip() { echo "skipped: $*"; SKIPPED=$((SKIPPED + 1)); }
-
-cleanup() {
+CONTAINERS=() IMAGES=() SECRETS=()
+# shellcheck source=../lib/unit_host.sh
+. "$ROOT/tests/lib/unit_host.sh"
+extra_cleanup() {
     local p
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
     for p in "${CONTAINERS[@]}"; do podman rm -f -t 2 "$p" >/dev/null 2>&1; done
     for p in "${IMAGES[@]}"; do podman rmi -f "$p" >/dev/null 2>&1; done
     for p in "${SECRETS[@]}"; do podman secret rm "$p" >/dev/null 2>&1; done
-    [ "$MADE_NS" = 1 ] && ip netns del "$NS" 2>/dev/null
-    [ "$MADE_USER" = 1 ] && userdel "$TUSER" 2>/dev/null
-    [ -n "$WORK" ] && rm -rf "$WORK"
 }
-finish() {
-    local rc=$?
-    cleanup
-    echo "deploy: $PASSED passed, $FAILED failed, $SKIPPED skipped ($(($(date +%s) - START)) s)"
-    [ "$FAILED" -gt 0 ] && exit 1
-    exit "$rc"
-}
-trap finish EXIT
-trap 'echo "FAILED: interrupted"; FAILED=$((FAILED + 1)); exit 130' INT TERM
 
 if [ "$(id -u)" != 0 ]; then
     fail "needs root (namespaces, a test user, setpriv)"
@@ -80,62 +59,29 @@ else
     skip "systemd-analyze is not installed (Debian: apt-get install systemd)"
 fi
 
-unit_value() { sed -n "s/^$1=//p" "$UNIT" | tail -1; }
-CAPS=$(unit_value AmbientCapabilities)
-if [ -z "$CAPS" ] || [ "$CAPS" != "$(unit_value CapabilityBoundingSet)" ]; then
+CAPS=$(unit_value "$UNIT" AmbientCapabilities)
+if [ -z "$CAPS" ] || [ "$CAPS" != "$(unit_value "$UNIT" CapabilityBoundingSet)" ]; then
     fail "AmbientCapabilities= ($CAPS) and CapabilityBoundingSet= differ or are empty"
     exit 1
 fi
-# CAP_NET_RAW CAP_BPF -> net_raw,bpf (setpriv) and NET_RAW,BPF (podman)
-SETPRIV_CAPS=$(echo "$CAPS" | tr 'A-Z' 'a-z' | sed 's/cap_//g; s/ \+/,/g')
+# CAP_NET_RAW CAP_BPF -> net_raw,bpf (setpriv, from unit_limits) and NET_RAW,BPF (podman)
 PODMAN_CAPS=$(echo "$CAPS" | sed 's/CAP_//g; s/ \+/,/g')
-# LimitMEMLOCK=256M, but never above this machine's hard limit (raising it takes
-# CAP_SYS_RESOURCE, which a sandbox may not have).
-ML=$(numfmt --from=iec "$(unit_value LimitMEMLOCK)")
-HARD=$(ulimit -Hl)
-if [ "$HARD" != unlimited ] && [ $((HARD * 1024)) -lt "$ML" ]; then
-    echo "note: the unit's LimitMEMLOCK=$(unit_value LimitMEMLOCK) is above this machine's hard limit ($HARD KiB): runs here have $HARD KiB"
-    ML=$((HARD * 1024))
-fi
+unit_limits "$UNIT"
 echo "unit: capabilities $CAPS; locked memory $ML bytes"
 
 # --- the test host: a veth pair in a namespace, a user with nothing ------------------------
 WORK=$(mktemp -d "/tmp/$TAG.XXXXXX")
 chmod 755 "$WORK"
 mkdir -p "$WORK/bin" && cp "$BIN" "$WORK/bin/strobe" && chmod 755 "$WORK/bin/strobe"
-ip netns add "$NS" && MADE_NS=1 || { fail "ip netns add $NS"; exit 1; }
-ip -n "$NS" link add "$A" type veth peer name "$B" &&
-    ip -n "$NS" link set lo up && ip -n "$NS" link set "$A" up && ip -n "$NS" link set "$B" up &&
-    ip -n "$NS" addr add 198.18.0.1/24 dev "$A" && ip -n "$NS" addr add 198.18.0.2/24 dev "$B" ||
-    { fail "veth pair in $NS"; exit 1; }
-# No IPv6 chatter (router solicitations, DAD) on the pair: only the runs' frames cross it.
-ip netns exec "$NS" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1
-useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$TUSER" &&
-    MADE_USER=1 || { fail "useradd $TUSER"; exit 1; }
+make_test_host
 
-# runas CAPS: sets RUNAS, the command prefix that runs what follows in the namespace as the
-# test user with exactly CAPS (comma list, setpriv's names), no new privileges and the unit's
-# locked-memory limit. Every part of it execs the next (no fork), so $! of a background
-# "${RUNAS[@]}" CMD & is CMD's own PID.
-runas() {
-    local caps=$1 plus
-    local capargs=(--inh-caps=-all --bounding-set=-all)
-    if [ -n "$caps" ]; then
-        plus=+${caps//,/,+}
-        # shellcheck disable=SC2054  # the commas are setpriv's, inside one argument each
-        capargs=(--inh-caps=-all,"$plus" --ambient-caps=-all,"$plus" --bounding-set=-all,"$plus")
-    fi
-    RUNAS=(prlimit --memlock="$ML:$ML" ip netns exec "$NS"
-        setpriv --reuid="$TUSER" --regid="$TUSER" --init-groups --no-new-privs "${capargs[@]}"
-        env -i PATH=/usr/bin:/bin HOME=/nonexistent STROBE_DB=none)
-}
 without() { echo ",$SETPRIV_CAPS," | sed "s/,$1,/,/; s/^,//; s/,$//"; }
 
 # gen_run CAPS TX RX: 1000 frames at 10 kpps; sets OUT (stdout+stderr) and ROW (the flow's
 # "tx rx lost" counts).
 gen_run() {
     runas "$1"
-    OUT=$(timeout 60 "${RUNAS[@]}" "$WORK/bin/strobe" gen -q --port "$2" --rx "$3" \
+    OUT=$(timeout 60 "${RUNAS[@]}" STROBE_DB=none "$WORK/bin/strobe" gen -q --port "$2" --rx "$3" \
         --udp 198.18.0.1:1000-198.18.0.2:2000 --count 1000 --rate 10kpps 2>&1)
     ROW=$(echo "$OUT" | awk '$1 == "udp" && NF > 8 { print $2, $3, $4; exit }')
 }
@@ -191,7 +137,7 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=strobe-agent \
     -keyout "$CRED/tls-key" -out "$CRED/tls-cert" >/dev/null 2>&1 || { fail "openssl req"; exit 1; }
 chown -R "$TUSER:" "$CRED" "$STATE" && chmod 500 "$CRED" && chmod 400 "$CRED"/*
 TOKEN=$(cat "$CRED/token")
-EXEC=$(unit_value ExecStart)
+EXEC=$(unit_value "$UNIT" ExecStart)
 SCRIPT=$(echo "$EXEC" | sed "s/^[^']*'//; s/'\$//; s/\\\$\\\$/\$/g; s#/usr/bin/strobe#$WORK/bin/strobe#")
 case $EXEC in "/bin/sh -c '"*) ;; *) fail "ExecStart is not /bin/sh -c '…' any more: update this test"; exit 1 ;; esac
 
@@ -211,7 +157,7 @@ otg() {  # otg WHAT TX RX
 }
 
 runas "$SETPRIV_CAPS"
-"${RUNAS[@]}" STROBE_LISTEN=198.18.0.1:8443 STROBE_TLS_CERT="$CRED/tls-cert" \
+"${RUNAS[@]}" STROBE_DB=none STROBE_LISTEN=198.18.0.1:8443 STROBE_TLS_CERT="$CRED/tls-cert" \
     STROBE_TLS_KEY="$CRED/tls-key" STROBE_ARGS="--drain 200ms" CREDENTIALS_DIRECTORY="$CRED" \
     STROBE_DB="$STATE/runs.db" STROBE_STATE_DIR="$STATE" sh -c "$SCRIPT" > "$WORK/serve.log" 2>&1 &
 SERVE=$!

@@ -6,12 +6,12 @@ The checks take the port locations as a function of the host, so the same checks
 the controller (`hosta/afpacket:eth1`) and, today already, through one `strobe serve` that
 opens every host's interface by its namespace (`afpacket:PREFIX-a/eth1`)."""
 import contextlib
-import json
 import os
 import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -109,52 +109,16 @@ def controller_args(agents, ca=None):
     return args
 
 
-# -- snappi -------------------------------------------------------------------------------
-def transmit(api, state, names=None):
-    cs = api.control_state()
-    cs.choice = cs.TRAFFIC
-    cs.traffic.choice = cs.traffic.FLOW_TRANSMIT
-    cs.traffic.flow_transmit.state = state
-    if names:
-        cs.traffic.flow_transmit.flow_names = names
-    return api.set_control_state(cs)
-
-
-def capture(api, state, ports):
-    cs = api.control_state()
-    cs.choice = cs.PORT
-    cs.port.choice = cs.port.CAPTURE
-    cs.port.capture.port_names = ports
-    cs.port.capture.state = state
-    return api.set_control_state(cs)
-
-
-def flow_metrics(api, names=None):
-    req = api.metrics_request()
-    req.flow.flow_names = names or []
-    return {m.name: m for m in api.get_metrics(req).flow_metrics}
-
-
-def port_metrics(api, names=None):
-    req = api.metrics_request()
-    req.port.port_names = names or []
-    return {m.name: m for m in api.get_metrics(req).port_metrics}
+# -- snappi: the OTG tests' helpers, and a longer default wait for runs across hosts ---------
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "otg"))
+from otg_helpers import (as_dict, capture, flow_metrics, port_metrics,  # noqa: E402,F401
+                         transmit)
+from otg_helpers import wait_stopped as _wait_stopped  # noqa: E402
 
 
 def wait_stopped(api, names, timeout=120):
     """Polls flow metrics until every flow in `names` reports transmit stopped."""
-    deadline = time.time() + timeout
-    m = {}
-    while time.time() < deadline:
-        m = flow_metrics(api, names)
-        if all(m[n].transmit == "stopped" for n in names):
-            return m
-        time.sleep(0.2)
-    raise AssertionError(f"flows {names} did not stop within {timeout} s: {m}")
-
-
-def as_dict(obj):
-    return json.loads(obj.serialize())
+    return _wait_stopped(api, names, timeout)
 
 
 def errors_of(api, exc):

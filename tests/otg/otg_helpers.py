@@ -31,7 +31,7 @@ def capture(api, state, ports=("rx",)):
     cs.port.choice = cs.port.CAPTURE
     cs.port.capture.port_names = list(ports)
     cs.port.capture.state = state
-    api.set_control_state(cs)
+    return api.set_control_state(cs)
 
 
 def read_capture(api, port="rx"):

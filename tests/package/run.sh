@@ -29,36 +29,15 @@ set -u -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-TAG=pkg$$
-NS=${TAG}ns A=${TAG}a B=${TAG}b TUSER=${TAG}u
-START=$(date +%s)
-PASSED=0 FAILED=0 SKIPPED=0
-PIDS=() INSTALLED=0 MADE_NS=0 MADE_USER=0 WORK=""
-
-pass() { echo "ok: $*"; PASSED=$((PASSED + 1)); }
-fail() { echo "FAILED: $*"; FAILED=$((FAILED + 1)); }
-skip() { echo "skipped: $*"; SKIPPED=$((SKIPPED + 1)); }
-
-cleanup() {
-    local p
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+TAG=pkg$$ SUITE=package
+INSTALLED=0
+# shellcheck source=../lib/unit_host.sh
+. "$ROOT/tests/lib/unit_host.sh"
+extra_cleanup() {
     if [ "$INSTALLED" = 1 ]; then
         dpkg --purge strobe >/dev/null 2>&1 || echo "cleanup: dpkg --purge strobe failed: remove it by hand"
     fi
-    [ "$MADE_NS" = 1 ] && ip netns del "$NS" 2>/dev/null
-    [ "$MADE_USER" = 1 ] && userdel "$TUSER" 2>/dev/null
-    [ -n "$WORK" ] && rm -rf "$WORK"
 }
-finish() {
-    local rc=$?
-    cleanup
-    echo "package: $PASSED passed, $FAILED failed, $SKIPPED skipped ($(($(date +%s) - START)) s)"
-    [ "$FAILED" -gt 0 ] && exit 1
-    exit "$rc"
-}
-trap finish EXIT
-trap 'echo "FAILED: interrupted"; FAILED=$((FAILED + 1)); exit 130' INT TERM
 
 if [ "$(id -u)" != 0 ]; then
     fail "needs root (dpkg -i, namespaces, a test user, setpriv)"
@@ -195,40 +174,21 @@ if d=$(diff <(shared "$AGENT") <(shared "$UNIT")) && [ "$(shared "$UNIT" | wc -l
     pass "strobe.service has the agent unit's user, state, capabilities and hardening, line for line ($(shared "$UNIT" | wc -l) lines)"
 else fail "strobe.service and strobe-agent.service differ below 'the run history':"$'\n'"$d"; fi
 
-unit_value() { sed -n "s/^$1=//p" "$UNIT" | tail -1; }
 LISTEN=$(sed -n 's/^Environment=STROBE_LISTEN=//p' "$UNIT")
 case $LISTEN in
 127.0.0.1:* | "[::1]:"*) pass "strobe.service listens on loopback by default ($LISTEN)" ;;
 *) fail "strobe.service listens on '$LISTEN' by default, not loopback" ;;
 esac
-CAPS=$(unit_value AmbientCapabilities)
-if [ -z "$CAPS" ] || [ "$CAPS" != "$(unit_value CapabilityBoundingSet)" ] || [ "$(unit_value DynamicUser)" != yes ]; then
+CAPS=$(unit_value "$UNIT" AmbientCapabilities)
+if [ -z "$CAPS" ] || [ "$CAPS" != "$(unit_value "$UNIT" CapabilityBoundingSet)" ] || [ "$(unit_value "$UNIT" DynamicUser)" != yes ]; then
     fail "strobe.service: AmbientCapabilities= ($CAPS), CapabilityBoundingSet= or DynamicUser= not as expected"
     exit 1
 fi
-SETPRIV_CAPS=$(echo "$CAPS" | tr '[:upper:]' '[:lower:]' | sed 's/cap_//g; s/ \+/,/g')
-ML=$(numfmt --from=iec "$(unit_value LimitMEMLOCK)")
-HARD=$(ulimit -Hl)
-if [ "$HARD" != unlimited ] && [ $((HARD * 1024)) -lt "$ML" ]; then
-    echo "note: the unit's LimitMEMLOCK=$(unit_value LimitMEMLOCK) is above this machine's hard limit ($HARD KiB): runs here have $HARD KiB"
-    ML=$((HARD * 1024))
-fi
+unit_limits "$UNIT"
 
 # --- 4. a short run as the unit's user, with its capabilities ---------------------------------
-ip netns add "$NS" && MADE_NS=1 || { fail "ip netns add $NS"; exit 1; }
-ip -n "$NS" link add "$A" type veth peer name "$B" &&
-    ip -n "$NS" link set lo up && ip -n "$NS" link set "$A" up && ip -n "$NS" link set "$B" up &&
-    ip -n "$NS" addr add 198.18.0.1/24 dev "$A" && ip -n "$NS" addr add 198.18.0.2/24 dev "$B" ||
-    { fail "veth pair in $NS"; exit 1; }
-ip netns exec "$NS" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1
-useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$TUSER" &&
-    MADE_USER=1 || { fail "useradd $TUSER"; exit 1; }
-plus=+${SETPRIV_CAPS//,/,+}
-# shellcheck disable=SC2054  # the commas are setpriv's, inside one argument each
-RUNAS=(prlimit --memlock="$ML:$ML" ip netns exec "$NS"
-    setpriv --reuid="$TUSER" --regid="$TUSER" --init-groups --no-new-privs
-    --inh-caps=-all,"$plus" --ambient-caps=-all,"$plus" --bounding-set=-all,"$plus"
-    env -i PATH=/usr/bin:/bin HOME=/nonexistent)
+make_test_host
+runas "$SETPRIV_CAPS"
 
 for backend in afpacket afxdp; do
     out=$(cd / && timeout 60 "${RUNAS[@]}" STROBE_DB=none strobe gen -q --port "$backend:$A" --rx "$backend:$B" \
@@ -245,7 +205,7 @@ mkdir -p "$CRED" "$STATE"
 cp /etc/strobe/token "$CRED/token"
 chown -R "$TUSER:" "$CRED" "$STATE" && chmod 500 "$CRED" && chmod 400 "$CRED/token"
 TOKEN=$(cat /etc/strobe/token)
-EXEC=$(unit_value ExecStart)
+EXEC=$(unit_value "$UNIT" ExecStart)
 case $EXEC in "/bin/sh -c '"*) ;; *) fail "ExecStart is not /bin/sh -c '…' any more: update this test"; exit 1 ;; esac
 SCRIPT=$(echo "$EXEC" | sed "s/^[^']*'//; s/'\$//; s/\\\$\\\$/\$/g")
 mapfile -t UNIT_ENV < <(sed -n 's/^Environment=//p' "$UNIT" | sed 's/^"\(.*\)"$/\1/; s#%S/strobe#'"$STATE"'#g')
