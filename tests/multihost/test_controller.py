@@ -11,6 +11,7 @@ and a config naming an agent that is unknown, or down, is refused naming it.
 The same checks pass today through one `strobe serve` opening the hosts' interfaces by
 namespace (test_topology.py), so a failure here is the controller's."""
 import subprocess
+import time
 
 import pytest
 import snappi
@@ -45,6 +46,43 @@ def test_a_capture_of_a_remote_agents_port_comes_back_through_the_controller(api
 
 def test_starting_one_flow_leaves_the_others_idle(api, hosts):
     run_subset(api, hosts, via_controller, FINAL_WHEN_STOPPED)
+
+
+def test_update_config_changes_a_flow_live_on_the_agent_that_sends_it(api, hosts):
+    """snappi's update_config through the controller: the sending agent changes the running
+    flow's rate and size without a stop, the receiving agent counts every frame, and the
+    controller's config says so."""
+    spec = FlowSpec("live", "hosta", "hostb", pps=1000, udp_dst=(5009,))
+    cfg = new_config(api, hosts, via_controller)
+    add_flow(cfg, hosts, spec, latency=False)
+    api.set_config(cfg)
+    transmit(api, "start", ["live"])
+    time.sleep(1.0)
+    upd = api.config_update()
+    upd.flows.property_names = ["rate", "size"]
+    g = upd.flows.flows.flow(name="live")[-1]
+    g.tx_rx.port.tx_name, g.tx_rx.port.rx_names = spec.tx_port, [spec.rx_port]
+    g.rate.pps, g.size.fixed = 3000, 256
+    api.update_config(upd)
+    before, t1 = flow_metrics(api, ["live"])["live"], time.time()
+    assert before.transmit == "started", as_dict(before)
+    time.sleep(1.5)
+    after, t2 = flow_metrics(api, ["live"])["live"], time.time()
+    transmit(api, "stop")
+    rate = (int(after.frames_tx) - int(before.frames_tx)) / (t2 - t1)
+    assert 2200 < rate < 3600, rate
+    per_frame = (int(after.bytes_tx) - int(before.bytes_tx)) / (
+        int(after.frames_tx) - int(before.frames_tx))
+    assert abs(per_frame - 256) < 2, per_frame
+    final = flow_metrics(api, ["live"])["live"]
+    assert int(final.frames_rx) == int(final.frames_tx) > 0, as_dict(final)
+    got = as_dict(api.get_config())["flows"][0]
+    assert int(got["rate"]["pps"]) == 3000 and got["size"]["fixed"] == 256, got
+    # A flow the config does not have is refused, naming it.
+    g.name = "ghost"
+    with pytest.raises(Exception) as refused:
+        api.update_config(upd)
+    assert "no flow `ghost`" in errors_of(api, refused.value), refused.value
 
 
 def test_a_port_on_an_unknown_agent_is_refused_naming_the_agent(api, hosts):

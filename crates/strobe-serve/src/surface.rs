@@ -67,12 +67,36 @@ pub(crate) async fn update_config(State(server): State<Arc<Server>>, body: Bytes
 
 /// A ConfigUpdate's flows part: the properties to change, and the flows with their new
 /// values.
-struct FlowsUpdate {
+pub(crate) struct FlowsUpdate {
     properties: Vec<String>,
     flows: Vec<Map<String, Value>>,
 }
 
-fn read_update(request: &Value) -> Result<FlowsUpdate, crate::reply::OtgError> {
+impl FlowsUpdate {
+    /// The names of the flows the update changes, in its order.
+    pub(crate) fn flow_names(&self) -> Vec<String> {
+        self.flows
+            .iter()
+            .filter_map(|f| f.get("name").and_then(Value::as_str).map(str::to_string))
+            .collect()
+    }
+
+    /// The same update of only the flows `keep` names, as OTG's ConfigUpdate JSON.
+    pub(crate) fn to_json_for(&self, keep: &[String]) -> Value {
+        let flows: Vec<&Map<String, Value>> = self
+            .flows
+            .iter()
+            .filter(|f| {
+                f.get("name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| keep.iter().any(|k| k == n))
+            })
+            .collect();
+        json!({"choice": "flows", "flows": {"property_names": self.properties, "flows": flows}})
+    }
+}
+
+pub(crate) fn read_update(request: &Value) -> Result<FlowsUpdate, crate::reply::OtgError> {
     match choice(request, &["flows", "protocols"]) {
         Some("flows") => {}
         Some("protocols") => {
@@ -130,7 +154,7 @@ fn read_update(request: &Value) -> Result<FlowsUpdate, crate::reply::OtgError> {
 /// The config with the update's properties of its flows replaced (a property the update's
 /// flow leaves out takes OTG's default), the changes made, and warnings for what the
 /// update's flows say differently beyond those properties (not applied).
-fn patch_flows(
+pub(crate) fn patch_flows(
     config: &Value,
     update: &FlowsUpdate,
 ) -> Result<(Value, Vec<FlowChange>, Vec<String>), crate::reply::OtgError> {

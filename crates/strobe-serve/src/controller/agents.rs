@@ -211,16 +211,16 @@ impl Agent {
 
     async fn send(
         &self,
+        method: reqwest::Method,
         path: &str,
         body: Option<&Value>,
         timeout: Duration,
     ) -> Result<reqwest::Response, AgentError> {
         let url = format!("{}{path}", self.spec.url);
-        let mut request = match body {
-            Some(body) => self.client.post(url).json(body),
-            None => self.client.get(url),
+        let mut request = self.client.request(method, url).timeout(timeout);
+        if let Some(body) = body {
+            request = request.json(body);
         }
-        .timeout(timeout);
         if let Some(token) = &self.spec.token {
             request = request.bearer_auth(token);
         }
@@ -272,7 +272,25 @@ impl Agent {
         body: &Value,
         timeout: Duration,
     ) -> Result<Value, AgentError> {
-        let response = self.send(path, Some(body), timeout).await?;
+        let response = self
+            .send(reqwest::Method::POST, path, Some(body), timeout)
+            .await?;
+        response
+            .json()
+            .await
+            .map_err(|e| self.fault(format!("{path}: its reply is not JSON ({e})"), false))
+    }
+
+    /// PATCHes `path` with `body` (JSON) and reads the JSON reply.
+    pub async fn patch(
+        &self,
+        path: &str,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<Value, AgentError> {
+        let response = self
+            .send(reqwest::Method::PATCH, path, Some(body), timeout)
+            .await?;
         response
             .json()
             .await
@@ -281,7 +299,7 @@ impl Agent {
 
     /// GETs `path` and reads the JSON reply.
     pub async fn get(&self, path: &str, timeout: Duration) -> Result<Value, AgentError> {
-        let response = self.send(path, None, timeout).await?;
+        let response = self.send(reqwest::Method::GET, path, None, timeout).await?;
         response
             .json()
             .await
@@ -295,7 +313,9 @@ impl Agent {
         body: &Value,
         timeout: Duration,
     ) -> Result<Vec<u8>, AgentError> {
-        let response = self.send(path, Some(body), timeout).await?;
+        let response = self
+            .send(reqwest::Method::POST, path, Some(body), timeout)
+            .await?;
         response
             .bytes()
             .await

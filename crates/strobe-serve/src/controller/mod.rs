@@ -198,7 +198,10 @@ pub(crate) fn router(options: &crate::ServeOptions) -> Result<Router, String> {
         keeping: std::sync::atomic::AtomicBool::new(false),
     });
     Ok(Router::new()
-        .route("/config", post(set_config).get(get_config))
+        .route(
+            "/config",
+            post(set_config).get(get_config).patch(update_config),
+        )
         .route("/control/state", post(set_control_state))
         .route("/monitor/metrics", post(get_metrics))
         .route("/monitor/capture", post(get_capture))
@@ -461,6 +464,51 @@ async fn set_config(State(c): State<Arc<Controller>>, body: Bytes) -> Reply {
     state.seen_flows = vec![BTreeMap::new(); c.agents.len()];
     state.seen_ports = vec![BTreeMap::new(); c.agents.len()];
     Ok(ok_json(json!({ "warnings": warnings_of(&c, &replies) })))
+}
+
+/// `PATCH /config` (snappi's update_config): each flow's change goes to the agent that
+/// sends it, which changes it live as a single server does (or refuses, with the reason);
+/// then the controller's config says so. The receiving agents keep their copy: a flow's
+/// rate and size do not change what they count.
+async fn update_config(State(c): State<Arc<Controller>>, body: Bytes) -> Reply {
+    let request = parse_body(&body)?;
+    let update = crate::surface::read_update(&request)?;
+    let _control = c.control.lock().await;
+    let placement = c.placement().await?;
+    let config = c.state.lock().await.config.clone().unwrap_or_default();
+    // Checked against the whole config first (names, properties), so no agent is given an
+    // update another would refuse for a mistake of the request's.
+    let (patched, _changes, warnings) = crate::surface::patch_flows(&config, &update)?;
+    let mut senders: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for name in update.flow_names() {
+        if let Some(f) = placement.flows.iter().find(|f| f.name == name) {
+            senders.entry(f.tx_agent).or_default().push(name);
+        }
+    }
+    let mut done: Vec<String> = Vec::new();
+    for (agent, flows) in &senders {
+        let body = update.to_json_for(flows);
+        if let Err(e) = c.agents[*agent]
+            .patch("/config", &body, CONTROL_TIMEOUT)
+            .await
+        {
+            let mut texts = vec![e.to_string()];
+            if !done.is_empty() {
+                texts.push(format!(
+                    "agents that took their flows' change before: {} (their flows changed)",
+                    done.join(", ")
+                ));
+            }
+            return Err(if e.refused {
+                validation(texts)
+            } else {
+                internal(texts)
+            });
+        }
+        done.push(c.names[*agent].clone());
+    }
+    c.state.lock().await.config = Some(patched);
+    Ok(ok_json(json!({ "warnings": warnings })))
 }
 
 async fn get_config(State(c): State<Arc<Controller>>) -> Response {
