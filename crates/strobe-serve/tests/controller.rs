@@ -300,13 +300,15 @@ async fn an_agent_stops_its_runs_when_the_controllers_lease_runs_out() {
     assert_eq!(status, 200, "{reply}");
     let held = json!({"choice": "traffic", "traffic": {"choice": "flow_transmit",
         "flow_transmit": {"state": "start", "flow_names": ["ab"],
-            "x_strobe": {"run_tag": 7, "lease_ms": 400}}}});
+            "x_strobe": {"run_tag": 7, "lease_ms": 1500}}}});
     let (status, reply) = post(&agent, "/control/state", held).await;
     assert_eq!(status, 200, "{reply}");
-    // Renewed twice, then left to run out (a controller that is gone).
+    // Renewed twice, then left to run out (a controller that is gone). A renewal every
+    // 500 ms of a 1.5 s lease: a second of slack for a loaded 2-core machine, where the
+    // test's other runs share the cores (a 400 ms lease renewed every 250 ms ran out).
     for _ in 0..2 {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        let (status, _) = post(&agent, "/strobe/lease", json!({"lease_ms": 400})).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (status, _) = post(&agent, "/strobe/lease", json!({"lease_ms": 1500})).await;
         assert_eq!(status, 200);
         assert_eq!(flows(&agent).await[0]["transmit"], "started");
     }
