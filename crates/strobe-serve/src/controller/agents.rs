@@ -265,6 +265,21 @@ impl Agent {
         Err(self.fault(message, true))
     }
 
+    /// Sends `body` (JSON, if any) to `path` with `method` and reads the JSON reply.
+    async fn json_reply(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<Value, AgentError> {
+        let response = self.send(method, path, body, timeout).await?;
+        response
+            .json()
+            .await
+            .map_err(|e| self.fault(format!("{path}: its reply is not JSON ({e})"), false))
+    }
+
     /// POSTs `body` (JSON) to `path` and reads the JSON reply.
     pub async fn post(
         &self,
@@ -272,13 +287,8 @@ impl Agent {
         body: &Value,
         timeout: Duration,
     ) -> Result<Value, AgentError> {
-        let response = self
-            .send(reqwest::Method::POST, path, Some(body), timeout)
-            .await?;
-        response
-            .json()
+        self.json_reply(reqwest::Method::POST, path, Some(body), timeout)
             .await
-            .map_err(|e| self.fault(format!("{path}: its reply is not JSON ({e})"), false))
     }
 
     /// PATCHes `path` with `body` (JSON) and reads the JSON reply.
@@ -288,22 +298,14 @@ impl Agent {
         body: &Value,
         timeout: Duration,
     ) -> Result<Value, AgentError> {
-        let response = self
-            .send(reqwest::Method::PATCH, path, Some(body), timeout)
-            .await?;
-        response
-            .json()
+        self.json_reply(reqwest::Method::PATCH, path, Some(body), timeout)
             .await
-            .map_err(|e| self.fault(format!("{path}: its reply is not JSON ({e})"), false))
     }
 
     /// GETs `path` and reads the JSON reply.
     pub async fn get(&self, path: &str, timeout: Duration) -> Result<Value, AgentError> {
-        let response = self.send(reqwest::Method::GET, path, None, timeout).await?;
-        response
-            .json()
+        self.json_reply(reqwest::Method::GET, path, None, timeout)
             .await
-            .map_err(|e| self.fault(format!("{path}: its reply is not JSON ({e})"), false))
     }
 
     /// POSTs `body` to `path` and reads the reply's bytes (a capture).
