@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """The flows section of bench/run: many flows on one null port (issue #29 item 3).
 
-  flowslib.py scenario N FRAMES OUT   a scenario of N UDP flows on one null port, FRAMES
+  flowslib.py scenario N FRAMES OUT [--variant plain|varying|tagged]
+                                      a scenario of N UDP flows on one null port, FRAMES
                                       frames in all (at least one per flow), every flow at
-                                      the same rate so their deadlines interleave
+                                      the same rate so their deadlines interleave; varying:
+                                      each flow's source port takes 4 values, tagged: the
+                                      same with a metric tag on it (4 tag positions a flow)
   flowslib.py row REPORT --build B --flows N --round R --wall-s S
                                       one JSON line from a strobe --json report
   flowslib.py markdown RAW            the table for BENCHMARKS.md
@@ -14,7 +17,7 @@ import statistics
 import sys
 
 
-def scenario(n, frames, out):
+def scenario(n, frames, out, variant="plain"):
     per_flow = max(1, frames // n)
     parts = ['[[ports]]\nname = "tx"\nlocation = "null"\n']
     for i in range(n):
@@ -24,10 +27,20 @@ def scenario(n, frames, out):
             f"duration = {{ fixed_packets = {{ packets = {per_flow} }} }}\n"
             '[[flows.packet]]\nethernet = { src = "02:00:00:00:00:01", dst = "02:00:00:00:00:02" }\n'
             '[[flows.packet]]\nipv4 = { src = "198.18.0.1", dst = "198.18.1.1" }\n'
-            f"[[flows.packet]]\nudp = {{ src_port = {1024 + i % 60000}, dst_port = {2000 + i // 60000} }}\n"
+            f"[[flows.packet]]\nudp = {{ src_port = {src_port(i, variant)}, dst_port = {2000 + i // 60000} }}\n"
         )
     with open(out, "w", encoding="utf-8") as f:
         f.write("\n".join(parts))
+
+
+def src_port(i, variant):
+    port = 1024 + i % 60000
+    if variant == "plain":
+        return str(port)
+    values = f"values = [{port}, {port + 1}, {port + 2}, {port + 3}]"
+    if variant == "tagged":
+        return f'{{ {values}, metric_tags = [{{ name = "sport" }}] }}'
+    return f"{{ {values} }}"
 
 
 def row(report, build, flows, rnd, wall_s):
@@ -42,14 +55,17 @@ def row(report, build, flows, rnd, wall_s):
 def markdown(raw):
     with open(raw, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
-    builds = sorted({r["build"] for r in rows}, key=lambda b: b != "before")
+    order = ["before", "after", "varying", "tagged"]
+    builds = sorted({r["build"] for r in rows}, key=lambda b: order.index(b) if b in order else 9)
     counts = sorted({r["flows"] for r in rows})
     med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
     head = "| flows on the port |"
     for b in builds:
         head += f" {b}: Mpps (median) | {b}: wall time, load included |"
-    if len(builds) == 2:
+    if "before" in builds and "after" in builds:
         head += " after / before |"
+    if "varying" in builds and "tagged" in builds:
+        head += " tagged / varying |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for n in counts:
@@ -61,9 +77,10 @@ def markdown(raw):
             wall = med([r["wall_s"] for r in sel])
             line += " %s | %s |" % ("–" if mpps[b] is None else "%.3f" % mpps[b],
                                     "–" if wall is None else "%.2f s" % wall)
-        if len(builds) == 2:
-            a, b = mpps.get("after"), mpps.get("before")
-            line += " %s |" % ("%.2fx" % (a / b) if a and b else "–")
+        for top, bottom in (("after", "before"), ("tagged", "varying")):
+            if top in builds and bottom in builds:
+                a, b = mpps.get(top), mpps.get(bottom)
+                line += " %s |" % ("%.2fx" % (a / b) if a and b else "–")
         print(line)
 
 
@@ -74,6 +91,7 @@ def main():
     s.add_argument("n", type=int)
     s.add_argument("frames", type=int)
     s.add_argument("out")
+    s.add_argument("--variant", choices=["plain", "varying", "tagged"], default="plain")
     r = sub.add_parser("row")
     r.add_argument("report")
     r.add_argument("--build", required=True)
@@ -84,7 +102,7 @@ def main():
     m.add_argument("raw")
     a = p.parse_args()
     if a.cmd == "scenario":
-        scenario(a.n, a.frames, a.out)
+        scenario(a.n, a.frames, a.out, a.variant)
     elif a.cmd == "row":
         print(json.dumps(row(a.report, a.build, a.flows, a.round, a.wall_s)))
     else:

@@ -69,11 +69,31 @@ def main():
                     print("ok: a document without schema_version is refused")
                 else:
                     sys.exit("the schema accepted a document without schema_version")
+        # A flow with metric tags: its `tagged` results.
+        with open(os.path.join(scratch, "tagged.toml"), "w") as f:
+            f.write('[[ports]]\nname = "p"\nlocation = "null"\n[[flows]]\nname = "t"\n'
+                    'tx = "p"\nduration = { fixed_packets = { packets = 300 } }\n'
+                    '[[flows.packet]]\nethernet = { src = "02:00:00:00:00:01", dst = "02:00:00:00:00:02" }\n'
+                    '[[flows.packet]]\nipv4 = {}\n'
+                    '[[flows.packet]]\nudp = { src_port = { values = [1, 2, 3], '
+                    'metric_tags = [{ name = "sport" }] } }\n')
+        document = json.loads(strobe(binary, scratch, ["gen", "tagged.toml", "-q", "--json", "-"]))
+        if len(document["flows"][0].get("tagged") or []) != 3:
+            sys.exit("the tagged flow's document has no 3 tag values")
+        validate("gen", document, "a flow with metric tags")
         sweep = ["gen", "--port", "null", *udp, "--rates", "10kpps,20kpps", "--count", "300",
                  "-q", "--json", "-"]
         validate("gen-rates", json.loads(strobe(binary, scratch, sweep)), "a --rates sweep")
         analyze = ["analyze", "trace.pcap", "--json", "-"]
         validate("analyze", json.loads(strobe(binary, scratch, analyze)), "analyze of a pcap")
+        # The history these runs were recorded in (the scratch folder's own).
+        listed = json.loads(strobe(binary, scratch, ["runs", "list", "--json", "-"]))
+        if not listed["runs"]:
+            sys.exit("runs list is empty: the runs above were not recorded")
+        validate("runs-list", listed, "runs list")
+        newest = listed["runs"][-1]["id"]
+        shown = strobe(binary, scratch, ["runs", "show", str(newest), "--json", "-"])
+        validate("runs-show", json.loads(shown), "runs show")
         if os.geteuid() == 0:
             prefix = f"sc{os.getpid() % 100000}"
             strobe(binary, scratch, ["lab", "up", "--prefix", prefix, "--dut", "bridge"])
@@ -84,6 +104,28 @@ def main():
                 if not document["flows"][0].get("latency"):
                     sys.exit("the lab run measured no latency: nothing to validate there")
                 validate("gen", document, "a lab run (receive side and latency)")
+                # A reflector on the lab's far end sends back a round trip's frames.
+                reflector = subprocess.Popen(
+                    [binary, "reflect", "lab:rx", "--lab", prefix, "--count", "500", "--json",
+                     "-"], cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    text=True, env=dict(os.environ, STROBE_DB=os.path.join(scratch, "runs.db")))
+                try:
+                    # It says so on stderr once it reflects.
+                    started = reflector.stderr.readline()
+                    if "reflecting on" not in started:
+                        sys.exit(f"the reflector did not start: {started}")
+                    strobe(binary, scratch, ["gen", "--lab", prefix, "--port", "lab:tx", "--rx",
+                                             "lab:tx", *udp, "--count", "500", "--rate",
+                                             "5kpps", "-q"])
+                    out, _ = reflector.communicate(timeout=60)
+                finally:
+                    if reflector.poll() is None:
+                        reflector.kill()
+                        reflector.wait()
+                document = json.loads(out)
+                if document["reflected"] != 500:
+                    sys.exit(f"the reflector sent back {document['reflected']} of 500 frames")
+                validate("reflect", document, "a reflector's run")
                 # The methodologies on short profiles (their figures are not the point here).
                 quick = ["--lab", prefix, "--quiet", "--wait", "100ms", "--settle", "100ms",
                          "--json", "-"]

@@ -94,6 +94,7 @@ FLOWS_COUNTS="${FLOWS_COUNTS:-1 64 4096 65536}"
 FLOWS_FRAMES="${FLOWS_FRAMES:-1000000}"
 FLOWS_ROUNDS="${FLOWS_ROUNDS:-2}"
 FLOWS_BEFORE="${FLOWS_BEFORE:-}"
+FLOWS_TAGS="${FLOWS_TAGS:-0}"
 AFXDP_BEFORE="${AFXDP_BEFORE:-}"
 
 # Every section, in the order `bench/run` runs them; bench/sections/NAME.sh defines

@@ -85,6 +85,24 @@ def test_update_config_changes_a_flow_live_on_the_agent_that_sends_it(api, hosts
     assert "no flow `ghost`" in errors_of(api, refused.value), refused.value
 
 
+def test_tagged_metrics_of_a_flow_between_agents_are_merged_per_tag(api, hosts):
+    """metric_tags on a flow sent by hosta and received by hostb: each tag value's frames
+    sent (the sender's count) and received (the receiver's), merged by the controller."""
+    spec = FlowSpec("tagged", "hosta", "hostb", packets=900, pps=3000, udp_dst=(5011, 5012, 5013))
+    cfg = new_config(api, hosts, via_controller)
+    f = add_flow(cfg, hosts, spec, latency=True)
+    f.packet[2].dst_port.metric_tags.metrictag(name="dport")
+    api.set_config(cfg)
+    transmit(api, "start", ["tagged"])
+    m = wait_stopped(api, ["tagged"])["tagged"]
+    assert int(m.frames_tx) == int(m.frames_rx) == 900, as_dict(m)
+    got = sorted((t.tags[0].value.hex, int(t.frames_tx), int(t.frames_rx), t.loss)
+                 for t in m.tagged_metrics)
+    assert got == [(hex(p), 300, 300, 0) for p in spec.udp_dst], got
+    for t in m.tagged_metrics:
+        assert t.latency.maximum_ns > 0, as_dict(m)
+
+
 def test_a_port_on_an_unknown_agent_is_refused_naming_the_agent(api, hosts):
     cfg = new_config(api, hosts, via_controller)
     cfg.ports.port(name="z", location="hostz/afpacket:eth1")

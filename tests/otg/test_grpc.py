@@ -212,3 +212,25 @@ def test_grpc_with_tls_is_refused_with_the_reason(lab, tmp_path):
          str(tmp_path / "k.pem")], capture_output=True, text=True, timeout=30)
     assert out.returncode != 0
     assert "--grpc-listen" in out.stderr and "TLS" in out.stderr, out.stderr
+
+
+def test_tagged_metrics_over_grpc(gapi, lab):
+    cfg = base_config(gapi, lab)
+    f = add_flow(cfg, "tagged", packets=600, pps=3000)
+    eth, ip, udp = f.packet.ethernet().ipv4().udp()
+    ip.src.value, ip.dst.value = "198.18.0.1", "198.18.1.1"
+    udp.dst_port.value = 5678
+    udp.src_port.values = [7, 8, 9]
+    udp.src_port.metric_tags.metrictag(name="sport")
+    gapi.set_config(cfg)
+    transmit(gapi, "start", ["tagged"])
+    wait_stopped(gapi, ["tagged"])
+    transmit(gapi, "stop")
+    req = gapi.metrics_request()
+    req.flow.flow_names = ["tagged"]
+    req.flow.tagged_metrics.filters.filter(name="sport", values=["0x7", "0x9"])
+    m = gapi.get_metrics(req).flow_metrics[0]
+    assert m.frames_rx == 600, m
+    got = sorted((t.tags[0].name, t.tags[0].value.hex, t.frames_tx, t.frames_rx)
+                 for t in m.tagged_metrics)
+    assert got == [("sport", "0x7", 200, 200), ("sport", "0x9", 200, 200)], got

@@ -13,7 +13,7 @@ import requests
 from scapy.all import IP, UDP, PcapNgReader, PcapReader, rdpcap
 
 from otg_helpers import (add_flow, as_dict, base_config, capture, flow_metrics, otg_error,
-                         port_metrics, read_capture, run_to_end, transmit)
+                         port_metrics, read_capture, run_to_end, transmit, wait_stopped)
 
 
 def udp_flow(cfg, name, **kw):
@@ -250,3 +250,84 @@ def test_capture_filters_and_packet_size_keep_only_the_matching_frames_cut_short
     assert err.code == 400 and err.kind == "validation", err
     assert any("captures[0].filters[1].vlan.id.value" in e and "12 bits" in e
                for e in err.errors), err.errors
+
+
+def _tags(t):
+    return tuple((tag.name, tag.value.hex) for tag in t.tags)
+
+
+def test_tagged_metrics_count_each_tag_combination_exactly(api, lab):
+    """metric_tags on udp.src_port (3 values) and on the last byte of ipv4.dst (2 values): 6
+    combinations, each counted as a flow of its own, live and final; the request's
+    tagged_metrics filter (include, include_empty_metrics, metric_names, filters) applied."""
+    cfg = base_config(api, lab)
+    f = udp_flow(cfg, "tagged", packets=1200, pps=1500)
+    f.metrics.latency.enable = True
+    ip, udp = f.packet[1], f.packet[2]
+    ip.dst.increment.start, ip.dst.increment.step, ip.dst.increment.count = \
+        "198.18.1.1", "0.0.0.1", 2
+    ip.dst.metric_tags.metrictag(name="dst", offset=24, length=8)
+    udp.src_port.values = [1000, 1001, 1002]
+    udp.src_port.metric_tags.metrictag(name="sport")
+    idle = udp_flow(cfg, "idle", packets=10)
+    idle.packet[2].src_port.metric_tags.metrictag(name="port")
+    api.set_config(cfg)
+    combos = {(("dst", hex(1 + j % 2)), ("sport", hex(1000 + j % 3))) for j in range(6)}
+
+    transmit(api, "start", ["tagged"])
+    time.sleep(0.4)
+    live = flow_metrics(api, ["tagged"])["tagged"]
+    # One sample of the counters: the combinations add up to the flow.
+    assert live.transmit == "started"
+    assert {_tags(t) for t in live.tagged_metrics} == combos
+    assert sum(t.frames_tx for t in live.tagged_metrics) == live.frames_tx > 0
+    wait_stopped(api, ["tagged"])
+    transmit(api, "stop")
+
+    m = flow_metrics(api, ["tagged", "idle"])
+    final = m["tagged"]
+    assert final.frames_tx == final.frames_rx == 1200, final
+    assert len(final.tagged_metrics) == 6
+    for t in final.tagged_metrics:
+        assert (t.frames_tx, t.frames_rx, t.loss) == (200, 200, 0), t
+        assert t.bytes_tx == t.bytes_rx == 200 * 128, t
+        assert 0 < t.latency.minimum_ns <= t.latency.average_ns <= t.latency.maximum_ns, t
+    # A flow that sent nothing: its combinations are empty, left out unless asked for.
+    assert len(m["idle"].tagged_metrics) == 0
+
+    req = api.metrics_request()
+    req.flow.flow_names = ["idle"]
+    req.flow.tagged_metrics.include_empty_metrics = True
+    empty = api.get_metrics(req).flow_metrics[0].tagged_metrics
+    assert [(_tags(t), t.frames_tx) for t in empty] == [((("port", "0x4d2"),), 0)]
+
+    req = api.metrics_request()
+    req.flow.flow_names = ["tagged"]
+    req.flow.tagged_metrics.filters.filter(name="sport", values=["0x3e9"])
+    req.flow.tagged_metrics.metric_names = ["frames_rx"]
+    kept = api.get_metrics(req).flow_metrics[0].tagged_metrics
+    assert sorted(_tags(t) for t in kept) == [
+        (("dst", "0x1"), ("sport", "0x3e9")), (("dst", "0x2"), ("sport", "0x3e9"))]
+    for t in kept:
+        assert t.frames_rx == 200 and t.frames_tx is None, t
+
+    req = api.metrics_request()
+    req.flow.flow_names = ["tagged"]
+    req.flow.tagged_metrics.include = False
+    assert len(api.get_metrics(req).flow_metrics[0].tagged_metrics) == 0
+
+    req = api.metrics_request()
+    req.flow.tagged_metrics.filters.filter(name="nosuch", values=["0x1"])
+    err = otg_error(api, lambda: api.get_metrics(req))
+    assert "no metric tag `nosuch`" in " ".join(err.errors), err
+
+
+def test_metric_tags_that_cannot_be_counted_are_refused_by_name(api, lab):
+    cfg = base_config(api, lab)
+    f = udp_flow(cfg, "endless")
+    f.packet[2].src_port.random.min, f.packet[2].src_port.random.max = 1, 60000
+    f.packet[2].src_port.random.count = 0
+    f.packet[2].src_port.metric_tags.metrictag(name="sport")
+    err = otg_error(api, lambda: api.set_config(cfg))
+    text = " ".join(err.errors)
+    assert "metric tag `sport`" in text and "at most 1024" in text, text

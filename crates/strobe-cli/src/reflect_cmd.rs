@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::Args;
-use serde_json::json;
 use strobe_control::model::mac_string;
 use strobe_control::reflector::{parse_unicast_mac, ReflectReport, Reflector, ReflectorOptions};
 use strobe_control::ControlError;
@@ -119,7 +118,10 @@ pub fn run(args: ReflectArgs) -> Result<(), Failure> {
     // The file first: the terminal may be gone by now (SIGHUP).
     let mut failures = WriteFailures::default();
     if let Some(path) = &args.json {
-        let text = crate::outputs::document("reflect", &report_json(&report));
+        let text = crate::outputs::document(
+            "reflect",
+            &strobe_control::results::ReflectResult::from(&report),
+        );
         failures.note(write_file(path, text.as_bytes()));
     }
     print_report(&report);
@@ -146,22 +148,4 @@ fn print_report(r: &ReflectReport) {
     if let Some(f) = &r.failure {
         println!("  stopped by an error: {f}");
     }
-}
-
-fn report_json(r: &ReflectReport) -> serde_json::Value {
-    json!({
-        "receiver": r.receiver,
-        "backend": r.backend,
-        "received": r.received,
-        "reflected": r.reflected,
-        "not_instrumented": r.not_instrumented,
-        "not_for_us": r.not_for_us,
-        "group_destination": r.group_destination,
-        "group_source": r.group_source,
-        "already_reflected": r.already_reflected,
-        "unfit": r.unfit,
-        "tx_dropped": r.tx_dropped,
-        "rx_ring_full": r.rx_drops.ring_full,
-        "failure": r.failure,
-    })
 }

@@ -195,7 +195,7 @@ pub fn run(args: RunsArgs) -> Result<(), Failure> {
                 })
                 .map_err(failed)?;
             if let Some(out) = &list.json {
-                let runs = serde_json::json!({ "runs": rows });
+                let runs = strobe_control::results::RunsList { runs: rows.clone() };
                 let text = crate::outputs::document("runs-list", &runs);
                 crate::outputs::write_file(out, text.as_bytes())?;
             }
@@ -205,8 +205,8 @@ pub fn run(args: RunsArgs) -> Result<(), Failure> {
         RunsCommand::Show { id, json } => {
             let run = db.get(id).map_err(failed)?;
             if let Some(out) = &json {
-                let run = serde_json::json!({ "run": run });
-                let text = crate::outputs::document("runs-show", &run);
+                let shown = strobe_control::results::RunShow { run: run.clone() };
+                let text = crate::outputs::document("runs-show", &shown);
                 crate::outputs::write_file(out, text.as_bytes())?;
             }
             show(&run);

@@ -63,18 +63,7 @@ udp = { src_port = 1000, dst_port = { increment = { start = 2000, count = 10 } }
         ),
     ]
     .concat();
-    let path = dir.path("tunnels-lab.toml");
-    std::fs::write(&path, scenario).unwrap();
-    let json = dir.path("tunnels-lab.json");
-    ok(strobe()
-        .arg("gen")
-        .arg(&path)
-        .args(["--lab", &lab.prefix, "-q", "--json", &json])
-        .current_dir(&dir.0)
-        .output()
-        .unwrap());
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let report = lab.gen_scenario(&dir, "tunnels-lab", &scenario);
     for name in ["gre", "mpls", "gtpv1"] {
         let f = report["flows"]
             .as_array()

@@ -59,7 +59,7 @@ pub use strobe_model::{warning_texts, Warning};
 // ends need no crate below this one.
 pub use run::{
     start, start_then, FlowMetrics, IntervalLatency, Metrics, PortMetrics, RunEnd, RunHandle,
-    RunState, Transmit,
+    RunState, TaggedMetrics, Transmit,
 };
 pub use strobe_engine::latency::FlowLatency;
 pub use strobe_engine::live::FlowSnapshot;

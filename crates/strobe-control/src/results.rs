@@ -69,8 +69,79 @@ pub struct RateStep {
     pub result: Results,
 }
 
+/// `strobe reflect`'s document: what the reflector received, sent back and left alone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ReflectResult {
+    pub receiver: String,
+    pub backend: String,
+    /// Every frame taken from the receiver.
+    pub received: u64,
+    /// Frames sent back.
+    pub reflected: u64,
+    /// Frames without strobe's trailer, left alone.
+    pub not_instrumented: u64,
+    /// Frames addressed to another unicast MAC address than the port's.
+    pub not_for_us: u64,
+    /// Frames to a broadcast or multicast address.
+    pub group_destination: u64,
+    /// Frames from a broadcast or multicast source address.
+    pub group_source: u64,
+    /// Frames a reflector already sent back: never reflected again.
+    pub already_reflected: u64,
+    /// Frames that cannot be reflected intact (cut short, too long, IPv4 fragments).
+    pub unfit: u64,
+    /// Frames the backend would not take (its ring stayed full).
+    pub tx_dropped: u64,
+    /// Frames the kernel dropped before the reflector read them (its ring was full).
+    pub rx_ring_full: u64,
+    /// Why the reflector stopped before it was told to; the counts are those until then.
+    pub failure: Option<String>,
+}
+
+impl From<&strobe_engine::reflect::ReflectReport> for ReflectResult {
+    fn from(r: &strobe_engine::reflect::ReflectReport) -> Self {
+        ReflectResult {
+            receiver: r.receiver.clone(),
+            backend: r.backend.clone(),
+            received: r.received,
+            reflected: r.reflected,
+            not_instrumented: r.not_instrumented,
+            not_for_us: r.not_for_us,
+            group_destination: r.group_destination,
+            group_source: r.group_source,
+            already_reflected: r.already_reflected,
+            unfit: r.unfit,
+            tx_dropped: r.tx_dropped,
+            rx_ring_full: r.rx_drops.ring_full,
+            failure: r.failure.clone(),
+        }
+    }
+}
+
+/// `strobe runs list --json`'s document: the runs listed, oldest first.
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct RunsList {
+    pub runs: Vec<strobe_history::RunRow>,
+}
+
+/// `strobe runs show --json`'s document: one stored run, its config and results included.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunShow {
+    pub run: strobe_history::StoredRun,
+}
+
 /// The kinds of document that have a published JSON Schema (docs/schema/KIND.schema.json).
-pub const SCHEMA_KINDS: [&str; 6] = ["gen", "gen-rates", "rfc2544", "y1564", "trains", "analyze"];
+pub const SCHEMA_KINDS: [&str; 9] = [
+    "gen",
+    "gen-rates",
+    "rfc2544",
+    "y1564",
+    "trains",
+    "analyze",
+    "reflect",
+    "runs-list",
+    "runs-show",
+];
 
 /// The JSON Schema (draft 2020-12) of document `kind`, generated from the Rust types, or
 /// None for a kind without one.
@@ -82,6 +153,9 @@ pub fn json_schema(kind: &str) -> Option<serde_json::Value> {
         "y1564" => schemars::schema_for!(Document<crate::y1564::Y1564Report>),
         "trains" => schemars::schema_for!(Document<crate::trains::TrainsReport>),
         "analyze" => schemars::schema_for!(Document<strobe_analyze::Report>),
+        "reflect" => schemars::schema_for!(Document<ReflectResult>),
+        "runs-list" => schemars::schema_for!(Document<RunsList>),
+        "runs-show" => schemars::schema_for!(Document<RunShow>),
         _ => return None,
     };
     Some(schema.to_value())
@@ -404,6 +478,114 @@ pub struct FlowResult {
     /// A flow sent as a convoy of trains (a count of bursts): train by train, and across
     /// trains head latency, bandwidth from each train's dispersion, and loss.
     pub convoy: Option<Convoy>,
+    /// A flow with metric tags (OTG `metric_tags`): the figures of each combination of tag
+    /// values the flow sent, in the order first sent. Absent for a flow without tags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tagged: Option<Vec<TaggedResult>>,
+}
+
+/// The frames of a tagged flow that carried one value of each of its tags.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TaggedResult {
+    /// Each tag's value, in the flow's tag order.
+    pub tags: Vec<TagValue>,
+    pub frames_tx: u64,
+    /// Without FCS, as the flow's `bytes_tx`.
+    pub bytes_tx: u64,
+    pub bytes_tx_with_fcs: u64,
+    pub frames_rx: Option<u64>,
+    pub bytes_rx: Option<u64>,
+    pub bytes_rx_with_fcs: Option<u64>,
+    pub frames_rx_unique: Option<u64>,
+    pub loss: Option<u64>,
+    pub reordered: Option<u64>,
+    pub duplicates: Option<u64>,
+    pub late: Option<u64>,
+    pub first_rx_ns: Option<u64>,
+    pub last_rx_ns: Option<u64>,
+    /// As measured (no calibration applied), with the exact average.
+    pub latency: Option<LatencyStats>,
+    pub latency_average_ns: Option<f64>,
+}
+
+impl TaggedResult {
+    /// Percent of the frames sent with these tag values that did not arrive.
+    pub fn loss_pct(&self) -> Option<f64> {
+        self.loss.map(|lost| pct(lost, self.frames_tx))
+    }
+}
+
+/// A metric tag's value in one combination: OTG writes it in hex.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TagValue {
+    pub name: String,
+    /// The tagged bits as a hex number, e.g. `0x1f`.
+    pub value: String,
+}
+
+/// One combination's tag values, named, in hex.
+pub fn tag_values(plan: &strobe_model::TagPlan, values: &[u128]) -> Vec<TagValue> {
+    plan.names
+        .iter()
+        .zip(values)
+        .map(|(name, v)| TagValue {
+            name: name.clone(),
+            value: format!("{v:#x}"),
+        })
+        .collect()
+}
+
+/// A tagged flow's figures per combination of tag values, its tag positions added up (see
+/// [`strobe_model::TagPlan`]); None for a flow without tags in the run.
+pub fn tagged_results(r: &RunReport, f: &FlowSpec) -> Option<Vec<TaggedResult>> {
+    let report = r.tagged.iter().find(|t| t.flow_id == f.id)?;
+    let plan = f.tag_plan().ok()??;
+    let sent_elsewhere = report.positions.iter().all(|p| p.frames_tx == 0)
+        && r.ports
+            .iter()
+            .all(|p| p.name != f.tx_port && !p.name.starts_with(&format!("{}#", f.tx_port)));
+    let mut out = Vec::new();
+    for (values, positions) in plan.groups() {
+        let (mut frames_tx, mut bytes_tx) = (0u64, 0u64);
+        let mut rx: Option<strobe_engine::rx::FlowRxReport> = None;
+        for &p in &positions {
+            let Some(pos) = report.positions.get(p) else {
+                continue;
+            };
+            frames_tx += pos.frames_tx;
+            bytes_tx += pos.bytes_tx;
+            if let Some(theirs) = &pos.rx {
+                match &mut rx {
+                    Some(mine) => mine.add(theirs),
+                    None => rx = Some(theirs.clone()),
+                }
+            }
+        }
+        let latency = rx.as_ref().and_then(|x| x.latency.as_ref());
+        out.push(TaggedResult {
+            tags: tag_values(&plan, &values),
+            frames_tx,
+            bytes_tx,
+            bytes_tx_with_fcs: with_fcs(bytes_tx, frames_tx),
+            frames_rx: rx.as_ref().map(|x| x.counters.frames),
+            bytes_rx: rx.as_ref().map(|x| x.counters.bytes),
+            bytes_rx_with_fcs: rx
+                .as_ref()
+                .map(|x| with_fcs(x.counters.bytes, x.counters.frames)),
+            frames_rx_unique: rx.as_ref().map(|x| x.counters.unique),
+            loss: rx.as_ref().filter(|_| !sent_elsewhere).and_then(|x| x.lost),
+            reordered: rx.as_ref().map(|x| x.counters.reordered),
+            duplicates: rx.as_ref().map(|x| x.counters.duplicates),
+            late: rx.as_ref().map(|x| x.counters.late),
+            first_rx_ns: rx.as_ref().and_then(|x| x.counters.first_rx_ns),
+            last_rx_ns: rx.as_ref().and_then(|x| x.counters.last_rx_ns),
+            latency: latency.and_then(|l| LatencyStats::from_histogram(l.histogram())),
+            latency_average_ns: latency
+                .filter(|l| !l.histogram().is_empty())
+                .map(|l| l.sum_ns() as f64 / l.histogram().len() as f64),
+        });
+    }
+    Some(out)
 }
 
 impl FlowResult {
@@ -864,6 +1046,7 @@ fn flow_result(
             .and_then(|x| x.latency.as_ref())
             .and_then(|l| latency_result(r, f, l, correction)),
         convoy: rx.and_then(|x| x.trains.as_deref()).map(Convoy::of),
+        tagged: tagged_results(r, f),
     }
 }
 
@@ -1035,6 +1218,7 @@ mod tests {
             last_rx_ns: None,
             latency: None,
             convoy: None,
+            tagged: None,
         }
     }
 

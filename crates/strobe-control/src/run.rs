@@ -74,6 +74,23 @@ pub struct FlowMetrics {
     /// When the flow's first and last frames arrived (CLOCK_REALTIME ns), once final.
     pub first_rx_ns: Option<u64>,
     pub last_rx_ns: Option<u64>,
+    /// A flow with metric tags: the same figures per combination of tag values (OTG
+    /// `tagged_metrics`), in the order first sent; empty without tags.
+    pub tagged: Vec<TaggedMetrics>,
+}
+
+/// One combination of a tagged flow's tag values and the counters of its frames.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TaggedMetrics {
+    pub tags: Vec<crate::results::TagValue>,
+    #[serde(flatten)]
+    pub counters: Counters,
+    pub loss_pct: Option<f64>,
+    pub latency: Option<LatencySummary>,
+    pub first_rx_ns: Option<u64>,
+    pub last_rx_ns: Option<u64>,
+    /// Frames received once each (duplicates apart), once final.
+    pub frames_rx_unique: Option<u64>,
 }
 
 impl FlowMetrics {
@@ -89,6 +106,8 @@ impl FlowMetrics {
             latency: None,
             first_rx_ns: None,
             last_rx_ns: None,
+            // Every combination of its tag values, at zero.
+            tagged: live_tagged(spec, None, None),
         }
     }
 }
@@ -223,6 +242,8 @@ impl LiveView {
 struct Sample {
     elapsed_ns: u64,
     flows: Vec<FlowSnapshot>,
+    /// Tagged flows' counters per tag position.
+    tagged: Vec<strobe_engine::TaggedSnapshot>,
     /// This process's transmitters have all ended (the run may hold its receivers on).
     senders_done: bool,
 }
@@ -310,6 +331,7 @@ pub fn start_then(
                     v.last = Some(Sample {
                         elapsed_ns: tick.elapsed_ns,
                         flows: tick.flows.to_vec(),
+                        tagged: tick.tagged.to_vec(),
                         senders_done: tick.transmitters_done,
                     });
                 })
@@ -652,22 +674,12 @@ fn live_metrics(
         .enumerate()
         .map(|(i, f)| {
             let now = last.and_then(|s| s.flows.get(i)).unwrap_or(&zero);
-            let (rate_tx, rate_rx, bytes_rate_tx, bytes_rate_rx) = match (last, previous) {
-                (Some(a), Some(b)) => {
-                    let before = b.flows.get(i).unwrap_or(&zero);
-                    let ns = a.elapsed_ns.saturating_sub(b.elapsed_ns);
-                    let frames_tx = now.tx_frames.saturating_sub(before.tx_frames);
-                    let frames_rx = now.rx_frames.saturating_sub(before.rx_frames);
-                    let bytes_tx = now.tx_bytes.saturating_sub(before.tx_bytes);
-                    let bytes_rx = now.rx_bytes.saturating_sub(before.rx_bytes);
-                    (
-                        per_second(frames_tx, ns),
-                        per_second(frames_rx, ns),
-                        per_second(with_fcs(bytes_tx, frames_tx), ns),
-                        per_second(with_fcs(bytes_rx, frames_rx), ns),
-                    )
-                }
-                _ => (0.0, 0.0, 0.0, 0.0),
+            let before = match (last, previous) {
+                (Some(a), Some(b)) => Some((
+                    b.flows.get(i).copied().unwrap_or(zero),
+                    a.elapsed_ns.saturating_sub(b.elapsed_ns),
+                )),
+                _ => None,
             };
             let done = planned_frames(&f.schedule.duration).is_some_and(|n| now.tx_frames >= n)
                 || switches.is_stopped(&f.name)
@@ -685,26 +697,13 @@ fn live_metrics(
                     RunState::Running => Transmit::Started,
                     _ => Transmit::Stopped,
                 },
-                counters: Counters {
-                    frames_tx: now.tx_frames,
-                    frames_rx: now.rx_frames,
-                    bytes_tx: with_fcs(now.tx_bytes, now.tx_frames),
-                    bytes_rx: with_fcs(now.rx_bytes, now.rx_frames),
-                    frames_tx_rate: rate_tx,
-                    frames_rx_rate: rate_rx,
-                    bytes_tx_rate: bytes_rate_tx,
-                    bytes_rx_rate: bytes_rate_rx,
-                },
+                counters: live_counters(now, before.as_ref()),
                 // Frames in flight are not lost yet: loss is final only after the drain.
                 loss_pct: None,
-                latency: now.latency.map(|l| LatencySummary {
-                    minimum_ns: l.min_ns as f64,
-                    maximum_ns: l.max_ns as f64,
-                    average_ns: l.mean_ns(),
-                    frames: l.frames,
-                }),
+                latency: live_latency(now),
                 first_rx_ns: None,
                 last_rx_ns: None,
+                tagged: live_tagged(f, last, previous),
             }
         })
         .collect();
@@ -714,6 +713,87 @@ fn live_metrics(
         ports: port_metrics(scenario, &flows),
         flows,
     }
+}
+
+/// Counters from a snapshot, and rates against the one before (with the ns between).
+fn live_counters(now: &FlowSnapshot, before: Option<&(FlowSnapshot, u64)>) -> Counters {
+    let (rate_tx, rate_rx, bytes_rate_tx, bytes_rate_rx) = match before {
+        Some((before, ns)) => {
+            let frames_tx = now.tx_frames.saturating_sub(before.tx_frames);
+            let frames_rx = now.rx_frames.saturating_sub(before.rx_frames);
+            let bytes_tx = now.tx_bytes.saturating_sub(before.tx_bytes);
+            let bytes_rx = now.rx_bytes.saturating_sub(before.rx_bytes);
+            (
+                per_second(frames_tx, *ns),
+                per_second(frames_rx, *ns),
+                per_second(with_fcs(bytes_tx, frames_tx), *ns),
+                per_second(with_fcs(bytes_rx, frames_rx), *ns),
+            )
+        }
+        None => (0.0, 0.0, 0.0, 0.0),
+    };
+    Counters {
+        frames_tx: now.tx_frames,
+        frames_rx: now.rx_frames,
+        bytes_tx: with_fcs(now.tx_bytes, now.tx_frames),
+        bytes_rx: with_fcs(now.rx_bytes, now.rx_frames),
+        frames_tx_rate: rate_tx,
+        frames_rx_rate: rate_rx,
+        bytes_tx_rate: bytes_rate_tx,
+        bytes_rx_rate: bytes_rate_rx,
+    }
+}
+
+fn live_latency(now: &FlowSnapshot) -> Option<LatencySummary> {
+    now.latency.map(|l| LatencySummary {
+        minimum_ns: l.min_ns as f64,
+        maximum_ns: l.max_ns as f64,
+        average_ns: l.mean_ns(),
+        frames: l.frames,
+    })
+}
+
+/// A tagged flow's live counters per combination of tag values: its tag positions' added up.
+fn live_tagged(
+    f: &strobe_model::FlowSpec,
+    last: Option<&Sample>,
+    previous: Option<&Sample>,
+) -> Vec<TaggedMetrics> {
+    let Some(plan) = f.tag_plan().ok().flatten() else {
+        return Vec::new();
+    };
+    let positions = |s: Option<&Sample>| {
+        s.and_then(|s| s.tagged.iter().find(|t| t.flow_id == f.id))
+            .map(|t| t.positions.clone())
+    };
+    let (now, before) = (positions(last), positions(previous));
+    let ns = match (last, previous) {
+        (Some(a), Some(b)) => a.elapsed_ns.saturating_sub(b.elapsed_ns),
+        _ => 0,
+    };
+    let sum = |snaps: &Option<Vec<FlowSnapshot>>, members: &[usize]| {
+        let mut total = FlowSnapshot::default();
+        for snap in members.iter().filter_map(|&p| snaps.as_ref()?.get(p)) {
+            total.add(snap);
+        }
+        total
+    };
+    plan.groups()
+        .into_iter()
+        .map(|(values, members)| {
+            let now = sum(&now, &members);
+            let before = before.as_ref().map(|_| (sum(&before, &members), ns));
+            TaggedMetrics {
+                tags: crate::results::tag_values(&plan, &values),
+                counters: live_counters(&now, before.as_ref()),
+                loss_pct: None,
+                latency: live_latency(&now),
+                first_rx_ns: None,
+                last_rx_ns: None,
+                frames_rx_unique: None,
+            }
+        })
+        .collect()
 }
 
 /// The final counters: counts, loss and times from the run's results; latency from the
@@ -753,6 +833,31 @@ fn final_metrics(scenario: &Scenario, report: &RunReport, results: &Results) -> 
                 latency,
                 first_rx_ns: r.first_rx_ns,
                 last_rx_ns: r.last_rx_ns,
+                tagged: r
+                    .tagged
+                    .iter()
+                    .flatten()
+                    .map(|t| TaggedMetrics {
+                        tags: t.tags.clone(),
+                        counters: Counters {
+                            frames_tx: t.frames_tx,
+                            frames_rx: t.frames_rx.unwrap_or(0),
+                            bytes_tx: t.bytes_tx_with_fcs,
+                            bytes_rx: t.bytes_rx_with_fcs.unwrap_or(0),
+                            ..Counters::default()
+                        },
+                        loss_pct: t.loss_pct(),
+                        latency: t.latency.map(|l| LatencySummary {
+                            minimum_ns: l.min_ns,
+                            maximum_ns: l.max_ns,
+                            average_ns: t.latency_average_ns.unwrap_or(l.mean_ns),
+                            frames: l.count,
+                        }),
+                        first_rx_ns: t.first_rx_ns,
+                        last_rx_ns: t.last_rx_ns,
+                        frames_rx_unique: t.frames_rx_unique,
+                    })
+                    .collect(),
                 ..FlowMetrics::idle(f)
             }
         })

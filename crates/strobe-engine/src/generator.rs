@@ -303,6 +303,22 @@ pub struct FlowGenerator {
     seq: u32,
     /// The run tag the trailers carry (templates built later carry it too).
     tag: u8,
+    /// A flow with metric tags: each frame's trailer carries its tag position's flow id.
+    positions: Option<TagPositions>,
+}
+
+/// The sending side of a flow's tag positions ([`strobe_model::TagPlan`]): frame `j` is in
+/// position `j % L`, carries that position's flow id and sequence number `j / L` (counted
+/// from the run's first), so each position is a flow of its own to the receivers.
+#[derive(Clone, Debug)]
+struct TagPositions {
+    ids: Box<[u16]>,
+    /// The next frame's position, and how many times every position has been used.
+    next: usize,
+    round: u32,
+    /// Frames and bytes (without FCS) sent in each position.
+    frames: Box<[u64]>,
+    bytes: Box<[u64]>,
 }
 
 const NO_TEMPLATE: u16 = u16::MAX;
@@ -316,6 +332,7 @@ fn template(
     tag: u8,
     fields: &[VarField],
 ) -> Result<Template, EngineError> {
+    let tagged = !flow.tag_ids.is_empty();
     let instrumented = flow.metrics.instrument;
     let built = build_frame(flow, base_headers, size)?;
     let mut bytes = built.bytes.clone();
@@ -342,7 +359,7 @@ fn template(
     } else {
         None
     };
-    let csums = plan_checksums(&built, &bytes, fields, trailer_at);
+    let csums = plan_checksums(&built, &bytes, fields, trailer_at, tagged);
     // The template holds valid checksums for its own contents, so a frame copied
     // from it is correct even before any patch.
     let mut bytes = bytes.into_boxed_slice();
@@ -414,7 +431,16 @@ impl FlowGenerator {
             by_size[size as usize] = t as u16;
         }
         let n_csums = templates.first().map_or(0, |t| t.csums.len());
+        let n = flow.tag_ids.len();
+        let positions = (n > 0 && instrumented).then(|| TagPositions {
+            ids: flow.tag_ids.clone().into_boxed_slice(),
+            next: 0,
+            round: 0,
+            frames: vec![0; n].into_boxed_slice(),
+            bytes: vec![0; n].into_boxed_slice(),
+        });
         Ok(FlowGenerator {
+            positions,
             name: flow.name.clone(),
             id: flow.id,
             templates,
@@ -465,6 +491,21 @@ impl FlowGenerator {
         Ok(t)
     }
 
+    /// A tagged flow's frames and bytes (without FCS) per tag position so far.
+    pub fn tag_counts(&self) -> Option<(&[u16], &[u64], &[u64])> {
+        self.positions
+            .as_ref()
+            .map(|p| (&p.ids[..], &p.frames[..], &p.bytes[..]))
+    }
+
+    /// The tag positions the last `k` frames used (at most every position once), for
+    /// publishing their counts.
+    pub fn last_positions(&self, k: usize) -> impl Iterator<Item = usize> + '_ {
+        let n = self.positions.as_ref().map_or(0, |p| p.ids.len());
+        let next = self.positions.as_ref().map_or(0, |p| p.next);
+        (1..=k.min(n)).map(move |back| (next + n - back) % n)
+    }
+
     pub fn instrumented(&self) -> bool {
         self.instrumented
     }
@@ -502,6 +543,9 @@ impl FlowGenerator {
         stamp: KernelStamp,
         sizes: &[u32],
     ) -> Result<KernelFlow, String> {
+        if self.positions.is_some() {
+            return Err("metric tags (a trailer flow id per tag position)".into());
+        }
         let cycle = sizes
             .iter()
             .map(|&size| {
@@ -639,7 +683,40 @@ impl FlowGenerator {
 
         // The trailer: sequence number and timestamp (every template of a flow has one, or
         // none has).
-        if self.instrumented {
+        if let Some(p) = &mut self.positions {
+            // Tagged: the flow id and sequence number are one 6-byte value per frame.
+            let (seqs, rest) = vals[seq_at * MAX_BATCH..].split_at_mut(MAX_BATCH);
+            let stamps = &mut rest[..MAX_BATCH];
+            let fcs = u64::from(strobe_model::FCS_LEN);
+            for (j, (&w, &tid)) in which.iter().zip(templates).enumerate() {
+                let slot = &mut slots[w as usize];
+                let t = &self.templates[tid as usize];
+                let tr = t.trailer_at.unwrap_or(0);
+                let tx_ns = match tx_time {
+                    TxTime::Same(ns) => ns,
+                    TxTime::Scheduled => slot.scheduled_ns,
+                };
+                let r = p.next;
+                let (id, seq) = (p.ids[r], self.seq.wrapping_add(p.round));
+                let dst: &mut [u8; trailer::LEN] = (&mut slot.buf[tr..tr + trailer::LEN])
+                    .try_into()
+                    .expect("trailer fits: checked at compile time");
+                dst[trailer::FLOW_ID_OFFSET..trailer::FLOW_ID_OFFSET + 2]
+                    .copy_from_slice(&id.to_be_bytes());
+                dst[trailer::SEQ_OFFSET..trailer::SEQ_OFFSET + 4]
+                    .copy_from_slice(&seq.to_be_bytes());
+                dst[trailer::TIMESTAMP_OFFSET..].copy_from_slice(&tx_ns.to_be_bytes());
+                seqs[j] = reduce((u64::from(id) << 32) | u64::from(seq));
+                stamps[j] = reduce(tx_ns);
+                p.frames[r] += 1;
+                p.bytes[r] += u64::from(t.size).saturating_sub(fcs);
+                p.next += 1;
+                if p.next == p.ids.len() {
+                    p.next = 0;
+                    p.round = p.round.wrapping_add(1);
+                }
+            }
+        } else if self.instrumented {
             let (seqs, rest) = vals[seq_at * MAX_BATCH..].split_at_mut(MAX_BATCH);
             let stamps = &mut rest[..MAX_BATCH];
             for (j, (&w, &tid)) in which.iter().zip(templates).enumerate() {
@@ -660,7 +737,9 @@ impl FlowGenerator {
                 stamps[j] = reduce(tx_ns);
             }
         }
-        self.seq = self.seq.wrapping_add(k as u32);
+        if self.positions.is_none() {
+            self.seq = self.seq.wrapping_add(k as u32);
+        }
 
         // Each varying field over the whole batch.
         for (i, f) in self.fields.iter_mut().enumerate() {
@@ -841,6 +920,7 @@ fn plan_checksums(
     bytes: &[u8],
     fields: &[VarField],
     trailer_at: Option<usize>,
+    tagged: bool,
 ) -> Vec<CsumPlan> {
     // (start bit, end bit, value index) of everything that varies.
     let seq_at = fields.len();
@@ -855,11 +935,18 @@ fn plan_checksums(
         bits::write_bits(&mut constant, f.bit_offset, f.bit_len, 0);
     }
     if let Some(at) = trailer_at {
+        // A tagged flow's flow id varies too: with the sequence number right after it,
+        // it is one value of 6 bytes.
         let seq = at + trailer::SEQ_OFFSET;
+        let from = if tagged {
+            at + trailer::FLOW_ID_OFFSET
+        } else {
+            seq
+        };
         let ts = at + trailer::TIMESTAMP_OFFSET;
-        constant[seq..seq + 4].fill(0);
+        constant[from..seq + 4].fill(0);
         constant[ts..ts + 8].fill(0);
-        varying.push((seq * 8, (seq + 4) * 8, seq_at));
+        varying.push((from * 8, (seq + 4) * 8, seq_at));
         varying.push((ts * 8, (ts + 8) * 8, seq_at + 1));
     }
     let mut plans = Vec::new();

@@ -247,6 +247,9 @@ pub struct RunReport {
     /// these results (e.g. a lab whose receive steering made paced frames late), said with
     /// them. Empty from the engine.
     pub setting_warnings: Vec<Warning>,
+    /// Flows with metric tags, per tag position: the OTG `tagged_metrics` (the flow's own
+    /// figures above are the sum of its positions).
+    pub tagged: Vec<TaggedFlowReport>,
 }
 
 impl RunReport {
@@ -282,6 +285,31 @@ pub struct Tick<'a> {
     /// falling behind its schedule, see [`behind`]); each said once, in a tick of its own
     /// whose `flows` are empty (not a sample of the counters).
     pub warnings: &'a [Warning],
+    /// Flows with metric tags: each tag position's counters (see [`RunReport::tagged`]).
+    pub tagged: &'a [TaggedSnapshot],
+}
+
+/// A tagged flow's counters at one instant, per tag position (scenario flow `flow_id`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaggedSnapshot {
+    pub flow_id: u16,
+    pub positions: Vec<live::FlowSnapshot>,
+}
+
+/// A tagged flow's results per tag position ([`strobe_model::TagPlan`]): what each sent
+/// and, when a port receives the flow, what arrived of it.
+#[derive(Clone, Debug)]
+pub struct TaggedFlowReport {
+    pub flow_id: u16,
+    pub positions: Vec<TagPositionReport>,
+}
+
+#[derive(Clone, Debug)]
+pub struct TagPositionReport {
+    pub frames_tx: u64,
+    /// Without FCS, as [`worker::FlowReport::bytes`].
+    pub bytes_tx: u64,
+    pub rx: Option<FlowRxReport>,
 }
 
 impl Tick<'_> {
@@ -359,6 +387,7 @@ fn open_transmitters(
     scenario: &Scenario,
     locations: &[Option<strobe_io::Location>],
     opts: &RunOptions,
+    tag_ids: &[Vec<u16>],
     next_id: &mut usize,
     parent: &mut Vec<u16>,
 ) -> Result<Vec<TxJob>, EngineError> {
@@ -368,7 +397,10 @@ fn open_transmitters(
             .flows
             .iter()
             .filter(|f| f.tx_port == port.name)
-            .cloned()
+            .map(|f| strobe_model::FlowSpec {
+                tag_ids: tag_ids[usize::from(f.id)].clone(),
+                ..f.clone()
+            })
             .collect();
         if flows.is_empty() {
             continue;
@@ -478,6 +510,43 @@ type RxJob = (
     Option<(strobe_io::ifdrops::InterfaceDrops, bool)>,
 );
 
+/// Trailer flow ids for every tagged flow's tag positions (index = flow id; empty for a
+/// flow without tags): position 0 keeps the flow's id, the others take ids from `next_id`
+/// on, their parent noted. In scenario order, before any flow is split, so that every host
+/// of a run numbers them alike.
+fn assign_tag_ids(
+    scenario: &Scenario,
+    next_id: &mut usize,
+    parent: &mut Vec<u16>,
+) -> Result<Vec<Vec<u16>>, EngineError> {
+    let mut all = Vec::with_capacity(scenario.flows.len());
+    for f in &scenario.flows {
+        let plan = f.tag_plan().map_err(|message| EngineError::Flow {
+            flow: f.name.clone(),
+            message,
+        })?;
+        let Some(plan) = plan.filter(|_| f.metrics.instrument) else {
+            all.push(Vec::new());
+            continue;
+        };
+        let mut ids = vec![f.id];
+        for _ in 1..plan.positions.len() {
+            let id = u16::try_from(*next_id).map_err(|_| EngineError::Flow {
+                flow: f.name.clone(),
+                message: format!(
+                    "its {} tag positions need more than 65536 flow ids in the run (each tag position is counted as a flow) — tag fewer values",
+                    plan.positions.len()
+                ),
+            })?;
+            *next_id += 1;
+            parent.push(f.id);
+            ids.push(id);
+        }
+        all.push(ids);
+    }
+    Ok(all)
+}
+
 /// Opens a receiver on every port some flow names as a receiver, with a tracker for the
 /// run's flow ids (`parent` maps each to its scenario flow) that takes stamps from
 /// `run_start_ns` on.
@@ -529,7 +598,10 @@ fn open_receivers(
                 bursts, packets, ..
             } = spec.schedule.duration
             {
-                if id == p as usize && bursts > 0 && spec.rx_ports.contains(&port.name) {
+                // (A tagged flow's sequence numbers count per tag position, not per train.)
+                let tagged = || spec.tag_plan().ok().flatten().is_some();
+                if id == p as usize && bursts > 0 && spec.rx_ports.contains(&port.name) && !tagged()
+                {
                     let bytes = spec.size.mean().round() as u32;
                     tracker.track_trains(id as u16, bursts, packets, opts.seq_start, bytes);
                 }
@@ -571,8 +643,16 @@ pub fn run_scenario(
     let mut parent: Vec<u16> = (0..=u16::MAX).take(n_flows).collect();
     let mut next_id = n_flows;
     let locations = port_locations(scenario)?;
+    let tag_ids = assign_tag_ids(scenario, &mut next_id, &mut parent)?;
     // Open every port before any worker starts, so a bad port fails the run up front.
-    let tx_jobs = open_transmitters(scenario, &locations, opts, &mut next_id, &mut parent)?;
+    let tx_jobs = open_transmitters(
+        scenario,
+        &locations,
+        opts,
+        &tag_ids,
+        &mut next_id,
+        &mut parent,
+    )?;
     let pacings: Vec<PortPacing> = tx_jobs.iter().filter_map(|j| j.3.clone()).collect();
     if !pacings.is_empty() {
         on_tick(&Tick {
@@ -584,6 +664,7 @@ pub fn run_scenario(
             intervals: &[],
             transmitters_done: false,
             warnings: &[],
+            tagged: &[],
         });
     }
     let ids = next_id;
@@ -757,6 +838,7 @@ pub fn run_scenario(
             intervals: &[],
             transmitters_done: false,
             warnings: &[],
+            tagged: &[],
         });
         // Watch until every transmitter is done, from a core no transmitter spins on.
         let _off_tx_cores = pin::KeepOff::cores(&tx_cores);
@@ -819,14 +901,28 @@ pub fn run_scenario(
                     intervals: &[],
                     transmitters_done: tx_handles.iter().all(|(h, _)| h.is_finished()),
                     warnings: &warnings,
+                    tagged: &[],
                 });
             }
             if elapsed_ns >= next_tick {
                 next_tick = elapsed_ns.saturating_add(tick_ns);
                 let mut flows = vec![live::FlowSnapshot::default(); n_flows];
-                for (id, snap) in live.snapshot().iter().enumerate() {
+                let snapshot = live.snapshot();
+                for (id, snap) in snapshot.iter().enumerate() {
                     flows[parent[id] as usize].add(snap);
                 }
+                let tagged: Vec<TaggedSnapshot> = tag_ids
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, ids)| !ids.is_empty())
+                    .map(|(flow, ids)| TaggedSnapshot {
+                        flow_id: flow as u16,
+                        positions: ids
+                            .iter()
+                            .map(|&id| snapshot.get(id as usize).copied().unwrap_or_default())
+                            .collect(),
+                    })
+                    .collect();
                 let fresh = match (&mut collector, opts.live_latency_intervals) {
                     (Some(c), true) => c.take_finished(),
                     _ => Vec::new(),
@@ -840,6 +936,7 @@ pub fn run_scenario(
                     intervals: &fresh,
                     transmitters_done: tx_handles.iter().all(|(h, _)| h.is_finished()),
                     warnings: &[],
+                    tagged: &tagged,
                 });
             }
         }
@@ -906,6 +1003,20 @@ pub fn run_scenario(
             }
         }
     }
+    // A tagged flow sent under each tag position's id.
+    let mut tx_positions: Vec<Vec<(u64, u64)>> = vec![Vec::new(); n_flows];
+    for p in &ports {
+        for f in p.flows.iter().filter(|f| !f.tag_positions.is_empty()) {
+            for &(id, frames, _) in &f.tag_positions {
+                if let Some(s) = sent.get_mut(id as usize) {
+                    *s = frames;
+                }
+            }
+            if let Some(t) = tx_positions.get_mut(usize::from(f.id)) {
+                *t = f.tag_positions.iter().map(|&(_, f, b)| (f, b)).collect();
+            }
+        }
+    }
     for p in &mut ports {
         for f in &mut p.flows {
             f.id = parent[f.id as usize];
@@ -925,11 +1036,36 @@ pub fn run_scenario(
             })
         })
         .collect();
-    for r in merged.report(Some(&sent)) {
+    let per_id = merged.report(Some(&sent));
+    for r in &per_id {
         if let Some(Some(total)) = rx_flows.get_mut(parent[r.flow_id as usize] as usize) {
-            total.add(&r);
+            total.add(r);
         }
     }
+    let tagged: Vec<TaggedFlowReport> = tag_ids
+        .iter()
+        .enumerate()
+        .filter(|(_, ids)| !ids.is_empty())
+        .map(|(flow, ids)| {
+            let received = !scenario.flows[flow].rx_ports.is_empty();
+            TaggedFlowReport {
+                flow_id: flow as u16,
+                positions: ids
+                    .iter()
+                    .enumerate()
+                    .map(|(r, &id)| {
+                        let (frames_tx, bytes_tx) =
+                            tx_positions[flow].get(r).copied().unwrap_or_default();
+                        TagPositionReport {
+                            frames_tx,
+                            bytes_tx,
+                            rx: per_id.get(id as usize).filter(|_| received).cloned(),
+                        }
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
     // Flows another host sends: what was sent is that host's to say, so no loss here.
     for (total, flow) in rx_flows.iter_mut().zip(&scenario.flows) {
         let sent_elsewhere = scenario
@@ -958,6 +1094,7 @@ pub fn run_scenario(
         drain_ns: drained_ns,
         latency_intervals,
         setting_warnings: Vec::new(),
+        tagged,
     })
 }
 

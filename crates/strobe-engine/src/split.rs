@@ -31,7 +31,9 @@ pub fn split(
     let mut workers = vec![Vec::new(); n];
     let mut whole = 0usize;
     for f in flows {
-        let splittable = n > 1 && matches!(f.schedule.pattern, Pattern::Poisson);
+        // A tagged flow stays whole: its tag positions follow its frame index.
+        let splittable =
+            n > 1 && matches!(f.schedule.pattern, Pattern::Poisson) && f.tag_ids.is_empty();
         if !splittable {
             workers[whole % n].push(f.clone());
             whole += 1;

@@ -31,12 +31,25 @@ fn reference(f: &FlowSpec, j: u64, size: u32, tx_ns: u64) -> Vec<u8> {
     if f.metrics.instrument {
         let at = bytes.len() - trailer::LEN;
         let dst: &mut [u8; trailer::LEN] = (&mut bytes[at..]).try_into().unwrap();
-        Trailer::sent(TAG, f.id, SEQ_START.wrapping_add(j as u32), tx_ns).write(dst);
+        let (id, seq) = trailer_ids(f, j);
+        Trailer::sent(TAG, id, seq, tx_ns).write(dst);
     }
     for spec in &built.checksums {
         spec.write(&mut bytes);
     }
     bytes
+}
+
+/// The flow id and sequence number frame `j` carries: a tagged flow's tag position's id,
+/// and the number of times that position was used before.
+fn trailer_ids(f: &FlowSpec, j: u64) -> (u16, u32) {
+    match f.tag_ids.len() as u64 {
+        0 => (f.id, SEQ_START.wrapping_add(j as u32)),
+        n => (
+            f.tag_ids[(j % n) as usize],
+            SEQ_START.wrapping_add((j / n) as u32),
+        ),
+    }
 }
 
 /// Generates `n` packets in batches of `batch` through `slots` rotating buffers, checking
@@ -94,9 +107,10 @@ fn check_flow(f: &FlowSpec, n: u64, slots: usize, mut extra: impl FnMut(u64, &[u
                 verify_checksums(frame, jj);
                 if f.metrics.instrument {
                     let t = Trailer::from_frame(frame).expect("trailer present");
+                    let (id, seq) = trailer_ids(f, jj);
                     assert_eq!(
                         (t.tag, t.reflected, t.flow_id, t.seq, t.tx_ns),
-                        (TAG, false, f.id, SEQ_START.wrapping_add(jj as u32), tx_ns)
+                        (TAG, false, id, seq, tx_ns)
                     );
                 }
                 extra(jj, frame);
@@ -206,6 +220,34 @@ fn udp_ipv4_counter_random_and_values_fields() {
         };
         assert_eq!(u.source_port(), [1, 65535, 7][(j % 3) as usize]);
     });
+}
+
+#[test]
+fn tagged_flows_carry_each_positions_id_and_sequence_under_valid_checksums() {
+    // Tags on udp.src_port (3 values) and 8 bits of ipv4.dst (an increment of 4): the tuple
+    // repeats every 12 frames. IMIX sizes move the trailer between templates.
+    let mut f = flow(&format!(
+        "size = {{ weight_pairs = {{ predefined = \"imix\" }} }}\n{ETH}[[flows.packet]]\nipv4 = {{ src = \"198.18.0.1\", dst = {{ increment = {{ start = \"198.18.1.1\", step = \"0.0.0.1\", count = 4 }}, metric_tags = [{{ name = \"dst\", offset = 24, length = 8 }}] }} }}\n[[flows.packet]]\nudp = {{ src_port = {{ values = [7, 8, 9], metric_tags = [{{ name = \"sport\" }}] }}, dst_port = 2000 }}\n"
+    ));
+    let plan = f.tag_plan().unwrap().expect("tagged");
+    assert_eq!(plan.names, ["dst", "sport"]);
+    assert_eq!(plan.widths, [8, 16]);
+    assert_eq!(plan.positions.len(), 12);
+    for (j, values) in plan.positions.iter().enumerate() {
+        assert_eq!(values, &vec![1 + (j as u128 % 4), 7 + (j as u128 % 3)]);
+    }
+    assert_eq!(plan.groups().len(), 12);
+    f.tag_ids = (0..12).map(|r| if r == 0 { 0 } else { 100 + r }).collect();
+    let mut per_id = std::collections::BTreeMap::new();
+    check_flow(&f, 1000, 5, |j, frame| {
+        let t = Trailer::from_frame(frame).unwrap();
+        assert_eq!(t.flow_id, f.tag_ids[(j % 12) as usize]);
+        *per_id.entry(t.flow_id).or_insert(0u64) += 1;
+    });
+    // Three runs (batch sizes 1, 7, 32) of 1000 frames: 83 rounds, and 4 frames more.
+    for (r, id) in f.tag_ids.iter().enumerate() {
+        assert_eq!(per_id[id], 3 * (83 + u64::from(r < 4)), "position {r}");
+    }
 }
 
 #[test]

@@ -47,7 +47,7 @@ pub enum HistoryError {
 }
 
 /// One run, as it is recorded and exported.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunRecord {
     /// What ran: `gen`, `trains`, `rfc2544`, `y1564`, `otg` (traffic through `strobe serve`).
     pub kind: String,
@@ -82,7 +82,7 @@ pub struct RunRecord {
 
 /// The figures `strobe runs list` shows, over all flows of a run: totals, and the latency
 /// of its slowest flow at each percentile.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     pub flows: Option<u64>,
     pub frames_tx: Option<u64>,
@@ -98,10 +98,12 @@ pub struct Summary {
 
 /// One flow's latency histogram, as HdrHistogram's V2 compressed encoding (the one its
 /// interval logs use; base64 in exports).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FlowHistogram {
     pub flow: String,
+    /// Base64.
     #[serde(with = "base64_bytes")]
+    #[schemars(with = "String")]
     pub encoded: Vec<u8>,
 }
 
@@ -113,7 +115,7 @@ impl FlowHistogram {
 }
 
 /// One line of `strobe runs list`: everything but the config, results and histograms.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct RunRow {
     pub id: i64,
     pub kind: String,
@@ -135,7 +137,7 @@ impl RunRow {
 }
 
 /// A stored run: its id and record.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StoredRun {
     pub id: i64,
     #[serde(flatten)]

@@ -37,8 +37,9 @@ pub use location::{
 };
 pub use mac::{check_macs, fill_unset_macs, mac_string, parse_mac};
 pub use model::{
-    FieldPattern, FlowSpec, HeaderSpec, LatencyMode, Metrics, NoFiles, Pacing, PortSpec, Resources,
-    Scenario, DEFAULT_PORT_SPEED_BPS, FCS_LEN, MAX_CORES, MAX_FLOWS, MAX_FRAME_SIZE,
+    FieldPattern, FieldTag, FlowSpec, HeaderSpec, LatencyMode, Metrics, NoFiles, Pacing, PortSpec,
+    Resources, Scenario, TagPlan, DEFAULT_PORT_SPEED_BPS, FCS_LEN, MAX_CORES, MAX_FLOWS,
+    MAX_FRAME_SIZE, MAX_TAG_POSITIONS,
 };
 pub use pattern::{random_in, random_word, width_mask, Pattern};
 pub use scenario::{

@@ -74,9 +74,108 @@ pub struct FlowSpec {
     /// Fully resolved: percentages and byte gaps already converted with the port speed.
     pub schedule: ScheduleSpec,
     pub metrics: Metrics,
+    /// Trailer flow ids of the flow's tag positions (see [`FlowSpec::tag_plan`]), position
+    /// 0 being `id`: assigned by the engine when it plans a run, empty until then.
+    pub tag_ids: Vec<u16>,
+}
+
+/// Most tag positions a flow may have: the tagged fields' values must repeat together
+/// within this many frames (each position is counted as a flow of its own).
+pub const MAX_TAG_POSITIONS: u64 = 1024;
+
+/// A flow's metric tags (OTG `metric_tags`), resolved: frame `j` of the flow is in position
+/// `j % positions.len()`, and each position carries one value of every tag. The engine
+/// gives each position a trailer flow id of its own, with its own sequence numbers
+/// (`j / positions.len()`), so every position's loss, reordering and latency is counted
+/// exactly as a flow's; positions with equal tag values are reported together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TagPlan {
+    pub names: Vec<String>,
+    /// Width of each tag in bits.
+    pub widths: Vec<u32>,
+    /// Per position, each tag's value (in `names` order).
+    pub positions: Vec<Vec<u128>>,
+}
+
+impl TagPlan {
+    /// Each distinct tag tuple with the positions that carry it, in order of first use.
+    pub fn groups(&self) -> Vec<(Vec<u128>, Vec<usize>)> {
+        let mut groups: Vec<(Vec<u128>, Vec<usize>)> = Vec::new();
+        let mut index = std::collections::HashMap::new();
+        for (r, values) in self.positions.iter().enumerate() {
+            let g = *index.entry(values.clone()).or_insert_with(|| {
+                groups.push((values.clone(), Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push(r);
+        }
+        groups
+    }
+}
+
+/// A tag on a field's bits (OTG's `Pattern.*.MetricTag`): `length` bits from bit `offset`,
+/// counted from the field's most significant bit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldTag {
+    pub name: String,
+    pub field_index: usize,
+    pub offset: u32,
+    pub length: u32,
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 impl FlowSpec {
+    /// The flow's tag positions, when any field carries a metric tag; an error when the
+    /// tagged fields' values do not repeat together within [`MAX_TAG_POSITIONS`] frames.
+    pub fn tag_plan(&self) -> Result<Option<TagPlan>, String> {
+        let mut tags = Vec::new();
+        for h in &self.packet {
+            for tag in &h.metric_tags {
+                let pattern = h.fields.iter().find(|f| f.field_index == tag.field_index);
+                let def = &h.kind.fields()[tag.field_index];
+                tags.push((tag, pattern.map(|f| &f.pattern), def));
+            }
+        }
+        if tags.is_empty() {
+            return Ok(None);
+        }
+        let mut period = 1u64;
+        for (tag, pattern, _) in &tags {
+            let p = pattern.map_or(1, |p| if p.is_constant() { 1 } else { p.period() });
+            period = (period / gcd(period, p)).saturating_mul(p);
+            if period > MAX_TAG_POSITIONS {
+                return Err(format!(
+                    "metric tag `{}`: the tagged fields' values repeat together only every {} frames; at most {MAX_TAG_POSITIONS} tag positions are counted — give the tagged fields patterns with fewer values (a smaller `count`, or `values`)",
+                    tag.name,
+                    if period == u64::MAX { "∞".to_string() } else { period.to_string() }
+                ));
+            }
+        }
+        let positions = (0..period)
+            .map(|j| {
+                tags.iter()
+                    .map(|(tag, pattern, def)| {
+                        let value = pattern.map_or(def.default, |p| p.value_at(j, def.bit_len));
+                        let shift = def.bit_len - tag.offset - tag.length;
+                        (value >> shift) & crate::pattern::width_mask(tag.length)
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(Some(TagPlan {
+            names: tags.iter().map(|(t, _, _)| t.name.clone()).collect(),
+            widths: tags.iter().map(|(t, _, _)| t.length).collect(),
+            positions,
+        }))
+    }
+
     /// The header stack of packet `j`.
     pub fn stack_at(&self, j: u64) -> Vec<Header> {
         self.packet.iter().map(|h| h.header_at(j)).collect()
@@ -96,6 +195,8 @@ pub struct HeaderSpec {
     pub fields: Vec<FieldPattern>,
     /// The bytes of a `custom` header; empty otherwise.
     pub custom_bytes: Vec<u8>,
+    /// Metric tags on this header's fields (OTG `metric_tags`).
+    pub metric_tags: Vec<FieldTag>,
 }
 
 #[derive(Clone, Debug)]
@@ -112,6 +213,7 @@ impl HeaderSpec {
             kind,
             fields: Vec::new(),
             custom_bytes: Vec::new(),
+            metric_tags: Vec::new(),
         }
     }
 
@@ -305,6 +407,7 @@ pub(crate) fn finish_flow(
     }
 
     let metrics = resolve_metrics(&draft, header_len, min, at, warnings)?;
+    check_tags(&draft, &metrics, at)?;
     check_rate(&draft.schedule.rate).map_err(|m| at(Part::Rate, m))?;
     check_schedule(&draft.schedule, at)?;
     if let Some(line) = &draft.line {
@@ -322,7 +425,61 @@ pub(crate) fn finish_flow(
         payload: draft.payload,
         schedule: draft.schedule,
         metrics,
+        tag_ids: Vec::new(),
     })
+}
+
+/// Metric tags: unique names, and values that repeat within [`MAX_TAG_POSITIONS`] frames on
+/// a flow whose frames carry the trailer (a tag position is told by its trailer flow id).
+fn check_tags(
+    draft: &FlowDraft,
+    metrics: &Metrics,
+    at: &dyn Fn(Part, String) -> ModelError,
+) -> Result<(), ModelError> {
+    let names: Vec<&str> = draft
+        .packet
+        .iter()
+        .flat_map(|h| h.metric_tags.iter().map(|t| t.name.as_str()))
+        .collect();
+    let Some(first) = names.first() else {
+        return Ok(());
+    };
+    if let Some(dup) = names
+        .iter()
+        .enumerate()
+        .find(|(i, n)| names[..*i].contains(n))
+        .map(|(_, n)| n)
+    {
+        return Err(at(
+            Part::Packet,
+            format!("metric tag `{dup}` is named twice in the flow — give each tag its own name"),
+        ));
+    }
+    if !metrics.instrument {
+        return Err(at(
+            Part::Metrics,
+            format!(
+                "metric tag `{first}` needs the flow's metrics enabled (tagged frames are told apart by the instrumentation trailer) — enable metrics or remove the tags"
+            ),
+        ));
+    }
+    let probe = FlowSpec {
+        name: draft.name.clone(),
+        id: draft.id,
+        tx_port: String::new(),
+        rx_ports: Vec::new(),
+        packet: draft.packet.clone(),
+        size: draft.size.clone(),
+        size_seed: 0,
+        payload: draft.payload.clone(),
+        schedule: draft.schedule.clone(),
+        metrics: metrics.clone(),
+        tag_ids: Vec::new(),
+    };
+    probe
+        .tag_plan()
+        .map(|_| ())
+        .map_err(|m| at(Part::Packet, m))
 }
 
 fn check_size_shape(size: &SizeSpec) -> Result<(), String> {

@@ -12,7 +12,7 @@ use crate::error::{Locator, ModelError};
 /// A value together with its byte span in the scenario text.
 pub(crate) type Node = Spanned<Value>;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Value {
     Str(String),
     Int(i64),

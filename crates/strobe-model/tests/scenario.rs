@@ -1287,3 +1287,112 @@ fn port_locations_are_parsed_where_they_are_read() {
         );
     }
 }
+
+/// A tagged UDP/IPv4 flow: `udp` holds the udp table's fields.
+fn tagged(flow: &str, udp: &str) -> Result<Scenario, ModelError> {
+    load(&one_flow(
+        flow,
+        &format!(
+            "[[flows.packet]]\nethernet = {{}}\n[[flows.packet]]\nipv4 = {{ src = \"198.18.0.1\", dst = \"198.18.1.1\" }}\n[[flows.packet]]\nudp = {{ {udp} }}\n"
+        ),
+    ))
+}
+
+#[test]
+fn metric_tags_group_positions_by_the_tagged_bits() {
+    // The port's top 15 bits: 1000 and 1001 share one value, 1002 and 1003 the next; the
+    // second tag (the low bit) tells them apart again.
+    let s = tagged(
+        "",
+        "src_port = { values = [1000, 1001, 1002, 1003], metric_tags = [{ name = \"hi\", length = 15 }, { name = \"lo\", offset = 15, length = 1 }] }",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let plan = s.flows[0].tag_plan().unwrap().unwrap();
+    assert_eq!(plan.names, ["hi", "lo"]);
+    assert_eq!(plan.widths, [15, 1]);
+    assert_eq!(
+        plan.positions,
+        vec![vec![500, 0], vec![500, 1], vec![501, 0], vec![501, 1]]
+    );
+    let only_hi = tagged(
+        "",
+        "src_port = { values = [1000, 1001, 1002, 1003], metric_tags = [{ name = \"hi\", length = 15 }] }",
+    )
+    .unwrap();
+    let groups = only_hi.flows[0].tag_plan().unwrap().unwrap().groups();
+    assert_eq!(
+        groups,
+        vec![(vec![500], vec![0, 1]), (vec![501], vec![2, 3])]
+    );
+    // Untagged flows have no plan; a tag on a constant field is one position.
+    assert!(tagged("", "src_port = 1").unwrap().flows[0]
+        .tag_plan()
+        .unwrap()
+        .is_none());
+    let constant = tagged(
+        "",
+        "dst_port = { value = 9, metric_tags = [{ name = \"d\" }] }",
+    )
+    .unwrap();
+    assert_eq!(
+        constant.flows[0].tag_plan().unwrap().unwrap().positions,
+        vec![vec![9]]
+    );
+}
+
+#[test]
+fn metric_tags_that_cannot_be_counted_are_refused_naming_the_tag() {
+    let refused = |flow: &str, udp: &str| tagged(flow, udp).unwrap_err().to_string();
+    let endless = refused(
+        "",
+        "src_port = { random = { min = 1, max = 9000, count = 0 }, metric_tags = [{ name = \"r\" }] }",
+    );
+    assert!(
+        endless.contains("metric tag `r`") && endless.contains("at most 1024"),
+        "{endless}"
+    );
+    // 600 and 7 values repeat together only every 4200 frames.
+    let long = refused(
+        "",
+        "src_port = { increment = { start = 1, count = 600 }, metric_tags = [{ name = \"a\" }] }, dst_port = { values = [1, 2, 3, 4, 5, 6, 7], metric_tags = [{ name = \"b\" }] }",
+    );
+    assert!(long.contains("every 4200 frames"), "{long}");
+    let twice = refused(
+        "",
+        "src_port = { value = 1, metric_tags = [{ name = \"p\" }] }, dst_port = { value = 2, metric_tags = [{ name = \"p\" }] }",
+    );
+    assert!(twice.contains("`p` is named twice"), "{twice}");
+    let outside = refused(
+        "",
+        "src_port = { value = 1, metric_tags = [{ name = \"p\", offset = 10, length = 8 }] }",
+    );
+    assert!(
+        outside.contains("flows[0].packet[2].udp.src_port.metric_tags[0]")
+            && outside.contains("at most 16"),
+        "{outside}"
+    );
+    let unnamed = refused(
+        "",
+        "src_port = { value = 1, metric_tags = [{ offset = 1 }] }",
+    );
+    assert!(
+        unnamed.contains("every metric tag needs a name"),
+        "{unnamed}"
+    );
+    let auto = refused(
+        "",
+        "length = { choice = \"auto\", metric_tags = [{ name = \"l\" }] }",
+    );
+    assert!(
+        auto.contains("metric tag `l` on a field strobe computes"),
+        "{auto}"
+    );
+    let untraced = refused(
+        "metrics = { enable = false }",
+        "src_port = { values = [1, 2], metric_tags = [{ name = \"p\" }] }",
+    );
+    assert!(
+        untraced.contains("needs the flow's metrics enabled"),
+        "{untraced}"
+    );
+}

@@ -1117,6 +1117,9 @@ async fn get_metrics(State(server): State<Arc<Server>>, headers: HeaderMap, body
     };
     let mut reply = reply.map_err(|e| validation(vec![e]))?;
     surface::keep_columns(&mut reply, kind, &columns);
+    if kind == "flow" {
+        surface::filter_tagged(&mut reply, &request)?;
+    }
     Ok(ok_json(reply))
 }
 

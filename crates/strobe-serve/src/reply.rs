@@ -157,6 +157,14 @@ pub fn flow_metrics(
                 );
             }
         }
+        if !m.tagged.is_empty() {
+            let tagged: Vec<Value> = m
+                .tagged
+                .iter()
+                .map(|t| tagged_metric(spec, t, extensions))
+                .collect();
+            flow.insert("tagged_metrics".into(), Value::Array(tagged));
+        }
         let results = run
             .filter(|_| extensions)
             .and_then(|i| runs.get(i))
@@ -167,6 +175,56 @@ pub fn flow_metrics(
         out.push(Value::Object(flow));
     }
     Ok(json!({ "choice": "flow_metrics", "flow_metrics": out }))
+}
+
+/// One OTG `Flow.TaggedMetric`: the tag values (in hex) and their frames' counters, with
+/// loss, latency and timestamps as the flow's metrics ask.
+fn tagged_metric(
+    spec: &strobe_control::model::FlowSpec,
+    t: &strobe_control::TaggedMetrics,
+    extensions: bool,
+) -> Value {
+    let mut m = Map::new();
+    let tags: Vec<Value> = t
+        .tags
+        .iter()
+        .map(|tag| json!({"name": tag.name, "value": {"choice": "hex", "hex": tag.value}}))
+        .collect();
+    m.insert("tags".into(), Value::Array(tags));
+    m.insert("frames_tx".into(), count(t.counters.frames_tx));
+    m.insert("frames_rx".into(), count(t.counters.frames_rx));
+    m.insert("bytes_tx".into(), count(t.counters.bytes_tx));
+    m.insert("bytes_rx".into(), count(t.counters.bytes_rx));
+    m.insert("frames_tx_rate".into(), num(t.counters.frames_tx_rate));
+    m.insert("frames_rx_rate".into(), num(t.counters.frames_rx_rate));
+    if let Some(loss) = t.loss_pct {
+        m.insert("loss".into(), num(loss));
+    }
+    if let (Some(l), true) = (t.latency, spec.metrics.latency.is_some()) {
+        m.insert(
+            "latency".into(),
+            json!({
+                "minimum_ns": num(l.minimum_ns),
+                "maximum_ns": num(l.maximum_ns),
+                "average_ns": num(l.average_ns),
+            }),
+        );
+    }
+    if let (Some(first), Some(last), true) = (t.first_rx_ns, t.last_rx_ns, spec.metrics.timestamps)
+    {
+        m.insert(
+            "timestamps".into(),
+            json!({ "first_timestamp_ns": first, "last_timestamp_ns": last }),
+        );
+    }
+    // Once final, as for the flow: what a controller needs for the loss across agents.
+    if let (Some(unique), true) = (t.frames_rx_unique, extensions) {
+        m.insert(
+            "x_strobe".into(),
+            json!({ "frames_rx_unique": count(unique) }),
+        );
+    }
+    Value::Object(m)
 }
 
 /// strobe's detail on a finished flow, from the run's [`Results`] (the schema of the

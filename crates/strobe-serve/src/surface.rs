@@ -326,6 +326,118 @@ pub(crate) fn keep_columns(reply: &mut Value, kind: &str, chosen: &[String]) {
     }
 }
 
+/// What a tagged metric may keep of its counters (OTG `tagged_metrics.metric_names`): the
+/// flow's choosable metrics but `transmit`.
+const TAGGED_METRICS: &[&str] = FLOW_METRICS.split_at(1).1;
+
+/// Applies a flow metrics request's `tagged_metrics` (OTG `Flow.TaggedMetrics.Filter`) to
+/// the reply: `include` (default true), `include_empty_metrics` (default false: a tag
+/// combination with nothing sent or received is left out), `metric_names`, and `filters`
+/// (tag name and the hex values to keep; a name no flow of the reply tags is refused).
+pub(crate) fn filter_tagged(
+    reply: &mut Value,
+    request: &Value,
+) -> Result<(), crate::reply::OtgError> {
+    let asked = request.get("flow").and_then(|f| f.get("tagged_metrics"));
+    let flag = |key: &str, default: bool| {
+        asked
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_bool)
+            .unwrap_or(default)
+    };
+    let (include, include_empty) = (flag("include", true), flag("include_empty_metrics", false));
+    let names = crate::names(asked.and_then(|a| a.get("metric_names")))?;
+    if let Some(bad) = names.iter().find(|c| !TAGGED_METRICS.contains(&c.as_str())) {
+        return Err(validation(vec![format!(
+            "flow.tagged_metrics.metric_names: `{bad}` — accepted: {}",
+            TAGGED_METRICS.join(", ")
+        )]));
+    }
+    let mut filters: Vec<(String, Vec<u128>)> = Vec::new();
+    for (i, f) in asked
+        .and_then(|a| a.get("filters"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let name = f.get("name").and_then(Value::as_str).unwrap_or_default();
+        let mut values = Vec::new();
+        for v in crate::names(f.get("values"))? {
+            let digits = v.trim_start_matches("0x").trim_start_matches("0X");
+            let n = u128::from_str_radix(digits, 16).map_err(|_| {
+                validation(vec![format!(
+                    "flow.tagged_metrics.filters[{i}].values: `{v}` is not a hex value such as 0x1f"
+                )])
+            })?;
+            values.push(n);
+        }
+        filters.push((name.to_string(), values));
+    }
+    let Some(metrics) = reply.get_mut("flow_metrics").and_then(Value::as_array_mut) else {
+        return Ok(());
+    };
+    let tag_names: Vec<String> = metrics
+        .iter()
+        .filter_map(|m| {
+            m.get("tagged_metrics")?
+                .as_array()?
+                .first()?
+                .get("tags")?
+                .as_array()
+                .cloned()
+        })
+        .flatten()
+        .filter_map(|t| Some(t.get("name")?.as_str()?.to_string()))
+        .collect();
+    if let Some((name, _)) = filters.iter().find(|(n, _)| !tag_names.contains(n)) {
+        return Err(validation(vec![format!(
+            "flow.tagged_metrics.filters: no metric tag `{name}` in the flows asked for (tags: {})",
+            if tag_names.is_empty() {
+                "none".to_string()
+            } else {
+                tag_names.join(", ")
+            }
+        )]));
+    }
+    let value_of = |tags: &Value, name: &str| -> Option<u128> {
+        let tag = tags
+            .as_array()?
+            .iter()
+            .find(|t| t.get("name").and_then(Value::as_str) == Some(name))?;
+        let hex = tag.get("value")?.get("hex")?.as_str()?;
+        u128::from_str_radix(hex.trim_start_matches("0x"), 16).ok()
+    };
+    for metric in metrics.iter_mut().filter_map(Value::as_object_mut) {
+        if !include {
+            metric.remove("tagged_metrics");
+            continue;
+        }
+        let Some(tagged) = metric
+            .get_mut("tagged_metrics")
+            .and_then(Value::as_array_mut)
+        else {
+            continue;
+        };
+        let zero =
+            |t: &Value, key: &str| t.get(key).and_then(Value::as_str).is_none_or(|v| v == "0");
+        tagged.retain(|t| {
+            let shown = include_empty || !(zero(t, "frames_tx") && zero(t, "frames_rx"));
+            let tags = t.get("tags").unwrap_or(&Value::Null);
+            shown
+                && filters.iter().all(|(name, values)| {
+                    values.is_empty() || value_of(tags, name).is_some_and(|v| values.contains(&v))
+                })
+        });
+        if !names.is_empty() {
+            for t in tagged.iter_mut().filter_map(Value::as_object_mut) {
+                t.retain(|k, _| !TAGGED_METRICS.contains(&k.as_str()) || names.contains(k));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -52,6 +52,22 @@ impl TestLab {
             .unwrap())
     }
 
+    /// `strobe gen SCENARIO` on this lab (the scenario text written as `NAME.toml` in `dir`,
+    /// its ports at `lab:tx` / `lab:rx`), quiet, with its JSON report.
+    pub fn gen_scenario(&self, dir: &Scratch, name: &str, scenario: &str) -> serde_json::Value {
+        let path = dir.path(&format!("{name}.toml"));
+        std::fs::write(&path, scenario).unwrap();
+        let json = dir.path(&format!("{name}.json"));
+        ok(strobe()
+            .arg("gen")
+            .arg(&path)
+            .args(["--lab", &self.prefix, "-q", "--json", &json])
+            .current_dir(&dir.0)
+            .output()
+            .unwrap());
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    }
+
     /// `strobe gen` on this lab, tx -> rx, with a JSON report.
     pub fn gen(&self, dir: &Scratch, extra: &[&str]) -> serde_json::Value {
         let json = dir.path(&format!("{}.json", self.prefix));

@@ -81,6 +81,18 @@ pub(super) fn final_report(
     report.planned_ns = sent
         .first_deadline
         .map_or(0, |first| sent.previous_deadline.saturating_sub(first));
-    report.flows = sent.states.into_iter().map(|s| s.report).collect();
+    report.flows = sent
+        .states
+        .into_iter()
+        .map(|s| {
+            let mut r = s.report;
+            if let Some((ids, frames, bytes)) = s.gen.tag_counts() {
+                r.tag_positions = (0..ids.len())
+                    .map(|p| (ids[p], frames[p], bytes[p]))
+                    .collect();
+            }
+            r
+        })
+        .collect();
     report
 }

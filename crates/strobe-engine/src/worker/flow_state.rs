@@ -99,7 +99,15 @@ impl FlowState {
         r.first_ns.get_or_insert(slots[first as usize].scheduled_ns);
         r.last_ns = Some(slots[last as usize].scheduled_ns);
         if let Some(live) = &self.live {
-            live.publish_tx(r.id, r.frames, r.bytes);
+            match self.gen.tag_counts() {
+                // Each tag position under its own id (they add up to the flow).
+                Some((ids, frames, bytes)) => {
+                    for p in self.gen.last_positions(which.len()) {
+                        live.publish_tx(ids[p], frames[p], bytes[p]);
+                    }
+                }
+                None => live.publish_tx(r.id, r.frames, r.bytes),
+            }
         }
     }
 

@@ -22,6 +22,9 @@ pub struct FlowReport {
     pub first_ns: Option<u64>,
     pub last_ns: Option<u64>,
     pub instrumented: bool,
+    /// A flow with metric tags: per tag position, its trailer flow id and the frames and
+    /// bytes (without FCS) it sent.
+    pub tag_positions: Vec<(u16, u64, u64)>,
 }
 
 /// Distribution of hand-over errors (actual minus scheduled time), in ns.

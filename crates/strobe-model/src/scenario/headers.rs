@@ -4,8 +4,8 @@
 use strobe_wire::{FieldDef, FieldFormat, HeaderKind, Payload};
 
 use crate::error::ModelError;
-use crate::model::HeaderSpec;
-use crate::node::{Node, Value};
+use crate::model::{FieldTag, HeaderSpec};
+use crate::node::{Node, Table, Value};
 use crate::pattern::Pattern;
 use crate::value::{
     check_pattern, format_hint, parse_field_int, parse_field_text, parse_hex_bytes,
@@ -16,6 +16,8 @@ use super::Loader;
 
 /// The `gtpv1` key that nests its extension headers (OTG `Flow.Gtpv1.extension_headers`).
 const EXTENSION_HEADERS: &str = "extension_headers";
+/// The key of a pattern table that tags the field's values (OTG `metric_tags`).
+const METRIC_TAGS: &str = "metric_tags";
 
 /// Whether an ipv4 `priority` value is OTG's nested form rather than a pattern of the
 /// whole TOS byte.
@@ -140,9 +142,7 @@ impl Loader<'_> {
             let Some((index, def)) = kind.field(key.get_ref()) else {
                 continue;
             };
-            if let Some(pattern) = self.field(value, &field_path, kind, def)? {
-                spec.set(index, pattern);
-            }
+            self.set_field(value, &field_path, kind, index, def, &mut spec)?;
         }
         let mut stack = vec![spec];
         stack.extend(extensions);
@@ -172,9 +172,7 @@ impl Loader<'_> {
                     continue;
                 };
                 let field_path = fields.child(key.get_ref());
-                if let Some(pattern) = self.field(value, &field_path, kind, def)? {
-                    spec.set(index, pattern);
-                }
+                self.set_field(value, &field_path, kind, index, def, &mut spec)?;
             }
             specs.push(spec);
         }
@@ -200,10 +198,7 @@ impl Loader<'_> {
                     format!("ipv4 has no field `{field}`"),
                 )
             })?;
-            if let Some(pattern) = self.field(node, field_path, HeaderKind::Ipv4, def)? {
-                spec.set(index, pattern);
-            }
-            Ok(())
+            self.set_field(node, field_path, HeaderKind::Ipv4, index, def, spec)
         };
         match (choice, body) {
             (_, None) => Ok(()),
@@ -227,6 +222,119 @@ impl Loader<'_> {
         }
     }
 
+    /// Sets one field of `spec` from its value or pattern, with the metric tags it carries.
+    fn set_field(
+        &self,
+        node: &Node,
+        path: &str,
+        kind: HeaderKind,
+        index: usize,
+        def: &FieldDef,
+        spec: &mut HeaderSpec,
+    ) -> Result<(), ModelError> {
+        let tags = self.metric_tags(node, path, index, def)?;
+        match self.field(node, path, kind, def)? {
+            Some(pattern) => spec.set(index, pattern),
+            None if !tags.is_empty() => {
+                return Err(self.err(
+                    &node.span(),
+                    path,
+                    format!(
+                        "metric tag `{}` on a field strobe computes (auto) — give the field a value or a pattern to tag it",
+                        tags[0].name
+                    ),
+                ))
+            }
+            None => {}
+        }
+        spec.metric_tags.extend(tags);
+        Ok(())
+    }
+
+    /// A pattern table's `metric_tags` (OTG): `[{ name, offset = 0, length = width }]`.
+    fn metric_tags(
+        &self,
+        node: &Node,
+        path: &str,
+        field_index: usize,
+        def: &FieldDef,
+    ) -> Result<Vec<FieldTag>, ModelError> {
+        let Value::Table(entries) = node.get_ref() else {
+            return Ok(Vec::new());
+        };
+        let Some(list) = entries
+            .iter()
+            .find(|(k, _)| k.get_ref() == METRIC_TAGS)
+            .map(|(_, v)| v)
+        else {
+            return Ok(Vec::new());
+        };
+        let list_path = format!("{path}.{METRIC_TAGS}");
+        let items = self.r.array(
+            list,
+            &list_path,
+            "an array of tags such as [{ name = \"dst\", offset = 0, length = 8 }]",
+        )?;
+        let width = def.bit_len;
+        let mut tags = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let item_path = format!("{list_path}[{i}]");
+            let t = self
+                .r
+                .table(item, &item_path, "a tag table such as { name = \"dst\" }")?;
+            self.r.only(&t, &["name", "offset", "length"])?;
+            let name = match t.get("name") {
+                Some(n) => self
+                    .r
+                    .string(n, &t.child("name"), "a tag name")?
+                    .to_string(),
+                None => {
+                    return Err(self.err(
+                        &t.span,
+                        &t.child("name"),
+                        "missing name — every metric tag needs a name",
+                    ))
+                }
+            };
+            if name.is_empty() {
+                return Err(self.err(&t.span, &t.child("name"), "a metric tag's name is empty"));
+            }
+            let offset = match t.get("offset") {
+                Some(n) => {
+                    self.r
+                        .uint(n, &t.child("offset"), u64::from(width) - 1, "a bit offset")?
+                        as u32
+                }
+                None => 0,
+            };
+            let length = match t.get("length") {
+                Some(n) => {
+                    self.r
+                        .uint(n, &t.child("length"), u64::from(width), "a length in bits")?
+                        as u32
+                }
+                None => width - offset,
+            };
+            if length == 0 || offset + length > width {
+                return Err(self.err(
+                    &item.span(),
+                    &item_path,
+                    format!(
+                        "bits {offset} to {} are not inside the {width}-bit field — offset + length must be at most {width}, length at least 1",
+                        i64::from(offset) + i64::from(length) - 1
+                    ),
+                ));
+            }
+            tags.push(FieldTag {
+                name,
+                field_index,
+                offset,
+                length,
+            });
+        }
+        Ok(tags)
+    }
+
     /// One field value or pattern; `None` means auto (computed).
     pub(super) fn field(
         &self,
@@ -242,8 +350,18 @@ impl Loader<'_> {
             Value::Table(_) if def.format == FieldFormat::Checksum => {
                 return self.checksum(node, path, def)
             }
-            Value::Table(_) => {
-                let t = self.r.table(node, path, "a pattern table")?;
+            Value::Table(entries) => {
+                // Tags are read by `metric_tags`; the pattern is the rest of the table.
+                let kept: Vec<_> = entries
+                    .iter()
+                    .filter(|(k, _)| k.get_ref() != METRIC_TAGS)
+                    .cloned()
+                    .collect();
+                let t = Table {
+                    entries: &kept,
+                    span: node.span(),
+                    path: path.to_string(),
+                };
                 let default = if def.auto { "auto" } else { "value" };
                 let (choice, body) = self.r.choice(
                     &t,

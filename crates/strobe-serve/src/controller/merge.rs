@@ -189,6 +189,11 @@ pub fn flow_metrics(
             }
             if !extensions {
                 merged.remove("x_strobe");
+                if let Some(Value::Array(tagged)) = merged.get_mut("tagged_metrics") {
+                    for t in tagged.iter_mut().filter_map(Value::as_object_mut) {
+                        t.remove("x_strobe");
+                    }
+                }
             } else if let (Some(start), Some(Value::Object(x))) =
                 (start, merged.get_mut("x_strobe"))
             {
@@ -310,13 +315,58 @@ fn merge_received(
             e.get("x_strobe")
                 .is_some_and(|x| x.get("agent_lost").is_some())
         });
-    if sender_done && all_final && !lost_end {
-        let tx = counter(sent, "frames_tx");
-        if tx > 0 {
-            let lost = tx.saturating_sub(unique_rx(received));
-            let pct = (lost as f64 * 100.0 / tx as f64 * 1000.0).round() / 1000.0;
-            merged.insert("loss".into(), json!(pct));
+    let counts_final = sender_done && all_final && !lost_end;
+    if counts_final {
+        insert_loss(merged, received);
+    }
+    merge_tagged(merged, received, counts_final);
+}
+
+/// Loss in percent of what `entry` says it sent, from what `received` counted once each.
+fn insert_loss(entry: &mut Map<String, Value>, received: &[&Value]) {
+    let tx = counter(&Value::Object(entry.clone()), "frames_tx");
+    if tx > 0 {
+        let lost = tx.saturating_sub(unique_rx(received));
+        let pct = (lost as f64 * 100.0 / tx as f64 * 1000.0).round() / 1000.0;
+        entry.insert("loss".into(), json!(pct));
+    }
+}
+
+/// A tagged flow across agents: each tag combination's entry from the sender (what it sent)
+/// with the receivers' entries for the same tags (what arrived), as for the flow itself.
+fn merge_tagged(merged: &mut Map<String, Value>, received: &[&Value], counts_final: bool) {
+    let Some(Value::Array(entries)) = merged.get_mut("tagged_metrics") else {
+        return;
+    };
+    for entry in entries.iter_mut().filter_map(Value::as_object_mut) {
+        let tags = entry.get("tags").cloned().unwrap_or(Value::Null);
+        let theirs: Vec<&Value> = received
+            .iter()
+            .filter_map(|r| {
+                r.get("tagged_metrics")?
+                    .as_array()?
+                    .iter()
+                    .find(|t| t.get("tags") == Some(&tags))
+            })
+            .collect();
+        let sum = |key: &str| theirs.iter().map(|r| counter(r, key)).sum::<u64>();
+        entry.insert("frames_rx".into(), json!(sum("frames_rx").to_string()));
+        entry.insert("bytes_rx".into(), json!(sum("bytes_rx").to_string()));
+        let rx_rate: f64 = theirs.iter().map(|r| rate(r, "frames_rx_rate")).sum();
+        entry.insert("frames_rx_rate".into(), json!(rx_rate));
+        for key in ["latency", "timestamps", "loss"] {
+            entry.remove(key);
         }
+        for key in ["latency", "timestamps"] {
+            if let Some(v) = theirs.iter().find_map(|r| r.get(key)) {
+                entry.insert(key.into(), v.clone());
+            }
+        }
+        if counts_final {
+            insert_loss(entry, &theirs);
+        }
+        // The receivers' unique counts served the loss; OTG has no place for them.
+        entry.remove("x_strobe");
     }
 }
 
