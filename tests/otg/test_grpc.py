@@ -203,15 +203,39 @@ def test_the_token_is_required_over_grpc_too(lab):
         s.stop()
 
 
-def test_grpc_with_tls_is_refused_with_the_reason(lab, tmp_path):
-    from conftest import STROBE
+def test_grpc_over_tls_with_the_rest_servers_certificate(lab, tmp_path):
+    """--tls-cert with --grpc-listen: REST over HTTPS and gRPC over TLS, one certificate;
+    snappi's secure gRPC channel (its CA the certificate) runs a flow, a plain channel gets
+    nowhere."""
     import subprocess
-    out = subprocess.run(
-        [STROBE, "serve", "--listen", f"127.0.0.1:{_free_port()}", "--grpc-listen",
-         f"127.0.0.1:{_free_port()}", "--tls-cert", str(tmp_path / "c.pem"), "--tls-key",
-         str(tmp_path / "k.pem")], capture_output=True, text=True, timeout=30)
-    assert out.returncode != 0
-    assert "--grpc-listen" in out.stderr and "TLS" in out.stderr, out.stderr
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    grpc_port = _free_port()
+    s = Server(lab, ["--grpc-listen", f"127.0.0.1:{grpc_port}", "--tls-cert", str(cert),
+                     "--tls-key", str(key)], scheme="https")
+    try:
+        a = snappi.api(location=f"127.0.0.1:{grpc_port}", transport=snappi.Transport.GRPC)
+        a._use_secure_connection(str(cert), "localhost")
+        cfg = base_config(a, lab)
+        f = add_flow(cfg, "secure", packets=300, pps=3000)
+        eth, ip, udp = f.packet.ethernet().ipv4().udp()
+        ip.src.value, ip.dst.value = "198.18.0.1", "198.18.1.1"
+        a.set_config(cfg)
+        transmit(a, "start", ["secure"])
+        wait_stopped(a, ["secure"])
+        transmit(a, "stop")
+        assert flow_metrics(a)["secure"].frames_rx == 300
+        a.close()
+        # Without TLS, the same port answers nothing a client can use.
+        plain = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+        with pytest.raises(grpc.FutureTimeoutError):
+            grpc.channel_ready_future(plain).result(timeout=2)
+        plain.close()
+        assert "gRPC with TLS" in s.output(), s.output()
+    finally:
+        s.stop()
 
 
 def test_tagged_metrics_over_grpc(gapi, lab):

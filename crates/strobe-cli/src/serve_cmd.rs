@@ -20,7 +20,7 @@ pub struct ServeArgs {
     /// Serve OTG over gRPC too, on this address (ixia-c's is 40051, e.g. 127.0.0.1:40051):
     /// snappi.api(location="ADDR", transport=snappi.Transport.GRPC). One server state for
     /// both; the token, when there is one, goes in `authorization: Bearer TOKEN` metadata.
-    /// Not with --tls-cert (gRPC is served without TLS) nor with --agent.
+    /// With --tls-cert, gRPC is served over TLS with the same certificate. Not with --agent.
     #[arg(long, value_name = "ADDR:PORT")]
     grpc_listen: Option<SocketAddr>,
     /// A file of port names for configs to use as locations, one `NAME = "LOCATION"` per
@@ -143,14 +143,6 @@ pub fn run(mut args: ServeArgs) -> Result<(), Failure> {
         pmc_socket: Some(args.ptp4l_socket.clone()),
         ..strobe_control::host::ClockProbe::default()
     };
-    if args.grpc_listen.is_some() && args.tls_cert.is_some() {
-        return Err(Failure::BadInput(
-            "--grpc-listen: gRPC is served without TLS, so it cannot be combined with \
-             --tls-cert/--tls-key; serve gRPC on loopback (reach it through an SSH tunnel), or \
-             leave out --grpc-listen"
-                .into(),
-        ));
-    }
     let token_from_file = args.token_file.is_some();
     if let Some(path) = &args.token_file {
         let text = std::fs::read_to_string(path)
@@ -261,12 +253,15 @@ pub fn run(mut args: ServeArgs) -> Result<(), Failure> {
             ))
         }
     };
-    if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
-        let tls = strobe_serve::Tls { cert, key };
+    let tls = args
+        .tls_cert
+        .zip(args.tls_key)
+        .map(|(cert, key)| strobe_serve::Tls { cert, key });
+    if let (Some(tls), None) = (&tls, args.grpc_listen) {
         runtime
             .block_on(strobe_serve::serve_tls(
                 args.listen,
-                &tls,
+                tls,
                 options,
                 shutdown,
                 move |address| announce("https", address),
@@ -278,7 +273,8 @@ pub fn run(mut args: ServeArgs) -> Result<(), Failure> {
             let listener = tokio::net::TcpListener::bind(args.listen)
                 .await
                 .map_err(cannot_listen)?;
-            announce("http", listener.local_addr().unwrap_or(args.listen));
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            announce(scheme, listener.local_addr().unwrap_or(args.listen));
             let Some(grpc_address) = grpc_listen else {
                 return strobe_serve::serve(listener, options, shutdown)
                     .await
@@ -293,13 +289,17 @@ pub fn run(mut args: ServeArgs) -> Result<(), Failure> {
                     ))
                 })?;
             eprintln!(
-                "strobe serve: Open Traffic Generator API over gRPC on {} (snappi: \
-                 snappi.api(location=\"{0}\", transport=snappi.Transport.GRPC))",
+                "strobe serve: Open Traffic Generator API over gRPC{} on {} (snappi: \
+                 snappi.api(location=\"{1}\", transport=snappi.Transport.GRPC))",
+                if tls.is_some() { " with TLS" } else { "" },
                 grpc.local_addr().unwrap_or(grpc_address)
             );
-            strobe_serve::serve_with_grpc(listener, grpc, options, shutdown)
+            strobe_serve::serve_with_grpc(listener, grpc, tls.as_ref(), options, shutdown)
                 .await
                 .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::InvalidInput if e.to_string().starts_with("cannot use") => {
+                        Failure::BadInput(format!("--tls-cert/--tls-key: {e}"))
+                    }
                     std::io::ErrorKind::InvalidInput => Failure::BadInput(e.to_string()),
                     _ => Failure::Runtime(format!("the server failed: {e}")),
                 })

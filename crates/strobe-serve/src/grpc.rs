@@ -33,15 +33,21 @@ pub(crate) struct OtgGrpc {
 }
 
 /// Serves REST on `rest` and gRPC on `grpc`, both over one server state, until `shutdown`
-/// completes; a run still going is stopped first. A controller of agents (`--agent`) serves
-/// REST only: its OTG requests are relayed to the agents and there is no local state to
-/// serve over gRPC.
+/// completes; a run still going is stopped first. With `tls`, both over TLS with the same
+/// certificate (HTTPS, and gRPC as snappi's secure channel and gosnappi's TLS dial it). A
+/// controller of agents (`--agent`) serves REST only: its OTG requests are relayed to the
+/// agents and there is no local state to serve over gRPC.
 pub async fn serve_with_grpc(
     rest: tokio::net::TcpListener,
     grpc: tokio::net::TcpListener,
+    tls: Option<&crate::Tls>,
     options: ServeOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let tls = match tls {
+        Some(tls) => Some(TlsFiles::read(tls).await?),
+        None => None,
+    };
     let token = options.token.as_deref().map(Arc::<str>::from);
     let (routes, handle) = crate::router_with_shutdown(options)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
@@ -63,15 +69,85 @@ pub async fn serve_with_grpc(
         // An error means the sender is gone: stop too.
         let _ = rx.wait_for(|stop| *stop).await;
     };
-    let rest = axum::serve(rest, routes).with_graceful_shutdown(stopped(stop_rx.clone()));
-    let grpc = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(files) = &tls {
+        let identity = tonic::transport::Identity::from_pem(&files.cert, &files.key);
+        builder = builder
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .map_err(|e| files.refused(e))?;
+    }
+    let grpc = builder
         .add_service(service(server, token))
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(grpc),
-            stopped(stop_rx),
+            stopped(stop_rx.clone()),
         );
     let grpc = async { grpc.await.map_err(std::io::Error::other) };
+    let rest = async move {
+        let Some(files) = tls else {
+            return axum::serve(rest, routes)
+                .with_graceful_shutdown(stopped(stop_rx))
+                .await;
+        };
+        let config =
+            axum_server::tls_rustls::RustlsConfig::from_pem(files.cert.clone(), files.key.clone())
+                .await
+                .map_err(|e| files.refused(e))?;
+        let handle = axum_server::Handle::new();
+        let watcher = handle.clone();
+        tokio::spawn(async move {
+            stopped(stop_rx).await;
+            watcher.graceful_shutdown(Some(std::time::Duration::from_secs(5)));
+        });
+        axum_server::from_tcp_rustls(rest.into_std()?, config)
+            .handle(handle)
+            .serve(routes.into_make_service())
+            .await
+    };
     tokio::try_join!(rest, grpc).map(|_| ())
+}
+
+/// A certificate and its key as read from their PEM files, for both servers.
+struct TlsFiles {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+    names: String,
+}
+
+impl TlsFiles {
+    async fn read(tls: &crate::Tls) -> std::io::Result<TlsFiles> {
+        // ring: the provider that builds with a C compiler alone (as HTTPS alone uses).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let names = format!(
+            "certificate {} with key {}",
+            tls.cert.display(),
+            tls.key.display()
+        );
+        let read = |path: &std::path::Path| {
+            let path = path.to_path_buf();
+            let names = names.clone();
+            async move {
+                tokio::fs::read(&path).await.map_err(|e| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!("cannot use {names}: {}: {e}", path.display()),
+                    )
+                })
+            }
+        };
+        Ok(TlsFiles {
+            cert: read(&tls.cert).await?,
+            key: read(&tls.key).await?,
+            names,
+        })
+    }
+
+    fn refused(&self, e: impl std::fmt::Display) -> std::io::Error {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("cannot use {}: {e} (give PEM files)", self.names),
+        )
+    }
 }
 
 /// The service with its token check: like REST, every call needs the token when there is
