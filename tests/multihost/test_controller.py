@@ -17,6 +17,7 @@ import pytest
 import snappi
 
 from multihost_helpers import (MIXED_FLOWS, FlowSpec, Server, ServerExited, add_flow, as_dict,
+                               free_port,
                                controller_args, errors_of, flow_metrics, make_certificates,
                                make_self_signed, new_config, new_token, port_metrics, run_mixed_flows,
                                run_remote_capture, run_subset, transmit, via_controller,
@@ -101,6 +102,34 @@ def test_tagged_metrics_of_a_flow_between_agents_are_merged_per_tag(api, hosts):
     assert got == [(hex(p), 300, 300, 0) for p in spec.udp_dst], got
     for t in m.tagged_metrics:
         assert t.latency.maximum_ns > 0, as_dict(m)
+
+
+def test_the_controller_serves_otg_over_grpc_too(hosts, agents):
+    """--grpc-listen on a controller: snappi's gRPC transport sets a config across agents,
+    runs a flow from one agent to another and reads its exact counts, and an error comes
+    back as an OTG error."""
+    grpc_port = free_port()
+    c = Server("controller-grpc", [*controller_args(agents.values()), "--grpc-listen",
+                                   f"127.0.0.1:{grpc_port}"])
+    try:
+        g = snappi.api(location=f"127.0.0.1:{grpc_port}", transport=snappi.Transport.GRPC)
+        spec = FlowSpec("over-grpc", "hostb", "hostc", packets=2000, pps=5000, udp_dst=(5015,))
+        cfg = new_config(g, hosts, via_controller)
+        add_flow(cfg, hosts, spec, latency=True)
+        g.set_config(cfg)
+        assert [f.name for f in g.get_config().flows] == ["over-grpc"]
+        transmit(g, "start", ["over-grpc"])
+        m = wait_stopped(g, ["over-grpc"])["over-grpc"]
+        assert int(m.frames_tx) == int(m.frames_rx) == 2000, m
+        assert m.latency.maximum_ns > 0, m
+        req = g.metrics_request()
+        req.flow.flow_names = ["ghost"]
+        with pytest.raises(Exception) as refused:
+            g.get_metrics(req)
+        assert "ghost" in errors_of(g, refused.value), refused.value
+        g.close()
+    finally:
+        c.stop()
 
 
 def test_a_port_on_an_unknown_agent_is_refused_naming_the_agent(api, hosts):

@@ -86,6 +86,10 @@ def _config(api, lab):
         ip.src.value, ip.dst.value = "198.18.0.1", "198.18.0.2"
         udp.src_port.value, udp.dst_port.value = 4000, 5000
         flow.metrics.latency.enable = True
+    # Tagged metrics in the replies too: two source ports, each counted on its own.
+    udp = cfg.flows[0].packet[2]
+    udp.src_port.values = [4000, 4001]
+    udp.src_port.metric_tags.metrictag(name="sport")
     return cfg.serialize()
 
 
@@ -140,6 +144,9 @@ def test_every_reply_of_a_run_matches_the_spec(spec, api, lab, server):
     assert int(by_name["fixed"]["frames_rx"]) == 3000
     assert int(by_name["burst"]["frames_rx"]) == 2000
     assert "latency" in by_name["fixed"]
+    tagged = by_name["fixed"]["tagged_metrics"]
+    assert sorted((t["tags"][0]["value"]["hex"], int(t["frames_rx"])) for t in tagged) == \
+        [("0xfa0", 1500), ("0xfa1", 1500)], tagged
     for request in requests_to_check[:1]:
         check_reply(spec, "POST", "/monitor/metrics",
                     requests.post(url + "/monitor/metrics", json=request, timeout=10))

@@ -1,16 +1,16 @@
 //! OTG over gRPC: the `Openapi` service of OTG's own proto (strobe-otg-proto), as a thin
-//! front end over the REST handlers. A request is written as the JSON the REST route takes
+//! front end over the REST routes. A request is written as the JSON the REST route takes
 //! (the proto's JSON mapping with OTG's field names, which is what snappi sends over HTTP:
-//! 64-bit integers in strings, enums by name), handed to the same handler, and its JSON
-//! reply read back into the proto response. An OTG error becomes a gRPC status whose message
+//! 64-bit integers in strings, enums by name), handed to the same router (an agent's, or a
+//! controller's, which relays it to its agents), and its JSON reply read back into the proto
+//! response. An OTG error becomes a gRPC status whose message
 //! is the OTG `Error` as JSON, with `code` the gRPC code, which is how snappi and gosnappi
 //! read errors over gRPC.
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::body::{Body, Bytes};
+use axum::http::{header, Method};
 use axum::response::IntoResponse;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -19,24 +19,70 @@ use strobe_otg_proto::otg;
 use strobe_otg_proto::otg::openapi_server::{Openapi, OpenapiServer};
 use subtle::ConstantTimeEq;
 use tonic::{Code, Request, Response, Status};
+use tower::ServiceExt;
 
-use crate::{Reply, ServeOptions, Server, MAX_BODY};
+use crate::{Reply, ServeOptions, MAX_BODY};
 
 /// The calls strobe serves, named in the error of every other one.
 const SUPPORTED: &str = "SetConfig, GetConfig, UpdateConfig, SetControlState, GetMetrics, \
      GetCapture and GetVersion (SetControlAction and GetStates answer what strobe supports)";
 
-/// The `Openapi` service over one server's state (the REST routes' state too, when both
-/// are served by one process).
+/// The `Openapi` service over the REST routes of the same process (and so over their
+/// state), calling them with the server's token.
 pub(crate) struct OtgGrpc {
-    server: Arc<Server>,
+    routes: axum::Router,
+    token: Option<Arc<str>>,
 }
 
-/// Serves REST on `rest` and gRPC on `grpc`, both over one server state, until `shutdown`
-/// completes; a run still going is stopped first. With `tls`, both over TLS with the same
-/// certificate (HTTPS, and gRPC as snappi's secure channel and gosnappi's TLS dial it). A
-/// controller of agents (`--agent`) serves REST only: its OTG requests are relayed to the
-/// agents and there is no local state to serve over gRPC.
+impl OtgGrpc {
+    /// `method path` with `body` through the REST routes; the reply's body, or its OTG
+    /// error as a gRPC status.
+    async fn call(&self, method: Method, path: &str, body: Bytes) -> Result<Bytes, Status> {
+        let mut request = axum::http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::CONTENT_TYPE, "application/json");
+        if let Some(token) = &self.token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = request.body(Body::from(body)).map_err(|e| {
+            otg_status(
+                Code::Internal,
+                "internal",
+                vec![format!("cannot write the request: {e}")],
+            )
+        })?;
+        let response = match self.routes.clone().oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        reply_body(Ok(response)).await
+    }
+
+    /// [`OtgGrpc::call`], the reply read as the proto message `T`.
+    async fn message<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Bytes,
+    ) -> Result<T, Status> {
+        let body = self.call(method, path, body).await?;
+        serde_json::from_slice(&body).map_err(|e| {
+            otg_status(
+                Code::Internal,
+                "internal",
+                vec![format!(
+                    "the reply does not fit OTG's model: {e} (a strobe bug: please report it)"
+                )],
+            )
+        })
+    }
+}
+
+/// Serves REST on `rest` and gRPC on `grpc`, both over one server state (a controller's
+/// gRPC relayed to its agents as its REST is), until `shutdown` completes; a run still
+/// going is stopped first. With `tls`, both over TLS with the same certificate (HTTPS, and
+/// gRPC as snappi's secure channel and gosnappi's TLS dial it).
 pub async fn serve_with_grpc(
     rest: tokio::net::TcpListener,
     grpc: tokio::net::TcpListener,
@@ -51,13 +97,6 @@ pub async fn serve_with_grpc(
     let token = options.token.as_deref().map(Arc::<str>::from);
     let (routes, handle) = crate::router_with_shutdown(options)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let Some(server) = handle.0.clone() else {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "gRPC: a controller of agents (--agent) serves OTG over REST only; leave out \
-             --grpc-listen, or serve gRPC from the agents",
-        ));
-    };
     let _echo = crate::clock_echo(rest.local_addr()?);
     // One shutdown for both: the REST server and the gRPC server each wait on it.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -77,7 +116,7 @@ pub async fn serve_with_grpc(
             .map_err(|e| files.refused(e))?;
     }
     let grpc = builder
-        .add_service(service(server, token))
+        .add_service(service(routes.clone(), token))
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(grpc),
             stopped(stop_rx.clone()),
@@ -153,15 +192,18 @@ impl TlsFiles {
 /// The service with its token check: like REST, every call needs the token when there is
 /// one, as `authorization: Bearer TOKEN` metadata.
 fn service(
-    server: Arc<Server>,
+    routes: axum::Router,
     token: Option<Arc<str>>,
 ) -> tonic::service::interceptor::InterceptedService<
     OpenapiServer<OtgGrpc>,
     impl tonic::service::Interceptor + Clone,
 > {
-    let service = OpenapiServer::new(OtgGrpc { server })
-        .max_decoding_message_size(MAX_BODY)
-        .max_encoding_message_size(usize::MAX);
+    let service = OpenapiServer::new(OtgGrpc {
+        routes,
+        token: token.clone(),
+    })
+    .max_decoding_message_size(MAX_BODY)
+    .max_encoding_message_size(usize::MAX);
     tonic::service::interceptor::InterceptedService::new(service, move |request: Request<()>| {
         match &token {
             Some(token) if !carries_token(request.metadata(), token) => Err(otg_status(
@@ -259,20 +301,6 @@ async fn reply_body(reply: Reply) -> Result<Bytes, Status> {
     Err(otg_status(code, kind, errors))
 }
 
-/// A REST handler's JSON reply read as the proto message `T`.
-async fn reply_message<T: DeserializeOwned>(reply: Reply) -> Result<T, Status> {
-    let body = reply_body(reply).await?;
-    serde_json::from_slice(&body).map_err(|e| {
-        otg_status(
-            Code::Internal,
-            "internal",
-            vec![format!(
-                "the reply does not fit OTG's model: {e} (a strobe bug: please report it)"
-            )],
-        )
-    })
-}
-
 fn unsupported(call: &str) -> Status {
     otg_status(
         Code::Unimplemented,
@@ -293,8 +321,9 @@ impl Openapi for OtgGrpc {
         request: Request<otg::SetConfigRequest>,
     ) -> Result<Response<otg::SetConfigResponse>, Status> {
         let config = request.into_inner().config.unwrap_or_default();
-        let reply = crate::set_config(State(self.server.clone()), request_body(&config)?).await;
-        let warning = reply_message(reply).await?;
+        let warning = self
+            .message(Method::POST, "/config", request_body(&config)?)
+            .await?;
         Ok(Response::new(otg::SetConfigResponse {
             warning: Some(warning),
         }))
@@ -304,8 +333,7 @@ impl Openapi for OtgGrpc {
         &self,
         _request: Request<()>,
     ) -> Result<Response<otg::GetConfigResponse>, Status> {
-        let reply = crate::get_config(State(self.server.clone())).await;
-        let config = reply_message(Ok(reply)).await?;
+        let config = self.message(Method::GET, "/config", Bytes::new()).await?;
         Ok(Response::new(otg::GetConfigResponse {
             config: Some(config),
         }))
@@ -317,8 +345,7 @@ impl Openapi for OtgGrpc {
     ) -> Result<Response<otg::SetControlStateResponse>, Status> {
         let state = request.into_inner().control_state.unwrap_or_default();
         let body = request_body(&state)?;
-        let reply = crate::set_control_state(State(self.server.clone()), body).await;
-        let warning = reply_message(reply).await?;
+        let warning = self.message(Method::POST, "/control/state", body).await?;
         Ok(Response::new(otg::SetControlStateResponse {
             warning: Some(warning),
         }))
@@ -331,8 +358,7 @@ impl Openapi for OtgGrpc {
         let wanted = request.into_inner().metrics_request.unwrap_or_default();
         let body = request_body(&wanted)?;
         // strobe's `x_strobe` detail has no place in the proto: it is dropped on reading.
-        let reply = crate::get_metrics(State(self.server.clone()), HeaderMap::new(), body).await;
-        let metrics = reply_message(reply).await?;
+        let metrics = self.message(Method::POST, "/monitor/metrics", body).await?;
         Ok(Response::new(otg::GetMetricsResponse {
             metrics_response: Some(metrics),
         }))
@@ -344,8 +370,7 @@ impl Openapi for OtgGrpc {
     ) -> Result<Response<otg::GetCaptureResponse>, Status> {
         let wanted = request.into_inner().capture_request.unwrap_or_default();
         let body = request_body(&wanted)?;
-        let reply = crate::get_capture(State(self.server.clone()), body).await;
-        let bytes = reply_body(reply).await?;
+        let bytes = self.call(Method::POST, "/monitor/capture", body).await?;
         Ok(Response::new(otg::GetCaptureResponse {
             response_bytes: bytes.to_vec(),
         }))
@@ -355,7 +380,9 @@ impl Openapi for OtgGrpc {
         &self,
         _request: Request<()>,
     ) -> Result<Response<otg::GetVersionResponse>, Status> {
-        let version = reply_message(Ok(crate::get_version().await)).await?;
+        let version = self
+            .message(Method::GET, "/capabilities/version", Bytes::new())
+            .await?;
         Ok(Response::new(otg::GetVersionResponse {
             version: Some(version),
         }))
@@ -367,8 +394,7 @@ impl Openapi for OtgGrpc {
     ) -> Result<Response<otg::UpdateConfigResponse>, Status> {
         let update = request.into_inner().config_update.unwrap_or_default();
         let body = request_body(&update)?;
-        let reply = crate::surface::update_config(State(self.server.clone()), body).await;
-        let warning = reply_message(reply).await?;
+        let warning = self.message(Method::PATCH, "/config", body).await?;
         Ok(Response::new(otg::UpdateConfigResponse {
             warning: Some(warning),
         }))
@@ -394,8 +420,9 @@ impl Openapi for OtgGrpc {
         request: Request<otg::SetControlActionRequest>,
     ) -> Result<Response<otg::SetControlActionResponse>, Status> {
         let action = request.into_inner().control_action.unwrap_or_default();
-        let reply = crate::surface::control_action(request_body(&action)?).await;
-        let response = reply_message(reply).await?;
+        let response = self
+            .message(Method::POST, "/control/action", request_body(&action)?)
+            .await?;
         Ok(Response::new(otg::SetControlActionResponse {
             control_action_response: Some(response),
         }))
@@ -406,8 +433,9 @@ impl Openapi for OtgGrpc {
         request: Request<otg::GetStatesRequest>,
     ) -> Result<Response<otg::GetStatesResponse>, Status> {
         let wanted = request.into_inner().states_request.unwrap_or_default();
-        let reply = crate::surface::monitor_states(request_body(&wanted)?).await;
-        let states = reply_message(reply).await?;
+        let states = self
+            .message(Method::POST, "/monitor/states", request_body(&wanted)?)
+            .await?;
         Ok(Response::new(otg::GetStatesResponse {
             states_response: Some(states),
         }))

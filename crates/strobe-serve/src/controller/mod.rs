@@ -203,6 +203,8 @@ pub(crate) fn router(options: &crate::ServeOptions) -> Result<Router, String> {
             post(set_config).get(get_config).patch(update_config),
         )
         .route("/control/state", post(set_control_state))
+        .route("/control/action", post(crate::surface::control_action))
+        .route("/monitor/states", post(crate::surface::monitor_states))
         .route("/monitor/metrics", post(get_metrics))
         .route("/monitor/capture", post(get_capture))
         .route("/capabilities/version", get(crate::get_version))
