@@ -217,7 +217,12 @@ pub(crate) fn router(options: &crate::ServeOptions) -> Result<Router, String> {
 /// (validation), an agent that does not answer is the controller's (internal).
 fn agent_error(errors: Vec<AgentError>) -> OtgError {
     let refused = errors.iter().all(|e| e.refused);
-    let texts = errors.iter().map(ToString::to_string).collect();
+    said_by_agents(refused, errors.iter().map(ToString::to_string).collect())
+}
+
+/// What agents said, as an OTG error: their refusal is the request's fault (validation),
+/// anything else the controller's (internal).
+fn said_by_agents(refused: bool, texts: Vec<String>) -> OtgError {
     if refused {
         validation(texts)
     } else {
@@ -501,11 +506,7 @@ async fn update_config(State(c): State<Arc<Controller>>, body: Bytes) -> Reply {
                     done.join(", ")
                 ));
             }
-            return Err(if e.refused {
-                validation(texts)
-            } else {
-                internal(texts)
-            });
+            return Err(said_by_agents(e.refused, texts));
         }
         done.push(c.names[*agent].clone());
     }
