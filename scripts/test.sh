@@ -19,6 +19,12 @@ need_pip jsonschema jsonschema
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 (cd fuzz && cargo fmt -- --check)
+# The fuzz crate has its own lock file: a dependency added to a workspace crate must be
+# recorded there too, or the smoke run below rewrites it (and the tree check fails late).
+if ! (cd fuzz && cargo metadata --locked --format-version 1 >/dev/null 2>&1); then
+    echo "fuzz/Cargo.lock is out of date: run \`(cd fuzz && cargo metadata --format-version 1 >/dev/null)\` and commit it" >&2
+    exit 1
+fi
 # Every fuzz target for a few seconds (nightly + cargo-fuzz, installed when missing); the
 # long campaign is `bash fuzz/run campaign`.
 bash fuzz/run smoke "${FUZZ_SECONDS:-12}"
