@@ -307,6 +307,21 @@ pub struct FlowGenerator {
     positions: Option<TagPositions>,
 }
 
+/// The trailer of a frame whose template puts it at `at`.
+#[inline(always)]
+fn trailer_of(buf: &mut [u8], at: usize) -> &mut [u8; trailer::LEN] {
+    (&mut buf[at..at + trailer::LEN])
+        .try_into()
+        .expect("trailer fits: checked at compile time")
+}
+
+/// Writes a frame's sequence number and transmit stamp into its trailer.
+#[inline(always)]
+fn stamp_trailer(dst: &mut [u8; trailer::LEN], seq: u32, tx_ns: u64) {
+    dst[trailer::SEQ_OFFSET..trailer::SEQ_OFFSET + 4].copy_from_slice(&seq.to_be_bytes());
+    dst[trailer::TIMESTAMP_OFFSET..].copy_from_slice(&tx_ns.to_be_bytes());
+}
+
 /// The sending side of a flow's tag positions ([`strobe_model::TagPlan`]): frame `j` is in
 /// position `j % L`, carries that position's flow id and sequence number `j / L` (counted
 /// from the run's first), so each position is a flow of its own to the receivers.
@@ -698,14 +713,10 @@ impl FlowGenerator {
                 };
                 let r = p.next;
                 let (id, seq) = (p.ids[r], self.seq.wrapping_add(p.round));
-                let dst: &mut [u8; trailer::LEN] = (&mut slot.buf[tr..tr + trailer::LEN])
-                    .try_into()
-                    .expect("trailer fits: checked at compile time");
+                let dst = trailer_of(slot.buf, tr);
                 dst[trailer::FLOW_ID_OFFSET..trailer::FLOW_ID_OFFSET + 2]
                     .copy_from_slice(&id.to_be_bytes());
-                dst[trailer::SEQ_OFFSET..trailer::SEQ_OFFSET + 4]
-                    .copy_from_slice(&seq.to_be_bytes());
-                dst[trailer::TIMESTAMP_OFFSET..].copy_from_slice(&tx_ns.to_be_bytes());
+                stamp_trailer(dst, seq, tx_ns);
                 seqs[j] = reduce((u64::from(id) << 32) | u64::from(seq));
                 stamps[j] = reduce(tx_ns);
                 p.frames[r] += 1;
@@ -727,12 +738,7 @@ impl FlowGenerator {
                     TxTime::Scheduled => slot.scheduled_ns,
                 };
                 let seq = self.seq.wrapping_add(j as u32);
-                let dst: &mut [u8; trailer::LEN] = (&mut slot.buf[tr..tr + trailer::LEN])
-                    .try_into()
-                    .expect("trailer fits: checked at compile time");
-                dst[trailer::SEQ_OFFSET..trailer::SEQ_OFFSET + 4]
-                    .copy_from_slice(&seq.to_be_bytes());
-                dst[trailer::TIMESTAMP_OFFSET..].copy_from_slice(&tx_ns.to_be_bytes());
+                stamp_trailer(trailer_of(slot.buf, tr), seq, tx_ns);
                 seqs[j] = seq as u64;
                 stamps[j] = reduce(tx_ns);
             }
