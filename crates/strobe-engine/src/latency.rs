@@ -125,6 +125,25 @@ impl FlowLatency {
     }
 }
 
+impl FlowLatency {
+    /// The latency an in-kernel counting program recorded ([`strobe_io::xdp_count`]): its
+    /// buckets are this histogram's, so each bucket's lowest value lands where the program
+    /// counted it and every percentile is the one recording frame by frame gives.
+    pub fn from_counted(counted: &strobe_io::xdp_count::CountedLatency) -> FlowLatency {
+        let mut l = FlowLatency::default();
+        for &(bucket, frames) in &counted.buckets {
+            let v = strobe_io::xdp_count::bucket_value(bucket).max(LOWEST_NS);
+            l.hist.saturating_record_n(v, frames);
+        }
+        l.negative = counted.negative;
+        l.clamped = counted.clamped;
+        l.sum_ns = counted.sum_ns;
+        l.jitter_ns = counted.jitter_ns;
+        l.jitter_frames = counted.jitter_frames;
+        l
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

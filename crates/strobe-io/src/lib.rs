@@ -25,6 +25,7 @@ pub mod test_clock;
 pub mod test_support;
 pub mod timesync;
 pub mod tsinfo;
+pub mod xdp_count;
 pub mod xdp_features;
 mod xdp_gen;
 pub mod xdplive;

@@ -30,11 +30,11 @@ use std::time::{Duration, Instant};
 
 use crate::afxdp::asm::Asm;
 use crate::afxdp::bpf::{
-    self, create_map, load_program, update_map, Insn, ALU64_ADD_K, ALU64_AND_K, ALU64_MOV_K,
-    ALU64_MOV_X, BPF_FUNC_MAP_LOOKUP_ELEM, BPF_FUNC_REDIRECT_MAP, BPF_FUNC_XDP_ADJUST_TAIL,
-    BPF_FUNC_XDP_STORE_BYTES, BPF_F_MMAPABLE, BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_DEVMAP,
-    BPF_PROG_RUN, JMP_CALL, JMP_EXIT, JMP_JEQ_K, JMP_JGT_K, JMP_JLT_K, JMP_JNE_K, JMP_JNE_X,
-    LDX_MEM_DW, LDX_MEM_W, STX_MEM_DW, STX_MEM_W, ST_MEM_W, XDP_DROP,
+    self, create_map, load_program, update_map, Insn, ProgRunAttr, ALU64_ADD_K, ALU64_AND_K,
+    ALU64_MOV_K, ALU64_MOV_X, BPF_FUNC_MAP_LOOKUP_ELEM, BPF_FUNC_REDIRECT_MAP,
+    BPF_FUNC_XDP_ADJUST_TAIL, BPF_FUNC_XDP_STORE_BYTES, BPF_F_MMAPABLE, BPF_MAP_TYPE_ARRAY,
+    BPF_MAP_TYPE_DEVMAP, BPF_PROG_RUN, JMP_CALL, JMP_EXIT, JMP_JEQ_K, JMP_JGT_K, JMP_JLT_K,
+    JMP_JNE_K, JMP_JNE_X, LDX_MEM_DW, LDX_MEM_W, STX_MEM_DW, STX_MEM_W, ST_MEM_W, XDP_DROP,
 };
 use crate::afxdp::sys::{if_index, LinkFacts, Mmap};
 use crate::kernel_frames::{KernelFlow, KernelGenerator, KernelRun, KernelValues};
@@ -106,28 +106,6 @@ const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
 /// The privileges this backend needs.
 const PRIVILEGE_HINT: &str =
     "xdp-live needs root or CAP_BPF+CAP_NET_ADMIN (to load an XDP program and run it in live-frame mode)";
-
-/// The `test` part of `union bpf_attr` (BPF_PROG_RUN).
-#[repr(C)]
-#[derive(Default)]
-struct ProgRunAttr {
-    prog_fd: u32,
-    retval: u32,
-    data_size_in: u32,
-    data_size_out: u32,
-    data_in: u64,
-    data_out: u64,
-    repeat: u32,
-    duration: u32,
-    ctx_size_in: u32,
-    ctx_size_out: u32,
-    ctx_in: u64,
-    ctx_out: u64,
-    flags: u32,
-    cpu: u32,
-    batch_size: u32,
-    _pad: u32,
-}
 
 /// The control entry (key 0 of the array), as the program reads and writes it.
 #[repr(C)]

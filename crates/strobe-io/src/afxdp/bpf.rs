@@ -39,11 +39,14 @@ pub(crate) const BPF_PSEUDO_MAP_FD: u8 = 1;
 /// = offset into value 0), with no lookup call.
 pub(crate) const BPF_PSEUDO_MAP_VALUE: u8 = 2;
 pub(crate) const BPF_FUNC_KTIME_GET_NS: i32 = 5;
+pub(crate) const BPF_FUNC_GET_SMP_PROCESSOR_ID: i32 = 8;
+pub(crate) const BPF_FUNC_XDP_GET_BUFF_LEN: i32 = 188;
+pub(crate) const BPF_FUNC_XDP_LOAD_BYTES: i32 = 189;
 
-const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+pub(crate) const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 pub(crate) const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 pub(crate) const XDP_DROP: i32 = 1;
-const XDP_PASS: i32 = 2;
+pub(crate) const XDP_PASS: i32 = 2;
 /// Offset of `rx_queue_index` in `struct xdp_md`.
 const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
 
@@ -151,6 +154,33 @@ pub(crate) const JMP_JA: u8 = 0x05;
 pub(crate) const JMP_JGE_X: u8 = 0x3d;
 /// BPF_JMP (0x05) | BPF_JGT (0x20) | BPF_X (0x08), unsigned.
 pub(crate) const JMP_JGT_X: u8 = 0x2d;
+/// BPF_ALU64 (0x07) | BPF_LSH (0x60) | BPF_X (0x08).
+pub(crate) const ALU64_LSH_X: u8 = 0x6f;
+/// BPF_ALU64 (0x07) | BPF_RSH (0x70) | BPF_X (0x08), logical.
+pub(crate) const ALU64_RSH_X: u8 = 0x7f;
+/// BPF_ALU64 (0x07) | BPF_ARSH (0xc0) | BPF_K (0x00): arithmetic (sign-filling) shift.
+pub(crate) const ALU64_ARSH_K: u8 = 0xc7;
+/// BPF_ALU64 (0x07) | BPF_NEG (0x80).
+pub(crate) const ALU64_NEG: u8 = 0x87;
+/// BPF_ALU64 (0x07) | BPF_MUL (0x20) | BPF_K (0x00).
+pub(crate) const ALU64_MUL_K: u8 = 0x27;
+/// BPF_ALU64 (0x07) | BPF_SUB (0x10) | BPF_K (0x00).
+pub(crate) const ALU64_SUB_K: u8 = 0x17;
+/// BPF_ALU64 (0x07) | BPF_OR (0x40) | BPF_X (0x08).
+pub(crate) const ALU64_OR_X: u8 = 0x4f;
+/// BPF_LDX (0x01) | BPF_B (0x10) | BPF_MEM (0x60).
+pub(crate) const LDX_MEM_B: u8 = 0x71;
+/// BPF_LDX (0x01) | BPF_H (0x08) | BPF_MEM (0x60).
+pub(crate) const LDX_MEM_H: u8 = 0x69;
+/// BPF_STX (0x03) | BPF_ATOMIC (0xc0) | BPF_DW (0x18), imm BPF_ADD (0): `lock *(u64 *)(dst +
+/// off) += src`.
+pub(crate) const STX_ATOMIC_DW: u8 = 0xdb;
+/// BPF_JMP (0x05) | BPF_JGE (0x30) | BPF_K (0x00), unsigned.
+pub(crate) const JMP_JGE_K: u8 = 0x35;
+/// BPF_JMP (0x05) | BPF_JSGE (0x70) | BPF_K (0x00), signed.
+pub(crate) const JMP_JSGE_K: u8 = 0x75;
+/// BPF_JMP (0x05) | BPF_JEQ (0x10) | BPF_X (0x08).
+pub(crate) const JMP_JEQ_X: u8 = 0x1d;
 /// BPF_JMP (0x05) | BPF_CALL (0x80).
 pub(crate) const JMP_CALL: u8 = 0x85;
 /// BPF_JMP (0x05) | BPF_EXIT (0x90).
@@ -224,6 +254,28 @@ struct LinkCreateAttr {
     target_ifindex: u32,
     attach_type: u32,
     flags: u32,
+}
+
+/// The `test` part of `union bpf_attr` (BPF_PROG_RUN).
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct ProgRunAttr {
+    pub(crate) prog_fd: u32,
+    pub(crate) retval: u32,
+    pub(crate) data_size_in: u32,
+    pub(crate) data_size_out: u32,
+    pub(crate) data_in: u64,
+    pub(crate) data_out: u64,
+    pub(crate) repeat: u32,
+    pub(crate) duration: u32,
+    pub(crate) ctx_size_in: u32,
+    pub(crate) ctx_size_out: u32,
+    pub(crate) ctx_in: u64,
+    pub(crate) ctx_out: u64,
+    pub(crate) flags: u32,
+    pub(crate) cpu: u32,
+    pub(crate) batch_size: u32,
+    pub(crate) _pad: u32,
 }
 
 pub(crate) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> libc::c_long {
@@ -417,14 +469,14 @@ pub(crate) fn create_link(prog: &OwnedFd, ifindex: u32, flags: u32) -> io::Resul
 
 /// Errors that mean "this driver has no native XDP", as opposed to a busy interface or
 /// missing privileges.
-fn is_mode_unsupported(err: &io::Error) -> bool {
+pub(crate) fn is_mode_unsupported(err: &io::Error) -> bool {
     matches!(
         err.raw_os_error(),
         Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) | Some(524 /* ENOTSUPP */)
     )
 }
 
-fn link_error(iface: &str, mode: &str, err: io::Error) -> IoError {
+pub(crate) fn link_error(iface: &str, mode: &str, err: io::Error) -> IoError {
     let step = format!("cannot attach strobe's XDP program to {iface} ({mode} mode)");
     match err.raw_os_error() {
         Some(libc::EBUSY) | Some(libc::EEXIST) => IoError::Other(format!(
