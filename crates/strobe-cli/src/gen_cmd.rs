@@ -103,6 +103,10 @@ pub struct GenArgs {
     /// rate or in bursts, and for up to 8 such paced flows on a port): for comparing the two.
     #[arg(long)]
     engine_frames: bool,
+    /// xdp-count: receive ports pass the frames they counted on to the stack instead of
+    /// dropping them, so that a capture on the interface (tcpdump, Wireshark) sees them.
+    #[arg(long)]
+    pass_counted: bool,
     /// Transmit workers (cores) per transmit port: constant-rate flows stay whole on one
     /// worker, Poisson flows are split over all of them (independent Poisson sub-flows).
     /// At most 256; more workers than usable cores share them (a warning says so).
@@ -578,6 +582,7 @@ fn execute(
         latency_interval_ns,
         live_latency: false,
         engine_frames: args.engine_frames,
+        pass_counted: args.pass_counted,
         start_gate: None,
     };
     let view = StatusView {

@@ -21,7 +21,8 @@ pub const TX_PORT_HELP: &str = "Port to send on, one of:
   xdp-live:[NETNS/]IFACE         the kernel's XDP live-frame mode: no socket, no skb (transmit only)
   auto:[NETNS/]IFACE[@QUEUE]     AF_XDP when it works there, else AF_PACKET
   pcap:FILE                      a nanosecond pcap with each frame's scheduled time (transmit only)
-  null                           drops every frame after all per-packet work (engine cost)";
+  null                           drops every frame after all per-packet work (engine cost)
+(xdp-count: only receives)";
 
 /// The port forms that receive, for the `--help` of receiving ports (`gen --rx`,
 /// `reflect PORT`); a macro so that `concat!` can put each command's own first line above.
@@ -34,6 +35,8 @@ macro_rules! rx_port_forms {
   afpacket:[NETNS/]IFACE         AF_PACKET on any interface, kernel receive timestamps
   afxdp:[NETNS/]IFACE[@QUEUE]    AF_XDP on one queue (default 0); @* every queue
   auto:[NETNS/]IFACE[@QUEUE]     AF_XDP when it works there, else AF_PACKET
+  xdp-count:[NETNS/]IFACE        every frame counted in the kernel by an XDP program, none
+                                 copied to user space (gen --rx only; lab:rx@xdp-count)
 (pcap:, null, afpacket-gso: and xdp-live: only transmit)"
     };
 }
@@ -129,6 +132,7 @@ fn lab_backends(role: &str) -> &'static [(&'static str, &'static str)] {
             ("", "AF_PACKET"),
             ("@afxdp", "AF_XDP on queue 0"),
             ("@afxdp-all", "AF_XDP on every queue"),
+            ("@xdp-count", "counted in the kernel by XDP"),
         ]
     }
 }

@@ -76,11 +76,15 @@ fn capture_location(location: &Location) -> Result<Location, ControlError> {
             "its frames go to an AF_XDP socket, which AF_PACKET captures do not see — give the \
              port an AF_PACKET location (an interface name, afpacket:IFACE or lab:rx)",
         )),
-        Location::AfPacket { netns, iface, .. } => Ok(Location::AfPacket {
-            netns: netns.clone(),
-            iface: iface.clone(),
-            gso: false,
-        }),
+        // The counting program passes the frames it counted on while a capture runs (see
+        // the engine's `pass_counted`), so AF_PACKET sees them.
+        Location::AfPacket { netns, iface, .. } | Location::XdpCount { netns, iface } => {
+            Ok(Location::AfPacket {
+                netns: netns.clone(),
+                iface: iface.clone(),
+                gso: false,
+            })
+        }
         Location::XdpLive { .. } => Err(bad(
             "xdp-live frames leave through the driver's XDP path, which AF_PACKET captures on \
              the sending side do not see — capture at the receiving port instead",

@@ -47,6 +47,9 @@ pub struct PlanOptions {
     /// Write every frame in the engine, even where the backend could generate the flow
     /// itself (`xdp-live`'s kernel program).
     pub engine_frames: bool,
+    /// Ports counted in the kernel (`xdp-count:`) pass the frames they counted on to the
+    /// stack rather than drop them (a capture on the port needs them).
+    pub pass_counted: bool,
     /// Start sending when this gate is opened, at the time it is given (a multi-host run's
     /// synchronized start; see [`strobe_engine::StartGate`]).
     pub start_gate: Option<std::sync::Arc<strobe_engine::StartGate>>,
@@ -72,6 +75,7 @@ impl Default for PlanOptions {
             latency_interval_ns: None,
             live_latency: false,
             engine_frames: engine.engine_frames,
+            pass_counted: engine.pass_counted,
             start_gate: None,
         }
     }
@@ -177,6 +181,7 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
         latency_interval_ns: options.latency_interval_ns,
         live_latency_intervals: options.live_latency,
         engine_frames: options.engine_frames,
+        pass_counted: options.pass_counted,
         start_gate: options.start_gate.clone(),
         ..RunOptions::default()
     };

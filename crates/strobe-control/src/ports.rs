@@ -82,6 +82,7 @@ fn lab_location(lab: &Lab, what: &str, port: LabPort) -> Result<Location, Contro
         // A socket on every receive queue: veth puts XDP frames (xdp-live's) on the queue
         // of the CPU that sent them, not on queue 0 as the lab steers everything else.
         LabBackend::AfXdpAll => Location::AfXdpAllQueues { netns, iface },
+        LabBackend::XdpCount => Location::XdpCount { netns, iface },
         LabBackend::XdpLive => {
             // A veth transmits XDP frames only while its peer can take them: GRO on gives
             // the peer the NAPI instance that does (the lab's own ports, so strobe may set

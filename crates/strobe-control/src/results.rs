@@ -1102,6 +1102,11 @@ pub fn timestamp_sources(r: &RunReport, flow: &FlowSpec) -> TimestampSources {
             .iter()
             .filter(|p| flow.rx_ports.contains(&p.name))
             .map(|p| match p.timestamps {
+                "kernel" if p.receiver.starts_with("xdp-count:") => {
+                    "the XDP counting program's clock read as the frame arrives in the driver \
+                     (bpf_ktime_get_ns moved to CLOCK_REALTIME)"
+                        .to_string()
+                }
                 "kernel" => "kernel software receive timestamp (CLOCK_REALTIME)".to_string(),
                 "user" => "user space: CLOCK_REALTIME right after taking the frame off the ring"
                     .to_string(),

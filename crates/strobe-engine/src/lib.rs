@@ -29,6 +29,7 @@ use std::sync::atomic::Ordering;
 use live::LiveCounters;
 use rx::{FlowRxReport, RxTracker};
 use rx_worker::{run_rx, RxPortReport};
+use strobe_io::xdp_count::{CountMode, CountSetup, ProgramClock, XdpCounter};
 use strobe_io::{AnyBackend, AnyReceiver, Backend, Receiver, TimeBase};
 use strobe_model::{Scenario, Warning};
 use strobe_timing::{Duration, Pattern, ScheduleSpec};
@@ -502,9 +503,20 @@ fn open_transmitters(
 
 /// A receive worker ready to start: its port's name, its open receiver, its tracker, its
 /// hardware clock's sync and the interface's drop counter.
+/// What a receive port counts with.
+// One per receive port, moved once into its worker: the variants' sizes do not matter, and
+// boxing the receiver would put a pointer between the worker and its ring.
+#[allow(clippy::large_enum_variant)]
+enum RxPort {
+    /// Frames handed to user space, counted by the port's worker.
+    Frames(AnyReceiver),
+    /// Frames counted in the kernel by an XDP program (`xdp-count:`), and its description.
+    Kernel(XdpCounter, String),
+}
+
 type RxJob = (
     String,
-    AnyReceiver,
+    RxPort,
     RxTracker,
     Option<(String, strobe_io::clocksync::ClockSync)>,
     Option<(strobe_io::ifdrops::InterfaceDrops, bool)>,
@@ -571,13 +583,73 @@ fn open_receivers(
         {
             continue;
         }
+        let port_error = |source| EngineError::Port {
+            port: port.name.clone(),
+            source,
+        };
+        if let strobe_io::Location::XdpCount { netns, iface } = location {
+            let trains = scenario.flows.iter().find(|f| {
+                f.rx_ports.contains(&port.name)
+                    && matches!(
+                        f.schedule.duration,
+                        strobe_timing::Duration::Bursts { bursts, .. } if bursts > 0
+                    )
+            });
+            if let Some(f) = trains {
+                return Err(port_error(strobe_io::IoError::Other(format!(
+                    "flow `{}` is a convoy of trains, followed train by train only by a receiver that sees each frame: receive it with afxdp:{iface} or afpacket:{iface}",
+                    f.name
+                ))));
+            }
+            if opts.hardware_timestamps {
+                return Err(port_error(strobe_io::IoError::Other(format!(
+                    "hardware receive timestamps are read through AF_PACKET only; xdp-count:{iface} stamps frames with the kernel's clock"
+                ))));
+            }
+            let mut counter = XdpCounter::new(CountSetup {
+                run_tag,
+                flows: ids,
+                pass_counted: opts.pass_counted,
+                clock: ProgramClock::Kernel,
+            })
+            .map_err(port_error)?;
+            for (id, &p) in parent.iter().enumerate() {
+                counter.set_latency(id, scenario.flows[p as usize].metrics.latency.is_some());
+            }
+            counter.check_stamps_from(run_start_ns);
+            let (mode, note) = counter
+                .attach(iface, netns.as_deref())
+                .map_err(port_error)?;
+            if let Some(note) = note {
+                eprintln!("note: {note}");
+            }
+            let described = format!(
+                "{location} (an XDP program, {} mode, counts every frame in the kernel and {}; receive stamps from bpf_ktime_get_ns moved to CLOCK_REALTIME; {} KiB of counters per CPU and flow id, {} × {})",
+                match mode {
+                    CountMode::Native => "native",
+                    CountMode::Generic => "generic",
+                },
+                if opts.pass_counted { "passes it on" } else { "drops it" },
+                strobe_io::xdp_count::BLOCK_BYTES >> 10,
+                counter.cpus(),
+                ids,
+            );
+            let mut tracker = RxTracker::new(ids, run_tag);
+            tracker.check_stamps_from(run_start_ns);
+            let interface_drops =
+                strobe_io::ifdrops::InterfaceDrops::start(netns.as_deref(), iface)
+                    .map(|d| (d, false));
+            rx_jobs.push((
+                port.name.clone(),
+                RxPort::Kernel(counter, described),
+                tracker,
+                None,
+                interface_drops,
+            ));
+            continue;
+        }
         let receiver =
-            AnyReceiver::open_at(location, opts.hardware_timestamps).map_err(|source| {
-                EngineError::Port {
-                    port: port.name.clone(),
-                    source,
-                }
-            })?;
+            AnyReceiver::open_at(location, opts.hardware_timestamps).map_err(port_error)?;
         let hardware_sync = match receiver.hardware_clock() {
             Some(phc) => Some(
                 sync_hardware_clock(&phc).map_err(|source| EngineError::Port {
@@ -613,7 +685,7 @@ fn open_receivers(
             .map(|d| (d, receiver.ring_drops_count_at_interface()));
         rx_jobs.push((
             port.name.clone(),
-            receiver,
+            RxPort::Frames(receiver),
             tracker,
             hardware_sync,
             interface_drops,
@@ -742,8 +814,19 @@ pub fn run_scenario(
                                 rx_worker::IdlePolicy::default()
                             },
                         };
-                        let mut report =
-                            run_rx(&thread_name, &mut receiver, &mut tracker, &ctx, rx_stop);
+                        let mut report = match &mut receiver {
+                            RxPort::Frames(receiver) => {
+                                run_rx(&thread_name, receiver, &mut tracker, &ctx, rx_stop)
+                            }
+                            RxPort::Kernel(counter, described) => rx_worker::run_counted(
+                                &thread_name,
+                                counter,
+                                described.clone(),
+                                &mut tracker,
+                                &ctx,
+                                rx_stop,
+                            ),
+                        };
                         // Frames the receiver's own ring refused are counted by it.
                         report.interface_drops =
                             interface_drops.as_ref().and_then(|(d, includes_ring)| {

@@ -436,6 +436,37 @@ impl RxTracker {
         RxClass::Flow(t)
     }
 
+    /// Takes what an in-kernel counting program (`xdp-count:`) counted for this tracker's
+    /// flows: it replaces the tracker's counts, as the program saw every frame and the
+    /// tracker none. Its histograms have the tracker's buckets, so the latency is the same
+    /// as counting frame by frame here would give.
+    pub fn absorb_counted(&mut self, counted: &strobe_io::xdp_count::CountSnapshot) {
+        for (f, c) in self.flows.iter_mut().zip(&counted.flows) {
+            f.counters = FlowRxCounters {
+                frames: c.frames,
+                bytes: c.bytes,
+                unique: c.unique,
+                duplicates: c.duplicates,
+                reordered: c.reordered,
+                late: c.late,
+                max_seq: c.max_seq,
+                first_rx_ns: c.first_rx_ns,
+                last_rx_ns: c.last_rx_ns,
+            };
+            let l = &c.latency;
+            f.latency =
+                (l.recorded + l.negative > 0).then(|| Box::new(FlowLatency::from_counted(l)));
+        }
+        let o = &counted.other;
+        self.other = OtherFrames {
+            not_instrumented: o.not_instrumented,
+            unknown_flow: o.unknown_flow,
+            truncated: 0,
+            foreign: o.foreign,
+            out_of_window: o.out_of_window,
+        };
+    }
+
     /// Turns latency measurement of one flow on or off (on by default).
     pub fn set_latency(&mut self, flow_id: u16, on: bool) {
         if let Some(f) = self.flows.get_mut(flow_id as usize) {

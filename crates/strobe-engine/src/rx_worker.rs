@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use strobe_io::clocksync::ClockSync;
+use strobe_io::xdp_count::{CountSnapshot, XdpCounter};
 use strobe_io::{Receiver, RxDrops, RxTimestamp};
 
 use std::sync::mpsc::Sender;
@@ -330,40 +331,168 @@ impl Publisher {
     }
 
     fn publish(&mut self, tracker: &RxTracker, live: &LiveCounters) {
-        for (id, sent) in self.sent.iter_mut().enumerate() {
-            let (Some(c), Some(l)) = (tracker.counters(id as u16), live.flow(id as u16)) else {
+        for id in 0..self.sent.len() {
+            let Some(c) = tracker.counters(id as u16) else {
                 continue;
             };
-            let now = (c.frames, c.bytes, c.unique);
-            if now != *sent {
-                l.rx_frames.fetch_add(now.0 - sent.0, Ordering::Relaxed);
-                l.rx_bytes.fetch_add(now.1 - sent.1, Ordering::Relaxed);
-                l.rx_unique.fetch_add(now.2 - sent.2, Ordering::Relaxed);
-                *sent = now;
-            }
-            if let (Some(lat), Some(published)) =
-                (tracker.latency(id as u16), self.latency_sent.get_mut(id))
-            {
+            let latency = tracker.latency(id as u16).map(|lat| {
                 let h = lat.histogram();
-                let now = (h.len(), lat.sum_ns());
-                if now.0 > published.0 {
-                    // The live sum wraps only past 584 years of summed latency.
-                    let added = u64::try_from(now.1 - published.1).unwrap_or(u64::MAX);
-                    l.latency_sum_ns.fetch_add(added, Ordering::Relaxed);
-                    l.latency_min_ns.fetch_min(h.min(), Ordering::Relaxed);
-                    l.latency_max_ns.fetch_max(h.max(), Ordering::Relaxed);
-                    // Frames last, released: a reader that acquires them sees the sum and
-                    // bounds of at least those frames.
-                    l.latency_frames
-                        .fetch_add(now.0 - published.0, Ordering::Release);
-                    *published = now;
-                }
+                (h.len(), lat.sum_ns(), h.min(), h.max())
+            });
+            self.publish_flow(id, live, (c.frames, c.bytes, c.unique), latency);
+        }
+        self.publish_other(tracker.other.total(), live);
+    }
+
+    /// Publishes what an in-kernel counting program counted (its counters, no histograms).
+    fn publish_counted(&mut self, counted: &CountSnapshot, live: &LiveCounters) {
+        for (id, c) in counted.flows.iter().enumerate().take(self.sent.len()) {
+            let l = &c.latency;
+            let latency = l
+                .min_ns
+                .zip(l.max_ns)
+                .map(|(min, max)| (l.recorded, l.sum_ns, min, max));
+            self.publish_flow(id, live, (c.frames, c.bytes, c.unique), latency);
+        }
+        let o = &counted.other;
+        self.publish_other(
+            o.not_instrumented + o.unknown_flow + o.foreign + o.out_of_window,
+            live,
+        );
+    }
+
+    /// One flow's counts (frames, bytes, unique) and latency (frames, sum, min, max) so
+    /// far, published as what was added since the last time.
+    fn publish_flow(
+        &mut self,
+        id: usize,
+        live: &LiveCounters,
+        now: (u64, u64, u64),
+        latency: Option<(u64, u128, u64, u64)>,
+    ) {
+        let Some(l) = live.flow(id as u16) else {
+            return;
+        };
+        let sent = &mut self.sent[id];
+        if now != *sent {
+            l.rx_frames.fetch_add(now.0 - sent.0, Ordering::Relaxed);
+            l.rx_bytes.fetch_add(now.1 - sent.1, Ordering::Relaxed);
+            l.rx_unique.fetch_add(now.2 - sent.2, Ordering::Relaxed);
+            *sent = now;
+        }
+        if let (Some((frames, sum, min, max)), Some(published)) =
+            (latency, self.latency_sent.get_mut(id))
+        {
+            if frames > published.0 {
+                // The live sum wraps only past 584 years of summed latency.
+                let added = u64::try_from(sum - published.1).unwrap_or(u64::MAX);
+                l.latency_sum_ns.fetch_add(added, Ordering::Relaxed);
+                l.latency_min_ns.fetch_min(min, Ordering::Relaxed);
+                l.latency_max_ns.fetch_max(max, Ordering::Relaxed);
+                // Frames last, released: a reader that acquires them sees the sum and
+                // bounds of at least those frames.
+                l.latency_frames
+                    .fetch_add(frames - published.0, Ordering::Release);
+                *published = (frames, sum);
             }
         }
-        let other = tracker.other.total();
+    }
+
+    fn publish_other(&mut self, other: u64, live: &LiveCounters) {
         live.rx_other
             .fetch_add(other - self.other, Ordering::Relaxed);
         self.other = other;
+    }
+}
+
+/// How often a counting port's worker reads the program's counters for the live view.
+const COUNTED_READ_NS: u64 = 10_000_000;
+
+/// The receive worker of a port counted in the kernel (`xdp-count:`): no frame reaches it.
+/// It reads the program's counters for the live view, its histograms at each interval's end
+/// (interval logs) and once more when `stop` is set, into `tracker`, which then holds the
+/// port's results as a frame-by-frame receiver's would.
+pub fn run_counted(
+    port_name: &str,
+    counter: &XdpCounter,
+    receiver: String,
+    tracker: &mut RxTracker,
+    ctx: &RxContext<'_>,
+    stop: &AtomicBool,
+) -> RxPortReport {
+    let (live, clock) = (ctx.live, ctx.clock);
+    let mut intervals = ctx
+        .intervals
+        .as_ref()
+        .map(|i| IntervalClock::new(i, clock, tracker));
+    let mut publisher = Publisher::new(tracker);
+    let read_every = std::time::Duration::from_nanos(COUNTED_READ_NS);
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(read_every);
+        // NTP may slew CLOCK_REALTIME against the program's CLOCK_MONOTONIC.
+        counter.refresh_clock();
+        if let Some(live) = live {
+            publisher.publish_counted(&counter.counters(), live);
+        }
+        if let Some(iv) = &mut intervals {
+            if clock.now_ticks() >= iv.next_ticks {
+                tracker.absorb_counted(&counter.snapshot());
+                iv.send(tracker);
+                iv.index += 1;
+                iv.next_ticks += iv.step_ticks;
+            }
+        }
+    }
+    // Frames from now on count as late, as a frame-by-frame receiver stops seeing them.
+    counter.finalise();
+    let counted = counter.snapshot();
+    tracker.absorb_counted(&counted);
+    if let Some(live) = live {
+        publisher.publish(tracker, live);
+    }
+    if let Some(iv) = &mut intervals {
+        iv.send(tracker);
+    }
+    let stamped = counted
+        .flows
+        .iter()
+        .map(|f| f.latency.recorded + f.latency.negative)
+        .sum::<u64>();
+    let timestamp_counts = TimestampCounts {
+        kernel: stamped,
+        ..TimestampCounts::default()
+    };
+    let overflowed: Vec<String> = counted
+        .flows
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.latency.overflowed)
+        .map(|(id, _)| id.to_string())
+        .collect();
+    let failure = if counted.other.stray > 0 {
+        Some(format!(
+            "{} frames arrived on a CPU the counting program has no block for (CPUs added during the run): they were not counted",
+            counted.other.stray
+        ))
+    } else if !overflowed.is_empty() {
+        Some(format!(
+            "a latency bucket of flow id(s) {} passed 2^32 frames on one CPU: those flows' histograms undercount",
+            overflowed.join(", ")
+        ))
+    } else {
+        None
+    };
+    RxPortReport {
+        name: port_name.to_string(),
+        receiver,
+        frames: counted.flows.iter().map(|f| f.frames).sum::<u64>() + tracker.other.total(),
+        other: tracker.other,
+        drops: RxDrops::default(),
+        interface_drops: None,
+        timestamps: timestamp_counts.summary(),
+        timestamp_counts,
+        hardware_clock: None,
+        failure,
     }
 }
 

@@ -132,6 +132,9 @@ pub struct RunOptions {
     /// Write every frame in the engine, even where the backend could generate the flow
     /// itself (`xdp-live`'s kernel program): for comparing the two.
     pub engine_frames: bool,
+    /// Ports counted in the kernel (`xdp-count:`) pass the frames they counted on to the
+    /// stack rather than drop them (a capture on the port needs them).
+    pub pass_counted: bool,
 }
 
 impl Default for RunOptions {
@@ -160,6 +163,7 @@ impl Default for RunOptions {
             pause: None,
             flow_switches: None,
             engine_frames: false,
+            pass_counted: false,
         }
     }
 }

@@ -288,6 +288,11 @@ impl AnyBackend {
                     "port `{location}` cannot send: `@*` receives on every queue, a transmit port sends on one; use afxdp:{iface}@QUEUE"
                 )))
             }
+            Location::XdpCount { iface, .. } => {
+                return Err(IoError::Other(format!(
+                    "port `{location}` cannot send: xdp-count counts received frames in the kernel; send with afpacket:{iface}, afxdp:{iface} or xdp-live:{iface}"
+                )))
+            }
             Location::Auto {
                 netns,
                 iface,
@@ -433,6 +438,11 @@ impl AnyReceiver {
             Location::XdpLive { .. } => {
                 return Err(IoError::Other(format!(
                     "port `{location}` cannot receive: xdp-live is a way of sending; receive with afxdp:IFACE or afpacket:IFACE"
+                )))
+            }
+            Location::XdpCount { iface, .. } => {
+                return Err(IoError::Other(format!(
+                    "port `{location}` hands no frames to user space: xdp-count counts them in the kernel, for a run's receive ports only; receive frames with afxdp:{iface} or afpacket:{iface}"
                 )))
             }
             Location::AfPacket { netns, iface, .. } => {

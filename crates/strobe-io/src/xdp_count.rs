@@ -57,6 +57,7 @@ use crate::afxdp::bpf::{
     XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE, XDP_PASS,
 };
 use crate::afxdp::sys::{if_index, Mmap};
+use crate::netns::in_netns;
 use crate::IoError;
 
 /// How far a transmit stamp may lie before the run's start, or after the frame's arrival,
@@ -129,6 +130,10 @@ struct BlockHead {
     last_transit_ns: u64,
     /// Frames recorded in the histogram.
     recorded: u64,
+    /// The lowest and highest latency recorded (0: none yet), for live views that do not
+    /// read the histogram.
+    min_ns: u64,
+    max_ns: u64,
 }
 
 /// Offsets in a block: the head, the ring's tags and bits, the histogram (u32 counts).
@@ -203,6 +208,9 @@ pub struct CountedLatency {
     pub buckets: Vec<(usize, u64)>,
     /// Frames recorded in the buckets.
     pub recorded: u64,
+    /// The lowest and highest latency recorded, exactly (None: none recorded).
+    pub min_ns: Option<u64>,
+    pub max_ns: Option<u64>,
     pub negative: u64,
     pub clamped: u64,
     pub sum_ns: u128,
@@ -342,7 +350,7 @@ impl XdpCounter {
             setup,
             cpus,
         };
-        counter.write_control(offset_of!(Control, offset_ns), realtime_offset());
+        counter.write_control(offset_of!(Control, offset_ns), realtime_offset().0);
         for flow in 0..setup.flows {
             counter.set_latency(flow, true);
         }
@@ -352,6 +360,15 @@ impl XdpCounter {
     /// Attaches the program to `iface` (in network namespace `netns`): natively, or in
     /// generic mode where the driver has no native XDP (then with the reason).
     pub fn attach(
+        &mut self,
+        iface: &str,
+        netns: Option<&str>,
+    ) -> Result<(CountMode, Option<String>), IoError> {
+        // The link is made in the interface's namespace; it stays attached from here.
+        in_netns(netns, || self.attach_here(iface, netns))
+    }
+
+    fn attach_here(
         &mut self,
         iface: &str,
         netns: Option<&str>,
@@ -436,14 +453,31 @@ impl XdpCounter {
         self.write_control(offset_of!(Control, injected_rx_ns), rx_ns);
     }
 
-    /// Measures CLOCK_REALTIME against CLOCK_MONOTONIC again (NTP may have slewed one).
+    /// Measures CLOCK_REALTIME against CLOCK_MONOTONIC again, and takes the new offset if
+    /// the wall clock was stepped (beyond the measurement's error and 1 µs; re-measuring
+    /// alone would only add its error to the stamps).
     pub fn refresh_clock(&self) {
-        self.write_control(offset_of!(Control, offset_ns), realtime_offset());
+        let (offset, error) = realtime_offset();
+        let at = offset_of!(Control, offset_ns);
+        if offset.abs_diff(self.read_control(at)) > error + 1_000 {
+            self.write_control(at, offset);
+        }
     }
 
     /// Everything counted so far, added over the CPUs (while the program runs, each counter
     /// is read once, so the figures of one flow may be a frame apart).
     pub fn snapshot(&self) -> CountSnapshot {
+        self.read(true)
+    }
+
+    /// [`XdpCounter::snapshot`] without the histograms (their buckets left empty): the
+    /// counters, and latency's frames, sum and bounds, for a live view (reading every
+    /// bucket takes a pass over 114 KiB per CPU and flow).
+    pub fn counters(&self) -> CountSnapshot {
+        self.read(false)
+    }
+
+    fn read(&self, with_buckets: bool) -> CountSnapshot {
         let other = CountedOther {
             not_instrumented: self.read_control(offset_of!(Control, not_instrumented)),
             unknown_flow: self.read_control(offset_of!(Control, unknown_flow)),
@@ -451,16 +485,19 @@ impl XdpCounter {
             out_of_window: self.read_control(offset_of!(Control, out_of_window)),
             stray: self.read_control(offset_of!(Control, stray)),
         };
-        let mut buckets = vec![0u64; BUCKETS];
+        let mut buckets = vec![0u64; if with_buckets { BUCKETS } else { 0 }];
         let flows = (0..self.setup.flows)
-            .map(|flow| self.flow_snapshot(flow, &mut buckets))
+            .map(|flow| self.flow_snapshot(flow, with_buckets.then_some(&mut buckets[..])))
             .collect();
         CountSnapshot { flows, other }
     }
 
-    /// One flow over the CPUs; `buckets` is scratch of [`BUCKETS`] counts.
-    fn flow_snapshot(&self, flow: usize, buckets: &mut [u64]) -> CountedFlow {
-        buckets.fill(0);
+    /// One flow over the CPUs; `buckets`, scratch of [`BUCKETS`] counts, when the
+    /// histogram is read too.
+    fn flow_snapshot(&self, flow: usize, mut buckets: Option<&mut [u64]>) -> CountedFlow {
+        if let Some(b) = buckets.as_deref_mut() {
+            b.fill(0);
+        }
         let mut out = CountedFlow::default();
         let mut jitter_weighted = 0.0;
         for cpu in 0..self.cpus {
@@ -495,7 +532,14 @@ impl XdpCounter {
             l.sum_ns += u128::from(h.sum_ns);
             l.recorded += h.recorded;
             l.jitter_frames += h.jitter_frames;
+            if h.min_ns != 0 {
+                l.min_ns = Some(l.min_ns.map_or(h.min_ns, |m| m.min(h.min_ns)));
+                l.max_ns = l.max_ns.max(Some(h.max_ns));
+            }
             jitter_weighted += h.jitter_x16 as f64 / 16.0 * h.jitter_frames as f64;
+            let Some(buckets) = buckets.as_deref_mut() else {
+                continue;
+            };
             let mut in_buckets = 0u64;
             for (i, total) in buckets.iter_mut().enumerate() {
                 // SAFETY: bucket i's u32 lies within the block (HIST_AT + BUCKETS * 4).
@@ -513,12 +557,14 @@ impl XdpCounter {
         if l.jitter_frames > 0 {
             l.jitter_ns = jitter_weighted / l.jitter_frames as f64;
         }
-        l.buckets = buckets
-            .iter()
-            .enumerate()
-            .filter(|&(_, &n)| n > 0)
-            .map(|(i, &n)| (i, n))
-            .collect();
+        if let Some(buckets) = buckets {
+            l.buckets = buckets
+                .iter()
+                .enumerate()
+                .filter(|&(_, &n)| n > 0)
+                .map(|(i, &n)| (i, n))
+                .collect();
+        }
         out
     }
 
@@ -550,7 +596,10 @@ impl XdpCounter {
     }
 }
 
-fn realtime_offset() -> u64 {
+/// CLOCK_REALTIME minus CLOCK_MONOTONIC, and how far it may be off: the narrowest of a few
+/// brackets (MONOTONIC, REALTIME, MONOTONIC). The kernel keeps the two clocks a fixed
+/// offset apart (NTP slews both alike), so it changes only when the wall clock is stepped.
+pub(crate) fn realtime_offset() -> (u64, u64) {
     let read = |clock| {
         let mut ts = libc::timespec {
             tv_sec: 0,
@@ -560,10 +609,16 @@ fn realtime_offset() -> u64 {
         unsafe { libc::clock_gettime(clock, &mut ts) };
         ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
     };
-    let before = read(libc::CLOCK_MONOTONIC);
-    let real = read(libc::CLOCK_REALTIME);
-    let after = read(libc::CLOCK_MONOTONIC);
-    real.wrapping_sub(before + (after - before) / 2)
+    (0..8)
+        .map(|_| {
+            let before = read(libc::CLOCK_MONOTONIC);
+            let real = read(libc::CLOCK_REALTIME);
+            let after = read(libc::CLOCK_MONOTONIC);
+            let width = after - before;
+            (real.wrapping_sub(before + width / 2), width / 2)
+        })
+        .min_by_key(|&(_, error)| error)
+        .expect("eight brackets")
 }
 
 // Registers: r6 the frame's length, r7 the flow's block, r8 the flow id (then the trailer's
@@ -818,6 +873,18 @@ fn latency(a: &mut Asm) {
     a.op(ALU64_ADD_X, 1, 2, 0, 0);
     a.head_store(at!(BlockHead, sum_ns), 1);
     a.head_bump(at!(BlockHead, recorded));
+    let (not_lower, not_higher) = (a.label(), a.label());
+    let lower = a.label();
+    a.head_load(1, at!(BlockHead, min_ns));
+    a.jump(JMP_JEQ_K, 1, 0, 0, lower);
+    a.jump(JMP_JGE_X, 2, 1, 0, not_lower);
+    a.bind(lower);
+    a.head_store(at!(BlockHead, min_ns), 2);
+    a.bind(not_lower);
+    a.head_load(1, at!(BlockHead, max_ns));
+    a.jump(JMP_JGE_X, 1, 2, 0, not_higher);
+    a.head_store(at!(BlockHead, max_ns), 2);
+    a.bind(not_higher);
 
     // The bucket (r3): HdrHistogram's index, with floor(log2) by halving (r4, r5).
     let (wide, bump) = (a.label(), a.label());
@@ -961,6 +1028,19 @@ mod tests {
     }
 
     #[test]
+    fn the_program_is_a_few_hundred_instructions() {
+        let setup = CountSetup {
+            run_tag: 1,
+            flows: 3,
+            pass_counted: false,
+            clock: ProgramClock::Kernel,
+        };
+        let n = program(&setup, 3, 4).unwrap().len();
+        // The docs say "about 300": the verifier walks each of its paths per load.
+        assert!((250..350).contains(&n), "{n} instructions");
+    }
+
+    #[test]
     fn cpu_lists_give_one_more_than_the_highest() {
         assert_eq!(parse_cpu_list_end("0-1"), Some(2));
         assert_eq!(parse_cpu_list_end("0"), Some(1));
@@ -1077,6 +1157,19 @@ mod tests {
             vec![(1000, 1), (1001, 1), (1002, 2), (1003, 1)]
         );
         assert_eq!(f.latency.sum_ns, 1000 + 1001 + 1003 + 1002 + 1002);
+        assert_eq!(
+            (f.latency.min_ns, f.latency.max_ns),
+            (Some(1000), Some(1003))
+        );
+        let counters = c.counters();
+        assert!(counters.flows[1].latency.buckets.is_empty());
+        assert_eq!(
+            CountedLatency {
+                buckets: f.latency.buckets.clone(),
+                ..counters.flows[1].latency.clone()
+            },
+            f.latency
+        );
         // After the end: late, and no sequence check.
         c.finalise();
         run(&frame(7, 1, 4, t0, 100), t0 + 1);

@@ -892,19 +892,7 @@ impl Generation {
 /// CLOCK_REALTIME minus CLOCK_MONOTONIC now (wrapping), from a realtime reading between two
 /// monotonic ones: what turns `bpf_ktime_get_ns()` into the clock receivers stamp with.
 fn realtime_offset() -> u64 {
-    let read = |clock| {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: ts is a valid timespec to write; both clocks exist on every Linux.
-        unsafe { libc::clock_gettime(clock, &mut ts) };
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-    };
-    let before = read(libc::CLOCK_MONOTONIC);
-    let real = read(libc::CLOCK_REALTIME);
-    let after = read(libc::CLOCK_MONOTONIC);
-    real.wrapping_sub(before + (after - before) / 2)
+    crate::xdp_count::realtime_offset().0
 }
 
 impl KernelGenerator for XdpLiveTx {

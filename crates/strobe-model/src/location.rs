@@ -34,6 +34,12 @@ pub enum Location {
         netns: Option<String>,
         iface: String,
     },
+    /// `xdp-count:`: counted by an XDP program in the kernel (receive only): per flow
+    /// counts and latency without copying a frame to user space.
+    XdpCount {
+        netns: Option<String>,
+        iface: String,
+    },
     /// The best backend that works on the interface: AF_XDP, else AF_PACKET.
     Auto {
         netns: Option<String>,
@@ -47,13 +53,14 @@ pub const LOCATION_FORMS: &str =
     "`pcap:FILE` (write a nanosecond pcap), `null` (drop after all per-packet work), \
 `afpacket:[NETNS/]IFACE`, `afpacket-gso:[NETNS/]IFACE` (AF_PACKET sending UDP segmentation \
 batches), `afxdp:[NETNS/]IFACE[@QUEUE]` (`@*`: receive on every queue), `xdp-live:[NETNS/]IFACE` (the kernel's XDP live-frame mode, \
-transmit only), `auto:[NETNS/]IFACE[@QUEUE]`";
+transmit only), `xdp-count:[NETNS/]IFACE` (counted in the kernel by an XDP program, receive only), \
+`auto:[NETNS/]IFACE[@QUEUE]`";
 
 /// The lab forms [`PortLocation::parse`] accepts besides [`LOCATION_FORMS`], for messages.
 const LAB_SIDES: &str =
-    "lab:tx, lab:rx, lab:tx@afxdp, lab:rx@afxdp, lab:rx@afxdp-all, lab:tx@afpacket-gso, lab:tx@xdp-live";
+    "lab:tx, lab:rx, lab:tx@afxdp, lab:rx@afxdp, lab:rx@afxdp-all, lab:tx@afpacket-gso, lab:tx@xdp-live, lab:rx@xdp-count";
 const LAB_BACKENDS: &str =
-    "afpacket, afxdp, afxdp-all (AF_XDP receiving on every queue), afpacket-gso, xdp-live";
+    "afpacket, afxdp, afxdp-all (AF_XDP receiving on every queue), afpacket-gso, xdp-live, xdp-count (counting in the kernel)";
 
 /// Why a location was refused; the message lists what is accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,6 +119,7 @@ impl fmt::Display for Location {
                 write!(f, "afxdp:{}@*", at(netns, iface))
             }
             Location::XdpLive { netns, iface } => write!(f, "xdp-live:{}", at(netns, iface)),
+            Location::XdpCount { netns, iface } => write!(f, "xdp-count:{}", at(netns, iface)),
             Location::Auto {
                 netns,
                 iface,
@@ -141,6 +149,7 @@ impl Location {
             | Location::AfXdp { netns, iface, .. }
             | Location::AfXdpAllQueues { netns, iface }
             | Location::XdpLive { netns, iface }
+            | Location::XdpCount { netns, iface }
             | Location::Auto { netns, iface, .. } => Some((netns.as_deref(), iface.as_str())),
             Location::Pcap(_) | Location::Null => None,
         }
@@ -179,6 +188,7 @@ impl Location {
                 gso: kind == "afpacket-gso",
             }),
             "xdp-live" if queue.is_none() => Ok(Location::XdpLive { netns, iface }),
+            "xdp-count" if queue.is_none() => Ok(Location::XdpCount { netns, iface }),
             "afxdp" if all_queues => Ok(Location::AfXdpAllQueues { netns, iface }),
             "afxdp" => Ok(Location::AfXdp {
                 netns,
@@ -220,6 +230,8 @@ pub enum LabBackend {
     AfXdpAll,
     AfPacketGso,
     XdpLive,
+    /// Counting in the kernel's XDP program (receive only).
+    XdpCount,
 }
 
 impl LabBackend {
@@ -231,6 +243,7 @@ impl LabBackend {
             LabBackend::AfXdpAll => "afxdp-all",
             LabBackend::AfPacketGso => "afpacket-gso",
             LabBackend::XdpLive => "xdp-live",
+            LabBackend::XdpCount => "xdp-count",
         }
     }
 }
@@ -269,6 +282,7 @@ impl LabPort {
                     LabBackend::AfXdpAll,
                     LabBackend::AfPacketGso,
                     LabBackend::XdpLive,
+                    LabBackend::XdpCount,
                 ]
                 .into_iter()
                 .find(|b| b.name() == name)
@@ -467,6 +481,18 @@ mod tests {
         );
         assert!(Location::parse("xdp-live:tx0@1").is_err());
         assert_eq!(
+            Location::parse("xdp-count:lab/rx0").unwrap(),
+            Location::XdpCount {
+                netns: Some("lab".into()),
+                iface: "rx0".into(),
+            }
+        );
+        assert_eq!(
+            Location::parse("xdp-count:lab/rx0").unwrap().to_string(),
+            "xdp-count:lab/rx0"
+        );
+        assert!(Location::parse("xdp-count:rx0@1").is_err());
+        assert_eq!(
             Location::parse("afxdp:eth1@3").unwrap(),
             Location::AfXdp {
                 netns: None,
@@ -512,6 +538,7 @@ mod tests {
                 Some(LabBackend::AfPacketGso),
             ),
             ("lab:tx@xdp-live", LabSide::Tx, Some(LabBackend::XdpLive)),
+            ("lab:rx@xdp-count", LabSide::Rx, Some(LabBackend::XdpCount)),
         ] {
             let parsed = PortLocation::parse(text).unwrap();
             assert_eq!(parsed, PortLocation::Lab(LabPort { side, backend }));

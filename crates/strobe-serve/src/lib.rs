@@ -850,6 +850,9 @@ async fn flow_transmit(server: &Arc<Server>, request: &Value) -> Reply {
                 stop_and_wait(run).await?;
             }
             let mut options = server.options.plan.clone();
+            // A capture in the config sees the frames of a port counted in the kernel
+            // (`xdp-count:`) only if the counting program passes them on.
+            options.pass_counted = !server.state.lock().await.capture_ports.is_empty();
             // A multi-host run's controller names the run tag every agent's trailers carry
             // and the time its senders start at (see `controller`).
             let cluster = controller::StartExtension::read(request).map_err(refused)?;

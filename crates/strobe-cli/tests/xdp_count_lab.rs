@@ -1,0 +1,142 @@
+//! Counting in the kernel (`xdp-count:`) on the virtual lab (needs root): through a router
+//! whose nftables rule drops every 10th frame of one flow, the in-kernel counts are exact
+//! and the same as the user-space AF_PACKET receiver's on the same traffic; the kernel's
+//! ARP and other frames still reach the stack (the router resolves the sink through them);
+//! and the program is gone from the interface after the run.
+
+mod common;
+use common::lab::{sh_in, TestLab};
+use common::*;
+
+const FRAMES: u64 = 20_000;
+
+fn scenario(rx_location: &str) -> String {
+    let flow = |name: &str, dport: u16| {
+        format!(
+            r#"
+[[flows]]
+name = "{name}"
+tx = "tx"
+rx = "rx"
+size = "imix"
+rate = {{ pps = 40000 }}
+duration = {{ fixed_packets = {{ packets = {FRAMES} }} }}
+metrics = {{ enable = true, loss = true, latency = {{ enable = true }} }}
+[[flows.packet]]
+ethernet = {{}}
+[[flows.packet]]
+ipv4 = {{ src = "198.18.0.1", dst = "198.18.1.1" }}
+[[flows.packet]]
+udp = {{ src_port = 1000, dst_port = {dport} }}
+"#
+        )
+    };
+    [
+        "[[ports]]\nname = \"tx\"\nlocation = \"lab:tx\"\n".to_string(),
+        format!("[[ports]]\nname = \"rx\"\nlocation = \"{rx_location}\"\n"),
+        flow("dropped", 2000),
+        flow("whole", 2001),
+    ]
+    .concat()
+}
+
+/// Flow `name`'s (frames_tx, frames_rx, loss, duplicates, reordered, latency frames).
+fn counts(report: &serde_json::Value, name: &str) -> (u64, u64, u64, u64, u64, u64) {
+    let f = report["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == name)
+        .unwrap_or_else(|| panic!("no flow {name}: {report}"));
+    let n = |key: &str| {
+        f[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{name}: no {key} in {f}"))
+    };
+    (
+        n("frames_tx"),
+        n("frames_rx"),
+        n("loss"),
+        n("duplicates"),
+        n("reordered"),
+        f["latency"]["raw"]["count"].as_u64().unwrap_or(0),
+    )
+}
+
+#[test]
+fn the_kernel_counts_exactly_and_as_the_user_space_receiver_does() {
+    let dir = Scratch::new("xdp-count-lab");
+    let lab = TestLab::up("xcnt", "router");
+    let nft = |args: &str| {
+        ok(std::process::Command::new("ip")
+            .args(["netns", "exec", &lab.ns("dut"), "nft"])
+            .args(args.split(' '))
+            .output()
+            .expect("nft (apt-get install nftables)"));
+    };
+    nft("add table inet strobexcnt");
+    nft("add chain inet strobexcnt drops { type filter hook forward priority 0 ; }");
+    nft("add rule inet strobexcnt drops udp dport 2000 numgen inc mod 10 == 0 drop");
+
+    let kernel = lab.gen_scenario(&dir, "kernel", &scenario("lab:rx@xdp-count"));
+    let user = lab.gen_scenario(&dir, "user", &scenario("lab:rx"));
+    let expected = |name| match name {
+        "dropped" => (FRAMES, FRAMES - FRAMES / 10, FRAMES / 10),
+        _ => (FRAMES, FRAMES, 0),
+    };
+    for name in ["dropped", "whole"] {
+        let (k, u) = (counts(&kernel, name), counts(&user, name));
+        assert_eq!((k.0, k.1, k.2), expected(name), "kernel, {name}: {kernel}");
+        assert_eq!(
+            (u.0, u.1, u.2),
+            expected(name),
+            "user space, {name}: {user}"
+        );
+        // A router keeps order and makes no copies; every frame received has its latency.
+        assert_eq!((k.3, k.4, k.5), (0, 0, k.1), "kernel, {name}");
+        assert_eq!(k, u, "{name}: kernel and user space differ");
+    }
+    let port = &kernel["rx_ports"][0];
+    let receiver = port["receiver"].as_str().unwrap();
+    assert!(
+        receiver.starts_with("xdp-count:") && receiver.contains("XDP program"),
+        "{port}"
+    );
+    assert_eq!(port["timestamps"], "kernel", "{port}");
+    assert_eq!(port["foreign"], 0, "{port}");
+    // The latency is of the same order as user space's (different runs: not the same).
+    let p50 = |r: &serde_json::Value| {
+        let whole = &r["flows"][1];
+        assert_eq!(whole["name"], "whole");
+        whole["latency"]["raw"]["p50_ns"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no median: {}", whole["latency"]))
+    };
+    let (k50, u50) = (p50(&kernel), p50(&user));
+    assert!(k50 > 0.0 && k50 < 10.0 * u50 + 100_000.0, "{k50} vs {u50}");
+    // Detached with the run.
+    let link = sh_in(&lab.ns("rx"), "ip -details link show rx0");
+    assert!(!link.contains("prog/xdp"), "{link}");
+}
+
+#[test]
+fn xdp_count_cannot_send_and_says_how_to() {
+    let dir = Scratch::new("xdp-count-send");
+    let lab = TestLab::up("xcns", "cable");
+    let text =
+        scenario("lab:rx").replace("location = \"lab:tx\"", "location = \"lab:rx@xdp-count\"");
+    let path = dir.path("send.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = strobe()
+        .arg("gen")
+        .arg(&path)
+        .args(["--lab", &lab.prefix, "-q"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot send: xdp-count counts received frames in the kernel"),
+        "{err}"
+    );
+}
