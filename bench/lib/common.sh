@@ -96,10 +96,13 @@ FLOWS_ROUNDS="${FLOWS_ROUNDS:-2}"
 FLOWS_BEFORE="${FLOWS_BEFORE:-}"
 FLOWS_TAGS="${FLOWS_TAGS:-0}"
 AFXDP_BEFORE="${AFXDP_BEFORE:-}"
+RXCOUNT_ROUNDS="${RXCOUNT_ROUNDS:-3}"
+RXCOUNT_FRAMES="${RXCOUNT_FRAMES:-20000000}"
+RXCOUNT_REPEAT="${RXCOUNT_REPEAT:-10000000}"
 
 # Every section, in the order `bench/run` runs them; bench/sections/NAME.sh defines
 # section_NAME.
-SECTIONS=(null afxdp afpacket xdplive precision wire pacing flows rtt latcost truth serve dashboard trains rfc2544 history controller)
+SECTIONS=(null afxdp afpacket xdplive rxcount precision wire pacing flows rtt latcost truth serve dashboard trains rfc2544 history controller)
 
 # Background processes this script started (peers, captures, servers), stopped on exit.
 # A PID leaves the list once it is reaped, so a recycled PID is never signalled.
@@ -346,6 +349,9 @@ bench_main() {
     require_positive_int LATCOST_DURATION "$LATCOST_DURATION"
     require_positive_int TRUTH_COUNT "$TRUTH_COUNT"
     require_positive_int TRUTH_RATE "$TRUTH_RATE"
+    require_positive_int RXCOUNT_ROUNDS "$RXCOUNT_ROUNDS"
+    require_positive_int RXCOUNT_FRAMES "$RXCOUNT_FRAMES"
+    require_positive_int RXCOUNT_REPEAT "$RXCOUNT_REPEAT"
     require_positive_int TRAINS_ROUNDS "$TRAINS_ROUNDS"
     require_positive_int TRAINS_COUNT "$TRAINS_COUNT"
     require_positive_int TRAINS_IPERF_SECONDS "$TRAINS_IPERF_SECONDS"

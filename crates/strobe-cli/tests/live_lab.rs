@@ -12,8 +12,6 @@ mod common;
 use common::lab::{drops_in, sh_in, Capture, TestLab};
 use common::*;
 
-use std::process::Command;
-
 /// The xdp-live tests one at a time, and the segmentation test beside none of them: an
 /// unpaced one fills both cores, and a paced or bursty one beside it loses frames in its
 /// receiving CPU's backlog (a CI run lost 983 of 50 000 segmented frames so).
@@ -727,18 +725,7 @@ fn af_xdp_workers_each_send_on_their_own_queue_of_the_lab() {
 fn loss_is_counted_exactly_when_the_dut_drops_every_1000th_frame() {
     let dir = Scratch::new("live-loss");
     let lab = TestLab::up("n", "router");
-    let nft = |args: &str| {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &lab.ns("dut"), "nft"])
-            .args(args.split(' '))
-            .output()
-            .expect("nft (apt-get install nftables)");
-        assert!(
-            out.status.success(),
-            "nft {args}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let nft = |args: &str| lab.nft(args);
     nft("add table inet strobetest");
     nft("add chain inet strobetest every1000 { type filter hook forward priority 0 ; }");
     nft("add rule inet strobetest every1000 udp dport 2000 numgen inc mod 1000 == 0 drop");

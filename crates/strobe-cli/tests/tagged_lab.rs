@@ -59,13 +59,7 @@ fn tagged(report: &serde_json::Value, name: &str) -> Vec<(String, u64, u64, u64,
 fn each_tag_values_frames_loss_and_latency_are_counted_exactly_through_a_dropping_router() {
     let dir = Scratch::new("tagged-lab");
     let lab = TestLab::up("tag", "router");
-    let nft = |args: &str| {
-        ok(std::process::Command::new("ip")
-            .args(["netns", "exec", &lab.ns("dut"), "nft"])
-            .args(args.split(' '))
-            .output()
-            .expect("nft (apt-get install nftables)"));
-    };
+    let nft = |args: &str| lab.nft(args);
     nft("add table inet strobetag");
     nft("add chain inet strobetag tagged { type filter hook forward priority 0 ; }");
     // Flow `sport`: all of source port 1002, and every 10th of 1001. Flow `half`: all of 1003.

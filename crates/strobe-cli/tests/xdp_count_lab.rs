@@ -67,13 +67,7 @@ fn counts(report: &serde_json::Value, name: &str) -> (u64, u64, u64, u64, u64, u
 fn the_kernel_counts_exactly_and_as_the_user_space_receiver_does() {
     let dir = Scratch::new("xdp-count-lab");
     let lab = TestLab::up("xcnt", "router");
-    let nft = |args: &str| {
-        ok(std::process::Command::new("ip")
-            .args(["netns", "exec", &lab.ns("dut"), "nft"])
-            .args(args.split(' '))
-            .output()
-            .expect("nft (apt-get install nftables)"));
-    };
+    let nft = |args: &str| lab.nft(args);
     nft("add table inet strobexcnt");
     nft("add chain inet strobexcnt drops { type filter hook forward priority 0 ; }");
     nft("add rule inet strobexcnt drops udp dport 2000 numgen inc mod 10 == 0 drop");

@@ -47,13 +47,13 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use crate::afxdp::asm::Asm;
 use crate::afxdp::bpf::{
     self, create_link, create_map, is_mode_unsupported, link_error, load_program, Insn,
-    ProgRunAttr, ALU64_ADD_K, ALU64_ADD_X, ALU64_AND_K, ALU64_ARSH_K, ALU64_LSH_K, ALU64_LSH_X,
-    ALU64_MOV_K, ALU64_MOV_X, ALU64_MUL_K, ALU64_NEG, ALU64_OR_X, ALU64_RSH_K, ALU64_RSH_X,
-    ALU64_SUB_K, ALU64_SUB_X, ALU_TO_BE, BPF_FUNC_GET_SMP_PROCESSOR_ID, BPF_FUNC_KTIME_GET_NS,
+    ALU64_ADD_K, ALU64_ADD_X, ALU64_AND_K, ALU64_ARSH_K, ALU64_LSH_K, ALU64_LSH_X, ALU64_MOV_K,
+    ALU64_MOV_X, ALU64_MUL_K, ALU64_NEG, ALU64_OR_X, ALU64_RSH_K, ALU64_RSH_X, ALU64_SUB_K,
+    ALU64_SUB_X, ALU_TO_BE, BPF_FUNC_GET_SMP_PROCESSOR_ID, BPF_FUNC_KTIME_GET_NS,
     BPF_FUNC_MAP_LOOKUP_ELEM, BPF_FUNC_XDP_GET_BUFF_LEN, BPF_FUNC_XDP_LOAD_BYTES, BPF_F_MMAPABLE,
-    BPF_MAP_TYPE_ARRAY, BPF_PROG_RUN, BPF_PSEUDO_MAP_VALUE, JMP_CALL, JMP_EXIT, JMP_JA, JMP_JEQ_K,
-    JMP_JEQ_X, JMP_JGE_K, JMP_JGE_X, JMP_JGT_X, JMP_JLT_K, JMP_JNE_K, JMP_JNE_X, JMP_JSGE_K,
-    LDX_MEM_B, LDX_MEM_DW, LDX_MEM_H, LDX_MEM_W, STX_ATOMIC_DW, STX_MEM_DW, STX_MEM_W, XDP_DROP,
+    BPF_MAP_TYPE_ARRAY, BPF_PSEUDO_MAP_VALUE, JMP_CALL, JMP_EXIT, JMP_JA, JMP_JEQ_K, JMP_JEQ_X,
+    JMP_JGE_K, JMP_JGE_X, JMP_JGT_X, JMP_JLT_K, JMP_JNE_K, JMP_JNE_X, JMP_JSGE_K, LDX_MEM_B,
+    LDX_MEM_DW, LDX_MEM_H, LDX_MEM_W, STX_ATOMIC_DW, STX_MEM_DW, STX_MEM_W, XDP_DROP,
     XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE, XDP_PASS,
 };
 use crate::afxdp::sys::{if_index, Mmap};
@@ -572,28 +572,42 @@ impl XdpCounter {
     /// on this CPU): its verdict, `XDP_DROP` (1) or `XDP_PASS` (2). For tests and fuzzing.
     pub fn run_frame(&self, frame: &[u8]) -> Result<u32, IoError> {
         let mut out = vec![0u8; frame.len().max(64)];
-        let mut attr = ProgRunAttr {
-            prog_fd: self.prog.as_raw_fd() as u32,
-            data_size_in: frame.len() as u32,
-            data_in: frame.as_ptr() as u64,
-            data_size_out: out.len() as u32,
-            data_out: out.as_mut_ptr() as u64,
-            repeat: 1,
-            ..ProgRunAttr::default()
-        };
-        if bpf::bpf(BPF_PROG_RUN, &mut attr) != 0 {
-            return Err(kernel_error(
-                "cannot test-run the counting program",
-                io::Error::last_os_error(),
-            ));
-        }
-        Ok(attr.retval)
+        bpf::test_run(&self.prog, frame, &mut out, 1)
+            .map(|run| run.retval)
+            .map_err(|e| kernel_error("cannot test-run the counting program", e))
+    }
+
+    /// The program's mean time per frame over `repeat` runs on `frame` (`BPF_PROG_RUN`'s
+    /// own timing, on this CPU, the kernel's per-run overhead included), in ns. The same
+    /// frame each time: after the first, a duplicate. For `bench/run rxcount`.
+    pub fn time_frame(&self, frame: &[u8], repeat: u32) -> Result<f64, IoError> {
+        time_program(&self.prog, frame, repeat)
     }
 
     /// The CPUs that have blocks.
     pub fn cpus(&self) -> usize {
         self.cpus
     }
+}
+
+/// The mean time per run of `prog` over `repeat` runs on `frame`, in ns (the kernel's own
+/// measure of a `BPF_PROG_RUN`).
+fn time_program(prog: &OwnedFd, frame: &[u8], repeat: u32) -> Result<f64, IoError> {
+    let mut out = vec![0u8; frame.len().max(64)];
+    bpf::test_run(prog, frame, &mut out, repeat)
+        .map(|run| f64::from(run.duration_ns))
+        .map_err(|e| kernel_error("cannot time an XDP program", e))
+}
+
+/// The mean time per frame of the barest XDP program (`return XDP_DROP;`) over `repeat`
+/// runs on `frame`, in ns: what any XDP program costs in `BPF_PROG_RUN`, to set the
+/// counting program's time beside.
+pub fn time_bare_drop(frame: &[u8], repeat: u32) -> Result<f64, IoError> {
+    let bare = [
+        Insn::new(ALU64_MOV_K, 0, 0, 0, XDP_DROP),
+        Insn::new(JMP_EXIT, 0, 0, 0, 0),
+    ];
+    time_program(&load_program(&bare, "strobe_bare", false)?, frame, repeat)
 }
 
 /// CLOCK_REALTIME minus CLOCK_MONOTONIC, and how far it may be off: the narrowest of a few

@@ -1109,22 +1109,9 @@ pub fn generated_frames_of(
             )));
         }
         let mut out = vec![0u8; page.len()];
-        let mut attr = ProgRunAttr {
-            prog_fd: prog.as_raw_fd() as u32,
-            data_size_in: page.len() as u32,
-            data_in: page.as_ptr() as u64,
-            data_size_out: out.len() as u32,
-            data_out: out.as_mut_ptr() as u64,
-            repeat: 1,
-            ..ProgRunAttr::default()
-        };
-        if bpf::bpf(BPF_PROG_RUN, &mut attr) != 0 {
-            return Err(kernel_error(
-                "cannot test-run the generator",
-                io::Error::last_os_error(),
-            ));
-        }
-        out.truncate(attr.data_size_out as usize);
+        let run = bpf::test_run(&prog, &page, &mut out, 1)
+            .map_err(|e| kernel_error("cannot test-run the generator", e))?;
+        out.truncate(run.size_out);
         page[..out.len()].copy_from_slice(&out);
         let after: Vec<u64> = (0..flows.len()).map(produced).collect();
         if let Some(f) = (0..flows.len()).find(|&f| after[f] != before[f]) {

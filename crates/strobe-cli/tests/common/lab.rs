@@ -77,6 +77,21 @@ impl TestLab {
 }
 
 impl TestLab {
+    /// Runs `nft ARGS` (split at spaces) in the DUT's namespace; panics with nft's message
+    /// when it fails.
+    pub fn nft(&self, args: &str) {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &self.ns("dut"), "nft"])
+            .args(args.split(' '))
+            .output()
+            .expect("nft (apt-get install nftables)");
+        assert!(
+            out.status.success(),
+            "nft {args}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Waits until rx0 has taken in `frames` more frames than when called, polling its
     /// counter: a run started in the background is then sending (its receiver opens before
     /// its first frame), however long the machine took to start it. Panics after 30 s.

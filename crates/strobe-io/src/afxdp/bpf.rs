@@ -278,6 +278,41 @@ pub(crate) struct ProgRunAttr {
     pub(crate) _pad: u32,
 }
 
+/// What one `BPF_PROG_RUN` in plain test mode gave: the program's verdict, the length of
+/// the frame it left in `out`, and the kernel's mean time per run in ns.
+pub(crate) struct TestRun {
+    pub(crate) retval: u32,
+    pub(crate) size_out: usize,
+    pub(crate) duration_ns: u32,
+}
+
+/// Runs `prog` `repeat` times on `data` without an interface (`BPF_PROG_RUN`'s test mode,
+/// on this CPU), the frame it leaves written to `out`; the caller words the error.
+pub(crate) fn test_run(
+    prog: &OwnedFd,
+    data: &[u8],
+    out: &mut [u8],
+    repeat: u32,
+) -> io::Result<TestRun> {
+    let mut attr = ProgRunAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        data_size_in: data.len() as u32,
+        data_in: data.as_ptr() as u64,
+        data_size_out: out.len() as u32,
+        data_out: out.as_mut_ptr() as u64,
+        repeat: repeat.max(1),
+        ..ProgRunAttr::default()
+    };
+    if bpf(BPF_PROG_RUN, &mut attr) != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(TestRun {
+        retval: attr.retval,
+        size_out: attr.data_size_out as usize,
+        duration_ns: attr.duration,
+    })
+}
+
 pub(crate) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> libc::c_long {
     // SAFETY: attr is a live, fully initialised prefix of `union bpf_attr` for `cmd`, and
     // every pointer inside it points at memory that outlives the call.
