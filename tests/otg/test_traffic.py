@@ -635,3 +635,33 @@ def test_y1564_runs_through_the_server(api, lab, server):
     assert service["configuration_pass"] is False and report["pass"] is False
     bad = requests.post(f"{server.url}/strobe/y1564", json={"services": []}, timeout=10)
     assert bad.status_code == 400 and "at least one service" in bad.text, bad.text
+
+
+def test_a_port_counted_in_the_kernel_counts_exactly_and_its_capture_sees_every_frame(
+        api, lab, server):
+    """An rx port at `lab:rx@xdp-count`: an XDP program counts every frame in the kernel, with
+    its latency; the config has a capture on that port, so the program passes the frames it
+    counted on and the capture holds every one."""
+    import io
+
+    from scapy.all import PcapReader
+
+    cfg = base_config(api, lab, rx_location="lab:rx@xdp-count")
+    f = add_flow(cfg, "counted", packets=2000, pps=20000)
+    f.packet.ethernet().ipv4().udp()
+    f.metrics.latency.enable = True
+    cap = cfg.captures.capture(name="c")[-1]
+    cap.port_names = ["rx"]
+    api.set_config(cfg)
+    capture(api, "start")
+    m = run_to_end(api, ["counted"])
+    assert m["counted"].frames_tx == 2000 and m["counted"].frames_rx == 2000, as_dict(m["counted"])
+    raw = requests.post(f"{server.url}/monitor/metrics",
+                        json={"choice": "flow", "flow": {"flow_names": ["counted"]}},
+                        timeout=10).json()
+    detail = raw["flow_metrics"][0]["x_strobe"]
+    assert detail["frames_rx_unique"] == "2000" and detail["latency"]["frames"] == "2000", detail
+    assert "XDP counting program" in detail["latency"]["sources"]["rx"], detail
+    capture(api, "stop")
+    frames = list(PcapReader(io.BytesIO(read_capture(api))))
+    assert len(frames) == 2000, len(frames)

@@ -867,9 +867,10 @@ fn latency(a: &mut Asm) {
     a.head_store(at!(BlockHead, last_transit_ns), 2);
     a.head_bump(at!(BlockHead, jitter_frames));
 
-    // Arrived before it left: counted apart, never recorded.
+    // Arrived before it left: counted apart, never recorded (compared unsigned, so that a
+    // stamp 2^63 ns away is far, not negative).
     let forward = a.label();
-    a.jump(JMP_JSGE_K, 2, 0, 0, forward);
+    a.jump(JMP_JGE_X, 9, 8, 0, forward);
     a.head_bump(at!(BlockHead, negative));
     a.jump(JMP_JA, 0, 0, 0, done);
     a.bind(forward);
