@@ -76,19 +76,9 @@ fn latency_ns(rng: &mut impl Rng) -> i64 {
 
 #[test]
 fn any_bytes_are_classified_and_counted_as_the_user_space_receiver_does() {
-    if !root() {
+    let Some((counter, mut tracker)) = pair() else {
         return;
-    }
-    let core = strobe_engine::pin::allowed_cores()[0];
-    assert!(strobe_engine::pin::pin_current_thread(core));
-    let counter = XdpCounter::new(CountSetup {
-        run_tag: TAG,
-        flows: FLOWS,
-        pass_counted: false,
-        clock: ProgramClock::Injected,
-    })
-    .expect("the counting program loads");
-    let mut tracker = RxTracker::new(FLOWS, TAG);
+    };
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(0xf022);
     // Random bytes of every length from the smallest frame a test run takes (14) up, their
     // trailer's marker, tag and flow id biased towards this run's so that every path is
@@ -107,38 +97,16 @@ fn any_bytes_are_classified_and_counted_as_the_user_space_receiver_does() {
                 t[4..8].copy_from_slice(&(i / 3 + rng.gen_range(0..50)).to_be_bytes());
             }
         }
-        let rx: u64 = rng.gen();
-        counter.inject_rx_ns(rx);
-        let verdict = counter.run_frame(&f).expect("test run");
-        let class = tracker.on_frame(&f, f.len() as u32, Some(rx));
-        let flow_frame = matches!(class, strobe_engine::rx::RxClass::Flow(_));
-        assert_eq!(
-            verdict,
-            if flow_frame { 1 } else { 2 },
-            "frame {i}: {class:?}"
-        );
+        feed(&counter, &mut tracker, &f, rng.gen(), i);
     }
     assert_agree(&counter, &tracker, false);
 }
 
 #[test]
 fn the_kernel_counts_as_the_user_space_receiver_does() {
-    if !root() {
+    let Some((counter, mut tracker)) = pair() else {
         return;
-    }
-    // BPF_PROG_RUN runs on the calling CPU: one CPU, so that every frame of a flow meets the
-    // same block, as the tracker has one window per flow.
-    let core = strobe_engine::pin::allowed_cores()[0];
-    assert!(strobe_engine::pin::pin_current_thread(core));
-
-    let counter = XdpCounter::new(CountSetup {
-        run_tag: TAG,
-        flows: FLOWS,
-        pass_counted: false,
-        clock: ProgramClock::Injected,
-    })
-    .expect("the counting program loads");
-    let mut tracker = RxTracker::new(FLOWS, TAG);
+    };
     let t0: u64 = 1_750_000_000_000_000_000;
     counter.check_stamps_from(t0);
     tracker.check_stamps_from(t0);
@@ -204,15 +172,7 @@ fn the_kernel_counts_as_the_user_space_receiver_does() {
             counter.finalise();
             tracker.finalise();
         }
-        counter.inject_rx_ns(*rx);
-        let verdict = counter.run_frame(f).expect("test run");
-        let class = tracker.on_frame(f, f.len() as u32, Some(*rx));
-        let flow_frame = matches!(class, strobe_engine::rx::RxClass::Flow(_));
-        assert_eq!(
-            verdict,
-            if flow_frame { 1 } else { 2 },
-            "frame {i}: {class:?}"
-        );
+        feed(&counter, &mut tracker, f, *rx, i);
     }
 
     assert_agree(&counter, &tracker, true);
@@ -325,4 +285,43 @@ fn assert_agree(counter: &XdpCounter, tracker: &RxTracker, every_kind: bool) {
             );
         }
     }
+}
+
+/// The program (receive stamps injected) and the user-space tracker for this run's flows,
+/// this thread pinned to one CPU: `BPF_PROG_RUN` runs on the calling CPU, so every frame of
+/// a flow meets the same block, as the tracker has one window per flow. None without root.
+fn pair() -> Option<(XdpCounter, RxTracker)> {
+    if !root() {
+        return None;
+    }
+    let core = strobe_engine::pin::allowed_cores()[0];
+    assert!(strobe_engine::pin::pin_current_thread(core));
+    let counter = XdpCounter::new(CountSetup {
+        run_tag: TAG,
+        flows: FLOWS,
+        pass_counted: false,
+        clock: ProgramClock::Injected,
+    })
+    .expect("the counting program loads");
+    Some((counter, RxTracker::new(FLOWS, TAG)))
+}
+
+/// Frame `i` into both, received at `rx`: the program drops exactly the frames the tracker
+/// counts as a flow's and passes the rest on.
+fn feed(
+    counter: &XdpCounter,
+    tracker: &mut RxTracker,
+    frame: &[u8],
+    rx: u64,
+    i: impl std::fmt::Display,
+) {
+    counter.inject_rx_ns(rx);
+    let verdict = counter.run_frame(frame).expect("test run");
+    let class = tracker.on_frame(frame, frame.len() as u32, Some(rx));
+    let flow_frame = matches!(class, strobe_engine::rx::RxClass::Flow(_));
+    assert_eq!(
+        verdict,
+        if flow_frame { 1 } else { 2 },
+        "frame {i}: {class:?}"
+    );
 }
