@@ -162,8 +162,9 @@ pub struct GenArgs {
     /// in user space, a worker's wake-up would otherwise add to the latency.
     #[arg(long, help_heading = "Latency")]
     rx_busy_poll: bool,
-    /// Receive with the NIC's hardware timestamps (AF_PACKET on a NIC that stamps every
-    /// frame; see `strobe ports`), mapped to the transmit clock by a clock sync.
+    /// Receive with the NIC's hardware timestamps (AF_PACKET, or xdp-count through the
+    /// driver's XDP RX metadata, on a NIC that stamps every frame; see `strobe ports`),
+    /// mapped to the transmit clock by a clock sync.
     #[arg(long, help_heading = "Latency")]
     hw_timestamps: bool,
     /// Subtract the measurement path's own latency, from a `strobe calibrate` file; results

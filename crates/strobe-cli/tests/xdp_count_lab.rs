@@ -134,3 +134,28 @@ fn xdp_count_cannot_send_and_says_how_to() {
         "{err}"
     );
 }
+
+/// Hardware receive stamps through XDP RX metadata need a NIC that stamps every frame: on a
+/// veth (no hardware clock) they are refused before anything is sent, with the way out.
+#[test]
+fn hardware_stamps_on_a_device_without_them_are_refused_with_the_reason() {
+    let dir = Scratch::new("xdp-count-hw");
+    let lab = TestLab::up("xchw", "cable");
+    let path = dir.path("hw.toml");
+    std::fs::write(&path, scenario("lab:rx@xdp-count")).unwrap();
+    let out = strobe()
+        .arg("gen")
+        .arg(&path)
+        .args(["--lab", &lab.prefix, "-q", "--hw-timestamps"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("xdp-count:rx0: hardware receive timestamps asked for, but the interface cannot stamp every frame in hardware")
+            && err.contains("leave them off"),
+        "{err}"
+    );
+    let link = sh_in(&lab.ns("rx"), "ip -details link show rx0");
+    assert!(!link.contains("prog/xdp"), "{link}");
+}

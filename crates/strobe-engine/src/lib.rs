@@ -183,6 +183,15 @@ fn sync_hardware_clock(
     Ok((phc.to_string(), sync))
 }
 
+/// CLOCK_REALTIME minus a NIC's clock now, by `sync` (measured as the NIC's minus
+/// CLOCK_REALTIME): what a counting program adds to the device's receive stamps.
+pub(crate) fn device_offset(sync: &strobe_io::clocksync::ClockSync) -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    -(sync.offset_at(now) as i64)
+}
+
 /// The run tag of [`run_port`] when its caller chose none ([`run_scenario`] always does).
 pub const DEFAULT_RUN_TAG: u8 = 0;
 
@@ -602,15 +611,26 @@ fn open_receivers(
                 ))));
             }
             if opts.hardware_timestamps {
-                return Err(port_error(strobe_io::IoError::Other(format!(
-                    "hardware receive timestamps are read through AF_PACKET only; xdp-count:{iface} stamps frames with the kernel's clock"
-                ))));
+                let info = strobe_io::tsinfo::query_ts_info(netns.as_deref(), iface)
+                    .map_err(port_error)?;
+                if !(info.hardware_rx_all() && info.raw_hardware() && info.phc_path().is_some()) {
+                    return Err(port_error(strobe_io::IoError::Other(format!(
+                        "xdp-count:{iface}: hardware receive timestamps asked for, but the interface cannot stamp every frame in hardware ({}); leave them off to stamp frames with the kernel's clock",
+                        info.summary()
+                    ))));
+                }
             }
             let mut counter = XdpCounter::new(CountSetup {
                 run_tag,
                 flows: ids,
                 pass_counted: opts.pass_counted,
-                clock: ProgramClock::Kernel,
+                // The driver's stamp from its XDP RX metadata, the kernel's clock for any
+                // frame it has none for.
+                clock: if opts.hardware_timestamps {
+                    ProgramClock::Device
+                } else {
+                    ProgramClock::Kernel
+                },
             })
             .map_err(port_error)?;
             for (id, &p) in parent.iter().enumerate() {
@@ -623,8 +643,27 @@ fn open_receivers(
             if let Some(note) = note {
                 eprintln!("note: {note}");
             }
+            let hardware_sync = match counter.device_clock() {
+                Some(phc) => {
+                    let (phc, sync) = sync_hardware_clock(phc).map_err(port_error)?;
+                    counter.set_device_offset(device_offset(&sync));
+                    Some((phc, sync))
+                }
+                None if opts.hardware_timestamps => {
+                    return Err(port_error(strobe_io::IoError::Other(format!(
+                        "xdp-count:{iface}: the interface's hardware clock was not found once the program was attached"
+                    ))))
+                }
+                None => None,
+            };
+            let stamps = match &hardware_sync {
+                Some((phc, _)) => format!(
+                    "receive stamps from the driver's XDP RX metadata in {phc}'s time moved to CLOCK_REALTIME, from bpf_ktime_get_ns for frames it gives none"
+                ),
+                None => "receive stamps from bpf_ktime_get_ns moved to CLOCK_REALTIME".to_string(),
+            };
             let described = format!(
-                "{location} (an XDP program, {} mode, counts every frame in the kernel and {}; receive stamps from bpf_ktime_get_ns moved to CLOCK_REALTIME; {} KiB of counters per CPU and flow id, {} × {})",
+                "{location} (an XDP program, {} mode, counts every frame in the kernel and {}; {stamps}; {} KiB of counters per CPU and flow id, {} × {})",
                 match mode {
                     CountMode::Native => "native",
                     CountMode::Generic => "generic",
@@ -643,7 +682,7 @@ fn open_receivers(
                 port.name.clone(),
                 RxPort::Kernel(counter, described),
                 tracker,
-                None,
+                hardware_sync,
                 interface_drops,
             ));
             continue;

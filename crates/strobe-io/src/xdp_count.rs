@@ -39,6 +39,14 @@
 //! CLOCK_MONOTONIC as user space last measured it (refreshed at every read), so it is on the
 //! transmit stamps' clock. Tests build the program with [`ProgramClock::Injected`]: it reads
 //! the receive stamp user space wrote instead, so its results can be compared exactly.
+//!
+//! [`ProgramClock::Device`] asks the driver first: the program is bound to its interface and
+//! calls the XDP RX metadata kfunc `bpf_xdp_metadata_rx_timestamp` (Linux >= 6.3), which a
+//! driver with hardware receive stamps answers with the NIC clock's stamp; user space keeps
+//! the offset from that clock to CLOCK_REALTIME ([`XdpCounter::set_device_offset`]). A frame
+//! the driver has no stamp for (veth never has one: it answers "no data" for frames
+//! redirected to it and 0 for socket buffers) is stamped by the kernel's clock as above, and
+//! each flow counts how many of its frames the device stamped.
 
 use std::io;
 use std::mem::{offset_of, size_of};
@@ -46,15 +54,15 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::afxdp::asm::Asm;
 use crate::afxdp::bpf::{
-    self, create_link, create_map, is_mode_unsupported, link_error, load_program, Insn,
-    ALU64_ADD_K, ALU64_ADD_X, ALU64_AND_K, ALU64_ARSH_K, ALU64_LSH_K, ALU64_LSH_X, ALU64_MOV_K,
-    ALU64_MOV_X, ALU64_MUL_K, ALU64_NEG, ALU64_OR_X, ALU64_RSH_K, ALU64_RSH_X, ALU64_SUB_K,
-    ALU64_SUB_X, ALU_TO_BE, BPF_FUNC_GET_SMP_PROCESSOR_ID, BPF_FUNC_KTIME_GET_NS,
+    self, create_link, create_map, is_mode_unsupported, link_error, load_program, load_program_for,
+    Insn, ALU64_ADD_K, ALU64_ADD_X, ALU64_AND_K, ALU64_ARSH_K, ALU64_LSH_K, ALU64_LSH_X,
+    ALU64_MOV_K, ALU64_MOV_X, ALU64_MUL_K, ALU64_NEG, ALU64_OR_X, ALU64_RSH_K, ALU64_RSH_X,
+    ALU64_SUB_K, ALU64_SUB_X, ALU_TO_BE, BPF_FUNC_GET_SMP_PROCESSOR_ID, BPF_FUNC_KTIME_GET_NS,
     BPF_FUNC_MAP_LOOKUP_ELEM, BPF_FUNC_XDP_GET_BUFF_LEN, BPF_FUNC_XDP_LOAD_BYTES, BPF_F_MMAPABLE,
-    BPF_MAP_TYPE_ARRAY, BPF_PSEUDO_MAP_VALUE, JMP_CALL, JMP_EXIT, JMP_JA, JMP_JEQ_K, JMP_JEQ_X,
-    JMP_JGE_K, JMP_JGE_X, JMP_JGT_X, JMP_JLT_K, JMP_JNE_K, JMP_JNE_X, JMP_JSGE_K, LDX_MEM_B,
-    LDX_MEM_DW, LDX_MEM_H, LDX_MEM_W, STX_ATOMIC_DW, STX_MEM_DW, STX_MEM_W, XDP_DROP,
-    XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE, XDP_PASS,
+    BPF_MAP_TYPE_ARRAY, BPF_PSEUDO_KFUNC_CALL, BPF_PSEUDO_MAP_VALUE, JMP_CALL, JMP_EXIT, JMP_JA,
+    JMP_JEQ_K, JMP_JEQ_X, JMP_JGE_K, JMP_JGE_X, JMP_JGT_X, JMP_JLT_K, JMP_JNE_K, JMP_JNE_X,
+    JMP_JSGE_K, LDX_MEM_B, LDX_MEM_DW, LDX_MEM_H, LDX_MEM_W, STX_ATOMIC_DW, STX_MEM_DW, STX_MEM_W,
+    XDP_DROP, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE, XDP_PASS,
 };
 use crate::afxdp::sys::{if_index, Mmap};
 use crate::netns::in_netns;
@@ -134,6 +142,8 @@ struct BlockHead {
     /// read the histogram.
     min_ns: u64,
     max_ns: u64,
+    /// Frames stamped by the device ([`ProgramClock::Device`]), not the kernel's clock.
+    device_stamped: u64,
 }
 
 /// Offsets in a block: the head, the ring's tags and bits, the histogram (u32 counts).
@@ -156,6 +166,9 @@ struct Control {
     finalised: u64,
     /// The receive stamp of [`ProgramClock::Injected`] programs.
     injected_rx_ns: u64,
+    /// CLOCK_REALTIME minus the device's clock, added to its stamps
+    /// ([`ProgramClock::Device`]).
+    device_offset_ns: u64,
     not_instrumented: u64,
     unknown_flow: u64,
     foreign: u64,
@@ -171,6 +184,10 @@ pub enum ProgramClock {
     Kernel,
     /// The stamp user space wrote ([`XdpCounter::inject_rx_ns`]): for tests.
     Injected,
+    /// The driver's XDP RX metadata timestamp where it has one (a NIC's hardware clock,
+    /// moved to CLOCK_REALTIME by [`XdpCounter::set_device_offset`]), else
+    /// [`ProgramClock::Kernel`]'s. The program is bound to its interface when attached.
+    Device,
 }
 
 /// What a counting program is built for.
@@ -199,6 +216,8 @@ pub struct CountedFlow {
     pub first_rx_ns: Option<u64>,
     pub last_rx_ns: Option<u64>,
     pub latency: CountedLatency,
+    /// Frames the device stamped ([`ProgramClock::Device`]); the others the kernel's clock.
+    pub device_stamped: u64,
 }
 
 /// A flow's latency, added over the CPUs.
@@ -253,13 +272,36 @@ pub enum CountMode {
 pub struct XdpCounter {
     // Field order is drop order: detach first, then the program, then the maps.
     link: Option<OwnedFd>,
-    prog: OwnedFd,
+    /// Loaded at creation, or at attachment for [`ProgramClock::Device`] (bound to the
+    /// device, so loaded once it is known).
+    prog: Option<OwnedFd>,
     blocks: Mmap,
-    _blocks_map: OwnedFd,
+    blocks_map: OwnedFd,
     control: Mmap,
-    _control_map: OwnedFd,
+    control_map: OwnedFd,
     setup: CountSetup,
     cpus: usize,
+    /// [`ProgramClock::Device`] on an interface with a hardware clock: the clock, and the
+    /// stamping setting to put back when the counter goes.
+    device_clock: Option<DeviceClock>,
+}
+
+/// The hardware clock a device stamps received frames with, turned on for the run.
+struct DeviceClock {
+    phc: String,
+    netns: Option<String>,
+    iface: String,
+    previous: crate::tsinfo::HwTimestampConfig,
+}
+
+impl Drop for XdpCounter {
+    fn drop(&mut self) {
+        // Detached first: no frame is stamped once the setting is put back.
+        self.link = None;
+        if let Some(d) = self.device_clock.take() {
+            crate::tsinfo::restore_hw_timestamps(d.netns.as_deref(), &d.iface, d.previous);
+        }
+    }
 }
 
 /// The privileges counting needs.
@@ -337,18 +379,29 @@ impl XdpCounter {
         .map_err(|e| kernel_error("cannot create the counting program's flow blocks", e))?;
         let blocks = Mmap::shared(&blocks_map, bytes.next_multiple_of(4096), 0)
             .map_err(|e| kernel_error("cannot map the counting program's flow blocks", e))?;
-        let insns = program(&setup, control_map.as_raw_fd(), blocks_map.as_raw_fd())
-            .map_err(IoError::Other)?;
-        let prog = load_program(&insns, "strobe_count", false)?;
+        let prog = match setup.clock {
+            ProgramClock::Device => None,
+            ProgramClock::Kernel | ProgramClock::Injected => {
+                let insns = program(
+                    &setup,
+                    control_map.as_raw_fd(),
+                    blocks_map.as_raw_fd(),
+                    None,
+                )
+                .map_err(IoError::Other)?;
+                Some(load_program(&insns, "strobe_count", false)?)
+            }
+        };
         let counter = XdpCounter {
             link: None,
             prog,
             blocks,
-            _blocks_map: blocks_map,
+            blocks_map,
             control,
-            _control_map: control_map,
+            control_map,
             setup,
             cpus,
+            device_clock: None,
         };
         counter.write_control(offset_of!(Control, offset_ns), realtime_offset().0);
         for flow in 0..setup.flows {
@@ -374,10 +427,51 @@ impl XdpCounter {
         netns: Option<&str>,
     ) -> Result<(CountMode, Option<String>), IoError> {
         let ifindex = if_index(iface, netns)?;
-        let (link, mode, note) = match create_link(&self.prog, ifindex, XDP_FLAGS_DRV_MODE) {
+        if self.setup.clock == ProgramClock::Device {
+            let kfunc = rx_timestamp_kfunc()?;
+            let insns = program(
+                &self.setup,
+                self.control_map.as_raw_fd(),
+                self.blocks_map.as_raw_fd(),
+                Some(kfunc),
+            )
+            .map_err(IoError::Other)?;
+            // Bound to the device, in its namespace (the kernel finds the index there).
+            let prog = load_program_for(&insns, "strobe_count", false, Some(ifindex))
+                .map_err(|e| {
+                    IoError::Other(format!(
+                        "{e} (reading receive stamps from {iface}'s XDP RX metadata needs Linux 6.3 or later)"
+                    ))
+                })?;
+            self.prog = Some(prog);
+            // A NIC that can stamp every frame does so only once asked; a device without
+            // (veth) is counted all the same, its frames stamped by the kernel's clock.
+            let info = crate::tsinfo::query_ts_info(None, iface).ok();
+            if let Some(phc) = info
+                .filter(|i| i.hardware_rx_all() && i.raw_hardware())
+                .and_then(|i| i.phc_path())
+            {
+                let previous = crate::tsinfo::enable_hw_timestamps(None, iface)?;
+                self.device_clock = Some(DeviceClock {
+                    phc,
+                    netns: netns.map(str::to_string),
+                    iface: iface.to_string(),
+                    previous,
+                });
+            }
+        }
+        let prog = self.prog.as_ref().expect("loaded at creation or just now");
+        let (link, mode, note) = match create_link(prog, ifindex, XDP_FLAGS_DRV_MODE) {
             Ok(link) => (link, CountMode::Native, None),
+            Err(native) if self.setup.clock == ProgramClock::Device => {
+                return Err(link_error(
+                    iface,
+                    "native (a program reading XDP RX metadata runs only in the driver)",
+                    native,
+                ))
+            }
             Err(native) if is_mode_unsupported(&native) => {
-                let link = create_link(&self.prog, ifindex, XDP_FLAGS_SKB_MODE)
+                let link = create_link(prog, ifindex, XDP_FLAGS_SKB_MODE)
                     .map_err(|e| link_error(iface, "generic", e))?;
                 let note = format!(
                     "{iface} has no native XDP ({native}); counting in generic (SKB) mode, which costs a socket buffer per frame"
@@ -448,6 +542,19 @@ impl XdpCounter {
         self.write_control(offset_of!(Control, finalised), 1);
     }
 
+    /// The hardware clock (e.g. `/dev/ptp0`) the device stamps frames with, once a
+    /// [`ProgramClock::Device`] program is attached to a device that has one.
+    pub fn device_clock(&self) -> Option<&str> {
+        self.device_clock.as_ref().map(|d| d.phc.as_str())
+    }
+
+    /// CLOCK_REALTIME minus the device's clock, for a [`ProgramClock::Device`] program:
+    /// added to each stamp the driver gives (two's complement: the device's clock may be
+    /// ahead).
+    pub fn set_device_offset(&self, offset_ns: i64) {
+        self.write_control(offset_of!(Control, device_offset_ns), offset_ns as u64);
+    }
+
     /// The receive stamp an [`ProgramClock::Injected`] program gives the next frames.
     pub fn inject_rx_ns(&self, rx_ns: u64) {
         self.write_control(offset_of!(Control, injected_rx_ns), rx_ns);
@@ -514,6 +621,7 @@ impl XdpCounter {
             out.duplicates += h.duplicates;
             out.reordered += h.reordered;
             out.late += h.late;
+            out.device_stamped += h.device_stamped;
             if h.has_max != 0 {
                 out.max_seq = out.max_seq.max(Some(h.max_seq));
             }
@@ -572,7 +680,7 @@ impl XdpCounter {
     /// on this CPU): its verdict, `XDP_DROP` (1) or `XDP_PASS` (2). For tests and fuzzing.
     pub fn run_frame(&self, frame: &[u8]) -> Result<u32, IoError> {
         let mut out = vec![0u8; frame.len().max(64)];
-        bpf::test_run(&self.prog, frame, &mut out, 1)
+        bpf::test_run(self.test_prog()?, frame, &mut out, 1)
             .map(|run| run.retval)
             .map_err(|e| kernel_error("cannot test-run the counting program", e))
     }
@@ -581,7 +689,16 @@ impl XdpCounter {
     /// own timing, on this CPU, the kernel's per-run overhead included), in ns. The same
     /// frame each time: after the first, a duplicate. For `bench/run rxcount`.
     pub fn time_frame(&self, frame: &[u8], repeat: u32) -> Result<f64, IoError> {
-        time_program(&self.prog, frame, repeat)
+        time_program(self.test_prog()?, frame, repeat)
+    }
+
+    fn test_prog(&self) -> Result<&OwnedFd, IoError> {
+        match (&self.prog, self.setup.clock) {
+            (Some(prog), ProgramClock::Kernel | ProgramClock::Injected) => Ok(prog),
+            _ => Err(IoError::Other(
+                "a counting program that reads a device's RX metadata runs only on that device, not in BPF_PROG_RUN".into(),
+            )),
+        }
     }
 
     /// The CPUs that have blocks.
@@ -636,9 +753,14 @@ pub(crate) fn realtime_offset() -> (u64, u64) {
 }
 
 // Registers: r6 the frame's length, r7 the flow's block, r8 the flow id (then the trailer's
-// values), r9 the receive stamp. The trailer is copied to the stack at fp-16.
+// values), r9 the receive stamp. The trailer is copied to the stack at fp-16; a
+// device-stamping program keeps its context, the device's stamp and whether it gave one
+// below the map key.
 const TRAILER_AT: i16 = -16;
 const KEY_AT: i16 = -24;
+const CTX_AT: i16 = -32;
+const STAMP_AT: i16 = -40;
+const DEVICE_AT: i16 = -48;
 
 /// The program's idioms over a block (r7) and the control value.
 trait CountAsm {
@@ -648,6 +770,9 @@ trait CountAsm {
     fn head_bump(&mut self, field: usize);
     /// dst = the control value's address.
     fn control(&mut self, dst: u8, fd: i32);
+    /// r1 = the block of 64 numbers sequence number `s` is in; r2 = the address of its
+    /// word's place in the ring, less `TAGS_AT` / `BITS_AT` (uses r1, r2).
+    fn ring_word(&mut self, s: u8);
     /// Sets sequence number `s`'s bit in the ring (uses r1, r2, r3, r5; `s` is another).
     fn set_seen(&mut self, s: u8);
 }
@@ -667,15 +792,17 @@ impl CountAsm for Asm {
     fn control(&mut self, dst: u8, fd: i32) {
         self.imm64(dst, BPF_PSEUDO_MAP_VALUE, fd, 0);
     }
-    fn set_seen(&mut self, s: u8) {
-        let same = self.label();
-        // r1 = the block of 64 numbers `s` is in; r2 = its word's place in the ring.
+    fn ring_word(&mut self, s: u8) {
         self.op(ALU64_MOV_X, 1, s, 0, 0);
         self.op(ALU64_RSH_K, 1, 0, 0, 6);
         self.op(ALU64_MOV_X, 2, 1, 0, 0);
         self.op(ALU64_AND_K, 2, 0, 0, RING_WORDS as i32 - 1);
         self.op(ALU64_LSH_K, 2, 0, 0, 3);
         self.op(ALU64_ADD_X, 2, 7, 0, 0);
+    }
+    fn set_seen(&mut self, s: u8) {
+        let same = self.label();
+        self.ring_word(s);
         // A word of an older block starts over.
         self.op(LDX_MEM_DW, 3, 2, TAGS_AT as i16, 0);
         self.jump(JMP_JEQ_X, 3, 1, 0, same);
@@ -693,9 +820,34 @@ impl CountAsm for Asm {
     }
 }
 
+/// The BTF id of kfunc `bpf_xdp_metadata_rx_timestamp` in the running kernel's BTF.
+fn rx_timestamp_kfunc() -> Result<i32, IoError> {
+    const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
+    const NAME: &str = "bpf_xdp_metadata_rx_timestamp";
+    let no = |why: String| {
+        IoError::Other(format!(
+            "cannot read receive stamps from XDP RX metadata: {why} (it needs Linux 6.3 or later with BTF, CONFIG_DEBUG_INFO_BTF)"
+        ))
+    };
+    let btf = btf_rs::Btf::from_file(VMLINUX).map_err(|e| no(format!("{VMLINUX}: {e}")))?;
+    let ids = btf
+        .resolve_ids_by_name(NAME)
+        .map_err(|e| no(format!("{NAME} is not in {VMLINUX}: {e}")))?;
+    ids.into_iter()
+        .find(|&id| matches!(btf.resolve_type_by_id(id), Ok(btf_rs::Type::Func(_))))
+        .and_then(|id| i32::try_from(id).ok())
+        .ok_or_else(|| no(format!("{VMLINUX} has no function {NAME}")))
+}
+
 /// The counting program for `setup`, over the control value (map `control_fd`) and the
-/// blocks (map `blocks_fd`).
-fn program(setup: &CountSetup, control_fd: i32, blocks_fd: i32) -> Result<Vec<Insn>, String> {
+/// blocks (map `blocks_fd`); `rx_timestamp` is the BTF id of the RX metadata timestamp
+/// kfunc, for [`ProgramClock::Device`].
+fn program(
+    setup: &CountSetup,
+    control_fd: i32,
+    blocks_fd: i32,
+    rx_timestamp: Option<i32>,
+) -> Result<Vec<Insn>, String> {
     use std::mem::offset_of as at;
     let mut a = Asm::new();
     let not_instrumented = a.label();
@@ -706,6 +858,9 @@ fn program(setup: &CountSetup, control_fd: i32, blocks_fd: i32) -> Result<Vec<In
     let counted = a.label();
 
     // The frame's length, and its last 16 bytes on the stack.
+    if setup.clock == ProgramClock::Device {
+        a.op(STX_MEM_DW, 10, 1, CTX_AT, 0);
+    }
     a.op(ALU64_MOV_X, 6, 1, 0, 0);
     a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_XDP_GET_BUFF_LEN);
     a.jump(JMP_JLT_K, 0, 0, 16, not_instrumented);
@@ -739,17 +894,43 @@ fn program(setup: &CountSetup, control_fd: i32, blocks_fd: i32) -> Result<Vec<In
     a.jump(JMP_JGE_K, 8, 0, setup.flows as i32, unknown);
 
     // The receive stamp (r9), and the transmit stamp checked against the run.
+    let kernel_clock = |a: &mut Asm| {
+        a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_KTIME_GET_NS);
+        a.control(1, control_fd);
+        a.op(LDX_MEM_DW, 2, 1, at!(Control, offset_ns) as i16, 0);
+        a.op(ALU64_ADD_X, 0, 2, 0, 0);
+        a.op(ALU64_MOV_X, 9, 0, 0, 0);
+    };
     match setup.clock {
-        ProgramClock::Kernel => {
-            a.op(JMP_CALL, 0, 0, 0, BPF_FUNC_KTIME_GET_NS);
-            a.control(1, control_fd);
-            a.op(LDX_MEM_DW, 2, 1, at!(Control, offset_ns) as i16, 0);
-            a.op(ALU64_ADD_X, 0, 2, 0, 0);
-            a.op(ALU64_MOV_X, 9, 0, 0, 0);
-        }
+        ProgramClock::Kernel => kernel_clock(&mut a),
         ProgramClock::Injected => {
             a.control(1, control_fd);
             a.op(LDX_MEM_DW, 9, 1, at!(Control, injected_rx_ns) as i16, 0);
+        }
+        ProgramClock::Device => {
+            let kfunc = rx_timestamp.ok_or("a device-stamping program needs the kfunc's id")?;
+            let (none, stamped) = (a.label(), a.label());
+            // bpf_xdp_metadata_rx_timestamp(ctx, &stamp): 0 and a stamp, or an error.
+            a.op(ALU64_MOV_K, 1, 0, 0, 0);
+            a.op(STX_MEM_DW, 10, 1, STAMP_AT, 0);
+            a.op(LDX_MEM_DW, 1, 10, CTX_AT, 0);
+            a.op(ALU64_MOV_X, 2, 10, 0, 0);
+            a.op(ALU64_ADD_K, 2, 0, 0, i32::from(STAMP_AT));
+            a.op(JMP_CALL, 0, BPF_PSEUDO_KFUNC_CALL, 0, kfunc);
+            a.jump(JMP_JNE_K, 0, 0, 0, none);
+            a.op(LDX_MEM_DW, 9, 10, STAMP_AT, 0);
+            a.jump(JMP_JEQ_K, 9, 0, 0, none);
+            a.control(1, control_fd);
+            a.op(LDX_MEM_DW, 2, 1, at!(Control, device_offset_ns) as i16, 0);
+            a.op(ALU64_ADD_X, 9, 2, 0, 0);
+            a.op(ALU64_MOV_K, 1, 0, 0, 1);
+            a.op(STX_MEM_DW, 10, 1, DEVICE_AT, 0);
+            a.jump(JMP_JA, 0, 0, 0, stamped);
+            a.bind(none);
+            kernel_clock(&mut a);
+            a.op(ALU64_MOV_K, 1, 0, 0, 0);
+            a.op(STX_MEM_DW, 10, 1, DEVICE_AT, 0);
+            a.bind(stamped);
         }
     }
     let in_window = a.label();
@@ -776,8 +957,14 @@ fn program(setup: &CountSetup, control_fd: i32, blocks_fd: i32) -> Result<Vec<In
     a.jump(JMP_JEQ_K, 0, 0, 0, stray);
     a.op(ALU64_MOV_X, 7, 0, 0, 0);
 
-    // Frames, bytes, first and last arrival.
+    // Frames, bytes, first and last arrival; by whom stamped.
     a.head_bump(at!(BlockHead, frames));
+    if setup.clock == ProgramClock::Device {
+        a.op(LDX_MEM_DW, 2, 10, DEVICE_AT, 0);
+        a.head_load(1, at!(BlockHead, device_stamped));
+        a.op(ALU64_ADD_X, 1, 2, 0, 0);
+        a.head_store(at!(BlockHead, device_stamped), 1);
+    }
     a.head_load(1, at!(BlockHead, bytes));
     a.op(ALU64_ADD_X, 1, 6, 0, 0);
     a.head_store(at!(BlockHead, bytes), 1);
@@ -980,12 +1167,7 @@ fn sequence(a: &mut Asm, counted: usize) {
     a.jump(JMP_JA, 0, 0, 0, counted);
 
     a.bind(within);
-    a.op(ALU64_MOV_X, 1, 4, 0, 0);
-    a.op(ALU64_RSH_K, 1, 0, 0, 6);
-    a.op(ALU64_MOV_X, 2, 1, 0, 0);
-    a.op(ALU64_AND_K, 2, 0, 0, RING_WORDS as i32 - 1);
-    a.op(ALU64_LSH_K, 2, 0, 0, 3);
-    a.op(ALU64_ADD_X, 2, 7, 0, 0);
+    a.ring_word(4);
     a.op(LDX_MEM_DW, 3, 2, TAGS_AT as i16, 0);
     a.jump(JMP_JNE_X, 3, 1, 0, unseen);
     a.op(LDX_MEM_DW, 3, 2, BITS_AT as i16, 0);
@@ -1050,7 +1232,7 @@ mod tests {
             pass_counted: false,
             clock: ProgramClock::Kernel,
         };
-        let n = program(&setup, 3, 4).unwrap().len();
+        let n = program(&setup, 3, 4, None).unwrap().len();
         // The docs say "about 300": the verifier walks each of its paths per load.
         assert!((250..350).contains(&n), "{n} instructions");
     }

@@ -446,9 +446,27 @@ fn create_xskmap(queue: u32) -> Result<OwnedFd, IoError> {
 /// then accept it on an MTU above one page.
 const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 
+/// Binds an XDP program to the device it is loaded for (Linux >= 6.3): it may then call
+/// that driver's XDP RX metadata kfuncs, and attaches to no other device.
+const BPF_F_XDP_DEV_BOUND_ONLY: u32 = 1 << 6;
+
+/// A call of kernel function (kfunc) `imm`, a BTF id of vmlinux.
+pub(crate) const BPF_PSEUDO_KFUNC_CALL: u8 = 2;
+
 /// Loads an XDP program named `name` (`frags`: multi-buffer aware); when the kernel refuses
 /// it, the error carries the verifier's log.
 pub(crate) fn load_program(insns: &[Insn], name: &str, frags: bool) -> Result<OwnedFd, IoError> {
+    load_program_for(insns, name, frags, None)
+}
+
+/// [`load_program`], bound to the device of `ifindex` (in the caller's network namespace)
+/// when given.
+pub(crate) fn load_program_for(
+    insns: &[Insn],
+    name: &str,
+    frags: bool,
+    bound_to: Option<u32>,
+) -> Result<OwnedFd, IoError> {
     let license = c"Dual MIT/GPL";
     let attempt = |log: Option<&mut Vec<u8>>| {
         let (log_level, log_size, log_buf) = match log {
@@ -464,9 +482,14 @@ pub(crate) fn load_program(insns: &[Insn], name: &str, frags: bool) -> Result<Ow
             log_size,
             log_buf,
             kern_version: 0,
-            prog_flags: if frags { BPF_F_XDP_HAS_FRAGS } else { 0 },
+            prog_flags: if frags { BPF_F_XDP_HAS_FRAGS } else { 0 }
+                | if bound_to.is_some() {
+                    BPF_F_XDP_DEV_BOUND_ONLY
+                } else {
+                    0
+                },
             prog_name: object_name(name),
-            prog_ifindex: 0,
+            prog_ifindex: bound_to.unwrap_or(0),
             expected_attach_type: BPF_ATTACH_XDP,
         };
         owned_fd(bpf(BPF_PROG_LOAD, &mut attr))
