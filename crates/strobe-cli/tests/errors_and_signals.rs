@@ -952,13 +952,22 @@ fn a_reflector_whose_interface_goes_away_keeps_its_counts_and_says_so() {
 
 #[test]
 fn a_receiver_whose_interface_goes_away_keeps_its_counts_and_stops_the_run() {
+    receiver_goes_away("rxf", "lab:rx");
+}
+
+#[test]
+fn a_kernel_counter_whose_interface_goes_away_keeps_its_counts_and_stops_the_run() {
+    receiver_goes_away("rxk", "lab:rx@xdp-count");
+}
+
+fn receiver_goes_away(lab_name: &str, rx_port: &str) {
     // Needs root: a lab of its own, whose receiving interface the test deletes. The bridge
     // keeps the transmit side up when the receiving side goes.
-    let lab = common::lab::TestLab::up("rxf", "bridge");
-    let dir = Scratch::new("rxfail");
+    let lab = common::lab::TestLab::up(lab_name, "bridge");
+    let dir = Scratch::new(lab_name);
     let (json, csv) = (dir.path("rxfail.json"), dir.path("rxfail.csv"));
     let child = lab
-        .gen_command("lab:tx", "lab:rx")
+        .gen_command("lab:tx", rx_port)
         .args(["--rate", "10kpps", "--duration", "60s"])
         .args(["--json", &json, "--csv", &csv])
         .stdout(std::process::Stdio::piped())

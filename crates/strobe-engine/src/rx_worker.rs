@@ -427,8 +427,18 @@ pub fn run_counted(
         .map(|i| IntervalClock::new(i, clock, tracker));
     let mut publisher = Publisher::new(tracker);
     let read_every = std::time::Duration::from_nanos(COUNTED_READ_NS);
+    let mut failure = None;
+    let mut reads = 0u64;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(read_every);
+        reads += 1;
+        // An interface that went away took the program with it; about once a second.
+        if reads % 100 == 0 {
+            if let Err(e) = counter.check_attached() {
+                failure = Some(e.to_string());
+                break;
+            }
+        }
         // NTP may slew CLOCK_REALTIME against the program's CLOCK_MONOTONIC; a NIC's
         // clock drifts against CLOCK_REALTIME (by the drift measured before the run: at
         // 100 ppm, 1 µs between two updates).
@@ -474,7 +484,9 @@ pub fn run_counted(
         .filter(|(_, f)| f.latency.overflowed)
         .map(|(id, _)| id.to_string())
         .collect();
-    let failure = if counted.other.stray > 0 {
+    let failure = if failure.is_some() {
+        failure
+    } else if counted.other.stray > 0 {
         Some(format!(
             "{} frames arrived on a CPU the counting program has no block for (CPUs added during the run): they were not counted",
             counted.other.stray

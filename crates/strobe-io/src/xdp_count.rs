@@ -281,6 +281,8 @@ pub struct XdpCounter {
     control_map: OwnedFd,
     setup: CountSetup,
     cpus: usize,
+    /// The interface the program is attached to.
+    attached_to: Option<String>,
     /// [`ProgramClock::Device`] on an interface with a hardware clock: the clock, and the
     /// stamping setting to put back when the counter goes.
     device_clock: Option<DeviceClock>,
@@ -401,6 +403,7 @@ impl XdpCounter {
             control_map,
             setup,
             cpus,
+            attached_to: None,
             device_clock: None,
         };
         counter.write_control(offset_of!(Control, offset_ns), realtime_offset().0);
@@ -481,6 +484,7 @@ impl XdpCounter {
             Err(e) => return Err(link_error(iface, "native", e)),
         };
         self.link = Some(link);
+        self.attached_to = Some(iface.to_string());
         Ok((mode, note))
     }
 
@@ -540,6 +544,25 @@ impl XdpCounter {
     /// Ends the run: frames from now on count as late.
     pub fn finalise(&self) {
         self.write_control(offset_of!(Control, finalised), 1);
+    }
+
+    /// An error naming the interface if it went away since the program was attached (the
+    /// kernel then detached the program: nothing more is counted). A system call: for a
+    /// check now and then, not per read.
+    pub fn check_attached(&self) -> Result<(), IoError> {
+        let (Some(link), Some(iface)) = (&self.link, &self.attached_to) else {
+            return Ok(());
+        };
+        match bpf::xdp_link_ifindex(link) {
+            Ok(0) => Err(IoError::Other(format!(
+                "interface `{iface}` went away: the counting program went with it"
+            ))),
+            Ok(_) => Ok(()),
+            Err(e) => Err(kernel_error(
+                format!("cannot ask whether the counting program is still on `{iface}`"),
+                e,
+            )),
+        }
     }
 
     /// The hardware clock (e.g. `/dev/ptp0`) the device stamps frames with, once a

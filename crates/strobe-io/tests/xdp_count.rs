@@ -120,3 +120,31 @@ fn a_device_without_receive_stamps_falls_back_to_the_kernel_clock() {
     drop(counter);
     lab.assert_no_xdp(&lab.b);
 }
+
+/// Deleting the interface detaches the program with it; the counter says so, naming it.
+#[test]
+fn an_interface_that_goes_away_is_noticed() {
+    if !is_root() {
+        return;
+    }
+    let lab = VethPair::new("xcgone");
+    let mut counter = XdpCounter::new(CountSetup {
+        run_tag: 1,
+        flows: 1,
+        pass_counted: false,
+        clock: ProgramClock::Kernel,
+    })
+    .unwrap();
+    assert!(
+        counter.check_attached().is_ok(),
+        "not attached: nothing to miss"
+    );
+    counter.attach(&lab.b, lab.netns()).unwrap();
+    counter.check_attached().unwrap();
+    lab.ip(&["link", "del", &lab.b]);
+    let err = counter.check_attached().unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("interface `{}` went away", lab.b)),
+        "{err}"
+    );
+}

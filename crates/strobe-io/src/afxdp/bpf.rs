@@ -21,6 +21,7 @@ const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_PROG_LOAD: libc::c_long = 5;
 pub(crate) const BPF_PROG_RUN: libc::c_long = 10;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 const BPF_LINK_CREATE: libc::c_long = 28;
 
 pub(crate) const BPF_MAP_TYPE_ARRAY: u32 = 2;
@@ -513,6 +514,30 @@ pub(crate) fn load_program_for(
     } else {
         IoError::Other(format!("{err}\nverifier log:\n{text}"))
     })
+}
+
+/// The interface an XDP bpf_link is attached to: 0 once the interface went away (the
+/// kernel detaches the program and keeps the link, empty).
+pub(crate) fn xdp_link_ifindex(link: &OwnedFd) -> io::Result<u32> {
+    // struct bpf_link_info: type, id, prog_id, then (8-aligned) the union whose `xdp`
+    // member starts with the ifindex.
+    let mut info = [0u32; 16];
+    let mut attr = ObjInfoAttr {
+        bpf_fd: link.as_raw_fd() as u32,
+        info_len: size_of_val(&info) as u32,
+        info: info.as_mut_ptr() as u64,
+    };
+    if bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr) < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(info[4])
+}
+
+#[repr(C)]
+struct ObjInfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
 }
 
 pub(crate) fn create_link(prog: &OwnedFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
