@@ -2,10 +2,12 @@
 //! whose nftables rule drops every 10th frame of one flow, the in-kernel counts are exact
 //! and the same as the user-space AF_PACKET receiver's on the same traffic; the kernel's
 //! ARP and other frames still reach the stack (the router resolves the sink through them);
-//! and the program is gone from the interface after the run.
+//! and the program is gone from the interface after the run. Through a DUT that reorders
+//! (an htb class holding every 16th frame back), its reordering, late and duplicate counts
+//! are exactly what the frames' order in a capture gives.
 
 mod common;
-use common::lab::{sh_in, TestLab};
+use common::lab::{sh_in, Capture, TestLab};
 use common::*;
 
 const FRAMES: u64 = 20_000;
@@ -158,4 +160,131 @@ fn hardware_stamps_on_a_device_without_them_are_refused_with_the_reason() {
     );
     let link = sh_in(&lab.ns("rx"), "ip -details link show rx0");
     assert!(!link.contains("prog/xdp"), "{link}");
+}
+
+/// A DUT that reorders: the router's way out to rx0 has an htb class of 600 kbit/s for the
+/// frames of source port 1000 (every 16th: 1 Mbit/s offered), so they queue and arrive up
+/// to about half a second after frames sent later: reordered, and many of them more than
+/// the window behind (late). tcpdump captures rx0 (the program passes the
+/// frames on with `--pass-counted`, after counting them in the same order), and the test
+/// counts reordering, lateness (more than the 4096-number window behind) and duplicates from
+/// the capture's trailers by itself: the program's counts must be exactly those.
+#[test]
+fn a_reordering_dut_is_counted_as_the_capture_shows_it() {
+    const SENT: u64 = 20_000;
+    let dir = Scratch::new("xdp-count-reorder");
+    let lab = TestLab::up("xcro", "router");
+    let dut = lab.ns("dut");
+    for cmd in [
+        "tc qdisc add dev dut1 root handle 1: htb default 1",
+        "tc class add dev dut1 parent 1: classid 1:1 htb rate 1gbit",
+        "tc class add dev dut1 parent 1: classid 1:2 htb rate 600kbit burst 2k",
+        "tc filter add dev dut1 parent 1: protocol ip u32 match ip sport 1000 0xffff flowid 1:2",
+    ] {
+        sh_in(&dut, cmd);
+    }
+    let scenario = format!(
+        r#"
+[[ports]]
+name = "tx"
+location = "lab:tx"
+[[ports]]
+name = "rx"
+location = "lab:rx@xdp-count"
+[[flows]]
+name = "reordered"
+tx = "tx"
+rx = "rx"
+size = 100
+rate = {{ pps = 20000 }}
+duration = {{ fixed_packets = {{ packets = {SENT} }} }}
+metrics = {{ enable = true, loss = true, latency = {{ enable = true }} }}
+[[flows.packet]]
+ethernet = {{}}
+[[flows.packet]]
+ipv4 = {{ src = "198.18.0.1", dst = "198.18.1.1" }}
+[[flows.packet]]
+udp = {{ src_port = {{ increment = {{ start = 1000, step = 1, count = 16 }} }}, dst_port = 2000 }}
+"#
+    );
+    let (path, json, pcap) = (
+        dir.path("reorder.toml"),
+        dir.path("reorder.json"),
+        dir.path("rx0.pcap"),
+    );
+    std::fs::write(&path, scenario).unwrap();
+    let capture = Capture::start(&lab.ns("rx"), "rx0", &pcap);
+    ok(strobe()
+        .arg("gen")
+        .arg(&path)
+        .args([
+            "--lab",
+            &lab.prefix,
+            "-q",
+            "--pass-counted",
+            "--json",
+            &json,
+        ])
+        .args(["--drain", "2s"])
+        .output()
+        .unwrap());
+    drop(capture);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+
+    // The capture's own count, frame by frame in arrival order.
+    let seqs: Vec<u64> = tshark(&pcap, &["udp.dstport", "udp.payload"])
+        .iter()
+        .filter(|r| r[0] == "2000")
+        .map(|r| {
+            let hex: String = r[1].chars().filter(|c| *c != ':').collect();
+            let t = &hex[hex.len() - 32..];
+            assert_eq!(&t[0..2], "53", "trailer marker 'S': {t}");
+            u64::from_str_radix(&t[8..16], 16).unwrap()
+        })
+        .collect();
+    let (mut unique, mut reordered, mut late, mut duplicates) = (0u64, 0u64, 0u64, 0u64);
+    let mut highest: Option<u64> = None;
+    let mut seen = std::collections::HashSet::new();
+    for &s in &seqs {
+        match highest {
+            Some(h) if s <= h && h - s >= 4096 => {
+                (unique, reordered, late) = (unique + 1, reordered + 1, late + 1)
+            }
+            Some(h) if s <= h && !seen.insert(s) => duplicates += 1,
+            Some(h) if s <= h => (unique, reordered) = (unique + 1, reordered + 1),
+            _ => {
+                highest = Some(s);
+                seen.insert(s);
+                unique += 1;
+            }
+        }
+    }
+    eprintln!(
+        "capture: {unique} unique, {reordered} reordered, {late} late, {duplicates} duplicates"
+    );
+    assert_eq!(seqs.len() as u64, SENT, "the capture holds every frame");
+    assert!(
+        reordered > 500,
+        "the DUT reordered only {reordered} frames: the test no longer tests reordering"
+    );
+    assert!(
+        late > 100,
+        "only {late} late frames: the window's edge is not tested"
+    );
+    let f = &report["flows"][0];
+    let n = |k: &str| f[k].as_u64().unwrap_or_else(|| panic!("no {k} in {f}"));
+    assert_eq!(
+        (
+            n("frames_rx"),
+            n("frames_rx_unique"),
+            n("reordered"),
+            n("late"),
+            n("duplicates")
+        ),
+        (seqs.len() as u64, unique, reordered, late, duplicates),
+        "the program's counts against the capture's: {f}"
+    );
+    assert_eq!((n("frames_tx"), n("loss")), (SENT, 0), "{f}");
+    assert_eq!(f["latency"]["raw"]["count"].as_u64(), Some(SENT), "{f}");
 }
