@@ -42,7 +42,6 @@ pub(crate) const BPF_PSEUDO_MAP_VALUE: u8 = 2;
 pub(crate) const BPF_FUNC_KTIME_GET_NS: i32 = 5;
 pub(crate) const BPF_FUNC_GET_SMP_PROCESSOR_ID: i32 = 8;
 pub(crate) const BPF_FUNC_XDP_GET_BUFF_LEN: i32 = 188;
-pub(crate) const BPF_FUNC_XDP_LOAD_BYTES: i32 = 189;
 
 pub(crate) const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 pub(crate) const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
