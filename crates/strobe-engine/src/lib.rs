@@ -619,6 +619,21 @@ fn open_receivers(
                         info.summary()
                     ))));
                 }
+                let why_not =
+                    match strobe_io::xdp_features::rx_metadata_timestamps(netns.as_deref(), iface)
+                        .map_err(port_error)?
+                    {
+                        Some(true) => None,
+                        Some(false) => Some("its driver gives no timestamp in its XDP RX metadata"),
+                        None => Some(
+                            "this kernel reports no XDP RX metadata (it needs Linux 6.3 or later)",
+                        ),
+                    };
+                if let Some(why_not) = why_not {
+                    return Err(port_error(strobe_io::IoError::Other(format!(
+                        "xdp-count:{iface}: hardware receive timestamps asked for, but {why_not}; receive with afpacket:{iface} --hw-timestamps, or leave them off to stamp frames with the kernel's clock"
+                    ))));
+                }
             }
             let mut counter = XdpCounter::new(CountSetup {
                 run_tag,

@@ -14,6 +14,9 @@ use crate::IoError;
 
 /// `NETDEV_XDP_ACT_NDO_XMIT`: the driver transmits frames redirected to it.
 pub const XDP_ACT_NDO_XMIT: u64 = 4;
+/// `NETDEV_XDP_RX_METADATA_TIMESTAMP`: the driver answers the XDP RX metadata timestamp
+/// kfunc (`bpf_xdp_metadata_rx_timestamp`).
+pub const XDP_RX_METADATA_TIMESTAMP: u64 = 1;
 
 const NETLINK_GENERIC: i32 = 16;
 const NLM_F_REQUEST: u16 = 1;
@@ -25,6 +28,7 @@ const CTRL_ATTR_FAMILY_NAME: u16 = 2;
 const NETDEV_CMD_DEV_GET: u8 = 1;
 const NETDEV_A_DEV_IFINDEX: u16 = 1;
 const NETDEV_A_DEV_XDP_FEATURES: u16 = 3;
+const NETDEV_A_DEV_XDP_RX_METADATA_FEATURES: u16 = 5;
 const NLMSG_HDRLEN: usize = 16;
 const GENL_HDRLEN: usize = 4;
 
@@ -99,9 +103,34 @@ fn exchange<'a>(sock: &OwnedFd, msg: &[u8], buf: &'a mut [u8]) -> io::Result<&'a
     Ok(&buf[..got as usize])
 }
 
+/// What the `netdev` family says of a device's XDP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceXdp {
+    /// `NETDEV_XDP_ACT_*` bits ([`XDP_ACT_NDO_XMIT`]), if reported.
+    pub features: Option<u64>,
+    /// `NETDEV_XDP_RX_METADATA_*` bits ([`XDP_RX_METADATA_TIMESTAMP`]): the RX metadata
+    /// kfuncs the driver answers (0 before Linux 6.3's metadata, or none).
+    pub rx_metadata: u64,
+}
+
 /// The XDP features of interface `ifindex` in the calling thread's network namespace, or
 /// None when this kernel has no `netdev` family to ask (before Linux 6.3).
 pub fn xdp_features(ifindex: u32) -> Result<Option<u64>, IoError> {
+    Ok(device_xdp(ifindex)?.and_then(|d| d.features))
+}
+
+/// Whether the driver of `iface` (in `netns`) answers the XDP RX metadata timestamp
+/// kfunc; None when this kernel has no `netdev` family to ask.
+pub fn rx_metadata_timestamps(netns: Option<&str>, iface: &str) -> Result<Option<bool>, IoError> {
+    crate::netns::in_netns(netns, || {
+        let ifindex = crate::afxdp::sys::if_index(iface, netns)?;
+        Ok(device_xdp(ifindex)?.map(|d| d.rx_metadata & XDP_RX_METADATA_TIMESTAMP != 0))
+    })
+}
+
+/// [`DeviceXdp`] of interface `ifindex` in the calling thread's network namespace, or None
+/// when this kernel has no `netdev` family to ask (before Linux 6.3).
+pub fn device_xdp(ifindex: u32) -> Result<Option<DeviceXdp>, IoError> {
     let fail = |what: &str, e: io::Error| {
         IoError::Other(format!(
             "cannot ask the kernel for XDP features ({what}): {e}"
@@ -144,9 +173,14 @@ pub fn xdp_features(ifindex: u32) -> Result<Option<u64>, IoError> {
         &[(NETDEV_A_DEV_IFINDEX, &ifindex.to_ne_bytes())],
     );
     let reply = exchange(&sock, &get, &mut buf).map_err(|e| fail("device", e))?;
+    let word = |attrs: &[(u16, &[u8])], kind| {
+        attribute(attrs, kind).and_then(|v| Some(u64::from_ne_bytes(v.get(..8)?.try_into().ok()?)))
+    };
     match parse_reply(reply) {
-        Some(Reply::Attributes(attrs)) => Ok(attribute(&attrs, NETDEV_A_DEV_XDP_FEATURES)
-            .and_then(|v| Some(u64::from_ne_bytes(v.get(..8)?.try_into().ok()?)))),
+        Some(Reply::Attributes(attrs)) => Ok(Some(DeviceXdp {
+            features: word(&attrs, NETDEV_A_DEV_XDP_FEATURES),
+            rx_metadata: word(&attrs, NETDEV_A_DEV_XDP_RX_METADATA_FEATURES).unwrap_or(0),
+        })),
         Some(Reply::Error(e)) => Err(fail("device", io::Error::from_raw_os_error(e))),
         None => Err(IoError::Other(
             "the kernel's netdev family answered oddly".into(),
@@ -187,6 +221,41 @@ mod tests {
         err[4..6].copy_from_slice(&NLMSG_ERROR.to_ne_bytes());
         err[16..20].copy_from_slice(&(-libc::ENOENT).to_ne_bytes());
         assert_eq!(parse_reply(&err), Some(Reply::Error(libc::ENOENT)));
+    }
+
+    #[test]
+    fn veth_answers_the_timestamp_kfunc_and_loopback_does_not() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root (a namespace with a veth pair)");
+            return;
+        }
+        let ns = format!("stest-{}-xfmeta", std::process::id());
+        let ip = |args: &[&str]| {
+            let ok = std::process::Command::new("ip")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "ip {args:?}");
+        };
+        ip(&["netns", "add", &ns]);
+        let result = std::panic::catch_unwind(|| {
+            ip(&[
+                "-n", &ns, "link", "add", "xfa", "type", "veth", "peer", "name", "xfb",
+            ]);
+            assert_eq!(
+                rx_metadata_timestamps(Some(&ns), "xfa").unwrap(),
+                Some(true)
+            );
+            assert_eq!(
+                rx_metadata_timestamps(Some(&ns), "lo").unwrap(),
+                Some(false)
+            );
+            let e = rx_metadata_timestamps(Some(&ns), "nonesuch").unwrap_err();
+            assert!(e.to_string().contains("nonesuch"), "{e}");
+        });
+        ip(&["netns", "del", &ns]);
+        result.unwrap();
     }
 
     #[test]
