@@ -1,5 +1,5 @@
-//! Counting in the kernel (`xdp-count:`) on the virtual lab (needs root): through a router
-//! whose nftables rule drops every 10th frame of one flow, the in-kernel counts are exact
+//! Counting in the kernel (`xdp-count:`) on the virtual lab (needs root): through a router,
+//! and a bridge, whose nftables rule drops every 10th frame of one flow, the in-kernel counts are exact
 //! and the same as the user-space AF_PACKET receiver's on the same traffic; the kernel's
 //! ARP and other frames still reach the stack (the router resolves the sink through them);
 //! and the program is gone from the interface after the run. Through a DUT that reorders
@@ -67,12 +67,28 @@ fn counts(report: &serde_json::Value, name: &str) -> (u64, u64, u64, u64, u64, u
 
 #[test]
 fn the_kernel_counts_exactly_and_as_the_user_space_receiver_does() {
-    let dir = Scratch::new("xdp-count-lab");
-    let lab = TestLab::up("xcnt", "router");
+    counts_through("xcnt", "router", "inet");
+}
+
+/// The same through a Linux bridge, its nftables rule in the bridge family.
+#[test]
+fn through_a_bridge_too() {
+    counts_through("xcbr", "bridge", "bridge");
+}
+
+/// Through DUT `dut` whose forward hook (nftables family `family`) drops every 10th frame
+/// of flow `dropped`: both receivers count exactly, and alike.
+fn counts_through(name: &str, dut: &str, family: &str) {
+    let dir = Scratch::new(name);
+    let lab = TestLab::up(name, dut);
     let nft = |args: &str| lab.nft(args);
-    nft("add table inet strobexcnt");
-    nft("add chain inet strobexcnt drops { type filter hook forward priority 0 ; }");
-    nft("add rule inet strobexcnt drops udp dport 2000 numgen inc mod 10 == 0 drop");
+    nft(&format!("add table {family} strobexcnt"));
+    nft(&format!(
+        "add chain {family} strobexcnt drops {{ type filter hook forward priority 0 ; }}"
+    ));
+    nft(&format!(
+        "add rule {family} strobexcnt drops udp dport 2000 numgen inc mod 10 == 0 drop"
+    ));
 
     let kernel = lab.gen_scenario(&dir, "kernel", &scenario("lab:rx@xdp-count"));
     let user = lab.gen_scenario(&dir, "user", &scenario("lab:rx"));
@@ -88,7 +104,7 @@ fn the_kernel_counts_exactly_and_as_the_user_space_receiver_does() {
             expected(name),
             "user space, {name}: {user}"
         );
-        // A router keeps order and makes no copies; every frame received has its latency.
+        // The DUT keeps order and makes no copies; every frame received has its latency.
         assert_eq!((k.3, k.4, k.5), (0, 0, k.1), "kernel, {name}");
         assert_eq!(k, u, "{name}: kernel and user space differ");
     }
