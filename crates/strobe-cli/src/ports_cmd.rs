@@ -6,7 +6,7 @@ use std::path::Path;
 
 use clap::Args;
 use serde_json::{json, Value};
-use strobe_control::host::{interfaces, query_ts_info, TsInfo, NETNS_DIR};
+use strobe_control::host::{interfaces, query_ts_info, rx_metadata_timestamps, TsInfo, NETNS_DIR};
 
 use strobe_control::floor_memory::{FloorMemory, MeasuredBy, RememberedFloor};
 
@@ -90,6 +90,9 @@ fn floor(args: &PortsArgs, port: &str) -> Result<(), Failure> {
 struct Namespace {
     name: Option<String>,
     interfaces: Vec<TsInfo>,
+    /// Per interface: whether its driver answers the XDP RX metadata timestamp kfunc
+    /// (`xdp-count --hw-timestamps` needs it); None where the kernel cannot say.
+    xdp_rx_timestamps: Vec<Option<bool>>,
 }
 
 fn netns_exists(ns: &str) -> bool {
@@ -105,15 +108,21 @@ fn scan(netns: Option<&str>) -> Result<Namespace, Failure> {
         }
     }
     let runtime = |e: strobe_control::host::IoError| Failure::Runtime(e.to_string());
-    let interfaces = interfaces(netns)
-        .map_err(runtime)?
+    let names = interfaces(netns).map_err(runtime)?;
+    let interfaces = names
         .iter()
         .map(|iface| query_ts_info(netns, iface))
         .collect::<Result<Vec<_>, _>>()
         .map_err(runtime)?;
+    // An interface gone between the listing and the question reads as "cannot say".
+    let xdp_rx_timestamps = names
+        .iter()
+        .map(|iface| rx_metadata_timestamps(netns, iface).ok().flatten())
+        .collect();
     Ok(Namespace {
         name: netns.map(str::to_string),
         interfaces,
+        xdp_rx_timestamps,
     })
 }
 
@@ -207,18 +216,19 @@ fn print_table(ns: &Namespace, floors: &BTreeMap<String, RememberedFloor>) {
         .unwrap_or(0)
         .max("interface".len());
     println!(
-        "  {:<width$}  sw-tx  sw-rx  hw-tx  hw-rx  {:<10}  latency timestamps",
+        "  {:<width$}  sw-tx  sw-rx  hw-tx  hw-rx  {:<10}  xdp-rx-ts  latency timestamps",
         "interface", "PHC"
     );
-    for info in &ns.interfaces {
+    for (info, xdp_ts) in ns.interfaces.iter().zip(&ns.xdp_rx_timestamps) {
         println!(
-            "  {:<width$}  {:<5}  {:<5}  {:<5}  {:<5}  {:<10}  {}",
+            "  {:<width$}  {:<5}  {:<5}  {:<5}  {:<5}  {:<10}  {:<9}  {}",
             info.iface,
             yes_no(info.software_tx()),
             yes_no(info.software_rx()),
             yes_no(info.hardware_tx()),
             yes_no(info.hardware_rx()),
             info.phc_path().unwrap_or_else(|| "none".into()),
+            xdp_ts.map_or("?", yes_no),
             info.latency_source(),
         );
     }
@@ -239,7 +249,7 @@ fn print_table(ns: &Namespace, floors: &BTreeMap<String, RememberedFloor>) {
 fn namespace_json(ns: &Namespace, floors: &BTreeMap<String, RememberedFloor>) -> Value {
     json!({
         "netns": ns.name,
-        "interfaces": ns.interfaces.iter().map(|info| json!({
+        "interfaces": ns.interfaces.iter().zip(&ns.xdp_rx_timestamps).map(|(info, xdp_ts)| json!({
             "name": info.iface,
             "software_tx": info.software_tx(),
             "software_rx": info.software_rx(),
@@ -251,6 +261,7 @@ fn namespace_json(ns: &Namespace, floors: &BTreeMap<String, RememberedFloor>) ->
             "hardware_tx_modes": info.tx_type_names(),
             "hardware_rx_filters": info.rx_filter_names(),
             "phc": info.phc_path(),
+            "xdp_rx_metadata_timestamp": xdp_ts,
             "latency_source": info.latency_source().name(),
             "latency_source_detail": info.latency_source().to_string(),
             "floors": floors_of(floors, ns.name.as_deref(), &info.iface)

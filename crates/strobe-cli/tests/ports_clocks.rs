@@ -28,10 +28,15 @@ fn ports_shows_a_veth_with_software_timestamps() {
         .unwrap_or_else(|| panic!("no row for {a}:\n{text}"))
         .split_whitespace()
         .collect();
-    // interface, sw-tx, sw-rx, hw-tx, hw-rx, PHC, latency source…
-    assert_eq!(row[1..6], ["yes", "yes", "no", "no", "none"], "{text}");
+    // interface, sw-tx, sw-rx, hw-tx, hw-rx, PHC, xdp-rx-ts, latency source… (veth answers
+    // the XDP RX metadata timestamp kfunc, without a hardware clock behind it)
+    assert_eq!(
+        row[1..7],
+        ["yes", "yes", "no", "no", "none", "yes"],
+        "{text}"
+    );
     assert!(
-        row[6..]
+        row[7..]
             .join(" ")
             .starts_with("rx: kernel software (AF_PACKET)"),
         "{text}"
@@ -57,6 +62,9 @@ fn ports_shows_a_veth_with_software_timestamps() {
     assert_eq!(veth["hardware_tx"], false);
     assert_eq!(veth["hardware_rx"], false);
     assert_eq!(veth["phc"], Value::Null);
+    assert_eq!(veth["xdp_rx_metadata_timestamp"], true);
+    let lo = ifaces.iter().find(|i| i["name"] == "lo").unwrap();
+    assert_eq!(lo["xdp_rx_metadata_timestamp"], false);
     assert_eq!(veth["latency_source"], "software");
 }
 
