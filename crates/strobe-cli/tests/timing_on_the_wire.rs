@@ -188,16 +188,50 @@ fn poisson_keeps_its_short_gaps_and_its_rate_on_a_live_port() {
         .unwrap();
         judged["floor_fit"].clone()
     };
-    // Up to three runs: in fresh-clone CI runs on this VM (2026-11-28) both of two runs
-    // twice put 11.2–11.6 % of gaps at the floor where the perfect sender puts 10.1 % and
-    // the plain model 12.0 % (KS D 16× closer to the perfect sender all the same), while
-    // the test alone passed at once; a sender that really moved toward the plain model
-    // fails all three.
+    // One frame per hand-over cannot send a gap below the hand-over's cost (about the 1st
+    // percentile of its gaps); Exp(10 µs) puts 1 - e^-0.1 ≈ 9.5 % of gaps below 1 µs, and
+    // coalescing sends those at the path's spacing. Asked: 4 % below 4/5 of that cost
+    // (about 1.5 µs here, where the exponential puts 14 %), or half the exponential's share
+    // on a machine whose hand-overs are so short that it puts less there; and twice the
+    // share one frame per hand-over sends there.
+    let mut alone = captured_run(
+        &lab,
+        &dir,
+        "alone",
+        &[&poisson[..], &["--batch", "1"]].concat(),
+    )
+    .1;
+    alone.sort_unstable();
+    let short = alone[alone.len() / 100] * 4 / 5;
+    let exponential = 1.0 - (-(short as f64) / 10_000.0).exp();
+    let want = (exponential / 2.0)
+        .min(0.04)
+        .max(2.0 * share_below(&alone, short));
+    let keeps_short_gaps = |coalesced: &[u64]| -> Result<(), String> {
+        let share = share_below(coalesced, short);
+        if share > want {
+            return Ok(());
+        }
+        Err(format!(
+            "coalesced: only {:.2} % of gaps below {short} ns (one frame per hand-over: {:.2} %)",
+            share * 100.0,
+            share_below(&alone, short) * 100.0
+        ))
+    };
+    // Up to three runs, each judged on its fit and its short gaps: in fresh-clone CI runs
+    // on this VM (2026-11-28) both of two runs twice put 11.2–11.6 % of gaps at the floor
+    // where the perfect sender puts 10.1 % and the plain model 12.0 % (KS D 16× closer to
+    // the perfect sender all the same), and once (2026-11-29) a run that fitted put 0.04 %
+    // of its gaps below the hand-over cost, while the test alone passed at once; a sender
+    // that really moved toward the plain model, or stopped coalescing, fails all three.
+    let judged = |coalesced: &[u64], fit: &serde_json::Value| {
+        closer_to_the_perfect_sender(fit).and_then(|()| keeps_short_gaps(coalesced))
+    };
     let (mut report, mut coalesced) = captured_run(&lab, &dir, "coalesced", &poisson);
     let mut fit = judge("coalesced");
     let mut misses = Vec::new();
     for again in ["again", "third"] {
-        match closer_to_the_perfect_sender(&fit) {
+        match judged(&coalesced, &fit) {
             Ok(()) => break,
             Err(miss) => {
                 eprintln!("judged away from the perfect sender ({miss}); running again");
@@ -207,7 +241,7 @@ fn poisson_keeps_its_short_gaps_and_its_rate_on_a_live_port() {
         (report, coalesced) = captured_run(&lab, &dir, again, &poisson);
         fit = judge(again);
     }
-    if let Err(last) = closer_to_the_perfect_sender(&fit) {
+    if let Err(last) = judged(&coalesced, &fit) {
         panic!("three times: {}; {last}", misses.join("; "));
     }
     assert_eq!(fit["floor_estimated"], true);
@@ -234,32 +268,6 @@ fn poisson_keeps_its_short_gaps_and_its_rate_on_a_live_port() {
     assert_eq!(own["floor_estimated"], false, "{port}");
     assert_eq!(own["fits"].as_array().map(Vec::len), Some(3), "{own}");
     assert_eq!(own["spacing_ns"], pacing["observed_spacing_ns"], "{port}");
-
-    // One frame per hand-over cannot send a gap below the hand-over's cost (about the 1st
-    // percentile of its gaps); Exp(10 µs) puts 1 - e^-0.1 ≈ 9.5 % of gaps below 1 µs, and
-    // coalescing sends those at the path's spacing. Asked: 4 % below 4/5 of that cost
-    // (about 1.5 µs here, where the exponential puts 14 %), or half the exponential's share
-    // on a machine whose hand-overs are so short that it puts less there; and twice the
-    // share one frame per hand-over sends there.
-    let mut alone = captured_run(
-        &lab,
-        &dir,
-        "alone",
-        &[&poisson[..], &["--batch", "1"]].concat(),
-    )
-    .1;
-    alone.sort_unstable();
-    let short = alone[alone.len() / 100] * 4 / 5;
-    let exponential = 1.0 - (-(short as f64) / 10_000.0).exp();
-    let want = (exponential / 2.0)
-        .min(0.04)
-        .max(2.0 * share_below(&alone, short));
-    assert!(
-        share_below(&coalesced, short) > want,
-        "coalesced: only {:.2} % of gaps below {short} ns (one frame per hand-over: {:.2} %)",
-        share_below(&coalesced, short) * 100.0,
-        share_below(&alone, short) * 100.0
-    );
 
     // The rate on the wire is the schedule's own: the captured span of the run's frames
     // against the span its deadlines planned, plus what stalls shifted it by (a VM that
