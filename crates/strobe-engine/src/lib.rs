@@ -613,7 +613,7 @@ fn open_receivers(
             if opts.hardware_timestamps {
                 let info = strobe_io::tsinfo::query_ts_info(netns.as_deref(), iface)
                     .map_err(port_error)?;
-                if !(info.hardware_rx_all() && info.raw_hardware() && info.phc_path().is_some()) {
+                if info.every_frame_stamped_on().is_none() {
                     return Err(port_error(strobe_io::IoError::Other(format!(
                         "xdp-count:{iface}: hardware receive timestamps asked for, but the interface cannot stamp every frame in hardware ({}); leave them off to stamp frames with the kernel's clock",
                         info.summary()

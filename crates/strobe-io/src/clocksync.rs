@@ -276,14 +276,14 @@ pub struct ClockSync {
 }
 
 impl ClockSync {
-    /// The time on clock A of an instant clock B read as `b_ns`, by the fitted line
-    /// (B − A = offset + drift × (A − at)): how a NIC's hardware timestamp becomes a
-    /// CLOCK_REALTIME one, for example.
     /// B − A, by the fitted line, when clock A reads `a_ns`.
     pub fn offset_at(&self, a_ns: i128) -> i128 {
         self.offset_ns + (self.drift_ppb * (a_ns - self.at_ns) as f64 / 1e9).round() as i128
     }
 
+    /// The time on clock A of an instant clock B read as `b_ns`, by the fitted line
+    /// (B − A = offset + drift × (A − at)): how a NIC's hardware timestamp becomes a
+    /// CLOCK_REALTIME one, for example.
     pub fn b_to_a(&self, b_ns: i128) -> i128 {
         let slope = self.drift_ppb / 1e9;
         // b = a + offset + slope (a - at)  =>  a - at = (b - at - offset) / (1 + slope)

@@ -196,14 +196,23 @@ impl TsInfo {
         self.phc_index.map(|i| format!("/dev/ptp{i}"))
     }
 
-    /// Hardware when the NIC can stamp every received frame and reports it raw on a PHC (what
-    /// `--hw-timestamps` needs); a NIC that stamps only PTP messages would leave strobe's
-    /// frames unstamped.
-    pub fn latency_source(&self) -> LatencySource {
-        if self.hardware_rx_all() && self.raw_hardware() && self.phc_index.is_some() {
-            LatencySource::Hardware
+    /// The PHC the NIC stamps every received frame on, reported raw (what `--hw-timestamps`
+    /// needs); None for a NIC that stamps only PTP messages, which would leave strobe's
+    /// frames unstamped, or none at all.
+    pub fn every_frame_stamped_on(&self) -> Option<String> {
+        if self.hardware_rx_all() && self.raw_hardware() {
+            self.phc_path()
         } else {
-            LatencySource::Software
+            None
+        }
+    }
+
+    /// Hardware when the NIC stamps every received frame on a PHC
+    /// ([`TsInfo::every_frame_stamped_on`]).
+    pub fn latency_source(&self) -> LatencySource {
+        match self.every_frame_stamped_on() {
+            Some(_) => LatencySource::Hardware,
+            None => LatencySource::Software,
         }
     }
 

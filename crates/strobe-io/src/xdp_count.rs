@@ -6,8 +6,9 @@
 //!
 //! # What the program does with a frame
 //! - Its last 16 bytes are read in place (the program is not multi-buffer, so the driver
-//!   gives it each frame in one buffer; an MTU above a page is refused when attaching). No strobe marker there: counted as not instrumented, passed to the stack
-//!   (`XDP_PASS`) untouched.
+//!   gives it each frame in one buffer; an MTU above a page is refused when attaching).
+//!   No strobe marker there: counted as not instrumented, passed to the stack (`XDP_PASS`)
+//!   untouched.
 //! - Another run's tag, a flow id this run does not have, or a transmit stamp outside the
 //!   run (before its start or after the frame's arrival, beyond [`STAMP_MARGIN_NS`]): counted
 //!   apart and passed on, as the user-space receiver counts them apart.
@@ -450,10 +451,7 @@ impl XdpCounter {
             // A NIC that can stamp every frame does so only once asked; a device without
             // (veth) is counted all the same, its frames stamped by the kernel's clock.
             let info = crate::tsinfo::query_ts_info(None, iface).ok();
-            if let Some(phc) = info
-                .filter(|i| i.hardware_rx_all() && i.raw_hardware())
-                .and_then(|i| i.phc_path())
-            {
+            if let Some(phc) = info.and_then(|i| i.every_frame_stamped_on()) {
                 let previous = crate::tsinfo::enable_hw_timestamps(None, iface)?;
                 self.device_clock = Some(DeviceClock {
                     phc,

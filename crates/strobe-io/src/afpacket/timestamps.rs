@@ -29,9 +29,9 @@ pub(super) fn hardware_clock_for(
     port: &PortName,
 ) -> Result<(String, crate::tsinfo::HwTimestampConfig), IoError> {
     let info = crate::tsinfo::query_ts_info(netns, iface)?;
-    let phc = match (info.hardware_rx_all() && info.raw_hardware(), info.phc_path()) {
-        (true, Some(phc)) => phc,
-        _ => {
+    let phc = match info.every_frame_stamped_on() {
+        Some(phc) => phc,
+        None => {
             return Err(IoError::Other(format!(
                 "AF_PACKET on `{port}`: hardware receive timestamps asked for, but the interface cannot stamp every frame in hardware ({}); leave them off to use kernel software timestamps",
                 info.summary()
