@@ -6,7 +6,9 @@ use std::path::Path;
 
 use clap::Args;
 use serde_json::{json, Value};
-use strobe_control::host::{interfaces, query_ts_info, rx_metadata_timestamps, TsInfo, NETNS_DIR};
+use strobe_control::host::{
+    interfaces, query_ts_info, rx_metadata_timestamps, xsk_tx_timestamps, TsInfo, NETNS_DIR,
+};
 
 use strobe_control::floor_memory::{FloorMemory, MeasuredBy, RememberedFloor};
 
@@ -93,6 +95,9 @@ struct Namespace {
     /// Per interface: whether its driver answers the XDP RX metadata timestamp kfunc
     /// (`xdp-count --hw-timestamps` needs it); None where the kernel cannot say.
     xdp_rx_timestamps: Vec<Option<bool>>,
+    /// Per interface: whether its driver stamps AF_XDP frames that ask in their TX metadata
+    /// (zero-copy); None where the kernel cannot say.
+    xsk_tx_timestamps: Vec<Option<bool>>,
 }
 
 fn netns_exists(ns: &str) -> bool {
@@ -119,10 +124,15 @@ fn scan(netns: Option<&str>) -> Result<Namespace, Failure> {
         .iter()
         .map(|iface| rx_metadata_timestamps(netns, iface).ok().flatten())
         .collect();
+    let xsk_tx_timestamps = names
+        .iter()
+        .map(|iface| xsk_tx_timestamps(netns, iface).ok().flatten())
+        .collect();
     Ok(Namespace {
         name: netns.map(str::to_string),
         interfaces,
         xdp_rx_timestamps,
+        xsk_tx_timestamps,
     })
 }
 
@@ -216,12 +226,13 @@ fn print_table(ns: &Namespace, floors: &BTreeMap<String, RememberedFloor>) {
         .unwrap_or(0)
         .max("interface".len());
     println!(
-        "  {:<width$}  sw-tx  sw-rx  hw-tx  hw-rx  {:<10}  xdp-rx-ts  latency timestamps",
+        "  {:<width$}  sw-tx  sw-rx  hw-tx  hw-rx  {:<10}  xdp-rx-ts  xsk-tx-ts  latency timestamps",
         "interface", "PHC"
     );
-    for (info, xdp_ts) in ns.interfaces.iter().zip(&ns.xdp_rx_timestamps) {
+    let xdp = ns.xdp_rx_timestamps.iter().zip(&ns.xsk_tx_timestamps);
+    for (info, (xdp_ts, xsk_ts)) in ns.interfaces.iter().zip(xdp) {
         println!(
-            "  {:<width$}  {:<5}  {:<5}  {:<5}  {:<5}  {:<10}  {:<9}  {}",
+            "  {:<width$}  {:<5}  {:<5}  {:<5}  {:<5}  {:<10}  {:<9}  {:<9}  {}",
             info.iface,
             yes_no(info.software_tx()),
             yes_no(info.software_rx()),
@@ -229,6 +240,7 @@ fn print_table(ns: &Namespace, floors: &BTreeMap<String, RememberedFloor>) {
             yes_no(info.hardware_rx()),
             info.phc_path().unwrap_or_else(|| "none".into()),
             xdp_ts.map_or("?", yes_no),
+            xsk_ts.map_or("?", yes_no),
             info.latency_source(),
         );
     }
@@ -249,7 +261,7 @@ fn print_table(ns: &Namespace, floors: &BTreeMap<String, RememberedFloor>) {
 fn namespace_json(ns: &Namespace, floors: &BTreeMap<String, RememberedFloor>) -> Value {
     json!({
         "netns": ns.name,
-        "interfaces": ns.interfaces.iter().zip(&ns.xdp_rx_timestamps).map(|(info, xdp_ts)| json!({
+        "interfaces": ns.interfaces.iter().zip(ns.xdp_rx_timestamps.iter().zip(&ns.xsk_tx_timestamps)).map(|(info, (xdp_ts, xsk_ts))| json!({
             "name": info.iface,
             "software_tx": info.software_tx(),
             "software_rx": info.software_rx(),
@@ -262,6 +274,7 @@ fn namespace_json(ns: &Namespace, floors: &BTreeMap<String, RememberedFloor>) ->
             "hardware_rx_filters": info.rx_filter_names(),
             "phc": info.phc_path(),
             "xdp_rx_metadata_timestamp": xdp_ts,
+            "xsk_tx_metadata_timestamp": xsk_ts,
             "latency_source": info.latency_source().name(),
             "latency_source_detail": info.latency_source().to_string(),
             "floors": floors_of(floors, ns.name.as_deref(), &info.iface)

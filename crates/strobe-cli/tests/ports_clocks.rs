@@ -28,15 +28,16 @@ fn ports_shows_a_veth_with_software_timestamps() {
         .unwrap_or_else(|| panic!("no row for {a}:\n{text}"))
         .split_whitespace()
         .collect();
-    // interface, sw-tx, sw-rx, hw-tx, hw-rx, PHC, xdp-rx-ts, latency source… (veth answers
-    // the XDP RX metadata timestamp kfunc, without a hardware clock behind it)
+    // interface, sw-tx, sw-rx, hw-tx, hw-rx, PHC, xdp-rx-ts, xsk-tx-ts, latency source…
+    // (veth answers the XDP RX metadata timestamp kfunc, without a hardware clock behind
+    // it; it has no AF_XDP TX metadata stamps)
     assert_eq!(
-        row[1..7],
-        ["yes", "yes", "no", "no", "none", "yes"],
+        row[1..8],
+        ["yes", "yes", "no", "no", "none", "yes", "no"],
         "{text}"
     );
     assert!(
-        row[7..]
+        row[8..]
             .join(" ")
             .starts_with("rx: kernel software (AF_PACKET)"),
         "{text}"
@@ -65,6 +66,8 @@ fn ports_shows_a_veth_with_software_timestamps() {
     assert_eq!(veth["xdp_rx_metadata_timestamp"], true);
     let lo = ifaces.iter().find(|i| i["name"] == "lo").unwrap();
     assert_eq!(lo["xdp_rx_metadata_timestamp"], false);
+    assert_eq!(veth["xsk_tx_metadata_timestamp"], false);
+    assert_eq!(lo["xsk_tx_metadata_timestamp"], false);
     assert_eq!(veth["latency_source"], "software");
 }
 

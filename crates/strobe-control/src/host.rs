@@ -12,7 +12,7 @@ pub use strobe_io::timesync::{
     probe as probe_clock_sync, ClockSync, ProbeOptions as ClockProbe, SyncSource,
 };
 pub use strobe_io::tsinfo::{interfaces, query_ts_info, TsInfo};
-pub use strobe_io::xdp_features::rx_metadata_timestamps;
+pub use strobe_io::xdp_features::{rx_metadata_timestamps, xsk_tx_timestamps};
 pub use strobe_io::IoError;
 
 /// A capture file's frames as the timing analysis reads them: arrival times and lengths,

@@ -25,6 +25,7 @@ pub mod test_clock;
 pub mod test_support;
 pub mod timesync;
 pub mod tsinfo;
+pub mod tx_stamps;
 pub mod xdp_count;
 pub mod xdp_features;
 mod xdp_gen;
@@ -99,6 +100,9 @@ pub struct BackendStats {
     /// full), as the driver counts them: `xdp-live` (XDP transmit drops instead of waiting).
     /// None where the backend waits for room instead, or the driver does not count.
     pub xmit_errors: Option<u64>,
+    /// Transmit stamps from AF_XDP TX metadata, when asked for
+    /// ([`afxdp::AfXdpTx::stamp_transmits`]); None elsewhere.
+    pub tx_stamps: Option<tx_stamps::TxStampStats>,
 }
 
 /// Superframes sent, and the frames they carried (the rest went alone).

@@ -92,6 +92,7 @@ mod tests {
                 bytes: 360,
                 segmentation: None,
                 xmit_errors: None,
+                tx_stamps: None,
             }
         );
     }

@@ -395,11 +395,36 @@ pub struct HwTimestampConfig {
 }
 
 /// Makes the NIC stamp every received frame (receive filter `all`), keeping its transmit
-/// mode as it is (strobe does not use hardware transmit stamps, and a PTP daemon may).
-/// Returns the setting it replaced, for [`restore_hw_timestamps`].
+/// mode as it is (a PTP daemon may use it). Returns the setting it replaced, for
+/// [`restore_hw_timestamps`].
 pub fn enable_hw_timestamps(
     netns: Option<&str>,
     iface: &str,
+) -> Result<HwTimestampConfig, IoError> {
+    set_hw_timestamps(netns, iface, Stamping::ReceiveAll)
+}
+
+/// Makes the NIC stamp sent frames (transmit mode `on`, what AF_XDP TX metadata stamps
+/// need), keeping its receive filter as it is. Returns the setting it replaced, for
+/// [`restore_hw_timestamps`].
+pub fn enable_hw_tx_timestamps(
+    netns: Option<&str>,
+    iface: &str,
+) -> Result<HwTimestampConfig, IoError> {
+    set_hw_timestamps(netns, iface, Stamping::Transmit)
+}
+
+/// Which half of a NIC's stamping to turn on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stamping {
+    ReceiveAll,
+    Transmit,
+}
+
+fn set_hw_timestamps(
+    netns: Option<&str>,
+    iface: &str,
+    stamping: Stamping,
 ) -> Result<HwTimestampConfig, IoError> {
     in_netns(netns, || {
         let sock = control_socket()?;
@@ -411,10 +436,17 @@ pub fn enable_hw_timestamps(
         // Drivers without SIOCGHWTSTAMP have stamping off until someone sets it.
         let mut req = ifreq_for(iface)?;
         let _ = ioctl_with_data(&sock, libc::SIOCGHWTSTAMP, &mut req, &mut previous);
-        let mut config = libc::hwtstamp_config {
-            flags: previous.flags,
-            tx_type: previous.tx_type,
-            rx_filter: libc::HWTSTAMP_FILTER_ALL as libc::c_int,
+        let mut config = match stamping {
+            Stamping::ReceiveAll => libc::hwtstamp_config {
+                flags: previous.flags,
+                tx_type: previous.tx_type,
+                rx_filter: libc::HWTSTAMP_FILTER_ALL as libc::c_int,
+            },
+            Stamping::Transmit => libc::hwtstamp_config {
+                flags: previous.flags,
+                tx_type: libc::HWTSTAMP_TX_ON as libc::c_int,
+                rx_filter: previous.rx_filter,
+            },
         };
         let driver_says = || {
             query_here(netns, iface)
@@ -432,9 +464,13 @@ pub fn enable_hw_timestamps(
                     driver_says()
                 ),
                 Some(libc::ERANGE) => format!(
-                    "interface `{iface}`{} cannot timestamp every received frame in hardware \
-                         (driver reports {}); strobe uses kernel software timestamps",
+                    "interface `{iface}`{} cannot timestamp {} in hardware (driver reports {}); \
+                         strobe uses kernel software timestamps",
                     where_(netns),
+                    match stamping {
+                        Stamping::ReceiveAll => "every received frame",
+                        Stamping::Transmit => "sent frames",
+                    },
                     driver_says()
                 ),
                 Some(libc::EPERM) => {
@@ -448,7 +484,9 @@ pub fn enable_hw_timestamps(
             return Err(IoError::Other(why));
         }
         // The driver writes back what it applied; it may not narrow the request silently.
-        if config.rx_filter != libc::HWTSTAMP_FILTER_ALL as libc::c_int {
+        if stamping == Stamping::ReceiveAll
+            && config.rx_filter != libc::HWTSTAMP_FILTER_ALL as libc::c_int
+        {
             let mut req = ifreq_for(iface)?;
             let _ = ioctl_with_data(&sock, libc::SIOCSHWTSTAMP, &mut req, &mut previous);
             return Err(IoError::Other(format!(

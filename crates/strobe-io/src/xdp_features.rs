@@ -17,6 +17,9 @@ pub const XDP_ACT_NDO_XMIT: u64 = 4;
 /// `NETDEV_XDP_RX_METADATA_TIMESTAMP`: the driver answers the XDP RX metadata timestamp
 /// kfunc (`bpf_xdp_metadata_rx_timestamp`).
 pub const XDP_RX_METADATA_TIMESTAMP: u64 = 1;
+/// `NETDEV_XSK_FLAGS_TX_TIMESTAMP`: the driver stamps AF_XDP frames that ask for it in
+/// their TX metadata (`XDP_TXMD_FLAGS_TIMESTAMP`) with its device clock.
+pub const XSK_TX_TIMESTAMP: u64 = 1;
 
 const NETLINK_GENERIC: i32 = 16;
 const NLM_F_REQUEST: u16 = 1;
@@ -29,6 +32,7 @@ const NETDEV_CMD_DEV_GET: u8 = 1;
 const NETDEV_A_DEV_IFINDEX: u16 = 1;
 const NETDEV_A_DEV_XDP_FEATURES: u16 = 3;
 const NETDEV_A_DEV_XDP_RX_METADATA_FEATURES: u16 = 5;
+const NETDEV_A_DEV_XSK_FEATURES: u16 = 6;
 const NLMSG_HDRLEN: usize = 16;
 const GENL_HDRLEN: usize = 4;
 
@@ -111,6 +115,9 @@ pub struct DeviceXdp {
     /// `NETDEV_XDP_RX_METADATA_*` bits ([`XDP_RX_METADATA_TIMESTAMP`]): the RX metadata
     /// kfuncs the driver answers (0 before Linux 6.3's metadata, or none).
     pub rx_metadata: u64,
+    /// `NETDEV_XSK_FLAGS_*` bits ([`XSK_TX_TIMESTAMP`]): the AF_XDP TX metadata the driver
+    /// acts on in zero-copy mode (None before Linux 6.8, which added it).
+    pub xsk: Option<u64>,
 }
 
 /// The XDP features of interface `ifindex` in the calling thread's network namespace, or
@@ -125,6 +132,16 @@ pub fn rx_metadata_timestamps(netns: Option<&str>, iface: &str) -> Result<Option
     crate::netns::in_netns(netns, || {
         let ifindex = crate::afxdp::sys::if_index(iface, netns)?;
         Ok(device_xdp(ifindex)?.map(|d| d.rx_metadata & XDP_RX_METADATA_TIMESTAMP != 0))
+    })
+}
+
+/// Whether the driver of `iface` (in `netns`) stamps AF_XDP frames with its device clock
+/// when their TX metadata asks (zero-copy mode); None when this kernel cannot say (before
+/// Linux 6.8).
+pub fn xsk_tx_timestamps(netns: Option<&str>, iface: &str) -> Result<Option<bool>, IoError> {
+    crate::netns::in_netns(netns, || {
+        let ifindex = crate::afxdp::sys::if_index(iface, netns)?;
+        Ok(device_xdp(ifindex)?.and_then(|d| d.xsk.map(|x| x & XSK_TX_TIMESTAMP != 0)))
     })
 }
 
@@ -180,6 +197,7 @@ pub fn device_xdp(ifindex: u32) -> Result<Option<DeviceXdp>, IoError> {
         Some(Reply::Attributes(attrs)) => Ok(Some(DeviceXdp {
             features: word(&attrs, NETDEV_A_DEV_XDP_FEATURES),
             rx_metadata: word(&attrs, NETDEV_A_DEV_XDP_RX_METADATA_FEATURES).unwrap_or(0),
+            xsk: word(&attrs, NETDEV_A_DEV_XSK_FEATURES),
         })),
         Some(Reply::Error(e)) => Err(fail("device", io::Error::from_raw_os_error(e))),
         None => Err(IoError::Other(

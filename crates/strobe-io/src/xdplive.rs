@@ -832,6 +832,7 @@ impl Backend for XdpLiveTx {
             bytes: self.bytes,
             segmentation: None,
             xmit_errors,
+            tx_stamps: None,
         })
     }
 }

@@ -721,3 +721,126 @@ fn a_receiver_says_when_its_interface_goes_away_but_not_when_its_link_goes_down(
     );
     drop((tx, rx));
 }
+
+/// AF_XDP TX metadata in copy mode: the kernel writes each frame's completion time into its
+/// metadata, and the port publishes every frame's hand-over delay by flow and sequence
+/// number. On a veth, copy mode's "completion" is when the receiving stack frees the frame
+/// (here: the peer has no address, so IP drops it), just after the peer's kernel stamped its
+/// arrival and before the next frame arrives. Those receive stamps, taken independently by
+/// the peer's kernel, check the join: each frame's stamp must come after its own arrival,
+/// and before the next frame's for most frames (a frame whose stack work was deferred can
+/// see the next one arrive first). A delay read for the next frame would never come before
+/// that frame's arrival; one read for the previous frame would come before its own.
+#[test]
+fn tx_metadata_stamps_every_frame_between_its_arrival_and_the_next() {
+    use strobe_io::afpacket::{AfPacketOptions, AfPacketRx};
+    use strobe_io::tx_stamps::TxStampBoard;
+    use strobe_wire::trailer::{Trailer, LEN};
+    if !is_root() {
+        return;
+    }
+    if strobe_io::kernel_release().is_some_and(|r| r < (6, 8)) {
+        eprintln!("skipped: AF_XDP TX metadata needs Linux 6.8 or later");
+        return;
+    }
+    const FLOWS: u16 = 3;
+    const TAG: u8 = 7;
+    const N: u32 = 3000;
+    let lab = new_lab("txmd");
+    let rx = AfPacketRx::open(&lab.b, lab.netns(), &AfPacketOptions::default()).unwrap();
+    let opts = AfXdpOptions {
+        tx_metadata: true,
+        ..copy_opts()
+    };
+    let (mut tx, _) = open(&lab, &lab.a, &opts).split();
+    let board = Arc::new(TxStampBoard::new(FLOWS as usize));
+    let source = tx.stamp_transmits(Arc::clone(&board), TAG).unwrap();
+    assert!(source.contains("completion"), "{source}");
+    let receiving = std::thread::spawn(move || {
+        let mut rx = rx;
+        let mut got = Vec::new();
+        let started = Instant::now();
+        while got.len() < N as usize && started.elapsed() < Duration::from_secs(20) {
+            rx.poll(64, |f| {
+                if let (Some(_), Some(RxTimestamp::Kernel(at))) = (seq_of(f.data), f.timestamp) {
+                    got.push((Trailer::from_frame(f.data).unwrap(), at as i64));
+                }
+            })
+            .unwrap();
+        }
+        got
+    });
+
+    // Each frame's trailer: its flow, its sequence number in the flow, and the time it was
+    // written, as the engine writes them just before the hand-over.
+    let mut seq = [0u32; FLOWS as usize];
+    let mut sent = 0u32;
+    while sent < N {
+        let want = 32.min(N - sent) as usize;
+        let n = tx
+            .transmit(want, |slots| {
+                for (i, slot) in slots.iter_mut().enumerate() {
+                    let f = frame(sent + i as u32);
+                    slot.buf[..f.len()].copy_from_slice(&f);
+                    let flow = ((sent + i as u32) % FLOWS as u32) as u16;
+                    let at = f.len() - LEN;
+                    Trailer::sent(TAG, flow, seq[flow as usize], now_ns())
+                        .write((&mut slot.buf[at..f.len()]).try_into().unwrap());
+                    seq[flow as usize] += 1;
+                    slot.len = f.len();
+                }
+            })
+            .unwrap();
+        sent += n as u32;
+    }
+    let stats = tx.finish().unwrap();
+    let stamps = stats.tx_stamps.expect("stamp statistics");
+    assert_eq!((stamps.stamped, stamps.unstamped), (N as u64, 0));
+    assert!(stamps.delay_min_ns >= 0, "{stamps:?}");
+
+    let got = receiving.join().unwrap();
+    assert_eq!(got.len(), N as usize, "frames received");
+    let stamped: Vec<(i64, i64)> = got
+        .iter()
+        .map(|(t, arrived)| {
+            let delay = board.delay_ns(t.flow_id, t.seq).unwrap_or_else(|| {
+                panic!("no transmit stamp for flow {} seq {}", t.flow_id, t.seq)
+            });
+            assert!(
+                (0..1_000_000_000).contains(&delay),
+                "{t:?}: delay {delay} ns"
+            );
+            (t.tx_ns as i64 + delay, *arrived)
+        })
+        .collect();
+    for (i, (completed, arrived)) in stamped.iter().enumerate() {
+        assert!(
+            completed >= arrived,
+            "frame {i}: completed {} ns before it arrived",
+            arrived - completed
+        );
+    }
+    let before_next = stamped.windows(2).filter(|w| w[0].0 <= w[1].1).count();
+    assert!(
+        before_next * 2 > stamped.len(),
+        "only {before_next} of {} frames completed before the next one arrived",
+        stamped.len()
+    );
+}
+
+/// Frames too long for one UMEM frame with the metadata in front are refused by length, and
+/// a port opened without metadata cannot stamp.
+#[test]
+fn tx_metadata_needs_the_port_opened_for_it() {
+    use strobe_io::tx_stamps::TxStampBoard;
+    if !is_root() {
+        return;
+    }
+    let lab = new_lab("txmdno");
+    let (mut tx, _) = open(&lab, &lab.a, &copy_opts()).split();
+    let err = tx
+        .stamp_transmits(Arc::new(TxStampBoard::new(1)), 1)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("without TX metadata"), "{err}");
+}

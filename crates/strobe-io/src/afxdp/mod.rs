@@ -40,6 +40,7 @@ use ring::{Consumer, Producer, RingOffsets};
 use sys::{failed, LinkFacts, Mmap};
 
 use crate::netns::in_netns;
+use crate::tx_stamps::{TxStampBoard, TxStampClock, TxStamper};
 use crate::{
     Backend, BackendStats, IoError, Receiver, RxDrops, RxFrame, RxTimestamp, TimeBase, TxBatch,
     TxSlot, MAX_BATCH,
@@ -95,6 +96,10 @@ pub struct AfXdpOptions {
     /// caller, which attaches one program for the sockets of several queues
     /// ([`AfXdpRxQueues`]).
     pub attach: bool,
+    /// Reserve AF_XDP TX metadata before every TX frame and ask for a transmit stamp in it
+    /// (Linux >= 6.8): see [`AfXdpTx::stamp_transmits`]. Frames then cannot span several
+    /// UMEM frames.
+    pub tx_metadata: bool,
 }
 
 impl Default for AfXdpOptions {
@@ -108,9 +113,16 @@ impl Default for AfXdpOptions {
             need_wakeup: true,
             rx: false,
             attach: true,
+            tx_metadata: false,
         }
     }
 }
+
+/// `sizeof(struct xsk_tx_metadata)`: flags, then the request or (after completion) the
+/// transmit stamp at byte 8.
+const TX_METADATA_LEN: u32 = 24;
+/// Where the kernel writes the transmit stamp in the metadata.
+const TX_METADATA_STAMP_AT: usize = 8;
 
 /// Largest UMEM frame (chunk) size every kernel accepts without huge pages.
 const MAX_FRAME_SIZE: u32 = 4096;
@@ -129,6 +141,9 @@ struct Layout {
     tx_chunks: u32,
     /// Frames may span several UMEM frames (XDP_USE_SG): the MTU allows longer frames.
     multi_buffer: bool,
+    /// Bytes of AF_XDP TX metadata before each TX frame's data: 0, or
+    /// [`TX_METADATA_LEN`] when transmit stamps are asked for.
+    tx_headroom: u32,
 }
 
 impl Layout {
@@ -189,6 +204,7 @@ impl AfXdpOptions {
             rx_frames,
             tx_chunks: 1,
             multi_buffer: false,
+            tx_headroom: if self.tx_metadata { TX_METADATA_LEN } else { 0 },
         })
     }
 }
@@ -276,16 +292,38 @@ impl Unbound {
         let umem_len = frames as usize * layout.frame_size as usize;
         let umem = Mmap::anonymous(umem_len)
             .map_err(|e| failed(format_args!("cannot allocate {umem_len} bytes of UMEM"), e))?;
-        let reg = libc::xdp_umem_reg {
+        let mut reg = libc::xdp_umem_reg {
             addr: umem.as_ptr() as u64,
             len: umem_len as u64,
             chunk_size: layout.frame_size,
             headroom: 0,
             flags: 0,
-            tx_metadata_len: 0,
+            tx_metadata_len: layout.tx_headroom,
         };
+        if layout.tx_headroom > 0 {
+            reg.flags = libc::XDP_UMEM_TX_METADATA_LEN;
+        }
         let (soft, hard) = sys::raise_memlock_for(umem_len as u64);
-        sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg).map_err(|e| {
+        let mut registered = sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg);
+        // Linux 6.8 to 6.10 take the metadata length without the flag (and refuse it).
+        if layout.tx_headroom > 0
+            && registered
+                .as_ref()
+                .is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL))
+        {
+            reg.flags = 0;
+            registered = sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg);
+        }
+        if layout.tx_headroom > 0
+            && registered
+                .as_ref()
+                .is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL))
+        {
+            return Err(IoError::Other(
+                "this kernel has no AF_XDP TX metadata (it needs Linux 6.8 or later): transmit stamps come from strobe's clock without --tx-timestamps metadata".into(),
+            ));
+        }
+        registered.map_err(|e| {
             let kib = |b: u64| match b {
                 libc::RLIM_INFINITY => "unlimited".to_string(),
                 b => format!("{} KiB", b / 1024),
@@ -580,11 +618,13 @@ impl AfXdpPort {
         // Longer frames span several UMEM frames, sent as one multi-buffer packet each.
         layout.multi_buffer = (layout.frame_size as usize) < link_max
             && crate::kernel_release().is_some_and(|r| r >= (6, 6));
-        if layout.multi_buffer && layout.tx_frames > 1 {
+        // TX metadata sits before a frame's first byte: such frames stay in one UMEM frame.
+        if layout.multi_buffer && layout.tx_frames > 1 && layout.tx_headroom == 0 {
             layout.tx_chunks = link_max.div_ceil(layout.frame_size as usize) as u32;
             layout.tx_frames = (layout.tx_frames / layout.tx_chunks).max(1);
         }
-        let max_frame_len = ((layout.tx_chunks * layout.frame_size) as usize).min(link_max);
+        let max_frame_len =
+            ((layout.tx_chunks * layout.frame_size - layout.tx_headroom) as usize).min(link_max);
         let facts = LinkFacts::query(&place.iface);
         // Clearly out of range for every kind of queue: say so before the kernel's EINVAL.
         if let Some(n) = facts.rx_queues.max(facts.tx_queues) {
@@ -679,6 +719,9 @@ impl AfXdpPort {
             need_wakeup,
             tx_budget,
             stats: BackendStats::default(),
+            lens: vec![0; layout.tx_frames as usize].into_boxed_slice(),
+            stamper: None,
+            restore_stamping: None,
         };
         Ok(AfXdpPort {
             tx,
@@ -771,6 +814,25 @@ pub struct AfXdpTx {
     /// The UMEM frame size or what the interface's MTU carries, whichever is smaller.
     max_frame_len: usize,
     mtu: usize,
+    /// Length of the frame last sent from each TX frame (to find its trailer on completion).
+    lens: Box<[u32]>,
+    /// Reads each completed frame's transmit stamp, when asked for.
+    stamper: Option<Box<TxStamper>>,
+    /// The NIC's stamping setting before [`AfXdpTx::stamp_transmits`] turned transmit
+    /// stamps on, put back on drop.
+    restore_stamping: Option<crate::tsinfo::HwTimestampConfig>,
+}
+
+impl Drop for AfXdpTx {
+    fn drop(&mut self) {
+        if let Some(previous) = self.restore_stamping.take() {
+            crate::tsinfo::restore_hw_timestamps(
+                self.place.netns.as_deref(),
+                &self.place.iface,
+                previous,
+            );
+        }
+    }
 }
 
 impl AfXdpTx {
@@ -795,6 +857,21 @@ impl AfXdpTx {
             if frame < self.layout.tx_frames as u64
                 && (self.layout.tx_chunks == 1 || addr % slot_bytes == 0)
             {
+                if let Some(stamper) = &mut self.stamper {
+                    let headroom = self.layout.tx_headroom as usize;
+                    let start = self.socket.frame_ptr(&self.layout, frame as u32);
+                    let len = self.lens[frame as usize] as usize;
+                    // SAFETY: the frame is back from the kernel and not yet free again:
+                    // this half alone reads it. The metadata and the frame lie inside its
+                    // UMEM frame (`len` <= max_frame_len = frame size - headroom).
+                    let (stamp, data) = unsafe {
+                        (
+                            std::ptr::read_unaligned(start.add(TX_METADATA_STAMP_AT).cast::<u64>()),
+                            std::slice::from_raw_parts(start.add(headroom), len),
+                        )
+                    };
+                    stamper.completed(stamp, data);
+                }
                 self.free.push(frame as u32);
             }
         }
@@ -899,6 +976,74 @@ impl AfXdpTx {
     pub fn mode(&self) -> XdpModeInUse {
         self.mode
     }
+
+    /// Reads the transmit stamp the kernel writes into each completed frame's TX metadata
+    /// and publishes each of this run's frames' hand-over delay on `board` (see
+    /// [`crate::tx_stamps`]). In copy mode the stamp is the kernel's completion time; in
+    /// zero-copy mode it is the NIC's, and the driver must say it stamps (the kernel's
+    /// `netdev` family), the NIC must stamp sent frames on a PHC, and its stamping is
+    /// turned on until this half is dropped. Returns where the stamps come from.
+    pub fn stamp_transmits(
+        &mut self,
+        board: Arc<TxStampBoard>,
+        run_tag: u8,
+    ) -> Result<String, IoError> {
+        if self.layout.tx_headroom == 0 {
+            return Err(IoError::Other(format!(
+                "AF_XDP TX on {} was opened without TX metadata",
+                self.place
+            )));
+        }
+        let clock = match self.mode {
+            XdpModeInUse::Copy => TxStampClock::kernel_tai(),
+            XdpModeInUse::ZeroCopy => self.device_stamp_clock()?,
+        };
+        let source = clock.source();
+        self.stamper = Some(Box::new(TxStamper::new(board, clock, run_tag)));
+        Ok(source)
+    }
+
+    /// Zero-copy: the NIC's clock, once the driver and the NIC have said they stamp.
+    fn device_stamp_clock(&mut self) -> Result<TxStampClock, IoError> {
+        let (netns, iface) = (self.place.netns.as_deref(), self.place.iface.as_str());
+        let refuse = |why: String| {
+            IoError::Other(format!(
+                "afxdp:{iface} runs zero-copy, where transmit stamps come from the NIC, but {why}; open the port in copy mode for the kernel's completion stamps, or leave --tx-timestamps off"
+            ))
+        };
+        match crate::xdp_features::xsk_tx_timestamps(netns, iface)? {
+            Some(true) => {}
+            Some(false) => {
+                return Err(refuse(format!(
+                    "driver {} does not stamp AF_XDP frames (its netdev xsk-features lack tx-timestamp)",
+                    LinkFacts::query(iface).driver_name()
+                )))
+            }
+            None => return Err(refuse("this kernel cannot say whether the driver stamps AF_XDP frames (Linux 6.8 or later)".into())),
+        }
+        let info = crate::tsinfo::query_ts_info(netns, iface)?;
+        let phc = match (info.hardware_tx(), info.phc_path()) {
+            (true, Some(phc)) => phc,
+            _ => {
+                return Err(refuse(format!(
+                    "the NIC does not stamp sent frames on a PTP clock ({})",
+                    info.summary()
+                )))
+            }
+        };
+        self.restore_stamping = Some(crate::tsinfo::enable_hw_tx_timestamps(netns, iface)?);
+        let mut realtime = crate::clocksync::SystemClock::by_name("realtime")
+            .ok_or_else(|| IoError::Other("CLOCK_REALTIME cannot be read".into()))?;
+        let mut nic = crate::clocksync::PhcClock::open(&phc)?;
+        let sync = crate::clocksync::measure(
+            &mut realtime,
+            &mut nic,
+            6,
+            Duration::from_millis(200),
+            std::thread::sleep,
+        )?;
+        Ok(TxStampClock::Device { phc, sync })
+    }
 }
 
 impl Backend for AfXdpTx {
@@ -978,17 +1123,21 @@ impl Backend for AfXdpTx {
         let frame_size = self.layout.frame_size as usize;
         let chunks = self.layout.tx_chunks;
         let slot_size = frame_size * chunks as usize;
+        let headroom = self.layout.tx_headroom as usize;
         let max_len = self.max_frame_len;
         let mut batch = TxBatch::new();
         for i in 0..want {
             let id = self.free.get(i);
             // SAFETY: free frames are owned by this half alone: the kernel gave them back
             // (or never had them), RX frames are other ids, and each id is in the free FIFO
-            // once, so the slices are disjoint. They do not outlive this call.
+            // once, so the slices are disjoint. They do not outlive this call. The TX
+            // metadata before the frame (`headroom`) is written below, not through `buf`.
             let buf = unsafe {
                 std::slice::from_raw_parts_mut(
-                    self.socket.frame_ptr(&self.layout, id * chunks),
-                    slot_size,
+                    self.socket
+                        .frame_ptr(&self.layout, id * chunks)
+                        .add(headroom),
+                    slot_size - headroom,
                 )
             };
             batch.push(TxSlot::blank(id, buf));
@@ -1007,13 +1156,31 @@ impl Backend for AfXdpTx {
         let mut bytes = 0u64;
         let mut descriptors = 0u32;
         if chunks == 1 {
+            let options = if headroom > 0 {
+                libc::XDP_TX_METADATA
+            } else {
+                0
+            };
             for (i, slot) in batch.iter().enumerate() {
+                if headroom > 0 {
+                    let meta = self.socket.frame_ptr(&self.layout, slot.id);
+                    // SAFETY: the slot's UMEM frame is this half's until published below;
+                    // the metadata's 24 bytes start the frame, before the slot's buffer.
+                    unsafe {
+                        std::ptr::write_bytes(meta, 0, TX_METADATA_LEN as usize);
+                        std::ptr::write_unaligned(
+                            meta.cast::<u64>(),
+                            libc::XDP_TXMD_FLAGS_TIMESTAMP as u64,
+                        );
+                    }
+                    self.lens[slot.id as usize] = slot.len as u32;
+                }
                 self.ring.write(
                     i as u32,
                     libc::xdp_desc {
-                        addr: slot.id as u64 * frame_size as u64,
+                        addr: slot.id as u64 * frame_size as u64 + headroom as u64,
                         len: slot.len as u32,
-                        options: 0,
+                        options,
                     },
                 );
                 bytes += slot.len as u64;
@@ -1049,6 +1216,11 @@ impl Backend for AfXdpTx {
         self.stats.frames += n as u64;
         self.stats.bytes += bytes;
         self.flush()?;
+        if self.stamper.is_some() {
+            // Copy mode completes a kick's frames within it: publish their stamps now, not
+            // with the next batch (a receiver waits for them).
+            self.reclaim();
+        }
         Ok(n as usize)
     }
 
@@ -1058,6 +1230,7 @@ impl Backend for AfXdpTx {
         loop {
             self.reclaim();
             if self.in_flight == 0 {
+                self.stats.tx_stamps = self.stamper.as_ref().map(|s| s.stats);
                 return Ok(self.stats);
             }
             if started.elapsed() > TX_STALL_LIMIT {
