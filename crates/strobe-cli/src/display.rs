@@ -282,6 +282,22 @@ pub fn print_summary(r: &Results) {
             if let Some(refused) = p.xmit_errors {
                 println!("  refused by the driver after the hand-over: {refused} frames");
             }
+            if let Some(s) = &p.tx_metadata_stamps {
+                // Signed: a NIC's stamp mapped through a clock sync can come out early.
+                let ns = |v: Option<f64>| match v {
+                    None => "-".to_string(),
+                    Some(v) if v < 0.0 => format!("−{}", duration_text(-v as u64)),
+                    Some(v) => duration_text(v as u64),
+                };
+                println!(
+                    "  transmit stamps from TX metadata: {} frames stamped, {} not; left {} / {} / {} (min / mean / max) after their trailer stamp",
+                    s.stamped,
+                    s.unstamped,
+                    ns(s.handover_min_ns.map(|v| v as f64)),
+                    ns(s.handover_mean_ns),
+                    ns(s.handover_max_ns.map(|v| v as f64)),
+                );
+            }
             if let Some(seg) = &p.segmentation {
                 println!(
                     "  UDP segmentation: {} superframes carried {} of {} frames{}",

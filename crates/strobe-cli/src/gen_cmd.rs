@@ -167,6 +167,12 @@ pub struct GenArgs {
     /// mapped to the transmit clock by a clock sync.
     #[arg(long, help_heading = "Latency")]
     hw_timestamps: bool,
+    /// Where latency starts: `strobe` (the stamp in each frame's trailer, taken just before
+    /// the hand-over) or `metadata` (the time the frame left, as the NIC stamps it through
+    /// AF_XDP TX metadata: afxdp: transmit ports in zero-copy on a driver that stamps, see
+    /// `strobe ports` column xsk-tx-ts).
+    #[arg(long, value_name = "SOURCE", default_value = "strobe", value_parser = ["strobe", "metadata"], help_heading = "Latency")]
+    tx_timestamps: String,
     /// Subtract the measurement path's own latency, from a `strobe calibrate` file; results
     /// show raw and corrected values.
     #[arg(long, value_name = "FILE", help_heading = "Latency")]
@@ -576,6 +582,7 @@ fn execute(
         drain_ns: parse_ns("--drain", &args.drain)?,
         tx_workers: args.cores as usize,
         hardware_timestamps: args.hw_timestamps,
+        tx_metadata_stamps: args.tx_timestamps == "metadata",
         rx_busy_poll: args.rx_busy_poll,
         run_tag: args.run_tag,
         seq_start: args.seq_start,

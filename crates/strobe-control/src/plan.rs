@@ -34,6 +34,9 @@ pub struct PlanOptions {
     /// Transmit workers per port (a port's own `cores` overrides it).
     pub tx_workers: usize,
     pub hardware_timestamps: bool,
+    /// Latency from each frame's transmit stamp in AF_XDP TX metadata rather than its
+    /// trailer's (see [`RunOptions::tx_metadata_stamps`]).
+    pub tx_metadata_stamps: bool,
     pub rx_busy_poll: bool,
     pub run_tag: Option<u8>,
     pub seq_start: u32,
@@ -68,6 +71,7 @@ impl Default for PlanOptions {
             drain_ns: engine.drain_ns,
             tx_workers: engine.tx_workers,
             hardware_timestamps: false,
+            tx_metadata_stamps: false,
             rx_busy_poll: false,
             run_tag: None,
             seq_start: 0,
@@ -175,6 +179,7 @@ pub fn prepare(mut scenario: Scenario, options: &PlanOptions) -> Result<Plan, Co
         drain_ns: options.drain_ns,
         tx_workers: options.tx_workers.max(1),
         hardware_timestamps: options.hardware_timestamps,
+        tx_metadata_stamps: options.tx_metadata_stamps,
         rx_busy_poll: options.rx_busy_poll,
         run_tag: options.run_tag,
         seq_start: options.seq_start,

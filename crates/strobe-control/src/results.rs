@@ -197,6 +197,10 @@ pub struct PortResult {
     /// full); they count as sent and lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xmit_errors: Option<u64>,
+    /// Transmit stamps from AF_XDP TX metadata (`--tx-timestamps metadata`): how many of
+    /// this run's frames came back stamped, and how long after their trailer stamp they left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_metadata_stamps: Option<TxMetadataStamps>,
     /// Who wrote the frames where the backend could generate them itself (`xdp-live`'s
     /// kernel program), with where stamps were taken, or why the engine did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -428,6 +432,33 @@ pub struct RxPortResult {
     /// away): its counts cover what arrived until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// With `--tx-timestamps metadata`: frames whose latency used their sender's transmit
+    /// stamp, and frames left out of latency for want of one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transmit_stamps: Option<RxTransmitStamps>,
+}
+
+/// A transmit port's stamps from AF_XDP TX metadata.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TxMetadataStamps {
+    /// This run's frames that came back with a stamp.
+    pub stamped: u64,
+    /// This run's frames that came back without one (the driver did not stamp them).
+    pub unstamped: u64,
+    /// How long after its trailer stamp a frame left (the stamp minus the trailer's), ns:
+    /// the time latency no longer counts.
+    pub handover_min_ns: Option<i64>,
+    pub handover_mean_ns: Option<f64>,
+    pub handover_max_ns: Option<i64>,
+}
+
+/// A receive port's use of transmit stamps from AF_XDP TX metadata.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RxTransmitStamps {
+    /// Frames whose latency ran from their sender's transmit stamp.
+    pub stamped: u64,
+    /// Frames with none in time: counted, but left out of latency.
+    pub missing: u64,
 }
 
 #[derive(
@@ -694,6 +725,14 @@ impl Results {
             })
         }));
         warnings.extend(report.rx_ports.iter().filter_map(|p| {
+            let c = p.tx_stamps.filter(|c| c.missing > 0)?;
+            Some(Warning::TransmitStampsMissing {
+                port: p.name.clone(),
+                missing: c.missing,
+                stamped: c.stamped,
+            })
+        }));
+        warnings.extend(report.rx_ports.iter().filter_map(|p| {
             let dropped = p.interface_drops.filter(|&n| n > 0)?;
             Some(Warning::InterfaceDrops {
                 port: p.name.clone(),
@@ -889,6 +928,13 @@ fn port_result(p: &PortReport) -> PortResult {
             frames: s.frames,
         }),
         xmit_errors: p.xmit_errors,
+        tx_metadata_stamps: p.tx_metadata_stamps.map(|s| TxMetadataStamps {
+            stamped: s.stamped,
+            unstamped: s.unstamped,
+            handover_min_ns: (s.stamped > 0).then_some(s.delay_min_ns),
+            handover_mean_ns: s.delay_mean_ns(),
+            handover_max_ns: (s.stamped > 0).then_some(s.delay_max_ns),
+        }),
         generation: p.generation.clone(),
         in_kernel: p.in_kernel,
         frames_tx: p.frames,
@@ -966,6 +1012,10 @@ fn rx_port_result(p: &strobe_engine::rx_worker::RxPortReport) -> RxPortResult {
         interface_drops: p.interface_drops,
         hardware_clock: p.hardware_clock.clone(),
         failure: p.failure.clone(),
+        transmit_stamps: p.tx_stamps.map(|c| RxTransmitStamps {
+            stamped: c.stamped,
+            missing: c.missing,
+        }),
     }
 }
 

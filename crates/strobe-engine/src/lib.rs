@@ -459,13 +459,15 @@ fn open_transmitters(
             if worker_flows.is_empty() {
                 continue;
             }
-            let backend =
-                AnyBackend::open_at(&location.for_worker(k as u32), batch).map_err(|source| {
-                    EngineError::Port {
-                        port: port.name.clone(),
-                        source,
-                    }
-                })?;
+            let backend = AnyBackend::open_with(
+                &location.for_worker(k as u32),
+                batch,
+                opts.tx_metadata_stamps,
+            )
+            .map_err(|source| EngineError::Port {
+                port: port.name.clone(),
+                source,
+            })?;
             // Every frame must fit the port (its MTU, its ring or UMEM frames): refused
             // here, before anything is sent, never cut short or overrun while sending.
             for f in &worker_flows {
@@ -568,18 +570,75 @@ fn assign_tag_ids(
     Ok(all)
 }
 
+/// What a receiver needs to tell this run's frames and their stamps: the run tag, the
+/// earliest transmit stamp of the run, and the senders' stamps from TX metadata, if taken.
+#[derive(Clone, Copy)]
+struct RunStamps<'a> {
+    run_tag: u8,
+    run_start_ns: u64,
+    tx_board: Option<&'a Arc<strobe_io::tx_stamps::TxStampBoard>>,
+}
+
+/// Has every transmit port publish its frames' transmit stamps from AF_XDP TX metadata on one
+/// board for the run's receivers; returns the board and, per transmit job, where its stamps
+/// come from. Refused for a flow sent by another host (its stamps would never reach this
+/// board).
+fn stamp_transmits(
+    scenario: &Scenario,
+    locations: &[Option<strobe_io::Location>],
+    tx_jobs: &mut [TxJob],
+    ids: usize,
+    run_tag: u8,
+) -> Result<(Arc<strobe_io::tx_stamps::TxStampBoard>, Vec<String>), EngineError> {
+    let sent_elsewhere = |f: &&strobe_model::FlowSpec| {
+        scenario
+            .ports
+            .iter()
+            .zip(locations)
+            .any(|(p, l)| p.name == f.tx_port && l.is_none())
+    };
+    if let Some(f) = scenario.flows.iter().find(sent_elsewhere) {
+        return Err(EngineError::Flow {
+            flow: f.name.clone(),
+            message: format!(
+                "it is sent by another host (port `{}`), whose transmit stamps from AF_XDP TX metadata cannot reach this host's receivers; leave --tx-timestamps at strobe",
+                f.tx_port
+            ),
+        });
+    }
+    let board = Arc::new(strobe_io::tx_stamps::TxStampBoard::new(ids));
+    let completion_ok = strobe_io::tx_stamps::completion_stamps_for_tests();
+    let mut sources = Vec::with_capacity(tx_jobs.len());
+    for (name, backend, _, _) in tx_jobs.iter_mut() {
+        let source = backend
+            .stamp_transmits(Arc::clone(&board), run_tag, completion_ok)
+            .map_err(|source| EngineError::Port {
+                port: name.clone(),
+                source,
+            })?;
+        sources.push(format!(
+            "{source}, moved to CLOCK_REALTIME (a frame without one in time is left out of latency; the receive port counts them)"
+        ));
+    }
+    Ok((board, sources))
+}
+
 /// Opens a receiver on every port some flow names as a receiver, with a tracker for the
-/// run's flow ids (`parent` maps each to its scenario flow) that takes stamps from
-/// `run_start_ns` on.
+/// run's flow ids (`parent` maps each to its scenario flow) that takes this run's frames
+/// (`run`), and its senders' stamps from TX metadata when they are taken.
 fn open_receivers(
     scenario: &Scenario,
     locations: &[Option<strobe_io::Location>],
     opts: &RunOptions,
     parent: &[u16],
     ids: usize,
-    run_tag: u8,
-    run_start_ns: u64,
+    run: &RunStamps<'_>,
 ) -> Result<Vec<RxJob>, EngineError> {
+    let RunStamps {
+        run_tag,
+        run_start_ns,
+        tx_board,
+    } = *run;
     let mut rx_jobs = Vec::new();
     for (port, location) in scenario.ports.iter().zip(locations) {
         let Some(location) = location else {
@@ -597,6 +656,11 @@ fn open_receivers(
             source,
         };
         if let strobe_io::Location::XdpCount { netns, iface } = location {
+            if tx_board.is_some() {
+                return Err(port_error(strobe_io::IoError::Other(format!(
+                    "xdp-count:{iface} keeps latency in the kernel, where transmit stamps from AF_XDP TX metadata cannot reach it: receive with afxdp:{iface} or afpacket:{iface}, or leave --tx-timestamps at strobe"
+                ))));
+            }
             let trains = scenario.flows.iter().find(|f| {
                 f.rx_ports.contains(&port.name)
                     && matches!(
@@ -715,6 +779,9 @@ fn open_receivers(
         };
         let mut tracker = RxTracker::new(ids, run_tag);
         tracker.check_stamps_from(run_start_ns);
+        if let Some(board) = tx_board {
+            tracker.take_tx_stamps_from(Arc::clone(board));
+        }
         for (id, &p) in parent.iter().enumerate() {
             let spec = &scenario.flows[p as usize];
             tracker.set_latency(id as u16, spec.metrics.latency.is_some());
@@ -771,7 +838,7 @@ pub fn run_scenario(
     let locations = port_locations(scenario)?;
     let tag_ids = assign_tag_ids(scenario, &mut next_id, &mut parent)?;
     // Open every port before any worker starts, so a bad port fails the run up front.
-    let tx_jobs = open_transmitters(
+    let mut tx_jobs = open_transmitters(
         scenario,
         &locations,
         opts,
@@ -802,6 +869,12 @@ pub fn run_scenario(
         run_tag: Some(run_tag),
         ..opts.clone()
     };
+    let (tx_board, stamp_sources) = if opts.tx_metadata_stamps {
+        let (board, sources) = stamp_transmits(scenario, &locations, &mut tx_jobs, ids, run_tag)?;
+        (Some(board), sources)
+    } else {
+        (None, Vec::new())
+    };
     // No transmitter has started: every stamp this run writes comes later.
     let run_start_ns = clock.realtime_now_ns();
     let rx_jobs = open_receivers(
@@ -810,8 +883,11 @@ pub fn run_scenario(
         opts,
         &parent,
         ids,
-        run_tag,
-        run_start_ns,
+        &RunStamps {
+            run_tag,
+            run_start_ns,
+            tx_board: tx_board.as_ref(),
+        },
     )?;
 
     let pins = if opts.pin {
@@ -919,10 +995,12 @@ pub fn run_scenario(
         // Each transmitter says here that it ended, so the watch below ends with the last
         // of them, not up to one watch period later.
         let (tx_ended, tx_ending) = std::sync::mpsc::channel::<()>();
+        let mut stamp_sources = stamp_sources.into_iter();
         let tx_handles = tx_jobs
             .into_iter()
             .enumerate()
             .map(|(i, (name, mut backend, flows, pacing))| {
+                let stamp_source = stamp_sources.next();
                 let (stop, clock) = (&tx_stop, &clock);
                 let thread_name = name.clone();
                 let core = tx_cores.get(i).copied();
@@ -947,6 +1025,9 @@ pub fn run_scenario(
                         )
                         .map(|mut report| {
                             report.core = pinned;
+                            if stamp_source.is_some() {
+                                report.tx_stamps = stamp_source;
+                            }
                             report
                         })
                     })

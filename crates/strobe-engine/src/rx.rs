@@ -18,6 +18,10 @@
 //! transmit stamp outside the run. Received frames are untrusted input: nothing here
 //! panics on any byte sequence.
 
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use strobe_io::tx_stamps::TxStampBoard;
 use strobe_wire::trailer::{Trailer, LEN as TRAILER_LEN};
 
 use crate::latency::FlowLatency;
@@ -225,7 +229,22 @@ impl FlowRx {
             .unwrap_or(base | seq as u64)
     }
 
-    fn on_frame(&mut self, seq: u32, len: u32, tx_ns: u64, rx_ns: Option<u64>) {
+    /// Whether a frame stamped `tx_ns` and received at `rx_ns` gives this flow a latency.
+    fn takes_latency(&self, tx_ns: u64, rx_ns: Option<u64>) -> bool {
+        // A zero transmit time marks frames written in scheduled time (traces), not stamped.
+        self.measure_latency && !self.finalised && rx_ns.is_some() && tx_ns != 0
+    }
+
+    /// Counts one frame; its latency is recorded here unless `latency_later` (the tracker
+    /// records it once the frame's transmit stamp is known).
+    fn on_frame(
+        &mut self,
+        seq: u32,
+        len: u32,
+        tx_ns: u64,
+        rx_ns: Option<u64>,
+        latency_later: bool,
+    ) {
         let c = &mut self.counters;
         c.frames += 1;
         c.bytes += len as u64;
@@ -237,8 +256,7 @@ impl FlowRx {
             c.late += 1;
             return;
         }
-        // A zero transmit time marks frames written in scheduled time (traces), not stamped.
-        if let (true, Some(rx), true) = (self.measure_latency, rx_ns, tx_ns != 0) {
+        if let (false, Some(rx), true) = (latency_later, rx_ns, self.takes_latency(tx_ns, rx_ns)) {
             self.latency
                 .get_or_insert_with(Default::default)
                 .record(tx_ns, rx);
@@ -341,6 +359,41 @@ pub struct RxTracker {
     /// scheduled time).
     earliest_tx_ns: Option<u64>,
     pub other: OtherFrames,
+    /// Transmit stamps published by the run's senders after the hand-over (AF_XDP TX
+    /// metadata), which replace the trailers' stamps in latency.
+    tx_stamps: Option<Box<TxStampJoin>>,
+}
+
+/// Frames whose latency waits for their transmit stamp at most this many; the oldest is
+/// settled (without one) when a new frame would not fit. Allocated once, at the run's start.
+const AWAITING_STAMPS: usize = 1 << 16;
+/// How long a frame's latency waits for its transmit stamp, after its arrival.
+pub const TX_STAMP_WAIT_NS: u64 = 1_000_000_000;
+
+/// A frame whose latency waits for its sender to publish its transmit stamp.
+#[derive(Clone, Copy, Debug)]
+struct AwaitingStamp {
+    flow_id: u16,
+    seq: u32,
+    tx_ns: u64,
+    rx_ns: u64,
+}
+
+/// How many frames' latency used a transmit stamp from the sender, and how many got none in
+/// time (left out of latency).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxStampCounts {
+    pub stamped: u64,
+    pub missing: u64,
+}
+
+/// The receive side's end of the transmit stamps: frames in arrival order wait until their
+/// stamp is on the board (latency recorded in arrival order all the same, for jitter).
+#[derive(Clone, Debug)]
+struct TxStampJoin {
+    board: Arc<TxStampBoard>,
+    awaiting: VecDeque<AwaitingStamp>,
+    counts: TxStampCounts,
 }
 
 /// A flow's receive results, with loss once the number sent is known.
@@ -392,7 +445,49 @@ impl RxTracker {
             tag: run_tag,
             earliest_tx_ns: None,
             other: OtherFrames::default(),
+            tx_stamps: None,
         }
+    }
+
+    /// Takes each frame's transmit stamp from `board` (published by the run's senders after
+    /// the hand-over) instead of its trailer's: a frame's latency waits until its stamp is
+    /// there ([`RxTracker::settle_tx_stamps`]), at most [`TX_STAMP_WAIT_NS`].
+    pub fn take_tx_stamps_from(&mut self, board: Arc<TxStampBoard>) {
+        self.tx_stamps = Some(Box::new(TxStampJoin {
+            board,
+            awaiting: VecDeque::with_capacity(AWAITING_STAMPS),
+            counts: TxStampCounts::default(),
+        }));
+    }
+
+    /// Records the latency of waiting frames whose transmit stamp has been published, in
+    /// arrival order, up to the first still waiting; frames that waited longer than
+    /// [`TX_STAMP_WAIT_NS`] by `now_ns` (or all, with `everything`, at the run's end) are
+    /// counted as missing their stamp and left out of latency.
+    pub fn settle_tx_stamps(&mut self, now_ns: u64, everything: bool) {
+        let Some(join) = &mut self.tx_stamps else {
+            return;
+        };
+        while let Some(&a) = join.awaiting.front() {
+            let waited_out = everything || now_ns.saturating_sub(a.rx_ns) > TX_STAMP_WAIT_NS;
+            if !settle(&mut self.flows, join, a, waited_out) {
+                break;
+            }
+            join.awaiting.pop_front();
+        }
+    }
+
+    /// Whether frames wait for their transmit stamps.
+    pub fn awaits_tx_stamps(&self) -> bool {
+        self.tx_stamps
+            .as_ref()
+            .is_some_and(|j| !j.awaiting.is_empty())
+    }
+
+    /// Frames whose latency used a sender's transmit stamp, and frames that got none; None
+    /// when the tracker takes the trailers' stamps.
+    pub fn tx_stamp_counts(&self) -> Option<TxStampCounts> {
+        self.tx_stamps.as_ref().map(|j| j.counts)
     }
 
     /// Counts frames whose transmit stamp lies more than [`STAMP_MARGIN_NS`] before
@@ -432,7 +527,28 @@ impl RxTracker {
                 return RxClass::OutOfWindow;
             }
         }
-        flow.on_frame(t.seq, data.len() as u32, t.tx_ns, rx_ns);
+        let Some(join) = &mut self.tx_stamps else {
+            flow.on_frame(t.seq, data.len() as u32, t.tx_ns, rx_ns, false);
+            return RxClass::Flow(t);
+        };
+        let waits = flow.takes_latency(t.tx_ns, rx_ns);
+        flow.on_frame(t.seq, data.len() as u32, t.tx_ns, rx_ns, true);
+        if let (true, Some(rx_ns)) = (waits, rx_ns) {
+            let a = AwaitingStamp {
+                flow_id: t.flow_id,
+                seq: t.seq,
+                tx_ns: t.tx_ns,
+                rx_ns,
+            };
+            // In arrival order: straight through while nothing waits and the stamp is there.
+            if !(join.awaiting.is_empty() && settle(&mut self.flows, join, a, false)) {
+                if join.awaiting.len() == AWAITING_STAMPS {
+                    let oldest = join.awaiting.pop_front().expect("the queue is full");
+                    settle(&mut self.flows, join, oldest, true);
+                }
+                join.awaiting.push_back(a);
+            }
+        }
         RxClass::Flow(t)
     }
 
@@ -552,6 +668,10 @@ impl RxTracker {
     /// Adds another worker's counts (flows received on several queues). Duplicates across
     /// workers cannot be told apart, so they count as unique.
     pub fn absorb(&mut self, other: &RxTracker) {
+        if let (Some(mine), Some(theirs)) = (&mut self.tx_stamps, &other.tx_stamps) {
+            mine.counts.stamped += theirs.counts.stamped;
+            mine.counts.missing += theirs.counts.missing;
+        }
         for (mine, theirs) in self.flows.iter_mut().zip(&other.flows) {
             mine.counters.add(&theirs.counters);
             if let Some(l) = &theirs.latency {
@@ -564,6 +684,29 @@ impl RxTracker {
             }
         }
         self.other.add(&other.other);
+    }
+}
+
+/// Records waiting frame `a`'s latency with its published transmit stamp and returns true;
+/// or, without one, returns false, unless `give_up`: then it counts the frame as missing its
+/// stamp (no latency) and returns true.
+fn settle(flows: &mut [FlowRx], join: &mut TxStampJoin, a: AwaitingStamp, give_up: bool) -> bool {
+    match join.board.delay_ns(a.flow_id, a.seq) {
+        Some(delay) => {
+            if let Some(flow) = flows.get_mut(a.flow_id as usize) {
+                let departed = (a.tx_ns as i64).saturating_add(delay).max(0) as u64;
+                flow.latency
+                    .get_or_insert_with(Default::default)
+                    .record(departed, a.rx_ns);
+            }
+            join.counts.stamped += 1;
+            true
+        }
+        None if give_up => {
+            join.counts.missing += 1;
+            true
+        }
+        None => false,
     }
 }
 
@@ -700,6 +843,69 @@ mod tests {
         assert_eq!(train.after_burst.ns_per_frame(), Some(100.0));
         // By planned place the second half is places 5 and 8 only: too few for a line.
         assert_eq!(train.second_half_fit.ns_per_frame(), None);
+    }
+
+    /// With a board of transmit stamps, a frame's latency runs from trailer stamp + its
+    /// published hand-over delay; frames that arrive before their stamp wait (in arrival
+    /// order), and a frame whose stamp never comes is counted as missing once it has waited
+    /// out, without holding the others back for longer.
+    #[test]
+    fn transmit_stamps_from_the_board_replace_the_trailers() {
+        let board = Arc::new(TxStampBoard::new(2));
+        let mut t = RxTracker::new(2, TAG);
+        t.take_tx_stamps_from(Arc::clone(&board));
+        // Published first: recorded at once.
+        board.publish(0, 0, 300);
+        t.on_frame(&stamped(0, 0, 1_000), 60, Some(10_000));
+        assert_eq!(t.latency(0).unwrap().sum_ns(), 10_000 - 1_300);
+        // Arrive before their stamps: counted as frames at once, latency waits.
+        t.on_frame(&stamped(0, 1, 2_000), 60, Some(11_000));
+        t.on_frame(&stamped(1, 0, 2_500), 60, Some(11_500));
+        t.on_frame(&stamped(0, 2, 3_000), 60, Some(12_000));
+        assert_eq!(t.counters(0).unwrap().frames, 3);
+        assert_eq!(t.latency(0).unwrap().histogram().len(), 1);
+        // Flow 1's stamp alone is not enough: flow 0 seq 1 arrived before it.
+        board.publish(1, 0, 100);
+        t.settle_tx_stamps(12_000, false);
+        assert!(t.latency(1).is_none());
+        board.publish(0, 1, 500);
+        t.settle_tx_stamps(12_000, false);
+        assert_eq!(t.latency(0).unwrap().histogram().len(), 2);
+        assert_eq!(t.latency(0).unwrap().sum_ns(), 8_700 + 11_000 - 2_500);
+        assert_eq!(t.latency(1).unwrap().sum_ns(), 11_500 - 2_600);
+        // Seq 2's stamp never comes: it waits until it has waited out.
+        t.settle_tx_stamps(12_000 + TX_STAMP_WAIT_NS, false);
+        assert_eq!(t.tx_stamp_counts().unwrap().missing, 0);
+        t.settle_tx_stamps(12_001 + TX_STAMP_WAIT_NS, false);
+        assert_eq!(
+            t.tx_stamp_counts(),
+            Some(TxStampCounts {
+                stamped: 3,
+                missing: 1
+            })
+        );
+        assert_eq!(t.latency(0).unwrap().histogram().len(), 2);
+        // At the end everything still waiting is settled.
+        t.on_frame(&stamped(0, 3, 4_000), 60, Some(13_000));
+        t.settle_tx_stamps(13_000, true);
+        assert_eq!(t.tx_stamp_counts().unwrap().missing, 2);
+        // The trailers' stamps never entered the latency.
+        assert_eq!(t.latency(0).unwrap().histogram().len(), 2);
+        assert_eq!(t.latency(0).unwrap().sum_ns(), 8_700 + 8_500);
+    }
+
+    /// A full queue of waiting frames settles its oldest to make room.
+    #[test]
+    fn the_oldest_waiting_frame_gives_way_when_the_queue_is_full() {
+        let board = Arc::new(TxStampBoard::new(1));
+        let mut t = RxTracker::new(1, TAG);
+        t.take_tx_stamps_from(Arc::clone(&board));
+        for seq in 0..=AWAITING_STAMPS as u32 {
+            t.on_frame(&stamped(0, seq, 1_000), 60, Some(5_000));
+        }
+        assert_eq!(t.tx_stamp_counts().unwrap().missing, 1);
+        // A trailer's stamp is never used in place of a missing one.
+        assert!(t.latency(0).is_none());
     }
 
     #[test]
@@ -896,10 +1102,10 @@ mod tests {
     fn window_slides_by_any_amount() {
         for gap in [1u64, 63, 64, 65, 127, 128, 1000, 4095, 4096, 5000] {
             let mut f = FlowRx::new();
-            f.on_frame(0, 60, 0, None);
-            f.on_frame(gap as u32, 60, 0, None);
+            f.on_frame(0, 60, 0, None, false);
+            f.on_frame(gap as u32, 60, 0, None, false);
             // Old frame 0 is still known (if inside the window) so it counts as duplicate.
-            f.on_frame(0, 60, 0, None);
+            f.on_frame(0, 60, 0, None, false);
             let c = &f.counters;
             if gap < WINDOW {
                 assert_eq!((c.duplicates, c.late), (1, 0), "gap {gap}");

@@ -44,6 +44,9 @@ pub struct RxPortReport {
     /// The receiver error that stopped this port before the run's end (its interface went
     /// away, a ring error), if one did: the counts cover what arrived until then.
     pub failure: Option<String>,
+    /// With transmit stamps from the senders (AF_XDP TX metadata): how many frames' latency
+    /// used one, and how many got none in time (left out of latency).
+    pub tx_stamps: Option<crate::rx::TxStampCounts>,
 }
 
 /// Counts frames from `rx` into `tracker` until `stop` is set. Frames already waiting when
@@ -75,6 +78,7 @@ pub fn run_rx<R: Receiver>(
         timestamp_counts: TimestampCounts::default(),
         hardware_clock: None,
         failure: None,
+        tx_stamps: None,
     };
     let mut publisher = Publisher::new(tracker);
     let mut since_publish = 0u64;
@@ -118,6 +122,9 @@ pub fn run_rx<R: Receiver>(
             report.frames += n as u64;
             since_publish += n as u64;
         }
+        if tracker.awaits_tx_stamps() {
+            tracker.settle_tx_stamps(clock.realtime_now_ns(), false);
+        }
         if let Some(live) = live {
             let now = clock.now_ticks();
             if let Some(iv) = &mut intervals {
@@ -153,6 +160,10 @@ pub fn run_rx<R: Receiver>(
             idle_polls = 0;
         }
     }
+    // The senders finished before the receivers were stopped: every stamp that will come
+    // has come.
+    tracker.settle_tx_stamps(clock.realtime_now_ns(), true);
+    report.tx_stamps = tracker.tx_stamp_counts();
     if let Some(live) = live {
         publisher.publish(tracker, live);
     }
@@ -510,6 +521,7 @@ pub fn run_counted(
         timestamp_counts,
         hardware_clock: None,
         failure,
+        tx_stamps: None,
     }
 }
 

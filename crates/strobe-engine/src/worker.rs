@@ -135,6 +135,10 @@ pub struct RunOptions {
     /// Ports counted in the kernel (`xdp-count:`) pass the frames they counted on to the
     /// stack rather than drop them (a capture on the port needs them).
     pub pass_counted: bool,
+    /// Latency runs from the time each frame left as AF_XDP TX metadata stamps it (the
+    /// NIC's stamp, zero-copy on a driver that stamps), not from its trailer's stamp: every
+    /// transmit port must be `afxdp:`, every receiver in this process.
+    pub tx_metadata_stamps: bool,
 }
 
 impl Default for RunOptions {
@@ -164,6 +168,7 @@ impl Default for RunOptions {
             flow_switches: None,
             engine_frames: false,
             pass_counted: false,
+            tx_metadata_stamps: false,
         }
     }
 }

@@ -228,7 +228,12 @@ fn open_afxdp(
     rx: bool,
     tx: bool,
 ) -> Result<afxdp::AfXdpPort, IoError> {
-    let opts = afxdp::AfXdpOptions {
+    afxdp::AfXdpPort::open(iface, queue, netns, &afxdp_tx_options(rx, tx))
+}
+
+/// The options [`open_afxdp`] opens with.
+fn afxdp_tx_options(rx: bool, tx: bool) -> afxdp::AfXdpOptions {
+    afxdp::AfXdpOptions {
         rx,
         // With rx, half the frames receive.
         frames: if rx {
@@ -238,8 +243,7 @@ fn open_afxdp(
         },
         tx_frames: if tx { AFXDP_TX_FRAMES } else { 1 },
         ..afxdp::AfXdpOptions::default()
-    };
-    afxdp::AfXdpPort::open(iface, queue, netns, &opts)
+    }
 }
 
 /// The options of a socket that only receives, as [`open_afxdp`] sets them.
@@ -269,6 +273,41 @@ impl AnyBackend {
 
     /// [`AnyBackend::open`] for a location already parsed.
     pub fn open_at(location: &Location, slots: usize) -> Result<Self, IoError> {
+        Self::open_with(location, slots, false)
+    }
+
+    /// [`AnyBackend::open_at`]; `tx_metadata` opens an `afxdp:` port with AF_XDP TX
+    /// metadata for transmit stamps ([`AnyBackend::stamp_transmits`]) and refuses every
+    /// other kind of port.
+    pub fn open_with(
+        location: &Location,
+        slots: usize,
+        tx_metadata: bool,
+    ) -> Result<Self, IoError> {
+        if tx_metadata {
+            return match location.clone() {
+                Location::AfXdp {
+                    netns,
+                    iface,
+                    queue,
+                } => {
+                    let mut opts = afxdp_tx_options(false, true);
+                    opts.tx_metadata = true;
+                    Ok(AnyBackend::AfXdp(
+                        afxdp::AfXdpPort::open(&iface, queue, netns.as_deref(), &opts)?
+                            .split()
+                            .0,
+                    ))
+                }
+                other => Err(IoError::Other(format!(
+                    "port `{other}` cannot give transmit stamps from AF_XDP TX metadata: only an afxdp: port can{}",
+                    other
+                        .interface()
+                        .map(|(_, iface)| format!(" (afxdp:{iface})"))
+                        .unwrap_or_default()
+                ))),
+            };
+        }
         Ok(match location.clone() {
             Location::Pcap(path) => AnyBackend::Pcap(PcapBackend::create(&path)?),
             Location::Null => AnyBackend::Null(NullBackend::new(slots.max(1))),
@@ -312,6 +351,26 @@ impl AnyBackend {
                 }
             },
         })
+    }
+}
+
+impl AnyBackend {
+    /// Has an `afxdp:` port opened with TX metadata ([`AnyBackend::open_with`]) publish
+    /// each of run `run_tag`'s frames' hand-over delay on `board`; see
+    /// [`afxdp::AfXdpTx::stamp_transmits`]. Returns where the stamps come from.
+    pub fn stamp_transmits(
+        &mut self,
+        board: std::sync::Arc<tx_stamps::TxStampBoard>,
+        run_tag: u8,
+        completion_ok: bool,
+    ) -> Result<String, IoError> {
+        match self {
+            AnyBackend::AfXdp(tx) => tx.stamp_transmits(board, run_tag, completion_ok),
+            other => Err(IoError::Other(format!(
+                "{} cannot give transmit stamps from AF_XDP TX metadata",
+                other.describe()
+            ))),
+        }
     }
 }
 

@@ -75,6 +75,15 @@ impl TxStampBoard {
     }
 }
 
+impl std::fmt::Debug for TxStampBoard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the million entries.
+        f.debug_struct("TxStampBoard")
+            .field("flows", &self.flows)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The clock a port's transmit stamps come in, and how they become CLOCK_REALTIME (the
 /// clock of the trailers' stamps).
 #[derive(Clone, Debug)]
@@ -146,6 +155,18 @@ impl TxStampStats {
     pub fn delay_mean_ns(&self) -> Option<f64> {
         (self.stamped > 0).then(|| self.delay_sum_ns as f64 / self.stamped as f64)
     }
+}
+
+/// The test-only switch that lets copy mode's completion times stand in for transmit stamps,
+/// so that their way through the engine can be tested on a veth: in debug builds,
+/// `STROBE_TEST_ONLY_COMPLETION_STAMPS=1`; in release builds it does not exist (always
+/// false, the variable is not read). Those stamps are no departure times (see the module
+/// doc): results made with them are for tests only.
+pub const COMPLETION_STAMPS_VAR: &str = "STROBE_TEST_ONLY_COMPLETION_STAMPS";
+
+/// Whether the test-only switch [`COMPLETION_STAMPS_VAR`] is on (debug builds only).
+pub fn completion_stamps_for_tests() -> bool {
+    cfg!(debug_assertions) && std::env::var(COMPLETION_STAMPS_VAR).is_ok_and(|v| v == "1")
 }
 
 /// A transmitting port's side: turns each completed frame's stamp into its hand-over delay

@@ -754,7 +754,7 @@ fn tx_metadata_stamps_every_frame_between_its_arrival_and_the_next() {
     };
     let (mut tx, _) = open(&lab, &lab.a, &opts).split();
     let board = Arc::new(TxStampBoard::new(FLOWS as usize));
-    let source = tx.stamp_transmits(Arc::clone(&board), TAG).unwrap();
+    let source = tx.stamp_transmits(Arc::clone(&board), TAG, true).unwrap();
     assert!(source.contains("completion"), "{source}");
     let receiving = std::thread::spawn(move || {
         let mut rx = rx;
@@ -828,8 +828,8 @@ fn tx_metadata_stamps_every_frame_between_its_arrival_and_the_next() {
     );
 }
 
-/// Frames too long for one UMEM frame with the metadata in front are refused by length, and
-/// a port opened without metadata cannot stamp.
+/// A port opened without metadata cannot stamp, and copy mode's completion stamps are
+/// refused unless asked for.
 #[test]
 fn tx_metadata_needs_the_port_opened_for_it() {
     use strobe_io::tx_stamps::TxStampBoard;
@@ -839,8 +839,25 @@ fn tx_metadata_needs_the_port_opened_for_it() {
     let lab = new_lab("txmdno");
     let (mut tx, _) = open(&lab, &lab.a, &copy_opts()).split();
     let err = tx
-        .stamp_transmits(Arc::new(TxStampBoard::new(1)), 1)
+        .stamp_transmits(Arc::new(TxStampBoard::new(1)), 1, true)
         .unwrap_err()
         .to_string();
     assert!(err.contains("without TX metadata"), "{err}");
+    drop(tx);
+    // Copy mode's completion time is refused as a departure time unless asked for.
+    if strobe_io::kernel_release().is_some_and(|r| r >= (6, 8)) {
+        let opts = AfXdpOptions {
+            tx_metadata: true,
+            ..copy_opts()
+        };
+        let (mut tx, _) = open(&lab, &lab.a, &opts).split();
+        let err = tx
+            .stamp_transmits(Arc::new(TxStampBoard::new(1)), 1, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("copy mode") && err.contains("xsk-tx-ts"),
+            "{err}"
+        );
+    }
 }

@@ -102,6 +102,13 @@ pub enum Warning {
     },
     /// The receiving interface dropped frames before any socket saw them.
     InterfaceDrops { port: String, dropped: u64 },
+    /// With transmit stamps from AF_XDP TX metadata: frames whose stamp did not reach the
+    /// receive port in time, left out of latency.
+    TransmitStampsMissing {
+        port: String,
+        missing: u64,
+        stamped: u64,
+    },
     /// Paced frames were late on a lab whose receive steering is on.
     LateOnSteeringLab {
         port: String,
@@ -200,6 +207,7 @@ impl Warning {
             | Warning::RateShortfall { port, .. }
             | Warning::TransmitRefused { port, .. }
             | Warning::InterfaceDrops { port, .. }
+            | Warning::TransmitStampsMissing { port, .. }
             | Warning::LateOnSteeringLab { port, .. }
             | Warning::PortStopped { port, .. }
             | Warning::ReceivePortStopped { port, .. } => Some(port),
@@ -390,6 +398,17 @@ impl fmt::Display for Warning {
                 "rx port `{port}`: the interface dropped {dropped} frames on receive before \
                  any socket saw them (a full backlog: the receiving side's CPU fell behind, or \
                  other traffic arrived there); strobe's frames among them count as lost"
+            ),
+            Warning::TransmitStampsMissing {
+                port,
+                missing,
+                stamped,
+            } => write!(
+                f,
+                "rx port `{port}`: {missing} frames got no transmit stamp from AF_XDP TX \
+                 metadata in time (the driver did not stamp them, or their completion came \
+                 more than a second late) and are left out of latency, which covers the \
+                 other {stamped}"
             ),
             Warning::LateOnSteeringLab {
                 port,

@@ -18,6 +18,7 @@ pub(super) fn drain<B: Backend>(backend: &mut B, mut sent: Sent) -> Sent {
             report.frames = stats.frames;
             report.segmentation = stats.segmentation;
             report.xmit_errors = stats.xmit_errors;
+            report.tx_metadata_stamps = stats.tx_stamps;
         }
         finished => {
             if let Err(e) = finished {

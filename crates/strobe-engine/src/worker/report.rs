@@ -114,6 +114,9 @@ pub struct PortReport {
     /// Frames the driver refused after the hand-over (`xdp-live`: its transmit ring was
     /// full), as it counts them; None where the backend waits for room instead.
     pub xmit_errors: Option<u64>,
+    /// Transmit stamps from AF_XDP TX metadata, when the run took them: frames stamped and
+    /// not, and how long after their trailer stamp they left.
+    pub tx_metadata_stamps: Option<strobe_io::tx_stamps::TxStampStats>,
     /// Paced ports: the floor the hand-overs were coalesced to, and the ceiling it gives.
     pub pacing: Option<PortPacing>,
     /// Paced runs: hand-overs made, and frames that left in a hand-over with others.

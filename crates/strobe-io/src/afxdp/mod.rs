@@ -721,6 +721,7 @@ impl AfXdpPort {
             stats: BackendStats::default(),
             lens: vec![0; layout.tx_frames as usize].into_boxed_slice(),
             stamper: None,
+            stamp_source: None,
             restore_stamping: None,
         };
         Ok(AfXdpPort {
@@ -818,6 +819,8 @@ pub struct AfXdpTx {
     lens: Box<[u32]>,
     /// Reads each completed frame's transmit stamp, when asked for.
     stamper: Option<Box<TxStamper>>,
+    /// Where the transmit stamps come from, for `describe()`.
+    stamp_source: Option<String>,
     /// The NIC's stamping setting before [`AfXdpTx::stamp_transmits`] turned transmit
     /// stamps on, put back on drop.
     restore_stamping: Option<crate::tsinfo::HwTimestampConfig>,
@@ -983,10 +986,15 @@ impl AfXdpTx {
     /// zero-copy mode it is the NIC's, and the driver must say it stamps (the kernel's
     /// `netdev` family), the NIC must stamp sent frames on a PHC, and its stamping is
     /// turned on until this half is dropped. Returns where the stamps come from.
+    ///
+    /// Copy mode's completion time is no departure time (on a veth it is taken in the
+    /// receiving stack, after the frame arrived): it is refused unless `completion_ok`
+    /// (tests of the stamps' way through strobe).
     pub fn stamp_transmits(
         &mut self,
         board: Arc<TxStampBoard>,
         run_tag: u8,
+        completion_ok: bool,
     ) -> Result<String, IoError> {
         if self.layout.tx_headroom == 0 {
             return Err(IoError::Other(format!(
@@ -995,11 +1003,18 @@ impl AfXdpTx {
             )));
         }
         let clock = match self.mode {
+            XdpModeInUse::Copy if !completion_ok => {
+                return Err(IoError::Other(format!(
+                    "afxdp:{} runs in copy mode, where the kernel's TX metadata stamp is its completion time (on a veth taken after the peer received the frame, on a NIC at the completion interrupt), not the time the frame left: transmit stamps from TX metadata need zero-copy on a driver that stamps (`strobe ports`, column xsk-tx-ts); leave --tx-timestamps at strobe",
+                    self.place.iface
+                )))
+            }
             XdpModeInUse::Copy => TxStampClock::kernel_tai(),
             XdpModeInUse::ZeroCopy => self.device_stamp_clock()?,
         };
         let source = clock.source();
         self.stamper = Some(Box::new(TxStamper::new(board, clock, run_tag)));
+        self.stamp_source = Some(source.clone());
         Ok(source)
     }
 
@@ -1049,7 +1064,7 @@ impl AfXdpTx {
 impl Backend for AfXdpTx {
     fn describe(&self) -> String {
         format!(
-            "afxdp:{} TX ({}, {} frames of {} bytes{}, need_wakeup {}{})",
+            "afxdp:{} TX ({}, {} frames of {} bytes{}, need_wakeup {}{}{})",
             self.place,
             self.mode.name(),
             self.layout.tx_frames,
@@ -1066,6 +1081,10 @@ impl Backend for AfXdpTx {
             match (self.mode, self.tx_budget) {
                 (XdpModeInUse::Copy, Some(b)) => format!(", {b} frames per kick"),
                 _ => String::new(),
+            },
+            match &self.stamp_source {
+                Some(source) => format!("; transmit stamps from {source}"),
+                None => String::new(),
             }
         )
     }
