@@ -579,48 +579,67 @@ struct RunStamps<'a> {
     tx_board: Option<&'a Arc<strobe_io::tx_stamps::TxStampBoard>>,
 }
 
+/// The transmit stamps of a run from AF_XDP TX metadata: the board its senders publish on,
+/// where each transmit job's stamps come from, and the NICs' transmit stamping that was
+/// turned on for the run (turned off again when this is dropped, after the receivers).
+struct TxStampSetup {
+    board: Arc<strobe_io::tx_stamps::TxStampBoard>,
+    sources: Vec<String>,
+    _stamping: Vec<strobe_io::tsinfo::TransmitStamping>,
+}
+
 /// Has every transmit port publish its frames' transmit stamps from AF_XDP TX metadata on one
-/// board for the run's receivers; returns the board and, per transmit job, where its stamps
-/// come from. Refused for a flow sent by another host (its stamps would never reach this
-/// board).
+/// board for the run's receivers. Refused for a flow sent or received by another host: the
+/// board is in this process.
 fn stamp_transmits(
     scenario: &Scenario,
     locations: &[Option<strobe_io::Location>],
     tx_jobs: &mut [TxJob],
     ids: usize,
     run_tag: u8,
-) -> Result<(Arc<strobe_io::tx_stamps::TxStampBoard>, Vec<String>), EngineError> {
-    let sent_elsewhere = |f: &&strobe_model::FlowSpec| {
+) -> Result<TxStampSetup, EngineError> {
+    let elsewhere = |port: &str| {
         scenario
             .ports
             .iter()
             .zip(locations)
-            .any(|(p, l)| p.name == f.tx_port && l.is_none())
+            .any(|(p, l)| p.name == port && l.is_none())
     };
-    if let Some(f) = scenario.flows.iter().find(sent_elsewhere) {
-        return Err(EngineError::Flow {
-            flow: f.name.clone(),
-            message: format!(
-                "it is sent by another host (port `{}`), whose transmit stamps from AF_XDP TX metadata cannot reach this host's receivers; leave --tx-timestamps at strobe",
-                f.tx_port
-            ),
-        });
+    for f in &scenario.flows {
+        let remote = std::iter::once(&f.tx_port)
+            .chain(&f.rx_ports)
+            .find(|p| elsewhere(p));
+        if let Some(port) = remote {
+            return Err(EngineError::Flow {
+                flow: f.name.clone(),
+                message: format!(
+                    "port `{port}` is on another host, and transmit stamps from AF_XDP TX metadata reach only receivers in the same strobe process as their sender; leave --tx-timestamps at strobe"
+                ),
+            });
+        }
     }
     let board = Arc::new(strobe_io::tx_stamps::TxStampBoard::new(ids));
     let completion_ok = strobe_io::tx_stamps::completion_stamps_for_tests();
     let mut sources = Vec::with_capacity(tx_jobs.len());
+    let mut stamping = Vec::new();
     for (name, backend, _, _) in tx_jobs.iter_mut() {
-        let source = backend
+        let on = backend
             .stamp_transmits(Arc::clone(&board), run_tag, completion_ok)
             .map_err(|source| EngineError::Port {
                 port: name.clone(),
                 source,
             })?;
         sources.push(format!(
-            "{source}, moved to CLOCK_REALTIME (a frame without one in time is left out of latency; the receive port counts them)"
+            "{}, moved to CLOCK_REALTIME (a frame without one in time is left out of latency; the receive port counts them)",
+            on.source
         ));
+        stamping.extend(on.stamping);
     }
-    Ok((board, sources))
+    Ok(TxStampSetup {
+        board,
+        sources,
+        _stamping: stamping,
+    })
 }
 
 /// Opens a receiver on every port some flow names as a receiver, with a tracker for the
@@ -869,12 +888,23 @@ pub fn run_scenario(
         run_tag: Some(run_tag),
         ..opts.clone()
     };
-    let (tx_board, stamp_sources) = if opts.tx_metadata_stamps {
-        let (board, sources) = stamp_transmits(scenario, &locations, &mut tx_jobs, ids, run_tag)?;
-        (Some(board), sources)
+    // Lives to the end of the run: the NICs' transmit stamping stays on until then.
+    let mut tx_stamps = if opts.tx_metadata_stamps {
+        Some(stamp_transmits(
+            scenario,
+            &locations,
+            &mut tx_jobs,
+            ids,
+            run_tag,
+        )?)
     } else {
-        (None, Vec::new())
+        None
     };
+    let tx_board = tx_stamps.as_ref().map(|s| Arc::clone(&s.board));
+    let stamp_sources = tx_stamps
+        .as_mut()
+        .map(|s| std::mem::take(&mut s.sources))
+        .unwrap_or_default();
     // No transmitter has started: every stamp this run writes comes later.
     let run_start_ns = clock.realtime_now_ns();
     let rx_jobs = open_receivers(

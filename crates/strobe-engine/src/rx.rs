@@ -21,7 +21,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use strobe_io::tx_stamps::TxStampBoard;
+use strobe_io::tx_stamps::{Departure, TxStampBoard};
 use strobe_wire::trailer::{Trailer, LEN as TRAILER_LEN};
 
 use crate::latency::FlowLatency;
@@ -367,8 +367,10 @@ pub struct RxTracker {
 /// Frames whose latency waits for their transmit stamp at most this many; the oldest is
 /// settled (without one) when a new frame would not fit. Allocated once, at the run's start.
 const AWAITING_STAMPS: usize = 1 << 16;
-/// How long a frame's latency waits for its transmit stamp, after its arrival.
-pub const TX_STAMP_WAIT_NS: u64 = 1_000_000_000;
+/// How long a frame's latency waits for its transmit stamp, after its arrival. A sender
+/// publishes a frame's stamp when it next hands frames over (or at its end), so a flow that
+/// pauses for longer leaves the frames before its pause without one.
+pub const TX_STAMP_WAIT_NS: u64 = 10_000_000_000;
 
 /// A frame whose latency waits for its sender to publish its transmit stamp.
 #[derive(Clone, Copy, Debug)]
@@ -691,8 +693,8 @@ impl RxTracker {
 /// or, without one, returns false, unless `give_up`: then it counts the frame as missing its
 /// stamp (no latency) and returns true.
 fn settle(flows: &mut [FlowRx], join: &mut TxStampJoin, a: AwaitingStamp, give_up: bool) -> bool {
-    match join.board.delay_ns(a.flow_id, a.seq) {
-        Some(delay) => {
+    match join.board.departure(a.flow_id, a.seq) {
+        Departure::After(delay) => {
             if let Some(flow) = flows.get_mut(a.flow_id as usize) {
                 let departed = (a.tx_ns as i64).saturating_add(delay).max(0) as u64;
                 flow.latency
@@ -702,11 +704,16 @@ fn settle(flows: &mut [FlowRx], join: &mut TxStampJoin, a: AwaitingStamp, give_u
             join.counts.stamped += 1;
             true
         }
-        None if give_up => {
+        // Its sender said it has none: no use waiting.
+        Departure::Unstamped => {
             join.counts.missing += 1;
             true
         }
-        None => false,
+        Departure::Unknown if give_up => {
+            join.counts.missing += 1;
+            true
+        }
+        Departure::Unknown => false,
     }
 }
 
@@ -885,10 +892,16 @@ mod tests {
             })
         );
         assert_eq!(t.latency(0).unwrap().histogram().len(), 2);
+        // A frame its sender says has no stamp is settled at once, without waiting.
+        t.on_frame(&stamped(1, 1, 3_500), 60, Some(12_500));
+        board.publish_unstamped(1, 1);
+        t.settle_tx_stamps(12_500, false);
+        assert_eq!(t.tx_stamp_counts().unwrap().missing, 2);
+        assert!(!t.awaits_tx_stamps());
         // At the end everything still waiting is settled.
         t.on_frame(&stamped(0, 3, 4_000), 60, Some(13_000));
         t.settle_tx_stamps(13_000, true);
-        assert_eq!(t.tx_stamp_counts().unwrap().missing, 2);
+        assert_eq!(t.tx_stamp_counts().unwrap().missing, 3);
         // The trailers' stamps never entered the latency.
         assert_eq!(t.latency(0).unwrap().histogram().len(), 2);
         assert_eq!(t.latency(0).unwrap().sum_ns(), 8_700 + 8_500);

@@ -357,13 +357,14 @@ impl AnyBackend {
 impl AnyBackend {
     /// Has an `afxdp:` port opened with TX metadata ([`AnyBackend::open_with`]) publish
     /// each of run `run_tag`'s frames' hand-over delay on `board`; see
-    /// [`afxdp::AfXdpTx::stamp_transmits`]. Returns where the stamps come from.
+    /// [`afxdp::AfXdpTx::stamp_transmits`]. Returns where the stamps come from, and the
+    /// NIC's transmit stamping to keep on until the run ends.
     pub fn stamp_transmits(
         &mut self,
         board: std::sync::Arc<tx_stamps::TxStampBoard>,
         run_tag: u8,
         completion_ok: bool,
-    ) -> Result<String, IoError> {
+    ) -> Result<afxdp::TxStampsOn, IoError> {
         match self {
             AnyBackend::AfXdp(tx) => tx.stamp_transmits(board, run_tag, completion_ok),
             other => Err(IoError::Other(format!(

@@ -405,13 +405,52 @@ pub fn enable_hw_timestamps(
 }
 
 /// Makes the NIC stamp sent frames (transmit mode `on`, what AF_XDP TX metadata stamps
-/// need), keeping its receive filter as it is. Returns the setting it replaced, for
-/// [`restore_hw_timestamps`].
+/// need), keeping its receive filter as it is. Returns a guard that turns transmit stamping
+/// off again when dropped, or None when it was on already (another port of the run, or a
+/// PTP daemon, turned it on: it stays on).
 pub fn enable_hw_tx_timestamps(
     netns: Option<&str>,
     iface: &str,
-) -> Result<HwTimestampConfig, IoError> {
-    set_hw_timestamps(netns, iface, Stamping::Transmit)
+) -> Result<Option<TransmitStamping>, IoError> {
+    let previous = set_hw_timestamps(netns, iface, Stamping::Transmit)?;
+    Ok(
+        (previous.tx_type != libc::HWTSTAMP_TX_ON as libc::c_int).then(|| TransmitStamping {
+            netns: netns.map(str::to_string),
+            iface: iface.to_string(),
+            tx_type: previous.tx_type,
+        }),
+    )
+}
+
+/// Transmit stamping turned on by [`enable_hw_tx_timestamps`]: dropping it puts the
+/// transmit mode back as it was and leaves the receive filter as it is then (a receiver
+/// on the same NIC may have set it since, and puts it back itself).
+#[derive(Debug)]
+pub struct TransmitStamping {
+    netns: Option<String>,
+    iface: String,
+    tx_type: libc::c_int,
+}
+
+impl Drop for TransmitStamping {
+    fn drop(&mut self) {
+        let (netns, iface, tx_type) = (self.netns.as_deref(), self.iface.as_str(), self.tx_type);
+        // Best effort: the interface may be gone.
+        let _ = in_netns(netns, || {
+            let sock = control_socket()?;
+            let mut now = libc::hwtstamp_config {
+                flags: 0,
+                tx_type,
+                rx_filter: libc::HWTSTAMP_FILTER_NONE as libc::c_int,
+            };
+            let mut req = ifreq_for(iface)?;
+            let _ = ioctl_with_data(&sock, libc::SIOCGHWTSTAMP, &mut req, &mut now);
+            now.tx_type = tx_type;
+            let mut req = ifreq_for(iface)?;
+            ioctl_with_data(&sock, libc::SIOCSHWTSTAMP, &mut req, &mut now)
+                .map_err(|e| IoError::Other(e.to_string()))
+        });
+    }
 }
 
 /// Which half of a NIC's stamping to turn on.
@@ -484,6 +523,16 @@ fn set_hw_timestamps(
             return Err(IoError::Other(why));
         }
         // The driver writes back what it applied; it may not narrow the request silently.
+        if stamping == Stamping::Transmit && config.tx_type != libc::HWTSTAMP_TX_ON as libc::c_int {
+            let mut req = ifreq_for(iface)?;
+            let _ = ioctl_with_data(&sock, libc::SIOCSHWTSTAMP, &mut req, &mut previous);
+            return Err(IoError::Other(format!(
+                "interface `{iface}`{} did not turn hardware transmit stamping on (it applied \
+                 transmit mode {}); leave --tx-timestamps at strobe",
+                where_(netns),
+                config.tx_type
+            )));
+        }
         if stamping == Stamping::ReceiveAll
             && config.rx_filter != libc::HWTSTAMP_FILTER_ALL as libc::c_int
         {

@@ -16,62 +16,110 @@ use strobe_wire::trailer::Trailer;
 
 use crate::clocksync::ClockSync;
 
-/// Board entries: 2^20 (8 MiB), a million frames between a frame's completion and its
-/// arrival before an entry is overwritten (and the frame falls back to the trailer's stamp).
-const BOARD_SLOTS: usize = 1 << 20;
+/// Board entries: 2^20 (8 MiB), split evenly between the flows (at least 16 each): a flow's
+/// entry for a frame is overwritten only by the same flow's frame that many sequence numbers
+/// later, whatever the other flows send.
+const BOARD_BITS: u32 = 20;
+/// Fewest entries a flow gets (65 536 flow ids at most).
+const MIN_FLOW_BITS: u32 = 4;
 /// Marks a written entry (an entry of all zeros would otherwise match sequence number 0).
 const WRITTEN: u64 = 1 << 31;
-/// Delays are kept in 31 bits, two's complement: ±1.07 s.
+/// Delays are kept in 31 bits, two's complement: ±1.07 s, and one value for "no stamp".
 const DELAY_BITS: u32 = 31;
 const DELAY_MASK: u64 = (1 << DELAY_BITS) - 1;
+/// The most negative 31-bit value: the frame completed without a usable stamp.
+const NO_STAMP: i64 = -(1 << (DELAY_BITS - 1));
+
+/// What the board says of one frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Departure {
+    /// Its sender has not published it (yet, or its entry was taken by a later frame).
+    Unknown,
+    /// It left this many ns after its trailer's stamp.
+    After(i64),
+    /// It completed without a usable stamp (the driver gave none, or one more than ±1.07 s
+    /// from the trailer's): no use waiting for one.
+    Unstamped,
+}
 
 /// Hand-over delays of frames sent, by (flow, sequence number), for the receivers of the
-/// same run: one writer (the transmitting port's completion handling), any number of
-/// readers; plain atomic words, no lock.
+/// same run: one writer per transmitting port (its completion handling), any number of
+/// readers; one atomic word per entry, no lock.
 ///
-/// Entry `(seq × flows + flow) mod 2^20` holds `seq << 32 | WRITTEN | delay`. Two frames of
-/// one sequence number map to the same entry only if their flows are equal modulo 2^20,
-/// and flow ids are below 2^16: a matching sequence number therefore names the frame.
+/// Flow `f`'s entries are `f << bits ..` (`bits` = 20 − log2 of the flows rounded up to a
+/// power of two); its frame `seq` takes entry `seq mod 2^bits` there and writes
+/// `seq << 32 | WRITTEN | delay` into it. A reader takes the delay only when the sequence
+/// number matches, so a frame is never given another frame's delay.
 pub struct TxStampBoard {
     entries: Box<[AtomicU64]>,
-    flows: u64,
+    flow_bits: u32,
 }
 
 impl TxStampBoard {
-    /// A board for flow ids `0..flows`.
+    /// A board for flow ids `0..flows` (at most 65 536).
     pub fn new(flows: usize) -> TxStampBoard {
+        let flows = flows.clamp(1, 1 << 16).next_power_of_two();
         TxStampBoard {
-            entries: (0..BOARD_SLOTS).map(|_| AtomicU64::new(0)).collect(),
-            flows: flows.max(1) as u64,
+            entries: (0..1usize << BOARD_BITS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            flow_bits: (BOARD_BITS - flows.trailing_zeros()).max(MIN_FLOW_BITS),
         }
+    }
+
+    /// Sequence numbers a flow's entries cover before its own frames overwrite them.
+    pub fn frames_per_flow(&self) -> u32 {
+        1 << self.flow_bits
     }
 
     fn index(&self, flow: u16, seq: u32) -> usize {
-        ((seq as u64)
-            .wrapping_mul(self.flows)
-            .wrapping_add(flow as u64)
-            & (BOARD_SLOTS as u64 - 1)) as usize
+        let mask = (1usize << self.flow_bits) - 1;
+        // Flow ids past the board's (not expected: the board is made for the run's) share
+        // the last flows' entries; the sequence check still keeps frames apart.
+        (((flow as usize) << self.flow_bits) | (seq as usize & mask)) & (self.entries.len() - 1)
     }
 
     /// Records that frame (`flow`, `seq`) left `delay_ns` after its trailer's stamp; a delay
-    /// beyond ±1.07 s is not recorded (the frame keeps the trailer's stamp).
+    /// beyond ±1.07 s is recorded as [`Departure::Unstamped`].
     pub fn publish(&self, flow: u16, seq: u32, delay_ns: i64) {
-        if delay_ns.unsigned_abs() > DELAY_MASK >> 1 {
-            return;
-        }
-        let word = (seq as u64) << 32 | WRITTEN | (delay_ns as u64 & DELAY_MASK);
+        let delay = if delay_ns > NO_STAMP && delay_ns < -NO_STAMP {
+            delay_ns
+        } else {
+            NO_STAMP
+        };
+        self.store(flow, seq, delay);
+    }
+
+    /// Records that frame (`flow`, `seq`) completed without a stamp.
+    pub fn publish_unstamped(&self, flow: u16, seq: u32) {
+        self.store(flow, seq, NO_STAMP);
+    }
+
+    fn store(&self, flow: u16, seq: u32, delay: i64) {
+        let word = (seq as u64) << 32 | WRITTEN | (delay as u64 & DELAY_MASK);
         self.entries[self.index(flow, seq)].store(word, Ordering::Release);
     }
 
-    /// The hand-over delay of frame (`flow`, `seq`), once its sender has published it.
-    pub fn delay_ns(&self, flow: u16, seq: u32) -> Option<i64> {
+    /// When frame (`flow`, `seq`) left, as far as its sender has published.
+    pub fn departure(&self, flow: u16, seq: u32) -> Departure {
         let word = self.entries[self.index(flow, seq)].load(Ordering::Acquire);
         if word & WRITTEN == 0 || (word >> 32) as u32 != seq {
-            return None;
+            return Departure::Unknown;
         }
         // Sign-extend the 31-bit delay.
         let raw = (word & DELAY_MASK) as i64;
-        Some((raw << (64 - DELAY_BITS)) >> (64 - DELAY_BITS))
+        match (raw << (64 - DELAY_BITS)) >> (64 - DELAY_BITS) {
+            NO_STAMP => Departure::Unstamped,
+            delay => Departure::After(delay),
+        }
+    }
+
+    /// The hand-over delay of frame (`flow`, `seq`), once its sender has published one.
+    pub fn delay_ns(&self, flow: u16, seq: u32) -> Option<i64> {
+        match self.departure(flow, seq) {
+            Departure::After(delay) => Some(delay),
+            _ => None,
+        }
     }
 }
 
@@ -79,7 +127,7 @@ impl std::fmt::Debug for TxStampBoard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Not the million entries.
         f.debug_struct("TxStampBoard")
-            .field("flows", &self.flows)
+            .field("frames_per_flow", &self.frames_per_flow())
             .finish_non_exhaustive()
     }
 }
@@ -97,11 +145,10 @@ pub enum TxStampClock {
 
 impl TxStampClock {
     /// The kernel's software completion clock, with the TAI offset it runs at now.
-    pub fn kernel_tai() -> TxStampClock {
-        TxStampClock::KernelTai {
-            tai_offset_ns: crate::clocksync::kernel_tai_offset_s().unwrap_or(0) as i64
-                * 1_000_000_000,
-        }
+    pub fn kernel_tai() -> Result<TxStampClock, crate::IoError> {
+        Ok(TxStampClock::KernelTai {
+            tai_offset_ns: crate::clocksync::kernel_tai_offset_s()? as i64 * 1_000_000_000,
+        })
     }
 
     /// `stamp` (in this clock) in CLOCK_REALTIME ns.
@@ -199,6 +246,7 @@ impl TxStamper {
         }
         if stamp == 0 {
             self.stats.unstamped += 1;
+            self.board.publish_unstamped(t.flow_id, t.seq);
             return;
         }
         let delay = self.clock.to_realtime(stamp) - t.tx_ns as i64;
@@ -222,21 +270,41 @@ mod tests {
     }
 
     #[test]
-    fn a_later_frame_in_the_same_entry_hides_the_earlier_one() {
+    fn a_later_frame_of_the_flow_in_the_same_entry_hides_the_earlier_one() {
         let board = TxStampBoard::new(1);
+        let later = 5 + board.frames_per_flow();
         board.publish(0, 5, 100);
-        board.publish(0, 5 + BOARD_SLOTS as u32, 200);
-        assert_eq!(board.delay_ns(0, 5), None);
-        assert_eq!(board.delay_ns(0, 5 + BOARD_SLOTS as u32), Some(200));
+        board.publish(0, later, 200);
+        assert_eq!(board.departure(0, 5), Departure::Unknown);
+        assert_eq!(board.delay_ns(0, later), Some(200));
+    }
+
+    /// Flows far apart in their sequence numbers keep their own entries.
+    #[test]
+    fn flows_do_not_take_each_others_entries() {
+        let board = TxStampBoard::new(10_000);
+        assert_eq!(board.frames_per_flow(), 64);
+        board.publish(424, 7, 50);
+        for seq in 0..100_000 {
+            board.publish(0, seq, 1);
+        }
+        board.publish(9_999, 7 + 1_000_000, 2);
+        assert_eq!(board.delay_ns(424, 7), Some(50));
+        assert_eq!(TxStampBoard::new(1 << 16).frames_per_flow(), 16);
+        assert_eq!(TxStampBoard::new(1).frames_per_flow(), 1 << 20);
     }
 
     #[test]
-    fn delays_beyond_the_range_are_not_recorded() {
+    fn delays_beyond_the_range_and_missing_stamps_read_as_unstamped() {
         let board = TxStampBoard::new(1);
         board.publish(0, 1, 2_000_000_000);
         board.publish(0, 2, -2_000_000_000);
-        assert_eq!(board.delay_ns(0, 1), None);
-        assert_eq!(board.delay_ns(0, 2), None);
+        board.publish_unstamped(0, 3);
+        board.publish(0, 4, -(1 << 30) + 1);
+        for seq in 1..=3 {
+            assert_eq!(board.departure(0, seq), Departure::Unstamped);
+        }
+        assert_eq!(board.delay_ns(0, 4), Some(-(1 << 30) + 1));
     }
 
     #[test]
@@ -289,10 +357,10 @@ mod tests {
         Trailer::sent(9, 3, 77, 1_000_000).write((&mut frame[at..]).try_into().unwrap());
         stamper.completed(37_001_000_250, &frame);
         assert_eq!(board.delay_ns(3, 77), Some(250));
-        // No stamp: counted, nothing published.
+        // No stamp: counted, and published as such (no receiver waits for it).
         Trailer::sent(9, 3, 78, 1_000_000).write((&mut frame[at..]).try_into().unwrap());
         stamper.completed(0, &frame);
-        assert_eq!(board.delay_ns(3, 78), None);
+        assert_eq!(board.departure(3, 78), Departure::Unstamped);
         // Another run's frame, and a frame without a trailer: neither counted.
         Trailer::sent(8, 3, 79, 1_000_000).write((&mut frame[at..]).try_into().unwrap());
         stamper.completed(37_001_000_250, &frame);

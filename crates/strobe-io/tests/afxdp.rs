@@ -754,7 +754,10 @@ fn tx_metadata_stamps_every_frame_between_its_arrival_and_the_next() {
     };
     let (mut tx, _) = open(&lab, &lab.a, &opts).split();
     let board = Arc::new(TxStampBoard::new(FLOWS as usize));
-    let source = tx.stamp_transmits(Arc::clone(&board), TAG, true).unwrap();
+    let source = tx
+        .stamp_transmits(Arc::clone(&board), TAG, true)
+        .unwrap()
+        .source;
     assert!(source.contains("completion"), "{source}");
     let receiving = std::thread::spawn(move || {
         let mut rx = rx;

@@ -407,7 +407,7 @@ impl fmt::Display for Warning {
                 f,
                 "rx port `{port}`: {missing} frames got no transmit stamp from AF_XDP TX \
                  metadata in time (the driver did not stamp them, or their completion came \
-                 more than a second late) and are left out of latency, which covers the \
+                 more than ten seconds late) and are left out of latency, which covers the \
                  other {stamped}"
             ),
             Warning::LateOnSteeringLab {

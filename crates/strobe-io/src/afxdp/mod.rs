@@ -189,6 +189,13 @@ impl AfXdpOptions {
         // TX frames never outnumber the TX and completion ring entries, and the fill ring
         // holds twice the RX frames, so a frame handed back to the kernel finds room once
         // the kernel has published its progress.
+        // Before 6.8 the metadata length was padding the kernel ignored: a socket would
+        // take it and then refuse every descriptor that asks for metadata.
+        if self.tx_metadata && crate::kernel_release().is_some_and(|r| r < (6, 8)) {
+            return Err(IoError::Other(
+                "this kernel has no AF_XDP TX metadata (it needs Linux 6.8 or later): leave --tx-timestamps at strobe".into(),
+            ));
+        }
         let rx_frames = if self.rx {
             (self.frames / 2).min(self.ring_size)
         } else {
@@ -314,14 +321,13 @@ impl Unbound {
             reg.flags = 0;
             registered = sys::setsockopt(&fd, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg);
         }
-        if layout.tx_headroom > 0
-            && registered
-                .as_ref()
-                .is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL))
-        {
-            return Err(IoError::Other(
-                "this kernel has no AF_XDP TX metadata (it needs Linux 6.8 or later): transmit stamps come from strobe's clock without --tx-timestamps metadata".into(),
-            ));
+        if let (true, Err(e)) = (layout.tx_headroom > 0, &registered) {
+            if e.raw_os_error() == Some(libc::EINVAL) {
+                return Err(IoError::Other(format!(
+                    "the kernel refused {} bytes of AF_XDP TX metadata per frame ({e}): leave --tx-timestamps at strobe",
+                    layout.tx_headroom
+                )));
+            }
         }
         registered.map_err(|e| {
             let kib = |b: u64| match b {
@@ -608,18 +614,22 @@ impl AfXdpPort {
         let mtu = crate::tsinfo::interface_mtu(&place.iface)?;
         // Frames the link carries, up to the longest strobe builds (loopback allows 64 KiB).
         let link_max = (mtu + LINK_OVERHEAD).min(crate::MAX_FRAME_LEN);
-        if (layout.frame_size as usize) < link_max {
+        // TX metadata sits in the UMEM frame before the packet.
+        let headroom = layout.tx_headroom as usize;
+        if (layout.frame_size as usize) < link_max + headroom {
             // The same UMEM bytes in half as many frames.
             let scale = |frames: u32| frames * layout.frame_size / MAX_FRAME_SIZE;
             layout.tx_frames = scale(layout.tx_frames).max(1);
             layout.rx_frames = scale(layout.rx_frames).max(u32::from(layout.rx_frames > 0));
             layout.frame_size = MAX_FRAME_SIZE;
         }
-        // Longer frames span several UMEM frames, sent as one multi-buffer packet each.
-        layout.multi_buffer = (layout.frame_size as usize) < link_max
+        // Longer frames span several UMEM frames, sent as one multi-buffer packet each;
+        // frames with TX metadata before them stay in one (and the socket binds without
+        // multi-buffer, which some drivers' zero-copy lacks).
+        layout.multi_buffer = headroom == 0
+            && (layout.frame_size as usize) < link_max
             && crate::kernel_release().is_some_and(|r| r >= (6, 6));
-        // TX metadata sits before a frame's first byte: such frames stay in one UMEM frame.
-        if layout.multi_buffer && layout.tx_frames > 1 && layout.tx_headroom == 0 {
+        if layout.multi_buffer && layout.tx_frames > 1 {
             layout.tx_chunks = link_max.div_ceil(layout.frame_size as usize) as u32;
             layout.tx_frames = (layout.tx_frames / layout.tx_chunks).max(1);
         }
@@ -722,7 +732,6 @@ impl AfXdpPort {
             lens: vec![0; layout.tx_frames as usize].into_boxed_slice(),
             stamper: None,
             stamp_source: None,
-            restore_stamping: None,
         };
         Ok(AfXdpPort {
             tx,
@@ -821,21 +830,15 @@ pub struct AfXdpTx {
     stamper: Option<Box<TxStamper>>,
     /// Where the transmit stamps come from, for `describe()`.
     stamp_source: Option<String>,
-    /// The NIC's stamping setting before [`AfXdpTx::stamp_transmits`] turned transmit
-    /// stamps on, put back on drop.
-    restore_stamping: Option<crate::tsinfo::HwTimestampConfig>,
 }
 
-impl Drop for AfXdpTx {
-    fn drop(&mut self) {
-        if let Some(previous) = self.restore_stamping.take() {
-            crate::tsinfo::restore_hw_timestamps(
-                self.place.netns.as_deref(),
-                &self.place.iface,
-                previous,
-            );
-        }
-    }
+/// What [`AfXdpTx::stamp_transmits`] set up: where the stamps come from, and the NIC's
+/// transmit stamping if it turned that on, to be kept until the run's last frame is
+/// received (several ports may share the NIC; dropping it turns the stamping off).
+#[derive(Debug)]
+pub struct TxStampsOn {
+    pub source: String,
+    pub stamping: Option<crate::tsinfo::TransmitStamping>,
 }
 
 impl AfXdpTx {
@@ -995,13 +998,14 @@ impl AfXdpTx {
         board: Arc<TxStampBoard>,
         run_tag: u8,
         completion_ok: bool,
-    ) -> Result<String, IoError> {
+    ) -> Result<TxStampsOn, IoError> {
         if self.layout.tx_headroom == 0 {
             return Err(IoError::Other(format!(
                 "AF_XDP TX on {} was opened without TX metadata",
                 self.place
             )));
         }
+        let mut stamping = None;
         let clock = match self.mode {
             XdpModeInUse::Copy if !completion_ok => {
                 return Err(IoError::Other(format!(
@@ -1009,21 +1013,28 @@ impl AfXdpTx {
                     self.place.iface
                 )))
             }
-            XdpModeInUse::Copy => TxStampClock::kernel_tai(),
-            XdpModeInUse::ZeroCopy => self.device_stamp_clock()?,
+            XdpModeInUse::Copy => TxStampClock::kernel_tai()?,
+            XdpModeInUse::ZeroCopy => {
+                let (clock, on) = self.device_stamp_clock()?;
+                stamping = on;
+                clock
+            }
         };
         let source = clock.source();
         self.stamper = Some(Box::new(TxStamper::new(board, clock, run_tag)));
         self.stamp_source = Some(source.clone());
-        Ok(source)
+        Ok(TxStampsOn { source, stamping })
     }
 
-    /// Zero-copy: the NIC's clock, once the driver and the NIC have said they stamp.
-    fn device_stamp_clock(&mut self) -> Result<TxStampClock, IoError> {
+    /// Zero-copy: the NIC's clock, once the driver and the NIC have said they stamp, and the
+    /// NIC's transmit stamping if this turned it on.
+    fn device_stamp_clock(
+        &mut self,
+    ) -> Result<(TxStampClock, Option<crate::tsinfo::TransmitStamping>), IoError> {
         let (netns, iface) = (self.place.netns.as_deref(), self.place.iface.as_str());
         let refuse = |why: String| {
             IoError::Other(format!(
-                "afxdp:{iface} runs zero-copy, where transmit stamps come from the NIC, but {why}; open the port in copy mode for the kernel's completion stamps, or leave --tx-timestamps off"
+                "afxdp:{iface} runs zero-copy, where transmit stamps come from the NIC, but {why}; leave --tx-timestamps at strobe (strobe's stamp before the hand-over)"
             ))
         };
         match crate::xdp_features::xsk_tx_timestamps(netns, iface)? {
@@ -1046,7 +1057,7 @@ impl AfXdpTx {
                 )))
             }
         };
-        self.restore_stamping = Some(crate::tsinfo::enable_hw_tx_timestamps(netns, iface)?);
+        let stamping = crate::tsinfo::enable_hw_tx_timestamps(netns, iface)?;
         let mut realtime = crate::clocksync::SystemClock::by_name("realtime")
             .ok_or_else(|| IoError::Other("CLOCK_REALTIME cannot be read".into()))?;
         let mut nic = crate::clocksync::PhcClock::open(&phc)?;
@@ -1057,7 +1068,7 @@ impl AfXdpTx {
             Duration::from_millis(200),
             std::thread::sleep,
         )?;
-        Ok(TxStampClock::Device { phc, sync })
+        Ok((TxStampClock::Device { phc, sync }, stamping))
     }
 }
 
@@ -1107,6 +1118,18 @@ impl Backend for AfXdpTx {
     }
 
     fn frame_too_long(&self, len: usize) -> String {
+        if len <= self.mtu + LINK_OVERHEAD && self.layout.tx_headroom > 0 {
+            return format!(
+                "frames of {len} bytes ({} with FCS) do not fit AF_XDP's {}-byte UMEM frames on \
+                 {} with the {} bytes of TX metadata before them: transmit stamps from TX \
+                 metadata take frames up to {} bytes; send longer ones with --tx-timestamps strobe",
+                len + 4,
+                self.layout.frame_size,
+                self.place,
+                self.layout.tx_headroom,
+                self.max_frame_len
+            );
+        }
         if len <= self.mtu + LINK_OVERHEAD {
             return format!(
                 "frames of {len} bytes ({} with FCS) do not fit AF_XDP's {}-byte UMEM frames on \
