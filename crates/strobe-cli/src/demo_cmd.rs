@@ -29,7 +29,7 @@ pub struct DemoArgs {
     /// Seconds per run.
     #[arg(long, default_value_t = 3.0, allow_hyphen_values = true, value_parser = crate::values::positive_seconds)]
     seconds: f64,
-    /// Device under test: cable | bridge | router | tbf:RATE.
+    /// Device under test: cable | bridge | router | tbf:RATE | nft:RULES | xdp.
     #[arg(long, default_value = "router")]
     dut: String,
     /// Also print the full report of each part: backends and their rings, clocks,
@@ -185,7 +185,7 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
             "strobe sends from {} ({}), the device under test ({}) forwards,",
             lab.tx.iface,
             lab.tx.ipv4,
-            dut_name(&lab.dut)
+            lab.dut.name()
         ),
         &format!(
             "and strobe counts and timestamps every frame that arrives at {} ({}).",
@@ -229,7 +229,7 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
     }
     println!(
         "   => verdict: {}",
-        throughput_verdict(&part, &dut_name(&lab.dut))
+        throughput_verdict(&part, &lab.dut.name())
     );
     if !args.verbose {
         explain(&["(on veth the kernel forwards each frame on the sending core, so this rate is the DUT's and the kernel's as much as strobe's)"]);
@@ -276,19 +276,6 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
 fn explain(lines: &[&str]) {
     for line in lines {
         println!("   {line}");
-    }
-}
-
-/// The DUT as a reader knows it.
-fn dut_name(dut: &Dut) -> String {
-    match dut {
-        Dut::Cable => "a cable: no device, the two ends joined".into(),
-        Dut::Bridge => "a Linux bridge".into(),
-        Dut::Router => "a Linux router".into(),
-        Dut::Tbf { rate_bps } => format!(
-            "a Linux bridge shaped to {:.1} Mbit/s",
-            *rate_bps as f64 / 1e6
-        ),
     }
 }
 

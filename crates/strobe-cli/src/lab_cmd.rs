@@ -55,7 +55,9 @@ pub struct LabArgs {
 enum LabCommand {
     /// Create the lab (idempotent): generator side, device under test, sink side.
     Up {
-        /// Device under test: cable | bridge | router | tbf:RATE (e.g. tbf:100mbit).
+        /// Device under test: cable | bridge | router | tbf:RATE (e.g. tbf:100mbit) |
+        /// nft:RULES (the router with RULES nftables forward rules, e.g. nft:1000) | xdp (an
+        /// XDP forwarder).
         #[arg(long, default_value = "router")]
         dut: String,
         /// Receive packet steering on the lab's veths: on moves receive work off the core

@@ -315,17 +315,7 @@ fn lab_of(location: &strobe_control::model::PortLocation) -> Option<strobe_contr
 }
 
 fn describe_dut(lab: &strobe_control::lab::Lab) -> String {
-    let kind = match lab.dut {
-        strobe_control::lab::Dut::Cable => "a cable (the two ends joined, no device)".to_string(),
-        strobe_control::lab::Dut::Bridge => "a Linux bridge".to_string(),
-        strobe_control::lab::Dut::Router => "a Linux router".to_string(),
-        strobe_control::lab::Dut::Tbf { rate_bps } => format!(
-            "a Linux bridge shaped to {} (token bucket)",
-            rate_text(&strobe_control::timing::Rate::L1BitsPerSec(rate_bps as f64))
-                .replace(" (layer 1)", "")
-        ),
-    };
-    format!("{kind}, in strobe's virtual lab {}", lab.prefix)
+    format!("{}, in strobe's virtual lab {}", lab.dut.name(), lab.prefix)
 }
 
 /// The report's context block: when, how, where, through what, with which clocks.

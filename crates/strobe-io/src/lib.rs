@@ -28,6 +28,7 @@ pub mod tsinfo;
 pub mod tx_stamps;
 pub mod xdp_count;
 pub mod xdp_features;
+pub mod xdp_forward;
 mod xdp_gen;
 pub mod xdplive;
 

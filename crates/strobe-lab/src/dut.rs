@@ -9,6 +9,9 @@ use crate::LabError;
 /// full-size frame takes more than a second; above 100 Gbit/s veth cannot carry it anyway.
 const MIN_TBF_BPS: u64 = 8_000;
 const MAX_TBF_BPS: u64 = 100_000_000_000;
+/// Most rules an `nft` DUT's forward chain takes: loading more takes nft seconds, and at
+/// about 10 ns a rule such a chain already costs a frame around a millisecond.
+pub const MAX_NFT_RULES: u32 = 100_000;
 
 /// What sits between the generator namespace and the sink namespace.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,6 +25,13 @@ pub enum Dut {
     /// The bridge plus a token-bucket shaper at `rate_bps` (layer 2 bits per second) on the
     /// sink-facing port.
     Tbf { rate_bps: u64 },
+    /// The router with an nftables forward chain of `rules` rules that match none of the
+    /// lab's frames, each looked at in turn: a firewall whose cost grows with its rules.
+    Nft { rules: u32 },
+    /// An XDP program on each DUT interface that redirects every frame to the other one
+    /// (`bpf_redirect_map` through a DEVMAP): the kernel's fast path, no bridge, no socket
+    /// buffer in the DUT.
+    Xdp,
 }
 
 impl Dut {
@@ -31,6 +41,15 @@ impl Dut {
             Dut::Cable => "a plain veth pair: generator and sink on one wire".into(),
             Dut::Bridge => "a Linux bridge between generator and sink".into(),
             Dut::Router => "a Linux router (IPv4 and IPv6 forwarding) between two subnets".into(),
+            Dut::Xdp => "an XDP forwarder: each of dut0 and dut1 redirects every frame to the \
+                         other in the driver (bpf_redirect_map through a DEVMAP), without a \
+                         bridge or a socket buffer"
+                .into(),
+            Dut::Nft { rules } => format!(
+                "a Linux router whose nftables forward chain has {rules} rule{} for other \
+                 addresses, each checked for every frame before it is forwarded",
+                if *rules == 1 { "" } else { "s" }
+            ),
             Dut::Tbf { .. } => {
                 let p = self.tbf().expect("a tbf DUT has tbf parameters");
                 format!(
@@ -43,6 +62,21 @@ impl Dut {
         }
     }
 
+    /// The DUT in a few words, for reports and verdicts ("through a Linux router").
+    pub fn name(&self) -> String {
+        match self {
+            Dut::Cable => "a cable (the two ends joined, no device)".into(),
+            Dut::Bridge => "a Linux bridge".into(),
+            Dut::Router => "a Linux router".into(),
+            Dut::Tbf { rate_bps } => format!(
+                "a Linux bridge shaped to {} Mbit/s (token bucket)",
+                *rate_bps as f64 / 1e6
+            ),
+            Dut::Nft { rules } => format!("a Linux router with {rules} nftables forward rules"),
+            Dut::Xdp => "an XDP forwarder (redirect between two veths)".into(),
+        }
+    }
+
     /// Whether the DUT lives in a namespace of its own (everything but the cable).
     pub fn has_namespace(&self) -> bool {
         !matches!(self, Dut::Cable)
@@ -50,7 +84,34 @@ impl Dut {
 
     /// Whether the DUT switches at layer 2 (generator and sink share one subnet).
     pub(crate) fn is_l2(&self) -> bool {
-        !matches!(self, Dut::Router)
+        !self.routes()
+    }
+
+    /// Whether the DUT routes between two subnets (the router, with or without rules).
+    pub(crate) fn routes(&self) -> bool {
+        matches!(self, Dut::Router | Dut::Nft { .. })
+    }
+
+    /// The nftables rule set an `nft` DUT loads into its namespace (`nft -f -`): one table,
+    /// one forward chain, `rules` rules matching destinations in 198.19.0.0/16, which the
+    /// lab never uses, so each frame is checked against all of them and none drops it.
+    pub fn nft_ruleset(&self) -> Option<String> {
+        let Dut::Nft { rules } = *self else {
+            return None;
+        };
+        let mut text = String::with_capacity(64 + 40 * rules as usize);
+        text.push_str(&format!(
+            "table inet {NFT_TABLE} {{\n  chain forward {{\n    type filter hook forward priority 0; policy accept;\n"
+        ));
+        for i in 0..rules {
+            text.push_str(&format!(
+                "    ip daddr 198.19.{}.{} drop\n",
+                i / 256,
+                i % 256
+            ));
+        }
+        text.push_str("  }\n}\n");
+        Some(text)
     }
 
     /// The token bucket's settings, for a tbf DUT.
@@ -63,11 +124,25 @@ impl Dut {
 
     /// Rejects values that cannot be built (reachable by constructing `Dut::Tbf` directly).
     pub(crate) fn validate(&self) -> Result<(), LabError> {
-        if let Dut::Tbf { rate_bps } = *self {
-            check_rate(&self.to_string(), rate_bps)?;
+        match *self {
+            Dut::Tbf { rate_bps } => check_rate(&self.to_string(), rate_bps),
+            Dut::Nft { rules } => check_rules(&self.to_string(), rules),
+            _ => Ok(()),
         }
-        Ok(())
     }
+}
+
+/// The nftables table an `nft` DUT loads (in the DUT's own namespace).
+pub const NFT_TABLE: &str = "strobe_dut";
+
+fn check_rules(input: &str, rules: u32) -> Result<(), LabError> {
+    if !(1..=MAX_NFT_RULES).contains(&rules) {
+        return Err(LabError::InvalidDut {
+            input: input.to_string(),
+            reason: format!("an nft DUT takes 1 to {MAX_NFT_RULES} rules, not {rules}"),
+        });
+    }
+    Ok(())
 }
 
 fn check_rate(input: &str, bps: u64) -> Result<(), LabError> {
@@ -138,7 +213,15 @@ impl FromStr for Dut {
             "cable" => Ok(Dut::Cable),
             "bridge" => Ok(Dut::Bridge),
             "router" => Ok(Dut::Router),
+            "xdp" => Ok(Dut::Xdp),
             other => {
+                if let Some(rules) = other.strip_prefix("nft:") {
+                    let rules = rules
+                        .parse::<u32>()
+                        .map_err(|_| invalid(format!("`{rules}` is not a number of rules")))?;
+                    check_rules(s, rules)?;
+                    return Ok(Dut::Nft { rules });
+                }
                 let Some(rate) = other.strip_prefix("tbf:") else {
                     return Err(invalid("unknown DUT kind".to_string()));
                 };
@@ -158,6 +241,8 @@ impl fmt::Display for Dut {
             Dut::Cable => f.write_str("cable"),
             Dut::Bridge => f.write_str("bridge"),
             Dut::Router => f.write_str("router"),
+            Dut::Nft { rules } => write!(f, "nft:{rules}"),
+            Dut::Xdp => f.write_str("xdp"),
             Dut::Tbf { rate_bps } => {
                 let (value, unit) = [
                     (1_000_000_000, "gbit"),
@@ -228,6 +313,24 @@ mod tests {
         assert_eq!(tbf("tbf:800kbit"), 800_000);
         assert_eq!(tbf("tbf:64000"), 64_000);
         assert_eq!(tbf("tbf:64000bit"), 64_000);
+        assert_eq!("nft:1000".parse::<Dut>().unwrap(), Dut::Nft { rules: 1000 });
+        assert_eq!("NFT:1".parse::<Dut>().unwrap(), Dut::Nft { rules: 1 });
+        assert_eq!("xdp".parse::<Dut>().unwrap(), Dut::Xdp);
+    }
+
+    /// The rule set: one rule per index, distinct addresses, none of the lab's.
+    #[test]
+    fn the_nft_rule_set_has_its_rules_and_matches_none_of_the_labs_addresses() {
+        let set = Dut::Nft { rules: 300 }.nft_ruleset().unwrap();
+        let rules: Vec<&str> = set.lines().filter(|l| l.contains(" drop")).collect();
+        assert_eq!(rules.len(), 300);
+        assert_eq!(rules[0].trim(), "ip daddr 198.19.0.0 drop");
+        assert_eq!(rules[299].trim(), "ip daddr 198.19.1.43 drop");
+        let distinct: std::collections::BTreeSet<_> = rules.iter().collect();
+        assert_eq!(distinct.len(), 300);
+        assert!(!set.contains("198.18."));
+        assert!(set.contains("hook forward") && set.contains("policy accept"));
+        assert_eq!(Dut::Router.nft_ruleset(), None);
     }
 
     #[test]
@@ -239,6 +342,10 @@ mod tests {
             "tbf:-5mbit",
             "tbf:1.2.3mbit",
             "tbf:1.5bit",
+            "nft:",
+            "nft:many",
+            "nft:0",
+            "nft:100001",
         ] {
             let err = bad.parse::<Dut>().unwrap_err().to_string();
             assert!(err.contains(bad), "{err}");
@@ -267,6 +374,8 @@ mod tests {
                 rate_bps: 1_500_000_000,
             },
             Dut::Tbf { rate_bps: 12_345 },
+            Dut::Nft { rules: 1000 },
+            Dut::Xdp,
         ] {
             assert_eq!(dut.to_string().parse::<Dut>().unwrap(), dut);
         }

@@ -9,6 +9,8 @@
 //! | bridge   | tx0 <-> dut0, dut1 <-> rx0, br0 over dut0+dut1 | one subnet: /15 and /64        |
 //! | router   | tx0 <-> dut0, dut1 <-> rx0, forwarding on      | 198.18.0.0/24 and 198.18.1.0/24, 2001:2::/64 and 2001:2:0:1::/64, gateways .254 / ::fe |
 //! | tbf:RATE | the bridge, plus a token bucket on dut1        | as the bridge                  |
+//! | nft:N    | the router, plus N nftables forward rules      | as the router                  |
+//! | xdp      | tx0 <-> dut0, dut1 <-> rx0, an XDP program on each DUT port redirecting to the other | one subnet |
 //!
 //! MACs: tx0 02:53:54:00:00:01, rx0 …:02, dut0 …:10, dut1 …:11, br0 …:1f. The generator is
 //! 198.18.0.1 / 2001:2::1, the sink 198.18.1.1 / 2001:2::2 (router: 2001:2:0:1::1). Static
@@ -26,6 +28,7 @@
 mod dut;
 mod error;
 mod netns;
+mod nft;
 mod queues;
 mod rtnl;
 mod topology;
@@ -228,9 +231,20 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
             netns::set_sysctls(&ns, &rtnl::sysctls(role, &cfg.dut))?;
             namespaces.push((role, ns));
         }
+        let dut_ns = match cfg.dut.nft_ruleset() {
+            Some(_) => Netns::open(&Role::Dut.netns(prefix))?,
+            None => None,
+        };
         runtime.block_on(async {
             let conns = Conns::new(namespaces)?;
             rtnl::build(&conns, &plan).await?;
+            // Before the lab is marked complete: a lab without its rules is not this DUT.
+            if let (Some(ns), Some(ruleset)) = (&dut_ns, cfg.dut.nft_ruleset()) {
+                nft::load(ns, &ruleset)?;
+            }
+            if cfg.dut == Dut::Xdp {
+                rtnl::attach_forwarder(&conns).await?;
+            }
             // Blocks the runtime briefly, which is fine: no netlink request is in flight.
             queues::steer(&plan, cfg.receive_steering)?;
             rtnl::mark_complete(&conns, &plan).await

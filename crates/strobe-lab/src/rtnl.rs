@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use futures_util::TryStreamExt;
 use rtnetlink::packet_route::link::{
     BridgePortState, BridgeStpState, InfoBridgePort, InfoData, InfoKind, InfoPortData, InfoVeth,
-    LinkAttribute, LinkInfo, LinkMessage, State,
+    LinkAttribute, LinkInfo, LinkMessage, LinkXdp, State, XdpAttached,
 };
 use rtnetlink::packet_route::tc::{TcAttribute, TcHandle};
 use rtnetlink::{
@@ -20,7 +20,7 @@ use rtnetlink::{
 
 use crate::dut::tbf_params;
 use crate::netns::{Netns, Sysctl};
-use crate::topology::{Iface, Role, Topology, RX0, TX0};
+use crate::topology::{Iface, Role, Topology, DUT0, DUT1, RX0, TX0};
 use crate::{Dut, Lab, LabError};
 
 /// Marks tx0 as a lab link and records the DUT kind, so `status` can read it back.
@@ -158,7 +158,7 @@ pub(crate) fn sysctls(role: Role, dut: &Dut) -> Vec<Sysctl> {
     set("net.ipv6.icmp.ratemask", "0-1,3-127", true);
     set("net.ipv4.icmp_msgs_per_sec", "0", true);
     set("net.ipv4.icmp_msgs_burst", "0", true);
-    let forwarding = if role == Role::Dut && *dut == Dut::Router {
+    let forwarding = if role == Role::Dut && dut.routes() {
         "1"
     } else {
         "0"
@@ -332,6 +332,67 @@ pub(crate) async fn build(conns: &Conns, plan: &Topology) -> Result<(), LabError
     }
 
     wait_until_forwarding(conns, plan).await
+}
+
+/// `XDP_FLAGS_DRV_MODE`: native XDP, in the driver (veth has it).
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+
+/// The `xdp` DUT: loads the forwarder in the DUT's namespace (where its DEVMAP resolves
+/// dut0 and dut1) and attaches one program to each over netlink, natively: attached that
+/// way they stay after strobe exits and go with the interfaces. The endpoints take the
+/// frames it redirects to them only with their NAPI path on, which GRO turns on for a veth,
+/// and complete their own stacks' checksums in software.
+pub(crate) async fn attach_forwarder(conns: &Conns) -> Result<(), LabError> {
+    let ends = [DUT0, DUT1];
+    let indexes = [conns.index(DUT0).await?, conns.index(DUT1).await?];
+    let ns = conns.get(Role::Dut).0;
+    let forwarder = ns.run(|| {
+        strobe_io::xdp_forward::load(indexes).map_err(|e| {
+            LabError::os(
+                "load",
+                format!("the XDP forwarder in namespace {}", ns.name),
+                io::Error::other(e.to_string()),
+            )
+        })
+    })?;
+    for ((iface, index), program) in ends.into_iter().zip(indexes).zip(&forwarder.programs) {
+        let mut message = LinkUnspec::new_with_index(index).build();
+        message.attributes.push(LinkAttribute::Xdp(vec![
+            LinkXdp::Fd(program.as_raw_fd()),
+            LinkXdp::Flags(XDP_FLAGS_DRV_MODE),
+        ]));
+        conns
+            .set_link(iface, "attach the XDP forwarder to", message)
+            .await?;
+    }
+    // The endpoints' own stacks leave UDP and TCP checksums to the device (a veth passes
+    // the socket buffer on with a "complete the checksum" mark); a redirected frame loses
+    // that mark, so they must complete them themselves.
+    let settings = [
+        ("rx-gro", true, "turn GRO on (to take XDP frames) on"),
+        (
+            "tx-checksum-ip-generic",
+            false,
+            "turn checksum offload off (XDP frames carry whole checksums) on",
+        ),
+    ];
+    for end in [TX0, RX0] {
+        let ns = conns.get(end.role).0;
+        for (feature, on, step) in settings {
+            strobe_io::netdev_features::set(Some(&ns.name), end.name, feature, on).map_err(
+                |e| LabError::os(step, conns.name(end), io::Error::other(e.to_string())),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether `link` has an XDP program attached in the driver.
+fn has_native_xdp(link: &LinkMessage) -> bool {
+    link.attributes.iter().any(|a| match a {
+        LinkAttribute::Xdp(xdp) => xdp.contains(&LinkXdp::Attached(XdpAttached::Driver)),
+        _ => false,
+    })
 }
 
 /// Records the DUT kind in tx0's alias: the mark `status` looks for. `up` sets it last, so
@@ -522,6 +583,12 @@ pub(crate) async fn read(conns: &Conns, prefix: &str, has_dut_ns: bool) -> Resul
         if mac != Some(&iface.mac[..]) {
             return Err(broken(format!(
                 "interface {} has another MAC than the lab gave it",
+                conns.name(iface)
+            )));
+        }
+        if dut == Dut::Xdp && [DUT0, DUT1].contains(&iface) && !has_native_xdp(&link) {
+            return Err(broken(format!(
+                "interface {} has lost its XDP forwarder",
                 conns.name(iface)
             )));
         }

@@ -236,7 +236,7 @@ fn frame_crosses(lab: &Lab, from: &Endpoint, to: &Endpoint, v6: bool) {
     assert_eq!(got.payload.slice(), payload.as_bytes(), "{what}");
     let (src, dst) = macs(&got);
     assert_eq!(dst, to.mac, "{what}: destination MAC");
-    if lab.dut == Dut::Router {
+    if lab.dut.routes() {
         // Routed: the router's far port is the new source and the hop limit drops by one.
         assert_eq!(src, to.next_hop_mac, "{what}: source MAC");
         assert_eq!(hop_limit(&got), 63, "{what}");
@@ -373,6 +373,62 @@ fn tbf_lifecycle() {
             rate_bps: 1_000_000_000,
         },
     );
+}
+
+#[test]
+fn nft_lifecycle() {
+    lifecycle("n", Dut::Nft { rules: 500 });
+}
+
+/// The nft DUT's rules are in its own namespace, all of them, and nowhere else; an `up`
+/// with another number of rules rebuilds the lab with those.
+#[test]
+fn the_nft_dut_loads_its_rules_in_its_own_namespace() {
+    let guard = LabGuard::new("nr");
+    let lab = up(&guard.config(Dut::Nft { rules: 2000 })).unwrap();
+    let dut_ns = format!("{}-dut", guard.prefix);
+    let rules = |ns: &str| {
+        sh_in(ns, "nft list chain inet strobe_dut forward")
+            .matches(" drop")
+            .count()
+    };
+    assert_eq!(rules(&dut_ns), 2000);
+    let host = std::process::Command::new("nft")
+        .args(["list", "tables"])
+        .output()
+        .expect("nft (apt-get install nftables)");
+    assert!(!String::from_utf8_lossy(&host.stdout).contains("strobe_dut"));
+    frame_crosses(&lab, &lab.tx, &lab.rx, false);
+    let fewer = up(&guard.config(Dut::Nft { rules: 10 })).unwrap();
+    assert_eq!(status(&guard.prefix).unwrap(), Some(fewer));
+    assert_eq!(rules(&dut_ns), 10);
+}
+
+#[test]
+fn xdp_lifecycle() {
+    lifecycle("x", Dut::Xdp);
+}
+
+/// The xdp DUT forwards through its programs (in the driver, on both ports), and a lab
+/// whose program was taken off reads as damaged and is rebuilt.
+#[test]
+fn the_xdp_dut_forwards_in_the_driver_and_is_checked() {
+    let guard = LabGuard::new("xd");
+    let lab = up(&guard.config(Dut::Xdp)).unwrap();
+    let dut_ns = format!("{}-dut", guard.prefix);
+    for iface in ["dut0", "dut1"] {
+        let link = sh_in(&dut_ns, &format!("ip -details link show {iface}"));
+        assert!(link.contains("prog/xdp id"), "{link}");
+    }
+    frame_crosses(&lab, &lab.tx, &lab.rx, false);
+    sh_in(&dut_ns, "ip link set dev dut0 xdp off");
+    let err = status(&guard.prefix).unwrap_err();
+    assert!(
+        matches!(err, LabError::Broken { .. }) && err.to_string().contains("XDP forwarder"),
+        "{err}"
+    );
+    let again = up(&guard.config(Dut::Xdp)).unwrap();
+    assert_eq!(status(&guard.prefix).unwrap(), Some(again));
 }
 
 #[test]

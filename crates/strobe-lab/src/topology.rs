@@ -72,13 +72,13 @@ pub(crate) const RX0: Iface = Iface {
     mac: MAC_RX,
     index: 20,
 };
-const DUT0: Iface = Iface {
+pub(crate) const DUT0: Iface = Iface {
     role: Role::Dut,
     name: DUT_TX_SIDE,
     mac: MAC_DUT0,
     index: 30,
 };
-const DUT1: Iface = Iface {
+pub(crate) const DUT1: Iface = Iface {
     role: Role::Dut,
     name: DUT_RX_SIDE,
     mac: MAC_DUT1,
@@ -157,9 +157,10 @@ impl Topology {
         };
         // Where frames from each endpoint go first: the peer itself on a shared segment,
         // the router's near port otherwise.
-        let (tx_next_hop, rx_next_hop) = match dut {
-            Dut::Router => (DUT0, DUT1),
-            _ => (RX0, TX0),
+        let (tx_next_hop, rx_next_hop) = if dut.routes() {
+            (DUT0, DUT1)
+        } else {
+            (RX0, TX0)
         };
         let endpoint = |iface: Iface, ipv4, ipv6, next_hop: Iface| Endpoint {
             netns: iface.role.netns(prefix),
@@ -215,13 +216,14 @@ impl Topology {
             plan.veths = vec![(TX0, DUT0), (DUT1, RX0)];
         }
         match *dut {
-            Dut::Cable => {}
+            // The forwarder's programs are attached after the links exist (`rtnl`).
+            Dut::Cable | Dut::Xdp => {}
             Dut::Bridge => plan.bridge = Some((BR0, [DUT0, DUT1])),
             Dut::Tbf { rate_bps } => {
                 plan.bridge = Some((BR0, [DUT0, DUT1]));
                 plan.tbf = Some((DUT1, rate_bps));
             }
-            Dut::Router => {
+            Dut::Router | Dut::Nft { .. } => {
                 let (gw_tx_v4, gw_rx_v4) = (v4(0, 254), v4(1, 254));
                 let (gw_tx_v6, gw_rx_v6) = (v6(0, 0xfe), v6(1, 0xfe));
                 plan.addresses.extend([
