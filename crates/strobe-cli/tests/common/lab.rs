@@ -134,6 +134,26 @@ pub fn drops_in(netns: &str) -> u64 {
         .sum()
 }
 
+/// All of `frames` sent, and each received once and in order or counted dropped: at the
+/// receiving interface, in the receiver's ring, or (`dut_drops`) inside the DUT.
+pub fn assert_accounted(r: &serde_json::Value, frames: u64, dut_drops: u64, what: &str) {
+    let (f, rx) = (&r["flows"][0], &r["rx_ports"][0]);
+    assert_eq!(f["frames_tx"], frames, "{what}: {f}");
+    let received = f["frames_rx"].as_u64().unwrap();
+    let dropped = rx["interface_drops"].as_u64().unwrap_or(0)
+        + rx["kernel_drops"].as_u64().unwrap()
+        + dut_drops;
+    assert_eq!(
+        received + dropped,
+        frames,
+        "{what}: received {received} + dropped {dropped} ({dut_drops} in the DUT): {rx} {f}"
+    );
+    assert!(received > frames / 2, "{what}: {f}");
+    assert_eq!(f["frames_rx_unique"], received, "{what}: {f}");
+    assert_eq!(f["duplicates"], 0, "{what}: {f}");
+    assert_eq!(f["reordered"], 0, "{what}: {f}");
+}
+
 impl Drop for TestLab {
     fn drop(&mut self) {
         let _ = strobe()
