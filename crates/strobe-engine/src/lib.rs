@@ -585,7 +585,7 @@ struct RunStamps<'a> {
 struct TxStampSetup {
     board: Arc<strobe_io::tx_stamps::TxStampBoard>,
     sources: Vec<String>,
-    _stamping: Vec<strobe_io::tsinfo::TransmitStamping>,
+    stamping: Vec<strobe_io::tsinfo::TransmitStamping>,
 }
 
 /// Has every transmit port publish its frames' transmit stamps from AF_XDP TX metadata on one
@@ -638,7 +638,7 @@ fn stamp_transmits(
     Ok(TxStampSetup {
         board,
         sources,
-        _stamping: stamping,
+        stamping,
     })
 }
 
@@ -888,23 +888,13 @@ pub fn run_scenario(
         run_tag: Some(run_tag),
         ..opts.clone()
     };
-    // Lives to the end of the run: the NICs' transmit stamping stays on until then.
-    let mut tx_stamps = if opts.tx_metadata_stamps {
-        Some(stamp_transmits(
-            scenario,
-            &locations,
-            &mut tx_jobs,
-            ids,
-            run_tag,
-        )?)
+    // `_stamping` lives to the end of the run: the NICs' transmit stamping stays on until then.
+    let (tx_board, stamp_sources, _stamping) = if opts.tx_metadata_stamps {
+        let s = stamp_transmits(scenario, &locations, &mut tx_jobs, ids, run_tag)?;
+        (Some(s.board), s.sources, s.stamping)
     } else {
-        None
+        (None, Vec::new(), Vec::new())
     };
-    let tx_board = tx_stamps.as_ref().map(|s| Arc::clone(&s.board));
-    let stamp_sources = tx_stamps
-        .as_mut()
-        .map(|s| std::mem::take(&mut s.sources))
-        .unwrap_or_default();
     // No transmitter has started: every stamp this run writes comes later.
     let run_start_ns = clock.realtime_now_ns();
     let rx_jobs = open_receivers(

@@ -65,6 +65,22 @@ impl LabError {
         }
     }
 
+    /// A program the lab runs (`tc`, `ip`, `nft`) that could not be started: a missing one
+    /// is said with `missing` (what to install), any other failure as it is.
+    pub(crate) fn program(
+        step: impl Into<String>,
+        object: impl Into<String>,
+        source: io::Error,
+        missing: &str,
+    ) -> Self {
+        let source = if source.kind() == io::ErrorKind::NotFound {
+            io::Error::new(source.kind(), missing.to_string())
+        } else {
+            source
+        };
+        LabError::os(step, object, source)
+    }
+
     pub(crate) fn errno(step: impl Into<String>, object: impl Into<String>, errno: Errno) -> Self {
         LabError::os(step, object, io::Error::from(errno))
     }

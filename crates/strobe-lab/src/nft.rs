@@ -20,15 +20,12 @@ pub(crate) fn load(ns: &Netns, ruleset: &str) -> Result<(), LabError> {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| {
-                let e = if e.kind() == io::ErrorKind::NotFound {
-                    io::Error::new(
-                        e.kind(),
-                        "the nft program is missing (apt-get install nftables)",
-                    )
-                } else {
-                    e
-                };
-                LabError::os("start nft to load", object.clone(), e)
+                LabError::program(
+                    "start nft to load",
+                    object.clone(),
+                    e,
+                    "the nft program is missing (apt-get install nftables)",
+                )
             })?;
         let written = child
             .stdin

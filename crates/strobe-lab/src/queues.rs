@@ -131,15 +131,12 @@ fn run_in(netns: &str, script: &str) -> Result<(), LabError> {
         .args(["netns", "exec", netns, "sh", "-c", script])
         .output()
         .map_err(|e| {
-            let e = if e.kind() == io::ErrorKind::NotFound {
-                io::Error::new(
-                    e.kind(),
-                    "`ip` not found; the lab needs iproute2 (apt-get install iproute2)",
-                )
-            } else {
-                e
-            };
-            LabError::os(step, netns, e)
+            LabError::program(
+                step,
+                netns,
+                e,
+                "`ip` not found; the lab needs iproute2 (apt-get install iproute2)",
+            )
         })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);

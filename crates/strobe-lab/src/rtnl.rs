@@ -517,15 +517,12 @@ fn add_tbf(ns: &Netns, iface: &str, rate_bps: u64) -> Result<(), LabError> {
     ];
     let object = format!("{iface}@{}", ns.name);
     let output = Command::new("tc").args(&args).output().map_err(|e| {
-        let e = if e.kind() == io::ErrorKind::NotFound {
-            io::Error::new(
-                e.kind(),
-                "`tc` not found; the tbf DUT needs iproute2 (apt-get install iproute2)",
-            )
-        } else {
-            e
-        };
-        LabError::os("add tbf qdisc to", object.clone(), e)
+        LabError::program(
+            "add tbf qdisc to",
+            object.clone(),
+            e,
+            "`tc` not found; the tbf DUT needs iproute2 (apt-get install iproute2)",
+        )
     })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
