@@ -174,8 +174,8 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Failure> {
     println!("== 1. The virtual lab");
     let lab = strobe_control::lab::up(&LabConfig {
         prefix: DEMO_PREFIX.into(),
+        receive_steering: dut.steers_receive_by_default(),
         dut,
-        receive_steering: true,
     })
     .map_err(lab_failure)?;
     let _guard = LabGuard;

@@ -57,15 +57,17 @@ enum LabCommand {
     Up {
         /// Device under test: cable | bridge | router | tbf:RATE (e.g. tbf:100mbit) |
         /// nft:RULES (the router with RULES nftables forward rules, e.g. nft:1000) | xdp (an
-        /// XDP forwarder).
+        /// XDP forwarder) | testpmd[:afpacket|:afxdp][@CORE] (DPDK testpmd forwarding,
+        /// busy-polling CORE, 0 unless given).
         #[arg(long, default_value = "router")]
         dut: String,
         /// Receive packet steering on the lab's veths: on moves receive work off the core
         /// strobe transmits from; off leaves it on the sending core, as a plain veth does
         /// (steadier paced timing in a VM, at a lower top rate). Applied to a lab that is
-        /// already up as well.
-        #[arg(long, default_value = "on", value_parser = ["on", "off"])]
-        rps: String,
+        /// already up as well. Unless given: on, but off for testpmd (whose busy-polling
+        /// core the steering would load).
+        #[arg(long, value_parser = ["on", "off"])]
+        rps: Option<String>,
     },
     /// Show the lab, its interfaces and addresses, and the port names to use.
     Status,
@@ -81,8 +83,11 @@ pub fn run(args: LabArgs) -> Result<(), Failure> {
                 .map_err(|e| Failure::BadInput(format!("--dut {dut}: {e}")))?;
             let lab = strobe_control::lab::up(&LabConfig {
                 prefix: args.prefix,
-                dut,
-                receive_steering: rps == "on",
+                dut: dut.clone(),
+                receive_steering: match rps.as_deref() {
+                    Some(rps) => rps == "on",
+                    None => dut.steers_receive_by_default(),
+                },
             })
             .map_err(lab_failure)?;
             print_lab(&lab);
@@ -169,6 +174,14 @@ fn print_lab(lab: &Lab) {
         lab.dut,
         lab.dut.describe()
     );
+    let details = strobe_control::lab::details(lab);
+    println!("  runs: {}, {}", details.software, details.runs_on);
+    if let Dut::Testpmd { .. } = lab.dut {
+        println!(
+            "  log: {}",
+            strobe_control::lab::testpmd::log_file(&lab.prefix).display()
+        );
+    }
     print_endpoint("tx", lab, &lab.tx);
     print_endpoint("rx", lab, &lab.rx);
     match strobe_control::lab::steering(lab) {

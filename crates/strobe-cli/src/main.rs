@@ -20,6 +20,7 @@ mod runs_cmd;
 mod schema_cmd;
 mod serve_cmd;
 mod signals;
+mod study_cmd;
 mod trains_cmd;
 mod values;
 mod y1564_cmd;
@@ -84,6 +85,9 @@ enum Command {
     /// ITU-T Y.1564 service activation: per service the configuration steps up to its CIR,
     /// CIR + EIR and a policing step, then all services at once; pass/fail per step.
     Y1564(y1564_cmd::Y1564Args),
+    /// Studies of several DUTs under the same loads: `study forwarders` compares software
+    /// forwarders' latency on the lab, as the Killer-Microsecond study does.
+    Study(study_cmd::StudyArgs),
     /// The run history: every run recorded (list, show, compare latency distributions,
     /// export, import, label, delete).
     Runs(runs_cmd::RunsArgs),
@@ -132,6 +136,7 @@ fn main() -> ExitCode {
             | Command::Trains(_)
             | Command::Rfc2544(_)
             | Command::Y1564(_)
+            | Command::Study(_)
     );
     let installed = if long_running {
         signals::install().map(|_| ())
@@ -156,6 +161,7 @@ fn main() -> ExitCode {
         Command::Trains(args) => trains_cmd::run(args),
         Command::Rfc2544(args) => rfc2544_cmd::run(args),
         Command::Y1564(args) => y1564_cmd::run(args),
+        Command::Study(args) => study_cmd::run(args),
         Command::Runs(args) => runs_cmd::run(args),
         Command::Schema(args) => schema_cmd::run(args),
         Command::GenerateDocs(args) => docs_cmd::run(args),

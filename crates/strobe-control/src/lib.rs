@@ -33,6 +33,7 @@ pub mod rfc2544;
 pub mod run;
 pub mod session;
 pub mod source;
+pub mod study;
 pub mod sweep;
 pub mod text;
 pub mod trains;

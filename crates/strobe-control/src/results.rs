@@ -182,6 +182,10 @@ pub struct Results {
     /// Ports an error stopped before their end, transmit or receive: the results are
     /// incomplete and cover what went before.
     pub failures: Vec<Warning>,
+    /// The device under test the run went through, on strobe's lab: its kind, the
+    /// software and version that forwarded, and the cores it ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_under_test: Option<strobe_model::DeviceUnderTest>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -782,6 +786,7 @@ impl Results {
                     })
                 }))
                 .collect(),
+            device_under_test: report.device_under_test.clone(),
         }
     }
 
@@ -1288,6 +1293,7 @@ mod tests {
             warnings: total_loss_warning(&flows).into_iter().collect(),
             failures: vec![],
             flows,
+            device_under_test: None,
         }
     }
 

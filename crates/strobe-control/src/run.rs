@@ -398,6 +398,7 @@ pub fn run_blocking(
         report
             .setting_warnings
             .extend(steering_warnings(&report.ports, steering, lab));
+        report.device_under_test = Some(device_under_test(lab));
     }
     // What the run learned of its paths is where the next run on them starts from.
     let measured = crate::floor_memory::measured_floors(
@@ -446,6 +447,19 @@ fn steering_warnings(
             })
         })
         .collect()
+}
+
+/// What the run's lab DUT was and ran, for its results.
+pub fn device_under_test(lab: &strobe_lab::Lab) -> strobe_model::DeviceUnderTest {
+    let details = strobe_lab::details(lab);
+    strobe_model::DeviceUnderTest {
+        kind: lab.dut.to_string(),
+        name: lab.dut.name(),
+        lab: lab.prefix.clone(),
+        software: details.software,
+        cores: details.cores,
+        runs_on: details.runs_on,
+    }
 }
 
 /// The view's lock; a watcher that panicked while holding it left plain counters behind,

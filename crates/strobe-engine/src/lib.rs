@@ -257,6 +257,9 @@ pub struct RunReport {
     /// these results (e.g. a lab whose receive steering made paced frames late), said with
     /// them. Empty from the engine.
     pub setting_warnings: Vec<Warning>,
+    /// The device under test, when the layer that ran the engine knows it (a run on
+    /// strobe's lab). None from the engine.
+    pub device_under_test: Option<strobe_model::DeviceUnderTest>,
     /// Flows with metric tags, per tag position: the OTG `tagged_metrics` (the flow's own
     /// figures above are the sum of its positions).
     pub tagged: Vec<TaggedFlowReport>,
@@ -1332,6 +1335,7 @@ pub fn run_scenario(
         drain_ns: drained_ns,
         latency_intervals,
         setting_warnings: Vec::new(),
+        device_under_test: None,
         tagged,
     })
 }

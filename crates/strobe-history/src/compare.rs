@@ -236,21 +236,9 @@ impl Comparison {
         ccdf_svg("latency CCDF of the runs compared", &curves)
     }
 
-    /// A self-contained page: the runs, the table and the overlaid CCDFs.
-    pub fn html(&self) -> String {
-        let mut out = String::from(
-            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>strobe: runs compared\
-             </title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:\
-             collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}\
-             th:first-child,td:first-child{text-align:left}</style></head><body>\n\
-             <h1>Runs compared</h1>\n<ul>\n",
-        );
-        for line in &self.runs {
-            let _ = writeln!(out, "<li>{}</li>", escape(line));
-        }
-        out += "</ul>\n<p>Latency of every instrumented frame, from each run's stored \
-                HdrHistogram (3 significant digits), in µs; \"-\": too few frames to resolve that \
-                percentile.</p>\n<table><tr><th></th>";
+    /// The percentile table as an HTML table, latencies in µs, a column per series.
+    pub fn html_table(&self) -> String {
+        let mut out = String::from("<table><tr><th></th>");
         for s in &self.series {
             let _ = write!(out, "<th>{}</th>", escape(&s.name));
         }
@@ -268,13 +256,33 @@ impl Comparison {
             out += "</tr>\n";
         }
         out += "</table>\n";
+        out
+    }
+
+    /// A self-contained page: the runs, the table and the overlaid CCDFs.
+    pub fn html(&self) -> String {
+        let mut out = String::from(
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>strobe: runs compared\
+             </title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:\
+             collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}\
+             th:first-child,td:first-child{text-align:left}</style></head><body>\n\
+             <h1>Runs compared</h1>\n<ul>\n",
+        );
+        for line in &self.runs {
+            let _ = writeln!(out, "<li>{}</li>", escape(line));
+        }
+        out += "</ul>\n<p>Latency of every instrumented frame, from each run's stored \
+                HdrHistogram (3 significant digits), in µs; \"-\": too few frames to resolve that \
+                percentile.</p>\n";
+        out += &self.html_table();
         out += &self.svg();
         out += "\n</body></html>\n";
         out
     }
 }
 
-fn escape(text: &str) -> String {
+/// `text` made safe inside HTML elements and attribute values.
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

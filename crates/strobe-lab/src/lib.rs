@@ -11,6 +11,7 @@
 //! | tbf:RATE | the bridge, plus a token bucket on dut1        | as the bridge                  |
 //! | nft:N    | the router, plus N nftables forward rules      | as the router                  |
 //! | xdp      | tx0 <-> dut0, dut1 <-> rx0, an XDP program on each DUT port redirecting to the other | one subnet |
+//! | testpmd  | tx0 <-> dut0, dut1 <-> rx0, DPDK testpmd forwarding between dut0 and dut1 (a process the lab starts and stops) | one subnet |
 //!
 //! MACs: tx0 02:53:54:00:00:01, rx0 …:02, dut0 …:10, dut1 …:11, br0 …:1f. The generator is
 //! 198.18.0.1 / 2001:2::1, the sink 198.18.1.1 / 2001:2::2 (router: 2001:2:0:1::1). Static
@@ -25,17 +26,20 @@
 //! (setns) to open a netlink socket in each, so the caller's thread never changes namespace.
 //! Nothing is ever created outside the lab's own namespaces.
 
+mod details;
 mod dut;
 mod error;
 mod netns;
 mod nft;
 mod queues;
 mod rtnl;
+pub mod testpmd;
 mod topology;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-pub use dut::{Dut, TbfParams};
+pub use details::{details, DutDetails};
+pub use dut::{Dut, TbfParams, TestpmdDriver};
 pub use error::LabError;
 
 use netns::Netns;
@@ -64,12 +68,13 @@ pub struct LabConfig {
 }
 
 impl LabConfig {
-    /// A lab with the default prefix around `dut`, receive steering on.
+    /// A lab with the default prefix around `dut`, receive steering as
+    /// [`Dut::steers_receive_by_default`] says.
     pub fn new(dut: Dut) -> Self {
         LabConfig {
             prefix: DEFAULT_PREFIX.to_string(),
+            receive_steering: dut.steers_receive_by_default(),
             dut,
-            receive_steering: true,
         }
     }
 }
@@ -223,7 +228,11 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
             Err(e) => return Err(e),
         }
         let plan = Topology::new(prefix, &cfg.dut);
-        let mut created = Rollback::default();
+        let mut created = Rollback {
+            prefix: prefix.to_string(),
+            names: Vec::new(),
+            testpmd: false,
+        };
         let mut namespaces = Vec::new();
         for &role in &plan.roles {
             let ns = Netns::create(&role.netns(prefix))?;
@@ -231,9 +240,9 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
             netns::set_sysctls(&ns, &rtnl::sysctls(role, &cfg.dut))?;
             namespaces.push((role, ns));
         }
-        let dut_ns = match cfg.dut.nft_ruleset() {
-            Some(_) => Netns::open(&Role::Dut.netns(prefix))?,
-            None => None,
+        let dut_ns = match cfg.dut {
+            Dut::Nft { .. } | Dut::Testpmd { .. } => Netns::open(&Role::Dut.netns(prefix))?,
+            _ => None,
         };
         runtime.block_on(async {
             let conns = Conns::new(namespaces)?;
@@ -244,6 +253,11 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
             }
             if cfg.dut == Dut::Xdp {
                 rtnl::attach_forwarder(&conns).await?;
+            }
+            if let (Some(ns), Dut::Testpmd { driver, core }) = (&dut_ns, &cfg.dut) {
+                rtnl::prepare_endpoints_for_raw_frames(&conns)?;
+                testpmd::start(ns, prefix, *driver, *core)?;
+                created.testpmd = true;
             }
             // Blocks the runtime briefly, which is fine: no netlink request is in flight.
             queues::steer(&plan, cfg.receive_steering)?;
@@ -256,14 +270,19 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
     })
 }
 
-/// Removes the namespaces `up` created in this call unless it finished (also on panic).
-#[derive(Default)]
+/// Removes the namespaces `up` created in this call unless it finished (also on panic),
+/// and the testpmd it started.
 struct Rollback {
+    prefix: String,
     names: Vec<String>,
+    testpmd: bool,
 }
 
 impl Drop for Rollback {
     fn drop(&mut self) {
+        if self.testpmd && !self.names.is_empty() {
+            let _ = testpmd::stop(&self.prefix);
+        }
         for name in self.names.drain(..).rev() {
             // Best effort: the error being returned says what went wrong first.
             let _ = netns::delete(&name);
@@ -335,7 +354,8 @@ pub fn down(prefix: &str) -> Result<bool, LabError> {
 }
 
 fn remove(prefix: &str) -> Result<bool, LabError> {
-    let mut removed = false;
+    // Before its interfaces go: a forwarder polling vanished ports would spin on errors.
+    let mut removed = testpmd::stop(prefix)?;
     for role in Role::ALL {
         removed |= netns::delete(&role.netns(prefix))?;
     }

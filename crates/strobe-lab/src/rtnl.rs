@@ -341,7 +341,8 @@ const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 /// dut0 and dut1) and attaches one program to each over netlink, natively: attached that
 /// way they stay after strobe exits and go with the interfaces. The endpoints take the
 /// frames it redirects to them only with their NAPI path on, which GRO turns on for a veth,
-/// and complete their own stacks' checksums in software.
+/// and complete their own stacks' checksums in software (see
+/// [`prepare_endpoints_for_raw_frames`]).
 pub(crate) async fn attach_forwarder(conns: &Conns) -> Result<(), LabError> {
     let ends = [DUT0, DUT1];
     let indexes = [conns.index(DUT0).await?, conns.index(DUT1).await?];
@@ -365,15 +366,21 @@ pub(crate) async fn attach_forwarder(conns: &Conns) -> Result<(), LabError> {
             .set_link(iface, "attach the XDP forwarder to", message)
             .await?;
     }
-    // The endpoints' own stacks leave UDP and TCP checksums to the device (a veth passes
-    // the socket buffer on with a "complete the checksum" mark); a redirected frame loses
-    // that mark, so they must complete them themselves.
+    prepare_endpoints_for_raw_frames(conns)
+}
+
+/// Readies the endpoints for frames a forwarder hands on as they came (the `xdp` and
+/// `testpmd` DUTs): a veth takes XDP-redirected frames only with its NAPI path on, which
+/// GRO turns on. And the endpoints' own stacks leave UDP and TCP checksums to the device (a
+/// veth passes the socket buffer on with a "complete the checksum" mark); a frame that
+/// crossed XDP or a packet socket has lost that mark, so they complete them themselves.
+pub(crate) fn prepare_endpoints_for_raw_frames(conns: &Conns) -> Result<(), LabError> {
     let settings = [
         ("rx-gro", true, "turn GRO on (to take XDP frames) on"),
         (
             "tx-checksum-ip-generic",
             false,
-            "turn checksum offload off (XDP frames carry whole checksums) on",
+            "turn checksum offload off (forwarded frames carry whole checksums) on",
         ),
     ];
     for end in [TX0, RX0] {
@@ -589,6 +596,12 @@ pub(crate) async fn read(conns: &Conns, prefix: &str, has_dut_ns: bool) -> Resul
                 conns.name(iface)
             )));
         }
+    }
+    if matches!(dut, Dut::Testpmd { .. }) && crate::testpmd::running(prefix).is_none() {
+        return Err(broken(format!(
+            "its testpmd is not running (its log: {})",
+            crate::testpmd::log_file(prefix).display()
+        )));
     }
     if let Some((port, _)) = plan.tbf {
         let index = conns.index(port).await?;

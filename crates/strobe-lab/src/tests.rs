@@ -16,7 +16,9 @@ use etherparse::{
 
 use crate::netns::{Netns, NETNS_DIR};
 use crate::topology::{Role, MAC_DUT1, MAC_TX};
-use crate::{down, status, test_hooks, up, Dut, Endpoint, Lab, LabConfig, LabError};
+use crate::{
+    down, status, test_hooks, testpmd, up, Dut, Endpoint, Lab, LabConfig, LabError, TestpmdDriver,
+};
 
 /// Owns a test's prefix; removes its lab on drop, also when the test fails.
 struct LabGuard {
@@ -429,6 +431,91 @@ fn the_xdp_dut_forwards_in_the_driver_and_is_checked() {
     );
     let again = up(&guard.config(Dut::Xdp)).unwrap();
     assert_eq!(status(&guard.prefix).unwrap(), Some(again));
+}
+
+#[test]
+fn testpmd_lifecycle() {
+    lifecycle(
+        "p",
+        Dut::Testpmd {
+            driver: TestpmdDriver::AfPacket,
+            core: 0,
+        },
+    );
+}
+
+#[test]
+fn testpmd_afxdp_lifecycle() {
+    lifecycle(
+        "px",
+        Dut::Testpmd {
+            driver: TestpmdDriver::AfXdp,
+            core: 0,
+        },
+    );
+}
+
+/// The testpmd DUT is a process of the lab's own: running in the DUT's namespace with its
+/// forwarding thread on the core asked, counting what it forwards in its own counters; a
+/// lab whose testpmd died reads as damaged and is rebuilt, and `down` stops it by PID.
+#[test]
+fn the_testpmd_dut_is_a_pinned_process_the_lab_starts_checks_and_stops() {
+    let guard = LabGuard::new("pd");
+    let dut = Dut::Testpmd {
+        driver: TestpmdDriver::AfPacket,
+        core: 1.min(std::thread::available_parallelism().unwrap().get() as u32 - 1),
+    };
+    let Dut::Testpmd { core, .. } = dut else {
+        unreachable!()
+    };
+    let lab = up(&guard.config(dut.clone())).unwrap();
+    let pid = testpmd::running(&guard.prefix).expect("testpmd runs");
+    let process_ns = fs::metadata(format!("/proc/{pid}/ns/net")).unwrap().ino();
+    assert_eq!(process_ns, ns_inode(&format!("{}-dut", guard.prefix)));
+    // Every thread of testpmd may run only on `core` (the main lcore sleeps there too).
+    for task in fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let path = task.unwrap().path().join("status");
+        let text = fs::read_to_string(&path).unwrap();
+        let name = text.lines().next().unwrap_or_default().to_string();
+        // DPDK's control threads (interrupts, telemetry) may run anywhere but the lcores.
+        if name.contains("testpmd") || name.contains("rte-worker") {
+            assert!(
+                text.contains(&format!("Cpus_allowed_list:\t{core}\n")),
+                "{}: {text}",
+                path.display()
+            );
+        }
+    }
+    let before = testpmd::counters(&guard.prefix).unwrap();
+    assert!(before.version.starts_with("DPDK "), "{before:?}");
+    for _ in 0..5 {
+        frame_crosses(&lab, &lab.tx, &lab.rx, false);
+    }
+    let after = testpmd::counters(&guard.prefix).unwrap();
+    let forwarded = after.ports[1].opackets - before.ports[1].opackets;
+    assert!(forwarded >= 5, "{before:?} {after:?}");
+    assert_eq!(after.lost_toward_sink(), 0, "{after:?}");
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid as i32), None);
+    let err = status(&guard.prefix).unwrap_err();
+    assert!(
+        matches!(err, LabError::Broken { .. }) && err.to_string().contains("testpmd"),
+        "{err}"
+    );
+    let again = up(&guard.config(dut)).unwrap();
+    assert_eq!(status(&guard.prefix).unwrap(), Some(again));
+    let second = testpmd::running(&guard.prefix).expect("a new testpmd runs");
+    assert_ne!(second, pid);
+    assert!(down(&guard.prefix).unwrap());
+    assert_eq!(testpmd::running(&guard.prefix), None);
+    let stat = fs::read_to_string(format!("/proc/{second}/stat")).unwrap_or_default();
+    assert!(stat.is_empty() || stat.contains(") Z"), "{stat}");
+    assert!(!std::path::Path::new(&format!("/run/strobe-lab/{}", guard.prefix)).exists());
 }
 
 #[test]

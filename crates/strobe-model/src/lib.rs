@@ -16,6 +16,7 @@
 
 #![forbid(unsafe_code)]
 
+mod device;
 mod error;
 mod line_rate;
 mod location;
@@ -30,6 +31,7 @@ pub mod text;
 mod value;
 pub mod warning;
 
+pub use device::DeviceUnderTest;
 pub use error::ModelError;
 pub use line_rate::line_rate_excess;
 pub use location::{

@@ -1,0 +1,457 @@
+//! The forwarder study (`strobe study forwarders`), after the Killer-Microsecond study of
+//! software forwarders' tail latency: the same loads, constant-rate and Poisson at a few
+//! rates, through each of several lab DUTs in turn, every run recorded in the history with
+//! its DUT in its label, and one report setting the DUTs side by side per load: their
+//! latency CCDFs overlaid and a percentile table.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use strobe_analyze::latency::LatencyStats;
+use strobe_history::compare::{escape, Comparison, Series};
+use strobe_lab::{Dut, LabConfig};
+use strobe_model::DeviceUnderTest;
+
+use crate::history::{run_record, Provenance, Recorder};
+use crate::plan::{prepare, PlanOptions};
+use crate::results::Results;
+use crate::source::FileResources;
+use crate::ControlError;
+
+/// The lab prefix the study builds its labs under unless told: not the user's own lab.
+pub const STUDY_LAB_PREFIX: &str = "strobe-st";
+
+/// The arrival process of a load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Arrivals {
+    /// Frames evenly spaced at the rate.
+    Constant,
+    /// Exponential gaps of the rate's mean (seeded, so every DUT gets the same gaps).
+    Poisson,
+}
+
+impl Arrivals {
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrivals::Constant => "constant",
+            Arrivals::Poisson => "poisson",
+        }
+    }
+}
+
+impl std::str::FromStr for Arrivals {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "constant" | "cbr" => Ok(Arrivals::Constant),
+            "poisson" => Ok(Arrivals::Poisson),
+            other => Err(format!(
+                "`{other}` is no load: the study knows constant and poisson"
+            )),
+        }
+    }
+}
+
+/// What the study runs: every load through every DUT.
+#[derive(Clone, Debug)]
+pub struct StudyRequest {
+    pub duts: Vec<Dut>,
+    pub arrivals: Vec<Arrivals>,
+    /// Frames per second of each load.
+    pub rates_pps: Vec<u64>,
+    /// Frames per run.
+    pub frames: u64,
+    /// Frame size with FCS, bytes.
+    pub size: u32,
+    /// The prefix of the labs the study builds (and removes at its end).
+    pub lab_prefix: String,
+}
+
+impl StudyRequest {
+    /// Refuses a study that cannot run, naming what to change.
+    pub fn check(&self) -> Result<(), ControlError> {
+        let bad = |m: &str| Err(ControlError::BadInput(m.to_string()));
+        if self.duts.is_empty() {
+            return bad("the study needs at least one DUT (--duts router,xdp,testpmd)");
+        }
+        if self.arrivals.is_empty() {
+            return bad("the study needs at least one load (--loads constant,poisson)");
+        }
+        if self.rates_pps.is_empty() || self.rates_pps.contains(&0) {
+            return bad("the study needs rates above 0 (--rates 20kpps,50kpps)");
+        }
+        if self.frames == 0 {
+            return bad("each run needs at least one frame (--frames)");
+        }
+        if !(64..=1518).contains(&self.size) {
+            return bad("the frame size must be 64 to 1518 bytes (--size)");
+        }
+        Ok(())
+    }
+
+    /// How many runs the study makes.
+    pub fn runs(&self) -> usize {
+        self.duts.len() * self.arrivals.len() * self.rates_pps.len()
+    }
+
+    /// The one-flow scenario of a load: lab:tx to lab:rx, UDP, MACs from the lab.
+    fn scenario_text(&self, arrivals: Arrivals, rate_pps: u64) -> String {
+        let timing = match arrivals {
+            Arrivals::Constant => String::new(),
+            Arrivals::Poisson => "timing = { pattern = \"poisson\", seed = 2026 }\n".to_string(),
+        };
+        format!(
+            "[[ports]]\nname = \"tx\"\nlocation = \"lab:tx\"\n\n[[ports]]\nname = \"rx\"\n\
+             location = \"lab:rx\"\n\n[[flows]]\nname = \"udp\"\ntx = \"tx\"\nrx = \"rx\"\n\
+             size = {}\nrate = {{ pps = {rate_pps} }}\n\
+             duration = {{ fixed_packets = {{ packets = {} }} }}\n{timing}\n\
+             [[flows.packet]]\nethernet = {{}}\n[[flows.packet]]\n\
+             ipv4 = {{ src = \"198.18.0.1\", dst = \"198.18.1.1\" }}\n[[flows.packet]]\n\
+             udp = {{ src_port = 1000, dst_port = 2000 }}\n",
+            self.size, self.frames
+        )
+    }
+}
+
+/// One run of the study: a load through a DUT.
+pub struct StudyRun {
+    pub dut: DeviceUnderTest,
+    pub arrivals: Arrivals,
+    pub rate_pps: u64,
+    pub results: Results,
+    /// Every frame's latency.
+    pub histogram: Option<Histogram<u64>>,
+    /// Its id in the run history, when recorded.
+    pub history_id: Option<i64>,
+    /// Its label there.
+    pub label: String,
+}
+
+/// What the study found, in the order run.
+pub struct Study {
+    pub runs: Vec<StudyRun>,
+    /// Set when a stop cut the study short: the runs before it are complete.
+    pub stopped: bool,
+}
+
+/// What the study is doing, for a front end to show.
+pub enum StudyEvent<'a> {
+    /// A DUT's lab is being built.
+    LabUp(&'a Dut),
+    /// A run is about to start (1-based index of `total`).
+    Starting {
+        index: usize,
+        total: usize,
+        label: &'a str,
+    },
+    Finished(&'a StudyRun),
+}
+
+/// Runs the study: for each DUT, builds its lab, runs every load through it, records each
+/// run, and removes the lab at the end (also on failure). A `stop` ends it after the run in
+/// progress, which is kept.
+pub fn run_study(
+    request: &StudyRequest,
+    provenance: &Provenance,
+    recorder: &mut Recorder,
+    stop: &Arc<AtomicBool>,
+    on_event: &mut dyn FnMut(StudyEvent<'_>),
+) -> Result<Study, ControlError> {
+    request.check()?;
+    let total = request.runs();
+    let mut runs = Vec::with_capacity(total);
+    let _lab = StudyLab(request.lab_prefix.clone());
+    'duts: for dut in &request.duts {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        on_event(StudyEvent::LabUp(dut));
+        let lab = strobe_lab::up(&LabConfig {
+            prefix: request.lab_prefix.clone(),
+            receive_steering: dut.steers_receive_by_default(),
+            dut: dut.clone(),
+        })?;
+        for &arrivals in &request.arrivals {
+            for &rate_pps in &request.rates_pps {
+                if stop.load(Ordering::Relaxed) {
+                    break 'duts;
+                }
+                let label = format!(
+                    "study forwarders: dut={} load={} rate={}",
+                    lab.dut,
+                    arrivals.name(),
+                    crate::text::pps_text(rate_pps as f64)
+                );
+                on_event(StudyEvent::Starting {
+                    index: runs.len() + 1,
+                    total,
+                    label: &label,
+                });
+                let text = request.scenario_text(arrivals, rate_pps);
+                let scenario =
+                    strobe_model::load_scenario(&text, "the study's load", &FileResources::cwd())
+                        .map_err(|e| ControlError::Runtime(format!("the study's load: {e}")))?;
+                let plan = prepare(
+                    scenario,
+                    &PlanOptions {
+                        lab_prefix: request.lab_prefix.clone(),
+                        ..PlanOptions::default()
+                    },
+                )?;
+                let report =
+                    crate::run::run_blocking(&plan, Arc::clone(stop), u64::MAX, &mut |_| {})?;
+                let results = Results::new(&plan.scenario, &report, None);
+                let histogram = report
+                    .rx_flows
+                    .first()
+                    .and_then(|f| f.as_ref()?.latency.as_ref())
+                    .map(|l| l.histogram().clone());
+                let mut record = run_record(
+                    provenance,
+                    if stop.load(Ordering::Relaxed) {
+                        "stopped"
+                    } else {
+                        "completed"
+                    },
+                    serde_json::json!({ "study": "forwarders", "scenario": text }),
+                    &plan.scenario,
+                    &report,
+                    &results,
+                );
+                record.label = Some(label.clone());
+                let history_id = recorder
+                    .record(&record)
+                    .map_err(|e| ControlError::Runtime(e.to_string()))?
+                    .map(|(id, _)| id);
+                let run = StudyRun {
+                    dut: report
+                        .device_under_test
+                        .clone()
+                        .unwrap_or_else(|| crate::run::device_under_test(&lab)),
+                    arrivals,
+                    rate_pps,
+                    results,
+                    histogram,
+                    history_id,
+                    label,
+                };
+                on_event(StudyEvent::Finished(&run));
+                runs.push(run);
+            }
+        }
+    }
+    Ok(Study {
+        runs,
+        stopped: stop.load(Ordering::Relaxed),
+    })
+}
+
+/// Removes the study's lab when the study ends, however it ends.
+struct StudyLab(String);
+
+impl Drop for StudyLab {
+    fn drop(&mut self) {
+        // Best effort: an error here must not hide the study's own.
+        let _ = strobe_lab::down(&self.0);
+    }
+}
+
+impl Study {
+    /// The loads in the order run, each once.
+    fn loads(&self) -> Vec<(Arrivals, u64)> {
+        let mut loads: Vec<(Arrivals, u64)> = Vec::new();
+        for run in &self.runs {
+            if !loads.contains(&(run.arrivals, run.rate_pps)) {
+                loads.push((run.arrivals, run.rate_pps));
+            }
+        }
+        loads
+    }
+
+    /// One load's runs, a DUT each, as a comparison (DUTs without latency left out).
+    pub fn comparison(&self, arrivals: Arrivals, rate_pps: u64) -> Comparison {
+        let mut series = Vec::new();
+        let mut lines = Vec::new();
+        for run in self
+            .runs
+            .iter()
+            .filter(|r| r.arrivals == arrivals && r.rate_pps == rate_pps)
+        {
+            lines.push(format!(
+                "{}{}: {} ({}; {})",
+                run.history_id
+                    .map(|id| format!("#{id} "))
+                    .unwrap_or_default(),
+                run.dut.kind,
+                run.dut.name,
+                run.dut.software,
+                run.dut.runs_on
+            ));
+            let Some(hist) = &run.histogram else { continue };
+            let Some(stats) = LatencyStats::from_histogram(hist) else {
+                continue;
+            };
+            series.push(Series {
+                run_id: run.history_id.unwrap_or(0),
+                flow: "udp".into(),
+                name: run.dut.kind.clone(),
+                hist: hist.clone(),
+                stats,
+            });
+        }
+        Comparison {
+            series,
+            runs: lines,
+        }
+    }
+
+    /// The study as text: per load, the DUTs' percentiles side by side, then each run's
+    /// loss.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for (arrivals, rate) in self.loads() {
+            let _ = writeln!(
+                out,
+                "== {} load at {}: latency in µs, every frame",
+                arrivals.name(),
+                crate::text::pps_text(rate as f64)
+            );
+            out += &self.comparison(arrivals, rate).table();
+        }
+        out += "runs:\n";
+        for run in &self.runs {
+            let f = run.results.flows.first();
+            let _ = writeln!(
+                out,
+                "  {}{}: {} sent, {} lost",
+                run.history_id
+                    .map(|id| format!("#{id} "))
+                    .unwrap_or_default(),
+                run.label,
+                f.and_then(|f| f.frames_tx).unwrap_or(0),
+                f.and_then(|f| f.loss).unwrap_or(0)
+            );
+        }
+        out
+    }
+
+    /// A self-contained page: per load, the DUTs' CCDFs overlaid and their percentiles side
+    /// by side; then every run with its DUT's software and cores and its loss.
+    pub fn html(&self) -> String {
+        let mut out = String::from(
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>strobe: forwarder \
+             study</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:\
+             collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}\
+             th:first-child,td:first-child{text-align:left}</style></head><body>\n\
+             <h1>Forwarder study</h1>\n<p>The same loads through each device under test on \
+             strobe's lab; latency of every frame (HdrHistogram, 3 significant digits), in \
+             µs. \"-\": too few frames to resolve that percentile.</p>\n",
+        );
+        for (arrivals, rate) in self.loads() {
+            let c = self.comparison(arrivals, rate);
+            let _ = writeln!(
+                out,
+                "<h2>{} load at {}</h2>",
+                arrivals.name(),
+                crate::text::pps_text(rate as f64)
+            );
+            out += &c.html_table();
+            out += &c.svg();
+            out += "\n";
+        }
+        out += "<h2>Runs</h2>\n<table><tr><th>run</th><th>DUT</th><th>software</th>\
+                <th>cores</th><th>load</th><th>sent</th><th>lost</th></tr>\n";
+        for run in &self.runs {
+            let f = run.results.flows.first();
+            let cores = if run.dut.cores.is_empty() {
+                "kernel (any)".to_string()
+            } else {
+                run.dut
+                    .cores
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} at {}</td><td>{}</td>\
+                 <td>{}</td></tr>",
+                run.history_id
+                    .map(|id| format!("#{id}"))
+                    .unwrap_or_default(),
+                escape(&run.dut.kind),
+                escape(&run.dut.software),
+                cores,
+                run.arrivals.name(),
+                crate::text::pps_text(run.rate_pps as f64),
+                f.and_then(|f| f.frames_tx).unwrap_or(0),
+                f.and_then(|f| f.loss).unwrap_or(0)
+            );
+        }
+        out += "</table>\n</body></html>\n";
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_load_is_a_lab_flow_at_the_rate_with_its_arrivals() {
+        let request = StudyRequest {
+            duts: vec![Dut::Router],
+            arrivals: vec![Arrivals::Poisson],
+            rates_pps: vec![20_000],
+            frames: 5_000,
+            size: 64,
+            lab_prefix: "p".into(),
+        };
+        request.check().unwrap();
+        for arrivals in [Arrivals::Constant, Arrivals::Poisson] {
+            let text = request.scenario_text(arrivals, 20_000);
+            let s = strobe_model::load_scenario(&text, "t", &FileResources::cwd()).unwrap();
+            assert_eq!(s.flows.len(), 1);
+            let schedule = format!("{:?}", s.flows[0].schedule);
+            assert!(schedule.contains("20000"), "{schedule}");
+            assert_eq!(
+                schedule.contains("Poisson"),
+                arrivals == Arrivals::Poisson,
+                "{schedule}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_study_that_cannot_run_is_refused_with_the_option_to_change() {
+        let ok = StudyRequest {
+            duts: vec![Dut::Router],
+            arrivals: vec![Arrivals::Constant],
+            rates_pps: vec![1_000],
+            frames: 10,
+            size: 64,
+            lab_prefix: "p".into(),
+        };
+        type Spoil = fn(&mut StudyRequest);
+        let cases: [(&str, Spoil); 4] = [
+            ("--duts", |r| r.duts.clear()),
+            ("--loads", |r| r.arrivals.clear()),
+            ("--rates", |r| r.rates_pps = vec![0]),
+            ("--size", |r| r.size = 9000),
+        ];
+        for (flag, spoil) in cases {
+            let mut r = ok.clone();
+            spoil(&mut r);
+            let e = r.check().unwrap_err().to_string();
+            assert!(e.contains(flag), "{flag}: {e}");
+        }
+        assert_eq!("Poisson".parse::<Arrivals>(), Ok(Arrivals::Poisson));
+        assert!("bursty".parse::<Arrivals>().is_err());
+    }
+}

@@ -1,0 +1,406 @@
+//! The `testpmd` DUT: DPDK's testpmd (Debian's dpdk-dev) forwarding in `io` mode between
+//! dut0 and dut1, the user-space forwarder of the forwarder study. The lab starts it as a
+//! process of its own in the DUT's namespace, pinned to one core, and keeps its PID and log
+//! in a run directory of the lab's own (`/run/strobe-lab/PREFIX`); `lab down` stops it by
+//! that PID, after checking the PID still names this lab's testpmd. DPDK's files go under
+//! its own `--file-prefix`, one per lab, so it never meets another DPDK process.
+//!
+//! Its counters are read over DPDK's telemetry socket (`/ethdev/stats`), which testpmd
+//! serves while it forwards: the DUT's own count of what it took in and sent on.
+
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{kill, Signal};
+use nix::sys::socket::{connect, recv, send, socket, AddressFamily, MsgFlags, SockFlag};
+use nix::sys::socket::{SockType, UnixAddr};
+use nix::sys::wait::{waitpid, WaitPidFlag};
+use nix::unistd::Pid;
+
+use crate::dut::TestpmdDriver;
+use crate::netns::Netns;
+use crate::topology::{DUT0, DUT1};
+use crate::LabError;
+
+/// The program, as Debian's dpdk-dev installs it.
+pub(crate) const PROGRAM: &str = "dpdk-testpmd";
+/// Where the lab keeps the PIDs and logs of the processes it starts.
+const RUN_ROOT: &str = "/run/strobe-lab";
+/// Where DPDK keeps each `--file-prefix`'s runtime files (and its telemetry socket).
+const DPDK_RUN_ROOT: &str = "/var/run/dpdk";
+/// How long testpmd may take to start forwarding: it maps its memory and opens both ports
+/// in well under a second here, but a busy machine may take longer.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long it gets to exit on SIGTERM before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+/// What testpmd prints once it forwards (`fwd_config_display`).
+const FORWARDING_MARK: &str = "packet forwarding - ports=";
+/// Seconds between the port statistics testpmd writes to its log: often enough to read
+/// a rate back from the log, rarely enough that a lab left up for days keeps a small log.
+const STATS_PERIOD_S: u32 = 60;
+/// Frames each port's receive and transmit rings hold. On a machine with fewer cores than
+/// busy threads testpmd shares its core, and the scheduler may keep it off for a few
+/// milliseconds: at 100 kpps the drivers' defaults (512 frames for a packet socket's ring)
+/// then overflowed here, losing up to 1.6 % of a million frames where no DPDK counter sees
+/// it. 4096 frames bridge 40 ms at that rate; the gap shows in the latency tail instead.
+const RING_FRAMES: u32 = 4096;
+/// Mbufs in its pool: both ports' rings full and a burst in flight, with room to spare.
+const MBUFS: u32 = 32_768;
+
+/// The DPDK file prefix of lab `prefix`'s testpmd: its runtime directory's name, and the
+/// argument by which its command line is told apart from any other process.
+fn file_prefix(prefix: &str) -> String {
+    format!("strobe-lab-{prefix}")
+}
+
+fn run_dir(prefix: &str) -> PathBuf {
+    PathBuf::from(RUN_ROOT).join(prefix)
+}
+
+fn pid_file(prefix: &str) -> PathBuf {
+    run_dir(prefix).join("testpmd.pid")
+}
+
+/// testpmd's own output: its port set-up, then its port statistics every minute.
+pub fn log_file(prefix: &str) -> PathBuf {
+    run_dir(prefix).join("testpmd.log")
+}
+
+fn telemetry_socket(prefix: &str) -> PathBuf {
+    PathBuf::from(DPDK_RUN_ROOT)
+        .join(file_prefix(prefix))
+        .join("dpdk_telemetry.v2")
+}
+
+/// testpmd's arguments: EAL's (no huge pages, no PCI, both lcores on `core`: the main one
+/// only sleeps between statistics), the two ports, then io forwarding without a prompt.
+fn arguments(prefix: &str, driver: TestpmdDriver, core: u32) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--no-huge",
+        "--no-pci",
+        "-m",
+        "256",
+        "--lcores",
+        &format!("0@{core},1@{core}"),
+        &format!("--file-prefix={}", file_prefix(prefix)),
+    ]
+    .map(String::from)
+    .to_vec();
+    for (i, port) in [DUT0, DUT1].iter().enumerate() {
+        args.push(match driver {
+            // One packet socket sees every queue; qdisc bypass as DPDK's own benchmarks use.
+            TestpmdDriver::AfPacket => format!(
+                "--vdev=net_af_packet{i},iface={},qdisc_bypass=1,framecnt={RING_FRAMES}",
+                port.name
+            ),
+            // One AF_XDP socket on queue 0, where the lab steers every sender that does not
+            // name its queue (the PMD takes a veth for single-queue: it reads the combined
+            // channel count, which a veth leaves at one).
+            TestpmdDriver::AfXdp => format!("--vdev=net_af_xdp{i},iface={}", port.name),
+        });
+    }
+    args.extend([
+        "--".to_string(),
+        "--forward-mode=io".to_string(),
+        format!("--rxd={RING_FRAMES}"),
+        format!("--txd={RING_FRAMES}"),
+        format!("--stats-period={STATS_PERIOD_S}"),
+        format!("--total-num-mbufs={MBUFS}"),
+    ]);
+    args
+}
+
+/// Starts testpmd in namespace `ns` (the child starts on this thread while it is inside
+/// the namespace) and waits until it forwards. It runs in a process group of its own, so a
+/// Ctrl-C meant for `strobe lab up` never reaches it, and outlives strobe until `stop`.
+pub(crate) fn start(
+    ns: &Netns,
+    prefix: &str,
+    driver: TestpmdDriver,
+    core: u32,
+) -> Result<u32, LabError> {
+    // A testpmd left from an earlier lab of this prefix would hold the ports.
+    stop(prefix)?;
+    let dir = run_dir(prefix);
+    fs::create_dir_all(&dir)
+        .map_err(|e| LabError::os("create the run directory", dir.display().to_string(), e))?;
+    let log_path = log_file(prefix);
+    let log = File::create(&log_path)
+        .map_err(|e| LabError::os("create", log_path.display().to_string(), e))?;
+    let log_err = log
+        .try_clone()
+        .map_err(|e| LabError::os("open", log_path.display().to_string(), e))?;
+    let object = format!("testpmd in namespace {}", ns.name);
+    let mut child = ns.run(|| {
+        Command::new(PROGRAM)
+            .args(arguments(prefix, driver, core))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .process_group(0)
+            .spawn()
+            .map_err(|e| {
+                LabError::program(
+                    "start",
+                    object.clone(),
+                    e,
+                    "dpdk-testpmd is missing (apt-get install dpdk-dev)",
+                )
+            })
+    })?;
+    let pid = child.id();
+    let pid_path = pid_file(prefix);
+    fs::write(&pid_path, format!("{pid}\n"))
+        .map_err(|e| LabError::os("write", pid_path.display().to_string(), e))?;
+    let started = Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            let _ = fs::remove_file(&pid_path);
+            return Err(LabError::os(
+                "start",
+                object,
+                io::Error::other(format!(
+                    "it exited ({status}) before forwarding; its last words ({}): {}",
+                    log_path.display(),
+                    log_tail(prefix)
+                )),
+            ));
+        }
+        if read_log(prefix).contains(FORWARDING_MARK) {
+            return Ok(pid);
+        }
+        if started.elapsed() > START_TIMEOUT {
+            let _ = stop(prefix);
+            return Err(LabError::os(
+                "start",
+                object,
+                io::Error::other(format!(
+                    "it did not start forwarding within {} s; its log ({}): {}",
+                    START_TIMEOUT.as_secs(),
+                    log_path.display(),
+                    log_tail(prefix)
+                )),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn read_log(prefix: &str) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = File::open(log_file(prefix)) {
+        let _ = file.read_to_string(&mut text);
+    }
+    text
+}
+
+/// The last lines of the log that say something (not EAL's start-up chatter).
+fn log_tail(prefix: &str) -> String {
+    let text = read_log(prefix);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(4)..].join(" | ")
+}
+
+/// The PID of lab `prefix`'s testpmd if it runs: the PID its run directory records, still
+/// alive, and still this lab's testpmd (not a process that took over the number).
+pub(crate) fn running(prefix: &str) -> Option<u32> {
+    let pid: u32 = fs::read_to_string(pid_file(prefix))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    is_ours(pid, prefix).then_some(pid)
+}
+
+fn is_ours(pid: u32, prefix: &str) -> bool {
+    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let mark = format!("--file-prefix={}", file_prefix(prefix));
+    let ours = cmdline.split(|&b| b == 0).any(|arg| arg == mark.as_bytes());
+    ours && !is_zombie(pid)
+}
+
+/// A process that exited but was not reaped yet (a test's own child) still has its PID.
+fn is_zombie(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+            Some(state == 'Z' || state == 'X')
+        })
+        .unwrap_or(true)
+}
+
+/// Stops lab `prefix`'s testpmd if it runs (SIGTERM, then SIGKILL after [`STOP_TIMEOUT`])
+/// and removes its run directory and DPDK's files. Returns whether one was running.
+pub(crate) fn stop(prefix: &str) -> Result<bool, LabError> {
+    let running = running(prefix);
+    if let Some(pid) = running {
+        let target = Pid::from_raw(pid as i32);
+        let object = format!("testpmd (pid {pid}) of lab {prefix}");
+        for (signal, wait) in [
+            (Signal::SIGTERM, STOP_TIMEOUT),
+            (Signal::SIGKILL, STOP_TIMEOUT),
+        ] {
+            match kill(target, signal) {
+                Ok(()) | Err(Errno::ESRCH) => {}
+                Err(e) => return Err(LabError::errno("stop", &object, e)),
+            }
+            let since = Instant::now();
+            // Reaps it if it is this process's child (strobe's own tests start it in-process).
+            while is_ours(pid, prefix) && since.elapsed() < wait {
+                let _ = waitpid(target, Some(WaitPidFlag::WNOHANG));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if !is_ours(pid, prefix) {
+                break;
+            }
+        }
+        if is_ours(pid, prefix) {
+            return Err(LabError::os(
+                "stop",
+                object,
+                io::Error::other("it is still running after SIGKILL"),
+            ));
+        }
+    }
+    for dir in [
+        run_dir(prefix),
+        PathBuf::from(DPDK_RUN_ROOT).join(file_prefix(prefix)),
+    ] {
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(LabError::os("remove", dir.display().to_string(), e)),
+        }
+    }
+    Ok(running.is_some())
+}
+
+/// One testpmd port's counters as DPDK's ethdev keeps them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    /// Frames the port took in.
+    pub ipackets: u64,
+    /// Frames it sent.
+    pub opackets: u64,
+    /// Frames the port's receive path lost before testpmd saw them.
+    pub imissed: u64,
+    pub ierrors: u64,
+    pub oerrors: u64,
+    /// Frames dropped for want of a buffer.
+    pub rx_nombuf: u64,
+}
+
+/// What lab `prefix`'s testpmd says about itself over DPDK telemetry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counters {
+    /// DPDK's version, e.g. `DPDK 22.11.11`.
+    pub version: String,
+    /// dut0 (from the generator) and dut1 (toward the sink).
+    pub ports: [PortCounters; 2],
+}
+
+impl Counters {
+    /// Frames that entered testpmd from the generator's side and did not leave toward the
+    /// sink: lost in its receive path, or taken in and not sent on.
+    pub fn lost_toward_sink(&self) -> u64 {
+        let [from_tx, to_rx] = self.ports;
+        (from_tx.ipackets + from_tx.imissed).saturating_sub(to_rx.opackets)
+    }
+}
+
+/// Reads the counters of lab `prefix`'s testpmd over its telemetry socket.
+pub fn counters(prefix: &str) -> Result<Counters, LabError> {
+    let path = telemetry_socket(prefix);
+    let object = path.display().to_string();
+    let fail = |step: &str, e: Errno| LabError::errno(step, &object, e);
+    let sock = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(|e| fail("open a socket for", e))?;
+    let addr = UnixAddr::new(&path).map_err(|e| fail("address", e))?;
+    use std::os::fd::AsRawFd;
+    connect(sock.as_raw_fd(), &addr).map_err(|e| fail("connect to testpmd's telemetry at", e))?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut ask = |command: &str| -> Result<serde_json::Value, LabError> {
+        if !command.is_empty() {
+            send(sock.as_raw_fd(), command.as_bytes(), MsgFlags::empty())
+                .map_err(|e| fail("ask testpmd's telemetry at", e))?;
+        }
+        let n = recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty())
+            .map_err(|e| fail("read testpmd's telemetry at", e))?;
+        serde_json::from_slice(&buf[..n]).map_err(|e| {
+            LabError::os(
+                "read",
+                &object,
+                io::Error::other(format!("telemetry answered no JSON: {e}")),
+            )
+        })
+    };
+    // The socket greets each client with the version, the PID and the longest answer.
+    let hello = ask("")?;
+    let version = hello["version"].as_str().unwrap_or("DPDK").to_string();
+    let mut ports = [PortCounters::default(); 2];
+    for (id, port) in ports.iter_mut().enumerate() {
+        let answer = ask(&format!("/ethdev/stats,{id}"))?;
+        let stats = &answer["/ethdev/stats"];
+        let get = |name: &str| stats[name].as_u64().unwrap_or(0);
+        *port = PortCounters {
+            ipackets: get("ipackets"),
+            opackets: get("opackets"),
+            imissed: get("imissed"),
+            ierrors: get("ierrors"),
+            oerrors: get("oerrors"),
+            rx_nombuf: get("rx_nombuf"),
+        };
+    }
+    Ok(Counters { version, ports })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_pin_both_lcores_and_name_both_ports() {
+        let args = arguments("p", TestpmdDriver::AfPacket, 1).join(" ");
+        assert!(args.contains("--lcores 0@1,1@1"), "{args}");
+        assert!(args.contains("--file-prefix=strobe-lab-p"), "{args}");
+        assert!(args.contains("net_af_packet0,iface=dut0"), "{args}");
+        assert!(args.contains("net_af_packet1,iface=dut1"), "{args}");
+        assert!(args.contains("-- --forward-mode=io"), "{args}");
+        let xdp = arguments("p", TestpmdDriver::AfXdp, 0).join(" ");
+        assert!(xdp.contains("--vdev=net_af_xdp1,iface=dut1 "), "{xdp}");
+    }
+
+    #[test]
+    fn a_pid_that_is_not_this_labs_testpmd_is_not_running() {
+        assert!(!is_ours(std::process::id(), "p"));
+        assert!(!is_ours(u32::MAX, "p"));
+    }
+
+    #[test]
+    fn the_loss_toward_the_sink_counts_both_misses_and_unsent_frames() {
+        let port = |ipackets, opackets, imissed| PortCounters {
+            ipackets,
+            opackets,
+            imissed,
+            ..PortCounters::default()
+        };
+        let c = Counters {
+            version: "DPDK".into(),
+            ports: [port(100, 0, 5), port(0, 97, 0)],
+        };
+        assert_eq!(c.lost_toward_sink(), 8);
+    }
+}
