@@ -129,8 +129,8 @@ enum RunsCommand {
 
 #[derive(Args)]
 struct ListArgs {
-    /// Only runs of this kind: gen, trains, rfc2544, y1564, otg (traffic started through
-    /// strobe serve).
+    /// Only runs of this kind: gen, trains, rfc2544, y1564, study (a run of `strobe study`),
+    /// otg (traffic started through strobe serve).
     #[arg(long)]
     kind: Option<String>,
     /// Only runs started since a time (2026-11-27, 2026-11-27T08:00:00Z, UTC) or an age

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use strobe_control::lab::Dut;
-use strobe_control::study::{run_study, Arrivals, StudyEvent, StudyRequest, STUDY_LAB_PREFIX};
+use strobe_control::study::{
+    run_study, Arrivals, StudyEvent, StudyRequest, StudyStop, STUDY_LAB_PREFIX,
+};
 use strobe_control::timing::Rate;
 
 use crate::failure::Failure;
@@ -74,30 +76,33 @@ pub fn run(args: StudyArgs) -> Result<(), Failure> {
     let signals = signals::install()?;
     let provenance = crate::runs_cmd::provenance("study");
     let quiet = a.quiet;
-    let study = run_study(
-        &request,
-        &provenance,
-        &mut recorder,
-        &signals.stop,
-        &mut |event| {
-            if quiet {
-                return;
-            }
-            match event {
-                StudyEvent::LabUp(dut) => println!("lab up with {dut} ({})", dut.name()),
-                StudyEvent::Starting {
-                    index,
-                    total,
-                    label,
-                } => println!("run {index}/{total}: {label}"),
-                StudyEvent::Finished(run) => {
-                    if let Some(id) = run.history_id {
-                        println!("  recorded as run {id}");
-                    }
+    let describe = || match signals.signal() {
+        Some(s) => format!("stopped by {}", signals::name(s)),
+        None => "stopped".to_string(),
+    };
+    let stop = StudyStop {
+        stop: &signals.stop,
+        abort_drain: Some(signals.abort_drain.clone()),
+        describe: &describe,
+    };
+    let study = run_study(&request, &provenance, &mut recorder, &stop, &mut |event| {
+        if quiet {
+            return;
+        }
+        match event {
+            StudyEvent::LabUp(dut) => println!("lab up with {dut} ({})", dut.name()),
+            StudyEvent::Starting {
+                index,
+                total,
+                label,
+            } => println!("run {index}/{total}: {label}"),
+            StudyEvent::Finished(run) => {
+                if let Some(id) = run.history_id {
+                    println!("  recorded as run {id}");
                 }
             }
-        },
-    )
+        }
+    })
     .map_err(|e| match e {
         strobe_control::ControlError::BadInput(m) => Failure::BadInput(m),
         e => Failure::Runtime(e.to_string()),
@@ -110,12 +115,22 @@ pub fn run(args: StudyArgs) -> Result<(), Failure> {
     if let Some(path) = &a.html {
         println!("wrote the report: {}", path.display());
     }
+    for w in &study.warnings {
+        eprintln!("warning: {w}");
+    }
     if study.stopped {
         eprintln!(
             "interrupted: {} of {} runs ran",
             study.runs.len(),
             request.runs()
         );
+    }
+    if let Some(failure) = &study.failure {
+        return Err(Failure::Runtime(format!(
+            "the study ended after {} of {} runs: {failure}",
+            study.runs.len(),
+            request.runs()
+        )));
     }
     signals.outcome()
 }
@@ -142,6 +157,9 @@ fn request(a: &ForwardersArgs) -> Result<StudyRequest, Failure> {
         .iter()
         .map(|r| match strobe_control::timing::parse_rate(r) {
             Ok(Rate::Pps(pps)) if pps >= 1.0 => Ok(pps.round() as u64),
+            Ok(Rate::Pps(_)) => Err(Failure::BadInput(format!(
+                "--rates {r}: the study's rates are at least 1 packet per second"
+            ))),
             Ok(_) => Err(Failure::BadInput(format!(
                 "--rates {r}: give packets per second (e.g. 20kpps): the study sets frame \
                  rates, not bit rates"

@@ -1,11 +1,20 @@
-//! The lab's newer DUT kinds carry a million frames each (needs root). A test binary of its
-//! own: cargo runs test binaries one after another, so these runs never share the machine
-//! with another test's (each DUT forwards on the sending CPU of a veth, and a run beside
-//! them loses frames in a busy backlog).
+//! The lab's newer DUT kinds carry a million frames each, and the forwarder study (needs
+//! root). A test binary of its own, its tests one at a time: cargo runs test binaries one
+//! after another, so these runs never share the machine with another test's (each DUT
+//! forwards on the sending CPU of a veth, and a run beside them loses frames in a busy
+//! backlog).
 
 mod common;
 use common::lab::{assert_accounted, drops_in, sh_in, TestLab};
 use common::*;
+
+/// One test at a time: the tests of a binary run side by side, and each of these loads
+/// the machine (testpmd busy-polls a core).
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ALONE.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The firewall DUT (`nft:100`, the router with 100 forward rules that match none of the
 /// lab's frames) and the XDP forwarder (`xdp`): a million frames through each at 100 kpps,
@@ -14,6 +23,7 @@ use common::*;
 /// dropped by the DUT's or the sink's interfaces.
 #[test]
 fn a_million_frames_through_the_nft_and_xdp_duts_are_counted_exactly() {
+    let _alone = alone();
     const FRAMES: u64 = 1_000_000;
     let dir = Scratch::new("duts");
     for (tag, dut, says) in [("f", "nft:100", "100 rules"), ("x", "xdp", "XDP forwarder")] {
@@ -35,17 +45,18 @@ fn a_million_frames_through_the_nft_and_xdp_duts_are_counted_exactly() {
 }
 
 /// DPDK's testpmd as the DUT (io forwarding busy-polling core 0 while strobe sends from
-/// the highest core), over packet sockets (`testpmd`) and over AF_XDP (`testpmd:afxdp`): a
+/// the highest core), over packet sockets (`testpmd@0`) and over AF_XDP (`testpmd:afxdp@0`): a
 /// million frames at 100 kpps through each, every one received once and in order or counted
 /// as lost inside testpmd by its own counters (read over DPDK telemetry) or at the
 /// interfaces; testpmd's own count of what it forwarded agrees with strobe's, and the result
 /// names the DUT, its DPDK version and its core.
 #[test]
 fn a_million_frames_through_testpmd_are_counted_exactly_by_both_ends() {
+    let _alone = alone();
     use strobe_control::lab::testpmd;
     const FRAMES: u64 = 1_000_000;
     let dir = Scratch::new("testpmd");
-    for (tag, dut) in [("p", "testpmd"), ("px", "testpmd:afxdp")] {
+    for (tag, dut) in [("p", "testpmd@0"), ("px", "testpmd:afxdp@0")] {
         let lab = TestLab::up(tag, dut);
         let status = ok(strobe()
             .args(["lab", "status", "--prefix", &lab.prefix])
@@ -68,8 +79,13 @@ fn a_million_frames_through_testpmd_are_counted_exactly_by_both_ends() {
         let after = testpmd::counters(&lab.prefix).unwrap();
         // The generator's kernel may send a frame of its own now and then (an MLD report
         // after the lab came up): testpmd forwards those too.
-        let kernel_frames = tx0_sent() - tx0_before - FRAMES;
-        let lost_in_testpmd = after.lost_toward_sink() - before.lost_toward_sink();
+        let kernel_frames = (tx0_sent() - tx0_before)
+            .checked_sub(FRAMES)
+            .unwrap_or_else(|| panic!("{dut}: tx0 sent fewer frames than strobe did"));
+        let lost_in_testpmd = after
+            .lost_toward_sink()
+            .checked_sub(before.lost_toward_sink())
+            .unwrap_or_else(|| panic!("{dut}: testpmd's counters went back: {before:?} {after:?}"));
         let dut_drops = drops_in(&lab.ns("dut")) - drops_before + lost_in_testpmd;
         assert_accounted(&r, FRAMES, dut_drops, dut);
         let received = r["flows"][0]["frames_rx"].as_u64().unwrap();
@@ -106,12 +122,13 @@ fn a_million_frames_through_testpmd_are_counted_exactly_by_both_ends() {
 /// the end.
 #[test]
 fn the_forwarder_study_compares_three_duts_under_both_loads() {
+    let _alone = alone();
     let dir = Scratch::new("study");
     let db = dir.path("study.db");
     let html = dir.path("study.html");
     let prefix = format!("st{}", std::process::id() % 100_000);
     let out = ok(strobe()
-        .args(["study", "forwarders", "--duts", "router,xdp,testpmd"])
+        .args(["study", "forwarders", "--duts", "router,xdp,testpmd@0"])
         .args(["--loads", "constant,poisson", "--rates", "20kpps"])
         .args(["--frames", "5000", "--lab", &prefix, "--quiet"])
         .args(["--html", &html, "--db", &db])
@@ -121,7 +138,7 @@ fn the_forwarder_study_compares_three_duts_under_both_loads() {
         assert!(out.contains(load), "{out}");
     }
     let table_header = out.lines().find(|l| l.starts_with("µs")).unwrap();
-    for dut in ["router", "xdp", "testpmd"] {
+    for dut in ["router", "xdp", "testpmd@0"] {
         assert!(table_header.contains(dut), "{out}");
     }
     let runs: serde_json::Value = serde_json::from_str(&ok(strobe()
@@ -132,7 +149,7 @@ fn the_forwarder_study_compares_three_duts_under_both_loads() {
     .unwrap();
     let runs = runs["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 6, "{runs:?}");
-    for dut in ["router", "xdp", "testpmd"] {
+    for dut in ["router", "xdp", "testpmd@0"] {
         for load in ["constant", "poisson"] {
             let label = format!("study forwarders: dut={dut} load={load} rate=20.00 kpps");
             let run = runs
@@ -160,4 +177,27 @@ fn the_forwarder_study_compares_three_duts_under_both_loads() {
         "{namespaces:?}"
     );
     assert!(!std::path::Path::new(&format!("/run/strobe-lab/{prefix}")).exists());
+
+    // A lab already up under the study's prefix is someone's: refused, and left up.
+    let theirs = TestLab::up("sx", "cable");
+    let refused = strobe()
+        .args([
+            "study",
+            "forwarders",
+            "--duts",
+            "router",
+            "--lab",
+            &theirs.prefix,
+        ])
+        .args(["--frames", "100", "--db", "none"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(said.contains("exists") && said.contains("--lab"), "{said}");
+    let status = ok(strobe()
+        .args(["lab", "status", "--prefix", &theirs.prefix])
+        .output()
+        .unwrap());
+    assert!(status.contains("device under test: cable"), "{status}");
 }

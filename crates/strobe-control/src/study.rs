@@ -91,6 +91,28 @@ impl StudyRequest {
         if !(64..=1518).contains(&self.size) {
             return bad("the frame size must be 64 to 1518 bytes (--size)");
         }
+        let mut names: Vec<String> = self.duts.iter().map(Dut::to_string).collect();
+        names.sort();
+        names.dedup();
+        if names.len() < self.duts.len() {
+            return bad("a DUT is named twice (--duts): each is compared once");
+        }
+        let (mut rates, mut loads) = (self.rates_pps.clone(), self.arrivals.clone());
+        rates.sort_unstable();
+        rates.dedup();
+        loads.sort_by_key(|a| a.name());
+        loads.dedup();
+        if rates.len() < self.rates_pps.len() || loads.len() < self.arrivals.len() {
+            return bad("a rate or a load is named twice (--rates, --loads)");
+        }
+        for dut in &self.duts {
+            dut.validate()
+                .map_err(|e| ControlError::BadInput(format!("--duts: {e}")))?;
+            if matches!(dut, Dut::Testpmd { .. }) && !strobe_lab::testpmd::installed() {
+                return bad("--duts names testpmd, but dpdk-testpmd is not installed \
+                     (apt-get install dpdk-dev)");
+            }
+        }
         Ok(())
     }
 
@@ -130,13 +152,21 @@ pub struct StudyRun {
     pub history_id: Option<i64>,
     /// Its label there.
     pub label: String,
+    /// As recorded: `completed`, `failed: …`, or how it was stopped.
+    pub outcome: String,
+    /// It sent every frame and no port failed: only such runs are compared.
+    pub complete: bool,
 }
 
 /// What the study found, in the order run.
 pub struct Study {
     pub runs: Vec<StudyRun>,
-    /// Set when a stop cut the study short: the runs before it are complete.
+    /// Set when a stop cut the study short.
     pub stopped: bool,
+    /// What ended the study before its last run, if anything did.
+    pub failure: Option<String>,
+    /// What the user should know but did not end it (a run not recorded).
+    pub warnings: Vec<String>,
 }
 
 /// What the study is doing, for a front end to show.
@@ -152,23 +182,67 @@ pub enum StudyEvent<'a> {
     Finished(&'a StudyRun),
 }
 
+/// How the study's runs are stopped and told so: the flag a signal sets, the one a second
+/// signal sets to end a drain at once, and the words a stopped run is recorded with.
+pub struct StudyStop<'a> {
+    pub stop: &'a Arc<AtomicBool>,
+    pub abort_drain: Option<Arc<AtomicBool>>,
+    /// E.g. `stopped by SIGINT`.
+    pub describe: &'a dyn Fn() -> String,
+}
+
 /// Runs the study: for each DUT, builds its lab, runs every load through it, records each
-/// run, and removes the lab at the end (also on failure). A `stop` ends it after the run in
-/// progress, which is kept.
+/// run, and removes the lab at the end (also on failure). A stop cuts the run in progress
+/// short (it is recorded as stopped and left out of the comparisons) and ends the study.
+/// Only a request that cannot start is an `Err`; a failure on the way ends the study with
+/// the runs before it kept and the failure in [`Study::failure`].
 pub fn run_study(
     request: &StudyRequest,
     provenance: &Provenance,
     recorder: &mut Recorder,
-    stop: &Arc<AtomicBool>,
+    stop: &StudyStop<'_>,
     on_event: &mut dyn FnMut(StudyEvent<'_>),
 ) -> Result<Study, ControlError> {
     request.check()?;
-    let total = request.runs();
-    let mut runs = Vec::with_capacity(total);
+    // The study removes its lab at the end: a lab already there under its prefix is
+    // someone's, and stays theirs.
+    match strobe_lab::status(&request.lab_prefix) {
+        Ok(None) => {}
+        Ok(Some(_)) | Err(strobe_lab::LabError::Broken { .. }) => {
+            return Err(ControlError::BadInput(format!(
+                "a lab with prefix `{0}` exists: the study builds and removes labs of its own;                  give --lab another prefix, or remove that lab (strobe lab down --prefix {0})",
+                request.lab_prefix
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let mut study = Study {
+        runs: Vec::with_capacity(request.runs()),
+        stopped: false,
+        failure: None,
+        warnings: Vec::new(),
+    };
     let _lab = StudyLab(request.lab_prefix.clone());
-    'duts: for dut in &request.duts {
-        if stop.load(Ordering::Relaxed) {
-            break;
+    if let Err(e) = run_all(request, provenance, recorder, stop, on_event, &mut study) {
+        study.failure = Some(e.to_string());
+    }
+    study.stopped = stop.stop.load(Ordering::Relaxed);
+    Ok(study)
+}
+
+fn run_all(
+    request: &StudyRequest,
+    provenance: &Provenance,
+    recorder: &mut Recorder,
+    stop: &StudyStop<'_>,
+    on_event: &mut dyn FnMut(StudyEvent<'_>),
+    study: &mut Study,
+) -> Result<(), ControlError> {
+    let stopped = || stop.stop.load(Ordering::Relaxed);
+    let total = request.runs();
+    for dut in &request.duts {
+        if stopped() {
+            return Ok(());
         }
         on_event(StudyEvent::LabUp(dut));
         let lab = strobe_lab::up(&LabConfig {
@@ -178,8 +252,8 @@ pub fn run_study(
         })?;
         for &arrivals in &request.arrivals {
             for &rate_pps in &request.rates_pps {
-                if stop.load(Ordering::Relaxed) {
-                    break 'duts;
+                if stopped() {
+                    return Ok(());
                 }
                 let label = format!(
                     "study forwarders: dut={} load={} rate={}",
@@ -188,7 +262,7 @@ pub fn run_study(
                     crate::text::pps_text(rate_pps as f64)
                 );
                 on_event(StudyEvent::Starting {
-                    index: runs.len() + 1,
+                    index: study.runs.len() + 1,
                     total,
                     label: &label,
                 });
@@ -196,16 +270,28 @@ pub fn run_study(
                 let scenario =
                     strobe_model::load_scenario(&text, "the study's load", &FileResources::cwd())
                         .map_err(|e| ControlError::Runtime(format!("the study's load: {e}")))?;
-                let plan = prepare(
+                let mut plan = prepare(
                     scenario,
                     &PlanOptions {
                         lab_prefix: request.lab_prefix.clone(),
                         ..PlanOptions::default()
                     },
                 )?;
+                plan.options.drain_abort = stop.abort_drain.clone();
                 let report =
-                    crate::run::run_blocking(&plan, Arc::clone(stop), u64::MAX, &mut |_| {})?;
+                    crate::run::run_blocking(&plan, Arc::clone(stop.stop), u64::MAX, &mut |_| {})?;
                 let results = Results::new(&plan.scenario, &report, None);
+                let sent = results.flows.first().and_then(|f| f.frames_tx).unwrap_or(0);
+                let complete = sent == request.frames && results.failures.is_empty();
+                let outcome = match results.failures.first() {
+                    Some(f) => format!("failed: {f}"),
+                    None if !complete => format!(
+                        "{} ({sent} of {} frames sent)",
+                        (stop.describe)(),
+                        request.frames
+                    ),
+                    None => "completed".to_string(),
+                };
                 let histogram = report
                     .rx_flows
                     .first()
@@ -213,21 +299,24 @@ pub fn run_study(
                     .map(|l| l.histogram().clone());
                 let mut record = run_record(
                     provenance,
-                    if stop.load(Ordering::Relaxed) {
-                        "stopped"
-                    } else {
-                        "completed"
-                    },
+                    &outcome,
                     serde_json::json!({ "study": "forwarders", "scenario": text }),
                     &plan.scenario,
                     &report,
                     &results,
                 );
                 record.label = Some(label.clone());
-                let history_id = recorder
-                    .record(&record)
-                    .map_err(|e| ControlError::Runtime(e.to_string()))?
-                    .map(|(id, _)| id);
+                // The run's figures are in the report either way: a history that cannot be
+                // written costs only the record, as for every other command.
+                let history_id = match recorder.record(&record) {
+                    Ok(kept) => kept.map(|(id, _)| id),
+                    Err(e) => {
+                        study
+                            .warnings
+                            .push(format!("{label}: not recorded in the history: {e}"));
+                        None
+                    }
+                };
                 let run = StudyRun {
                     dut: report
                         .device_under_test
@@ -239,16 +328,23 @@ pub fn run_study(
                     histogram,
                     history_id,
                     label,
+                    outcome,
+                    complete,
                 };
                 on_event(StudyEvent::Finished(&run));
-                runs.push(run);
+                study.runs.push(run);
+                if let Dut::Testpmd { .. } = lab.dut {
+                    if strobe_lab::testpmd::running(&lab.prefix).is_none() {
+                        return Err(ControlError::Runtime(format!(
+                            "testpmd stopped during the last run (its log: {})",
+                            strobe_lab::testpmd::log_file(&lab.prefix).display()
+                        )));
+                    }
+                }
             }
         }
     }
-    Ok(Study {
-        runs,
-        stopped: stop.load(Ordering::Relaxed),
-    })
+    Ok(())
 }
 
 /// Removes the study's lab when the study ends, however it ends.
@@ -365,7 +461,7 @@ impl Study {
             out += "\n";
         }
         out += "<h2>Runs</h2>\n<table><tr><th>run</th><th>DUT</th><th>software</th>\
-                <th>cores</th><th>load</th><th>sent</th><th>lost</th></tr>\n";
+                <th>cores</th><th>load</th><th>sent</th><th>lost</th><th>outcome</th></tr>\n";
         for run in &self.runs {
             let f = run.results.flows.first();
             let cores = if run.dut.cores.is_empty() {
@@ -381,7 +477,7 @@ impl Study {
             let _ = writeln!(
                 out,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} at {}</td><td>{}</td>\
-                 <td>{}</td></tr>",
+                 <td>{}</td><td>{}</td></tr>",
                 run.history_id
                     .map(|id| format!("#{id}"))
                     .unwrap_or_default(),
@@ -391,7 +487,8 @@ impl Study {
                 run.arrivals.name(),
                 crate::text::pps_text(run.rate_pps as f64),
                 f.and_then(|f| f.frames_tx).unwrap_or(0),
-                f.and_then(|f| f.loss).unwrap_or(0)
+                f.and_then(|f| f.loss).unwrap_or(0),
+                escape(&run.outcome)
             );
         }
         out += "</table>\n</body></html>\n";

@@ -49,7 +49,7 @@ pub enum HistoryError {
 /// One run, as it is recorded and exported.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunRecord {
-    /// What ran: `gen`, `trains`, `rfc2544`, `y1564`, `otg` (traffic through `strobe serve`).
+    /// What ran: `gen`, `trains`, `rfc2544`, `y1564`, `study`, `otg` (traffic through `strobe serve`).
     pub kind: String,
     /// `cli` or `api`.
     pub origin: String,

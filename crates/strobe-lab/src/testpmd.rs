@@ -12,13 +12,14 @@ use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::sys::socket::{connect, recv, send, socket, AddressFamily, MsgFlags, SockFlag};
-use nix::sys::socket::{SockType, UnixAddr};
+use nix::sys::socket::{setsockopt, sockopt, SockType, UnixAddr};
+use nix::sys::time::TimeVal;
 use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
 
@@ -40,14 +41,19 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// What testpmd prints once it forwards (`fwd_config_display`).
 const FORWARDING_MARK: &str = "packet forwarding - ports=";
-/// Seconds between the port statistics testpmd writes to its log: often enough to read
-/// a rate back from the log, rarely enough that a lab left up for days keeps a small log.
+/// Seconds between the port statistics testpmd writes to its log. A period is what keeps
+/// testpmd running: without one, non-interactive testpmd waits for a key on its standard
+/// input, which is /dev/null here, and exits at once. A minute makes about 2 MB of log a day.
 const STATS_PERIOD_S: u32 = 60;
+/// How long a telemetry request may take: testpmd answers in microseconds; one that does not
+/// (stopped, hung) must not hold up the end of a run that reads its counters.
+const TELEMETRY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Frames each port's receive and transmit rings hold. On a machine with fewer cores than
-/// busy threads testpmd shares its core, and the scheduler may keep it off for a few
-/// milliseconds: at 100 kpps the drivers' defaults (512 frames for a packet socket's ring)
-/// then overflowed here, losing up to 1.6 % of a million frames where no DPDK counter sees
-/// it. 4096 frames bridge 40 ms at that rate; the gap shows in the latency tail instead.
+/// busy threads testpmd shares its core (here with strobe's receiver), and the scheduler
+/// may keep it off for milliseconds: at 100 kpps the packet socket's default ring of 512
+/// frames then overflowed here, losing 0.65–1.6 % of a million frames (with receive
+/// steering on and off alike) where no DPDK counter sees it. 4096 frames bridge 40 ms at
+/// that rate; the gap shows in the latency tail instead, where it belongs.
 const RING_FRAMES: u32 = 4096;
 /// Mbufs in its pool: both ports' rings full and a burst in flight, with room to spare.
 const MBUFS: u32 = 32_768;
@@ -136,8 +142,10 @@ pub(crate) fn start(
         .try_clone()
         .map_err(|e| LabError::os("open", log_path.display().to_string(), e))?;
     let object = format!("testpmd in namespace {}", ns.name);
-    let mut child = ns.run(|| {
-        Command::new(PROGRAM)
+    // Kept outside the namespace switch: if coming back fails, the child is still ended.
+    let mut spawned: Option<Child> = None;
+    let entered = ns.run(|| {
+        let child = Command::new(PROGRAM)
             .args(arguments(prefix, driver, core))
             .stdin(Stdio::null())
             .stdout(log)
@@ -145,22 +153,46 @@ pub(crate) fn start(
             .process_group(0)
             .spawn()
             .map_err(|e| {
+                let _ = fs::remove_dir_all(run_dir(prefix));
                 LabError::program(
                     "start",
                     object.clone(),
                     e,
                     "dpdk-testpmd is missing (apt-get install dpdk-dev)",
                 )
-            })
-    })?;
+            })?;
+        spawned = Some(child);
+        Ok(())
+    });
+    let Some(mut child) = spawned else {
+        return Err(entered.err().unwrap_or_else(|| {
+            LabError::os("start", &object, io::Error::other("no process was started"))
+        }));
+    };
     let pid = child.id();
+    let started = entered.and_then(|()| wait_until_forwarding(&mut child, prefix, &object));
+    match started {
+        Ok(()) => Ok(pid),
+        Err(e) => {
+            // Nothing else knows this process yet: it goes with the error.
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = fs::remove_file(pid_file(prefix));
+            Err(e)
+        }
+    }
+}
+
+/// Records testpmd's PID and waits until its log says it forwards; any error leaves the
+/// process to the caller to end.
+fn wait_until_forwarding(child: &mut Child, prefix: &str, object: &str) -> Result<(), LabError> {
     let pid_path = pid_file(prefix);
-    fs::write(&pid_path, format!("{pid}\n"))
+    fs::write(&pid_path, format!("{}\n", child.id()))
         .map_err(|e| LabError::os("write", pid_path.display().to_string(), e))?;
+    let log_path = log_file(prefix);
     let started = Instant::now();
     loop {
         if let Ok(Some(status)) = child.try_wait() {
-            let _ = fs::remove_file(&pid_path);
             return Err(LabError::os(
                 "start",
                 object,
@@ -172,10 +204,9 @@ pub(crate) fn start(
             ));
         }
         if read_log(prefix).contains(FORWARDING_MARK) {
-            return Ok(pid);
+            return Ok(());
         }
         if started.elapsed() > START_TIMEOUT {
-            let _ = stop(prefix);
             return Err(LabError::os(
                 "start",
                 object,
@@ -208,13 +239,23 @@ fn log_tail(prefix: &str) -> String {
 
 /// The PID of lab `prefix`'s testpmd if it runs: the PID its run directory records, still
 /// alive, and still this lab's testpmd (not a process that took over the number).
-pub(crate) fn running(prefix: &str) -> Option<u32> {
-    let pid: u32 = fs::read_to_string(pid_file(prefix))
+pub fn running(prefix: &str) -> Option<u32> {
+    let pid = recorded_pid(prefix)?;
+    is_ours(pid, prefix).then_some(pid)
+}
+
+fn recorded_pid(prefix: &str) -> Option<u32> {
+    fs::read_to_string(pid_file(prefix))
         .ok()?
         .trim()
         .parse()
-        .ok()?;
-    is_ours(pid, prefix).then_some(pid)
+        .ok()
+}
+
+/// Whether `dpdk-testpmd` is on the PATH (to refuse up front what would fail later).
+pub fn installed() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(PROGRAM).is_file()))
 }
 
 fn is_ours(pid: u32, prefix: &str) -> bool {
@@ -241,6 +282,11 @@ fn is_zombie(pid: u32) -> bool {
 /// and removes its run directory and DPDK's files. Returns whether one was running.
 pub(crate) fn stop(prefix: &str) -> Result<bool, LabError> {
     let running = running(prefix);
+    if let (None, Some(pid)) = (running, recorded_pid(prefix)) {
+        // A testpmd that died as this process's own child (a long-lived strobe started it)
+        // is reaped; for any other process this fails with ECHILD and does nothing.
+        let _ = waitpid(Pid::from_raw(pid as i32), Some(WaitPidFlag::WNOHANG));
+    }
     if let Some(pid) = running {
         let target = Pid::from_raw(pid as i32);
         let object = format!("testpmd (pid {pid}) of lab {prefix}");
@@ -329,6 +375,10 @@ pub fn counters(prefix: &str) -> Result<Counters, LabError> {
     )
     .map_err(|e| fail("open a socket for", e))?;
     let addr = UnixAddr::new(&path).map_err(|e| fail("address", e))?;
+    let timeout = TimeVal::new(TELEMETRY_TIMEOUT.as_secs() as _, 0);
+    setsockopt(&sock, sockopt::ReceiveTimeout, &timeout)
+        .and_then(|()| setsockopt(&sock, sockopt::SendTimeout, &timeout))
+        .map_err(|e| fail("set a timeout on", e))?;
     use std::os::fd::AsRawFd;
     connect(sock.as_raw_fd(), &addr).map_err(|e| fail("connect to testpmd's telemetry at", e))?;
     let mut buf = vec![0u8; 64 * 1024];
@@ -354,14 +404,24 @@ pub fn counters(prefix: &str) -> Result<Counters, LabError> {
     for (id, port) in ports.iter_mut().enumerate() {
         let answer = ask(&format!("/ethdev/stats,{id}"))?;
         let stats = &answer["/ethdev/stats"];
-        let get = |name: &str| stats[name].as_u64().unwrap_or(0);
+        // A counter that is not there is an error, not a zero: every loss figure built on
+        // these counters would be wrong.
+        let get = |name: &str| {
+            stats[name].as_u64().ok_or_else(|| {
+                LabError::os(
+                    "read",
+                    &object,
+                    io::Error::other(format!("port {id}'s stats have no `{name}`: {answer}")),
+                )
+            })
+        };
         *port = PortCounters {
-            ipackets: get("ipackets"),
-            opackets: get("opackets"),
-            imissed: get("imissed"),
-            ierrors: get("ierrors"),
-            oerrors: get("oerrors"),
-            rx_nombuf: get("rx_nombuf"),
+            ipackets: get("ipackets")?,
+            opackets: get("opackets")?,
+            imissed: get("imissed")?,
+            ierrors: get("ierrors")?,
+            oerrors: get("oerrors")?,
+            rx_nombuf: get("rx_nombuf")?,
         };
     }
     Ok(Counters { version, ports })

@@ -38,8 +38,8 @@ impl LabGuard {
     fn config(&self, dut: Dut) -> LabConfig {
         LabConfig {
             prefix: self.prefix.clone(),
+            receive_steering: dut.steers_receive_by_default(),
             dut,
-            receive_steering: true,
         }
     }
 
@@ -433,8 +433,17 @@ fn the_xdp_dut_forwards_in_the_driver_and_is_checked() {
     assert_eq!(status(&guard.prefix).unwrap(), Some(again));
 }
 
+/// One testpmd at a time in this binary: each busy-polls a core, and the lab tests beside
+/// them need the machine's other one.
+static ONE_TESTPMD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_testpmd() -> std::sync::MutexGuard<'static, ()> {
+    ONE_TESTPMD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn testpmd_lifecycle() {
+    let _one = one_testpmd();
     lifecycle(
         "p",
         Dut::Testpmd {
@@ -446,6 +455,7 @@ fn testpmd_lifecycle() {
 
 #[test]
 fn testpmd_afxdp_lifecycle() {
+    let _one = one_testpmd();
     lifecycle(
         "px",
         Dut::Testpmd {
@@ -460,6 +470,7 @@ fn testpmd_afxdp_lifecycle() {
 /// lab whose testpmd died reads as damaged and is rebuilt, and `down` stops it by PID.
 #[test]
 fn the_testpmd_dut_is_a_pinned_process_the_lab_starts_checks_and_stops() {
+    let _one = one_testpmd();
     let guard = LabGuard::new("pd");
     let dut = Dut::Testpmd {
         driver: TestpmdDriver::AfPacket,

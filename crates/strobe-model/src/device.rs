@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 /// and where that ran.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeviceUnderTest {
-    /// The DUT as `strobe lab up --dut` takes it, e.g. `router`, `nft:100`, `testpmd@0`.
+    /// The DUT as `strobe lab up --dut` takes it, e.g. `router`, `nft:100`, `testpmd@1`.
     pub kind: String,
     /// The DUT in words, e.g. `a Linux router`.
     pub name: String,
