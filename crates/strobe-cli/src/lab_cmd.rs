@@ -58,7 +58,7 @@ enum LabCommand {
         /// Device under test: cable | bridge | router | tbf:RATE (e.g. tbf:100mbit) |
         /// nft:RULES (the router with RULES nftables forward rules, e.g. nft:1000) | xdp (an
         /// XDP forwarder) | testpmd[:afpacket|:afxdp][@CORE] (DPDK testpmd forwarding,
-        /// busy-polling CORE, 0 unless given).
+        /// busy-polling CORE; without one, a core strobe does not use when there is one).
         #[arg(long, default_value = "router")]
         dut: String,
         /// Receive packet steering on the lab's veths: on moves receive work off the core
