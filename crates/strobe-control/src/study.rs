@@ -11,7 +11,7 @@ use std::sync::Arc;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use strobe_analyze::latency::LatencyStats;
-use strobe_history::compare::{escape, Comparison, Series};
+use strobe_history::compare::{escape, page_start, Comparison, Series};
 use strobe_lab::{Dut, LabConfig};
 use strobe_model::DeviceUnderTest;
 
@@ -439,15 +439,10 @@ impl Study {
     /// A self-contained page: per load, the DUTs' CCDFs overlaid and their percentiles side
     /// by side; then every run with its DUT's software and cores and its loss.
     pub fn html(&self) -> String {
-        let mut out = String::from(
-            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>strobe: forwarder \
-             study</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:\
-             collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}\
-             th:first-child,td:first-child{text-align:left}</style></head><body>\n\
-             <h1>Forwarder study</h1>\n<p>The same loads through each device under test on \
-             strobe's lab; latency of every frame (HdrHistogram, 3 significant digits), in \
-             µs. \"-\": too few frames to resolve that percentile.</p>\n",
-        );
+        let mut out = page_start("forwarder study", "Forwarder study");
+        out += "<p>The same loads through each device under test on strobe's lab; latency of \
+                every frame (HdrHistogram, 3 significant digits), in µs. \"-\": too few frames \
+                to resolve that percentile.</p>\n";
         for (arrivals, rate) in self.loads() {
             let c = self.comparison(arrivals, rate);
             let _ = writeln!(

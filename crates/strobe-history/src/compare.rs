@@ -261,13 +261,8 @@ impl Comparison {
 
     /// A self-contained page: the runs, the table and the overlaid CCDFs.
     pub fn html(&self) -> String {
-        let mut out = String::from(
-            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>strobe: runs compared\
-             </title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:\
-             collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}\
-             th:first-child,td:first-child{text-align:left}</style></head><body>\n\
-             <h1>Runs compared</h1>\n<ul>\n",
-        );
+        let mut out = page_start("runs compared", "Runs compared");
+        out += "<ul>\n";
         for line in &self.runs {
             let _ = writeln!(out, "<li>{}</li>", escape(line));
         }
@@ -279,6 +274,19 @@ impl Comparison {
         out += "\n</body></html>\n";
         out
     }
+}
+
+/// The start of a self-contained page of latency tables and figures: its head (title
+/// `strobe: TITLE`, the tables' style), then the body's `<h1>HEADING</h1>`.
+pub fn page_start(title: &str, heading: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>strobe: {}</title><style>\
+         body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}\
+         th:first-child,td:first-child{{text-align:left}}</style></head><body>\n<h1>{}</h1>\n",
+        escape(title),
+        escape(heading)
+    )
 }
 
 /// `text` made safe inside HTML elements and attribute values.

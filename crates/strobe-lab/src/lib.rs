@@ -231,7 +231,6 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
         let mut created = Rollback {
             prefix: prefix.to_string(),
             names: Vec::new(),
-            testpmd: false,
         };
         let mut namespaces = Vec::new();
         for &role in &plan.roles {
@@ -257,7 +256,6 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
             if let (Some(ns), Dut::Testpmd { driver, core }) = (&dut_ns, &cfg.dut) {
                 rtnl::prepare_endpoints_for_raw_frames(&conns)?;
                 testpmd::start(ns, prefix, *driver, *core)?;
-                created.testpmd = true;
             }
             // Blocks the runtime briefly, which is fine: no netlink request is in flight.
             queues::steer(&plan, cfg.receive_steering)?;
@@ -275,12 +273,12 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
 struct Rollback {
     prefix: String,
     names: Vec<String>,
-    testpmd: bool,
 }
 
 impl Drop for Rollback {
     fn drop(&mut self) {
-        if self.testpmd && !self.names.is_empty() {
+        // Nothing without a testpmd: `stop` finds no PID of this prefix's and returns.
+        if !self.names.is_empty() {
             let _ = testpmd::stop(&self.prefix);
         }
         for name in self.names.drain(..).rev() {
