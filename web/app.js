@@ -52,7 +52,14 @@ function cell(row, text, cls) {
 // ---- charts ---------------------------------------------------------------------------
 
 // The time axis of a live chart: the samples' span, or a second either side of one sample.
+// uPlot pads a single x value by "a day" before asking this function (a day in
+// milliseconds, which on an axis in seconds is 2.7 years), so the span is taken from the
+// data whenever its samples are less than a second apart.
 function timeRange(u, min, max) {
+  const xs = u.data && u.data[0];
+  if (xs && xs.length > 0 && xs[xs.length - 1] - xs[0] < 1) {
+    return [xs[0] - 1, xs[xs.length - 1] + 1];
+  }
   if (min == null || max == null) return [min, max];
   return max - min < 1 ? [min - 1, max + 1] : [min, max];
 }

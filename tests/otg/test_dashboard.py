@@ -269,9 +269,19 @@ def test_a_short_runs_charts_keep_to_its_seconds(lab, browser):
              what="the run's latency on the chart")
         now = time.time()
         for name in ("latency", "rate"):
-            lo, hi = browser.execute_script(
-                "const s = charts[arguments[0]].plot.scales.x; return [s.min, s.max];", name)
-            assert hi - lo < 120 and now - 3600 < lo <= hi < now + 3600, (name, lo, hi, now)
+            # Drawn again with its first sample only, twice: uPlot pads one x value by a "day"
+            # in milliseconds when new data comes to a chart it has drawn, which the polls
+            # make only when the run's one interval is seen twice.
+            for redrawn in (False, True):
+                if redrawn:
+                    browser.execute_script(
+                        "const c = charts[arguments[0]];"
+                        "const first = c.plot.data.map((column) => column.slice(0, 1));"
+                        "c.draw(c.names, first); c.draw(c.names, first);", name)
+                lo, hi = browser.execute_script(
+                    "const s = charts[arguments[0]].plot.scales.x; return [s.min, s.max];", name)
+                assert hi - lo < 120 and now - 3600 < lo <= hi < now + 3600, \
+                    (name, redrawn, lo, hi, now)
         wait(browser, lambda d: all(n >= 1 for n in drawn_pixels(d, "chart-latency", "latency") or [0]),
              what="the latency chart's points drawn")
         assert script_errors(browser) == []
