@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 # directory): what git says of the tree now is compared at the end.
 tree_before="$(git status --porcelain 2>/dev/null || true)"
 need_apt tshark tcpdump nftables iproute2 ethtool libcap2-bin util-linux procps linuxptp
-# The lab's testpmd DUT (dpdk-testpmd).
-need_apt dpdk-dev
+# The lab's testpmd DUT (dpdk-testpmd) and its Open vSwitch DUT (ovs-vswitchd; under
+# systemd the package also starts the system's own switch, which the lab never uses).
+need_apt dpdk-dev openvswitch-switch
 # A container engine from the start (tests/deploy builds and runs the agent's image), so that
 # every test below runs on a host with it installed, as users' hosts may be.
 need_apt systemd podman runc debootstrap

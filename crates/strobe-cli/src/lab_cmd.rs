@@ -58,14 +58,16 @@ enum LabCommand {
         /// Device under test: cable | bridge | router | tbf:RATE (e.g. tbf:100mbit) |
         /// nft:RULES (the router with RULES nftables forward rules, e.g. nft:1000) | xdp (an
         /// XDP forwarder) | testpmd[:afpacket|:afxdp][@CORE] (DPDK testpmd forwarding,
-        /// busy-polling CORE; without one, a core strobe does not use when there is one).
+        /// busy-polling CORE; without one, a core strobe does not use when there is one) |
+        /// ovs[:FLOWS_FILE] (an Open vSwitch bridge, learning or with the OpenFlow flows in
+        /// FLOWS_FILE, `ovs-ofctl add-flows` syntax).
         #[arg(long, default_value = "router")]
         dut: String,
         /// Receive packet steering on the lab's veths: on moves receive work off the core
         /// strobe transmits from; off leaves it on the sending core, as a plain veth does
         /// (steadier paced timing in a VM, at a lower top rate). Applied to a lab that is
-        /// already up as well. Unless given: on, but off for testpmd (whose busy-polling
-        /// core the steering would load).
+        /// already up as well. Unless given: on, but off for testpmd and ovs (user-space
+        /// forwarders, whose core the steering would load).
         #[arg(long, value_parser = ["on", "off"])]
         rps: Option<String>,
     },
@@ -176,11 +178,8 @@ fn print_lab(lab: &Lab) {
     );
     let details = strobe_control::lab::details(lab);
     println!("  runs: {}, {}", details.software, details.runs_on);
-    if let Dut::Testpmd { .. } = lab.dut {
-        println!(
-            "  log: {}",
-            strobe_control::lab::testpmd::log_file(&lab.prefix).display()
-        );
+    if let Some(log) = strobe_control::lab::process_log(lab) {
+        println!("  log: {}", log.display());
     }
     print_endpoint("tx", lab, &lab.tx);
     print_endpoint("rx", lab, &lab.rx);

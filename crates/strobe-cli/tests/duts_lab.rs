@@ -12,6 +12,10 @@ use common::*;
 /// the machine (testpmd busy-polls a core).
 static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// What the Open vSwitch DUT is sent: about half its rate here (a debug build of strobe
+/// sending 300 000 frames at 100 kpps lost 0.013 % of them at the switch's packet socket).
+const OVS_RATE: &str = "50kpps";
+
 fn alone() -> std::sync::MutexGuard<'static, ()> {
     ALONE.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -121,20 +125,69 @@ fn a_million_frames_through_testpmd_are_counted_exactly_by_both_ends() {
     }
 }
 
-/// `strobe study forwarders` on a short profile: three DUTs (the kernel's router, the XDP
-/// forwarder, testpmd), both loads, one rate. Every run is recorded in the history with its
+/// Open vSwitch as the DUT (`ovs`, a learning bridge in the user-space datapath): a
+/// million frames at OVS_RATE, every one received once and in order or counted as lost:
+/// at the switch's packet socket (the kernel's count there), by the switch's own port
+/// counters, or at the interfaces; the switch's own count of what it sent toward the sink
+/// agrees with strobe's, and the result names the DUT and Open vSwitch's version.
+#[test]
+fn a_million_frames_through_open_vswitch_are_counted_exactly_by_both_ends() {
+    let _alone = alone();
+    use strobe_control::lab::ovs;
+    const FRAMES: u64 = 1_000_000;
+    let dir = Scratch::new("ovs");
+    let lab = TestLab::up("o", "ovs");
+    let status = ok(strobe()
+        .args(["lab", "status", "--prefix", &lab.prefix])
+        .output()
+        .unwrap());
+    assert!(status.contains("Open vSwitch 3"), "{status}");
+    let before = ovs::counters(&lab.prefix).unwrap();
+    let drops_before = drops_in(&lab.ns("dut"));
+    let r = lab.gen(&dir, &["--rate", OVS_RATE, "--count", &FRAMES.to_string()]);
+    let after = ovs::counters(&lab.prefix).unwrap();
+    let what = format!("ovs: {before:?} {after:?}");
+    // The interfaces' receive drops are counted once, by `drops_in` (the switch reports the
+    // kernel's figure for them too); the packet socket's and the switch's own are not.
+    let lost_in_switch = (after[0].socket_drops - before[0].socket_drops)
+        + (after[0].rx_errors - before[0].rx_errors)
+        + (after[1].tx_dropped - before[1].tx_dropped)
+        + (after[1].tx_errors - before[1].tx_errors);
+    let dut_drops = drops_in(&lab.ns("dut")) - drops_before + lost_in_switch;
+    assert_accounted(&r, FRAMES, dut_drops, &what);
+    assert_mostly_received(&r, FRAMES, "ovs");
+    // The switch took in at least every frame strobe sent (and the kernel's own few) and
+    // sent on toward the sink what strobe received, give or take those few.
+    let received = r["flows"][0]["frames_rx"].as_u64().unwrap();
+    let took_in = after[0].rx_packets - before[0].rx_packets;
+    let sent_on = after[1].tx_packets - before[1].tx_packets;
+    assert!((FRAMES..FRAMES + 10).contains(&took_in), "{what}");
+    assert!((received..received + 10).contains(&sent_on), "{what}");
+    let context = &r["device_under_test"];
+    assert_eq!(context["kind"], "ovs", "{context}");
+    assert!(
+        context["software"]
+            .as_str()
+            .unwrap()
+            .starts_with("Open vSwitch 3"),
+        "{context}"
+    );
+}
+
+/// `strobe study forwarders` on a short profile: four DUTs (the kernel's router, the XDP
+/// forwarder, testpmd, Open vSwitch), both loads, one rate. Every run is recorded in the history with its
 /// DUT and load in its label, each measured every frame it sent, the report sets the DUTs
 /// side by side per load (a CCDF figure and a table each), and the study's lab is gone at
 /// the end.
 #[test]
-fn the_forwarder_study_compares_three_duts_under_both_loads() {
+fn the_forwarder_study_compares_four_duts_under_both_loads() {
     let _alone = alone();
     let dir = Scratch::new("study");
     let db = dir.path("study.db");
     let html = dir.path("study.html");
     let prefix = format!("st{}", std::process::id() % 100_000);
     let out = ok(strobe()
-        .args(["study", "forwarders", "--duts", "router,xdp,testpmd@0"])
+        .args(["study", "forwarders", "--duts", "router,xdp,testpmd@0,ovs"])
         .args(["--loads", "constant,poisson", "--rates", "20kpps"])
         .args(["--frames", "5000", "--lab", &prefix, "--quiet"])
         .args(["--html", &html, "--db", &db])
@@ -144,7 +197,7 @@ fn the_forwarder_study_compares_three_duts_under_both_loads() {
         assert!(out.contains(load), "{out}");
     }
     let table_header = out.lines().find(|l| l.starts_with("µs")).unwrap();
-    for dut in ["router", "xdp", "testpmd@0"] {
+    for dut in ["router", "xdp", "testpmd@0", "ovs"] {
         assert!(table_header.contains(dut), "{out}");
     }
     let runs: serde_json::Value = serde_json::from_str(&ok(strobe()
@@ -154,8 +207,8 @@ fn the_forwarder_study_compares_three_duts_under_both_loads() {
         .unwrap()))
     .unwrap();
     let runs = runs["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 6, "{runs:?}");
-    for dut in ["router", "xdp", "testpmd@0"] {
+    assert_eq!(runs.len(), 8, "{runs:?}");
+    for dut in ["router", "xdp", "testpmd@0", "ovs"] {
         for load in ["constant", "poisson"] {
             let label = format!("study forwarders: dut={dut} load={load} rate=20.00 kpps");
             let run = runs
@@ -163,12 +216,19 @@ fn the_forwarder_study_compares_three_duts_under_both_loads() {
                 .find(|r| r["label"] == label.as_str())
                 .unwrap_or_else(|| panic!("no run labelled {label}: {runs:?}"));
             assert_eq!(run["summary"]["frames_tx"], 5000, "{run}");
-            assert_eq!(run["summary"]["frames_lost"], 0, "{run}");
+            // Open vSwitch's main thread, which polls its packet sockets, stalls for up to
+            // 20 ms now and then here, and a socket holds about 270 small frames: a few
+            // percent may go even at 20 kpps (its report says so). The others lose none.
+            let lost = run["summary"]["frames_lost"].as_u64().unwrap();
+            let allowed = if dut == "ovs" { 500 } else { 0 };
+            assert!(lost <= allowed, "{run}");
         }
     }
     let page = std::fs::read_to_string(&html).unwrap();
     assert_eq!(page.matches("<svg").count(), 2, "one CCDF figure per load");
-    assert!(page.contains("DPDK 2") && page.contains("Linux "), "{page}");
+    for software in ["DPDK 2", "Linux ", "Open vSwitch 3"] {
+        assert!(page.contains(software), "{software}: {page}");
+    }
     // The study's lab is removed, and the study left no testpmd behind.
     let namespaces = std::fs::read_dir("/var/run/netns")
         .map(|d| {

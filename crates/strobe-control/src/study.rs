@@ -108,9 +108,10 @@ impl StudyRequest {
         for dut in &self.duts {
             dut.validate()
                 .map_err(|e| ControlError::BadInput(format!("--duts: {e}")))?;
-            if matches!(dut, Dut::Testpmd { .. }) && !strobe_lab::testpmd::installed() {
-                return bad("--duts names testpmd, but dpdk-testpmd is not installed \
-                     (apt-get install dpdk-dev)");
+            if let Some(missing) = dut.missing_software() {
+                return Err(ControlError::BadInput(format!(
+                    "--duts names {dut}, but {missing}"
+                )));
             }
         }
         Ok(())
@@ -333,13 +334,13 @@ fn run_all(
                 };
                 on_event(StudyEvent::Finished(&run));
                 study.runs.push(run);
-                if let Dut::Testpmd { .. } = lab.dut {
-                    if strobe_lab::testpmd::running(&lab.prefix).is_none() {
-                        return Err(ControlError::Runtime(format!(
-                            "testpmd stopped during the last run (its log: {})",
-                            strobe_lab::testpmd::log_file(&lab.prefix).display()
-                        )));
-                    }
+                if strobe_lab::process_running(&lab) == Some(false) {
+                    let log = strobe_lab::process_log(&lab).unwrap_or_default();
+                    return Err(ControlError::Runtime(format!(
+                        "the {} DUT's process stopped during the last run (its log: {})",
+                        lab.dut,
+                        log.display()
+                    )));
                 }
             }
         }

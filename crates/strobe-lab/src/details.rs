@@ -4,19 +4,19 @@
 use std::fs;
 use std::process::Command;
 
-use crate::{testpmd, Dut, Lab};
+use crate::{daemon, ovs, testpmd, Dut, Lab};
 
 /// The forwarding software of a lab's DUT and where it runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DutDetails {
     /// Which software forwards, with its version, e.g. `Linux 6.18.0`, `DPDK 22.11.11`.
     pub software: String,
-    /// The cores its forwarding is pinned to; empty when the kernel forwards each frame on
-    /// whichever core receives it.
+    /// The cores its forwarding may run on: the one it is pinned to, or a process's allowed
+    /// cores; empty when the kernel forwards each frame on whichever core receives it.
     pub cores: Vec<u32>,
     /// Where the forwarding runs, in words.
     pub runs_on: String,
-    /// The forwarding process, for a DUT that is one (`testpmd`).
+    /// The forwarding process, for a DUT that is one (`testpmd`, `ovs`).
     pub pid: Option<u32>,
 }
 
@@ -37,7 +37,7 @@ pub fn details(lab: &Lab) -> DutDetails {
         runs_on: KERNEL_PLACEMENT.to_string(),
         pid: None,
     };
-    match lab.dut {
+    match &lab.dut {
         Dut::Cable => DutDetails {
             software: kernel,
             cores: Vec::new(),
@@ -47,6 +47,28 @@ pub fn details(lab: &Lab) -> DutDetails {
         Dut::Bridge | Dut::Router | Dut::Tbf { .. } => in_kernel(kernel),
         Dut::Xdp => in_kernel(format!("{kernel}, XDP in the veth driver")),
         Dut::Nft { .. } => in_kernel(format!("{kernel}, {}", nft_version())),
+        Dut::Ovs { flows } => {
+            let version =
+                ovs::version().unwrap_or_else(|e| format!("Open vSwitch (version unread: {e})"));
+            let table = match flows {
+                Some(path) => format!("flows from {}", path.display()),
+                None => "learning bridge".to_string(),
+            };
+            let pid = ovs::running(&lab.prefix);
+            let cores = pid.and_then(daemon::allowed_cores).unwrap_or_default();
+            let list: Vec<String> = cores.iter().map(u32::to_string).collect();
+            DutDetails {
+                software: format!("{version}, user-space datapath, {table}"),
+                runs_on: format!(
+                    "a user-space process{}, not pinned: ovs-vswitchd's main thread polls both \
+                     ports' packet sockets on whichever of cores {} the scheduler picks",
+                    pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+                    list.join(",")
+                ),
+                cores,
+                pid,
+            }
+        }
         Dut::Testpmd { driver, core } => {
             let software = match testpmd::counters(&lab.prefix) {
                 Ok(c) => format!("{} testpmd, {}", c.version, driver.pmd()),
@@ -55,7 +77,7 @@ pub fn details(lab: &Lab) -> DutDetails {
             let pid = testpmd::running(&lab.prefix);
             DutDetails {
                 software,
-                cores: vec![core],
+                cores: vec![*core],
                 runs_on: format!(
                     "a user-space process{} busy-polling both ports on core {core}",
                     pid.map(|p| format!(" (pid {p})")).unwrap_or_default()

@@ -1,6 +1,7 @@
 //! The device under test between the generator and the sink, and its text form.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use crate::LabError;
@@ -12,6 +13,9 @@ const MAX_TBF_BPS: u64 = 100_000_000_000;
 /// Most rules an `nft` DUT's forward chain takes: loading more takes nft seconds, and at
 /// about 10 ns a rule such a chain already costs a frame around a millisecond.
 pub const MAX_NFT_RULES: u32 = 100_000;
+/// Longest path of an `ovs` DUT's flow table: the DUT's text form is kept in an interface
+/// alias (at most 255 bytes), with the lab's mark before it.
+const MAX_FLOWS_PATH: usize = 200;
 
 /// What sits between the generator namespace and the sink namespace.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,6 +39,11 @@ pub enum Dut {
     /// DPDK's testpmd forwarding in `io` mode between the DUT's two interfaces through
     /// `driver`, its forwarding loop pinned to `core`: the user-space forwarder.
     Testpmd { driver: TestpmdDriver, core: u32 },
+    /// An Open vSwitch bridge (the user-space `netdev` datapath) over the DUT's two
+    /// interfaces, run by an ovsdb-server and ovs-vswitchd of the lab's own: the switch's
+    /// own learning (`NORMAL`), or the OpenFlow flow table in the file `flows`
+    /// (`ovs-ofctl add-flows` syntax, an absolute path).
+    Ovs { flows: Option<PathBuf> },
 }
 
 /// How testpmd reaches the DUT's veths.
@@ -79,6 +88,14 @@ impl Dut {
                  forwarding loop busy-polling core {core}",
                 driver.pmd()
             ),
+            Dut::Ovs { flows } => format!(
+                "an Open vSwitch bridge (user-space datapath) between dut0 and dut1, run by \
+                 the lab's own ovsdb-server and ovs-vswitchd, {}",
+                match flows {
+                    Some(path) => format!("with the flow table in {}", path.display()),
+                    None => "switching as a learning bridge (NORMAL)".to_string(),
+                }
+            ),
             Dut::Nft { rules } => format!(
                 "a Linux router whose nftables forward chain has {rules} rule{} for other \
                  addresses, each checked for every frame before it is forwarded",
@@ -114,17 +131,23 @@ impl Dut {
                     driver.pmd()
                 )
             }
+            Dut::Ovs { flows: None } => "Open vSwitch (user-space datapath)".into(),
+            Dut::Ovs { flows: Some(path) } => format!(
+                "Open vSwitch (user-space datapath, flows from {})",
+                path.display()
+            ),
         }
     }
 
-    /// Whether the lab steers receive work to other cores (RPS) unless told: yes, but for a
-    /// DUT that busy-polls a core of its own (`testpmd`). Steering puts the kernel's receive
-    /// work for the DUT's ports on the cores below the sender's, on a two-core machine
-    /// testpmd's core, where it waits for testpmd's time slices: a million frames at 100
-    /// kpps through testpmd had a median latency of 5.9–6.1 µs with steering on against
-    /// 2.6–3.1 µs with it off, here.
+    /// Whether the lab steers receive work to other cores (RPS) unless told: yes, but for
+    /// the user-space forwarders (`testpmd`, `ovs`). Steering puts the kernel's receive work
+    /// for the DUT's ports on the cores below the sender's, on a two-core machine the core
+    /// the forwarder shares with strobe's receiver: a million frames at 100 kpps through
+    /// testpmd had a median latency of 5.9–6.1 µs with steering on against 2.6–3.1 µs with
+    /// it off, and 300 000 frames at 100 kpps through Open vSwitch lost 13 % (its packet
+    /// socket overflowing) with steering on against 0.013 % with it off, here.
     pub fn steers_receive_by_default(&self) -> bool {
-        !matches!(self, Dut::Testpmd { .. })
+        !matches!(self, Dut::Testpmd { .. } | Dut::Ovs { .. })
     }
 
     /// Whether the DUT lives in a namespace of its own (everything but the cable).
@@ -172,6 +195,19 @@ impl Dut {
         }
     }
 
+    /// What to install when the software this DUT runs is missing here, if it is.
+    pub fn missing_software(&self) -> Option<&'static str> {
+        match self {
+            Dut::Testpmd { .. } if !crate::testpmd::installed() => {
+                Some("dpdk-testpmd is not installed (apt-get install dpdk-dev)")
+            }
+            Dut::Ovs { .. } if !crate::ovs::installed() => {
+                Some("Open vSwitch is not installed (apt-get install openvswitch-switch)")
+            }
+            _ => None,
+        }
+    }
+
     /// Rejects values that cannot be built here: a rate or a number of rules out of range
     /// (reachable by constructing the value directly), a core this process may not use.
     pub fn validate(&self) -> Result<(), LabError> {
@@ -179,6 +215,9 @@ impl Dut {
             Dut::Tbf { rate_bps } => check_rate(&self.to_string(), rate_bps),
             Dut::Nft { rules } => check_rules(&self.to_string(), rules),
             Dut::Testpmd { core, .. } => check_core(&self.to_string(), core),
+            Dut::Ovs { ref flows } => flows
+                .as_deref()
+                .map_or(Ok(()), |path| check_flows_file(&self.to_string(), path)),
             _ => Ok(()),
         }
     }
@@ -234,6 +273,35 @@ fn check_core(input: &str, core: u32) -> Result<(), LabError> {
         });
     }
     Ok(())
+}
+
+/// A flow table must be there to be read (the lab reads it when it is built).
+fn check_flows_file(input: &str, path: &Path) -> Result<(), LabError> {
+    std::fs::File::open(path)
+        .map(drop)
+        .map_err(|e| LabError::InvalidDut {
+            input: input.to_string(),
+            reason: format!("its flow table {} cannot be read: {e}", path.display()),
+        })
+}
+
+/// `ovs:FLOWS_FILE`'s file as an absolute path (the lab is read back from anywhere).
+fn parse_flows_path(text: &str) -> Result<PathBuf, String> {
+    if text.is_empty() {
+        return Err("`ovs:` names no flow table file (write `ovs` for a learning bridge)".into());
+    }
+    if text.chars().any(char::is_control) {
+        return Err("the flow table's path has a control character".into());
+    }
+    let path = std::path::absolute(text)
+        .map_err(|e| format!("the flow table's path cannot be made absolute: {e}"))?;
+    if path.as_os_str().len() > MAX_FLOWS_PATH {
+        return Err(format!(
+            "the flow table's path is longer than {MAX_FLOWS_PATH} bytes (the lab keeps it in \
+             an interface alias): move the file to a shorter path"
+        ));
+    }
+    Ok(path)
 }
 
 /// `testpmd[:afpacket|:afxdp][@CORE]`, lower case already.
@@ -322,11 +390,18 @@ impl FromStr for Dut {
             input: s.to_string(),
             reason,
         };
-        match s.trim().to_ascii_lowercase().as_str() {
+        // Before the text is lowered: a flow table's path keeps its case.
+        let trimmed = s.trim();
+        if trimmed.len() >= 4 && trimmed[..4].eq_ignore_ascii_case("ovs:") {
+            let flows = parse_flows_path(&trimmed[4..]).map_err(invalid)?;
+            return Ok(Dut::Ovs { flows: Some(flows) });
+        }
+        match trimmed.to_ascii_lowercase().as_str() {
             "cable" => Ok(Dut::Cable),
             "bridge" => Ok(Dut::Bridge),
             "router" => Ok(Dut::Router),
             "xdp" => Ok(Dut::Xdp),
+            "ovs" => Ok(Dut::Ovs { flows: None }),
             other => {
                 if let Some(rest) = other.strip_prefix("testpmd") {
                     // The core is checked where the lab is built (`validate`), not here:
@@ -355,20 +430,23 @@ impl FromStr for Dut {
 /// largest unit that keeps it a whole number.
 impl fmt::Display for Dut {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
+        match self {
             Dut::Cable => f.write_str("cable"),
             Dut::Bridge => f.write_str("bridge"),
             Dut::Router => f.write_str("router"),
             Dut::Nft { rules } => write!(f, "nft:{rules}"),
+            Dut::Ovs { flows: None } => f.write_str("ovs"),
+            Dut::Ovs { flows: Some(path) } => write!(f, "ovs:{}", path.display()),
             Dut::Xdp => f.write_str("xdp"),
             Dut::Testpmd { driver, core } => {
                 f.write_str("testpmd")?;
-                if driver != TestpmdDriver::AfPacket {
+                if *driver != TestpmdDriver::AfPacket {
                     write!(f, ":{}", driver.text())?;
                 }
                 write!(f, "@{core}")
             }
             Dut::Tbf { rate_bps } => {
+                let rate_bps = *rate_bps;
                 let (value, unit) = [
                     (1_000_000_000, "gbit"),
                     (1_000_000, "mbit"),
@@ -458,6 +536,26 @@ mod tests {
             let e = bad.parse::<Dut>().unwrap_err().to_string();
             assert!(e.contains(bad) && e.contains("testpmd"), "{bad}: {e}");
         }
+        assert_eq!("OVS".parse::<Dut>().unwrap(), Dut::Ovs { flows: None });
+        // A flow table's path keeps its case and is made absolute.
+        let Dut::Ovs { flows: Some(path) } = "Ovs:My.Flows".parse::<Dut>().unwrap() else {
+            panic!("ovs:FILE is an ovs DUT with flows")
+        };
+        assert!(path.is_absolute() && path.ends_with("My.Flows"), "{path:?}");
+        assert_eq!(
+            "ovs:/etc/Lab.flows".parse::<Dut>().unwrap().to_string(),
+            "ovs:/etc/Lab.flows"
+        );
+        for bad in ["ovs:", "ovsx"] {
+            let e = bad.parse::<Dut>().unwrap_err().to_string();
+            assert!(
+                e.contains(bad) && e.contains("ovs[:FLOWS_FILE]"),
+                "{bad}: {e}"
+            );
+        }
+        let long = format!("ovs:/{}", "d".repeat(250));
+        let e = long.parse::<Dut>().unwrap_err().to_string();
+        assert!(e.contains("longer than 200 bytes"), "{e}");
         // A core out of this process's reach parses (a lab read back is what it is) but is
         // refused where a lab would be built.
         let far = "testpmd@100000".parse::<Dut>().unwrap();
@@ -533,6 +631,10 @@ mod tests {
             Dut::Testpmd {
                 driver: TestpmdDriver::AfXdp,
                 core: 1,
+            },
+            Dut::Ovs { flows: None },
+            Dut::Ovs {
+                flows: Some(PathBuf::from("/srv/Flow Tables/a.flows")),
             },
         ] {
             assert_eq!(dut.to_string().parse::<Dut>().unwrap(), dut);

@@ -13,7 +13,8 @@ pub enum LabError {
         "invalid DUT `{input}`: {reason}; accepted forms: cable, bridge, router, tbf:RATE \
          (RATE like 100mbit, 1gbit, 1.5gbit, 50mbps; k/m/g are powers of 1000 and bps means bits per second), \
          nft:RULES (the router with RULES nftables rules, 1 to 100000), xdp (an XDP forwarder), \
-         testpmd[:afpacket|:afxdp][@CORE] (DPDK testpmd forwarding on CORE, by default one strobe does not use)"
+         testpmd[:afpacket|:afxdp][@CORE] (DPDK testpmd forwarding on CORE, by default one strobe does not use), \
+         ovs[:FLOWS_FILE] (an Open vSwitch bridge, learning or with the OpenFlow flows in FLOWS_FILE)"
     )]
     InvalidDut { input: String, reason: String },
     #[error(

@@ -12,6 +12,7 @@
 //! | nft:N    | the router, plus N nftables forward rules      | as the router                  |
 //! | xdp      | tx0 <-> dut0, dut1 <-> rx0, an XDP program on each DUT port redirecting to the other | one subnet |
 //! | testpmd  | tx0 <-> dut0, dut1 <-> rx0, DPDK testpmd forwarding between dut0 and dut1 (a process the lab starts and stops) | one subnet |
+//! | ovs      | tx0 <-> dut0, dut1 <-> rx0, an Open vSwitch bridge over dut0 and dut1 (the lab's own ovsdb-server and ovs-vswitchd) | one subnet |
 //!
 //! MACs: tx0 02:53:54:00:00:01, rx0 …:02, dut0 …:10, dut1 …:11, br0 …:1f. The generator is
 //! 198.18.0.1 / 2001:2::1, the sink 198.18.1.1 / 2001:2::2 (router: 2001:2:0:1::1). Static
@@ -26,11 +27,13 @@
 //! (setns) to open a netlink socket in each, so the caller's thread never changes namespace.
 //! Nothing is ever created outside the lab's own namespaces.
 
+mod daemon;
 mod details;
 mod dut;
 mod error;
 mod netns;
 mod nft;
+pub mod ovs;
 mod queues;
 mod rtnl;
 pub mod testpmd;
@@ -219,6 +222,10 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
         match read(runtime, prefix) {
             Ok(Some(lab)) if lab.dut == cfg.dut => {
                 queues::steer(&Topology::new(prefix, &cfg.dut), cfg.receive_steering)?;
+                // The file may have changed since: the switch takes it as it is now.
+                if let Dut::Ovs { flows: Some(path) } = &cfg.dut {
+                    ovs::load_flows(prefix, path)?;
+                }
                 return Ok(lab);
             }
             Ok(None) => {}
@@ -240,7 +247,9 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
             namespaces.push((role, ns));
         }
         let dut_ns = match cfg.dut {
-            Dut::Nft { .. } | Dut::Testpmd { .. } => Netns::open(&Role::Dut.netns(prefix))?,
+            Dut::Nft { .. } | Dut::Testpmd { .. } | Dut::Ovs { .. } => {
+                Netns::open(&Role::Dut.netns(prefix))?
+            }
             _ => None,
         };
         runtime.block_on(async {
@@ -257,6 +266,10 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
                 rtnl::prepare_endpoints_for_raw_frames(&conns)?;
                 testpmd::start(ns, prefix, *driver, *core)?;
             }
+            if let (Some(ns), Dut::Ovs { flows }) = (&dut_ns, &cfg.dut) {
+                rtnl::prepare_endpoints_for_raw_frames(&conns)?;
+                ovs::start(ns, prefix, flows.as_deref())?;
+            }
             // Blocks the runtime briefly, which is fine: no netlink request is in flight.
             queues::steer(&plan, cfg.receive_steering)?;
             rtnl::mark_complete(&conns, &plan).await
@@ -269,7 +282,7 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
 }
 
 /// Removes the namespaces `up` created in this call unless it finished (also on panic),
-/// and the testpmd it started.
+/// and the processes it started.
 struct Rollback {
     prefix: String,
     names: Vec<String>,
@@ -277,9 +290,9 @@ struct Rollback {
 
 impl Drop for Rollback {
     fn drop(&mut self) {
-        // Nothing without a testpmd: `stop` finds no PID of this prefix's and returns.
+        // Nothing without processes: `stop` finds no PID of this prefix's and returns.
         if !self.names.is_empty() {
-            let _ = testpmd::stop(&self.prefix);
+            let _ = stop_processes(&self.prefix);
         }
         for name in self.names.drain(..).rev() {
             // Best effort: the error being returned says what went wrong first.
@@ -353,11 +366,38 @@ pub fn down(prefix: &str) -> Result<bool, LabError> {
 
 fn remove(prefix: &str) -> Result<bool, LabError> {
     // Before its interfaces go: a forwarder polling vanished ports would spin on errors.
-    let mut removed = testpmd::stop(prefix)?;
+    let mut removed = stop_processes(prefix)?;
     for role in Role::ALL {
         removed |= netns::delete(&role.netns(prefix))?;
     }
     Ok(removed)
+}
+
+/// The log of the process lab `lab`'s DUT runs as, for a DUT that is one.
+pub fn process_log(lab: &Lab) -> Option<std::path::PathBuf> {
+    match lab.dut {
+        Dut::Testpmd { .. } => Some(testpmd::log_file(&lab.prefix)),
+        Dut::Ovs { .. } => Some(ovs::log_file(&lab.prefix)),
+        _ => None,
+    }
+}
+
+/// Whether the process lab `lab`'s DUT runs as still runs; `None` for a DUT in the kernel.
+pub fn process_running(lab: &Lab) -> Option<bool> {
+    match lab.dut {
+        Dut::Testpmd { .. } => Some(testpmd::running(&lab.prefix).is_some()),
+        Dut::Ovs { .. } => Some(ovs::running(&lab.prefix).is_some()),
+        _ => None,
+    }
+}
+
+/// Stops whatever DUT process lab `prefix` runs (finding none is fine) and removes its run
+/// directory. Returns whether one was running.
+fn stop_processes(prefix: &str) -> Result<bool, LabError> {
+    let testpmd_ran = testpmd::stop(prefix)?;
+    let ovs_ran = ovs::stop(prefix)?;
+    daemon::remove_run_dir(prefix)?;
+    Ok(testpmd_ran || ovs_ran)
 }
 
 /// Failure injection for the tests: makes `up` fail after it built everything.

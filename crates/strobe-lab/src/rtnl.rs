@@ -603,6 +603,12 @@ pub(crate) async fn read(conns: &Conns, prefix: &str, has_dut_ns: bool) -> Resul
             crate::testpmd::log_file(prefix).display()
         )));
     }
+    if matches!(dut, Dut::Ovs { .. }) && crate::ovs::running(prefix).is_none() {
+        return Err(broken(format!(
+            "its Open vSwitch is not running (the switch's log: {})",
+            crate::ovs::log_file(prefix).display()
+        )));
+    }
     if let Some((port, _)) = plan.tbf {
         let index = conns.index(port).await?;
         let qdiscs: Vec<_> = conns

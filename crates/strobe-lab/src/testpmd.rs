@@ -8,21 +8,17 @@
 //! Its counters are read over DPDK's telemetry socket (`/ethdev/stats`), which testpmd
 //! serves while it forwards: the DUT's own count of what it took in and sent on.
 
-use std::fs::{self, File};
-use std::io::{self, Read};
-use std::os::unix::process::CommandExt;
+use std::io;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::sys::signal::{kill, Signal};
 use nix::sys::socket::{connect, recv, send, socket, AddressFamily, MsgFlags, SockFlag};
 use nix::sys::socket::{setsockopt, sockopt, SockType, UnixAddr};
 use nix::sys::time::TimeVal;
-use nix::sys::wait::{waitpid, WaitPidFlag};
-use nix::unistd::Pid;
 
+use crate::daemon::{self, Daemon};
 use crate::dut::TestpmdDriver;
 use crate::netns::Netns;
 use crate::topology::{DUT0, DUT1};
@@ -30,15 +26,11 @@ use crate::LabError;
 
 /// The program, as Debian's dpdk-dev installs it.
 pub(crate) const PROGRAM: &str = "dpdk-testpmd";
-/// Where the lab keeps the PIDs and logs of the processes it starts.
-const RUN_ROOT: &str = "/run/strobe-lab";
 /// Where DPDK keeps each `--file-prefix`'s runtime files (and its telemetry socket).
 const DPDK_RUN_ROOT: &str = "/var/run/dpdk";
 /// How long testpmd may take to start forwarding: it maps its memory and opens both ports
 /// in well under a second here, but a busy machine may take longer.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long it gets to exit on SIGTERM before it is killed.
-const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// What testpmd prints once it forwards (`fwd_config_display`).
 const FORWARDING_MARK: &str = "packet forwarding - ports=";
 /// Seconds between the port statistics testpmd writes to its log. A period is what keeps
@@ -64,17 +56,17 @@ fn file_prefix(prefix: &str) -> String {
     format!("strobe-lab-{prefix}")
 }
 
-fn run_dir(prefix: &str) -> PathBuf {
-    PathBuf::from(RUN_ROOT).join(prefix)
-}
-
-fn pid_file(prefix: &str) -> PathBuf {
-    run_dir(prefix).join("testpmd.pid")
+fn daemon(prefix: &str) -> Daemon {
+    Daemon::new(
+        prefix,
+        "testpmd",
+        format!("--file-prefix={}", file_prefix(prefix)),
+    )
 }
 
 /// testpmd's own output: its port set-up, then its port statistics every minute.
 pub fn log_file(prefix: &str) -> PathBuf {
-    run_dir(prefix).join("testpmd.log")
+    daemon(prefix).log_file()
 }
 
 fn telemetry_socket(prefix: &str) -> PathBuf {
@@ -121,9 +113,7 @@ fn arguments(prefix: &str, driver: TestpmdDriver, core: u32) -> Vec<String> {
     args
 }
 
-/// Starts testpmd in namespace `ns` (the child starts on this thread while it is inside
-/// the namespace) and waits until it forwards. It runs in a process group of its own, so a
-/// Ctrl-C meant for `strobe lab up` never reaches it, and outlives strobe until `stop`.
+/// Starts testpmd in namespace `ns` and waits until it forwards.
 pub(crate) fn start(
     ns: &Netns,
     prefix: &str,
@@ -132,201 +122,34 @@ pub(crate) fn start(
 ) -> Result<u32, LabError> {
     // A testpmd left from an earlier lab of this prefix would hold the ports.
     stop(prefix)?;
-    let dir = run_dir(prefix);
-    fs::create_dir_all(&dir)
-        .map_err(|e| LabError::os("create the run directory", dir.display().to_string(), e))?;
-    let log_path = log_file(prefix);
-    let log = File::create(&log_path)
-        .map_err(|e| LabError::os("create", log_path.display().to_string(), e))?;
-    let log_err = log
-        .try_clone()
-        .map_err(|e| LabError::os("open", log_path.display().to_string(), e))?;
-    let object = format!("testpmd in namespace {}", ns.name);
-    // Kept outside the namespace switch: if coming back fails, the child is still ended.
-    let mut spawned: Option<Child> = None;
-    let entered = ns.run(|| {
-        let child = Command::new(PROGRAM)
-            .args(arguments(prefix, driver, core))
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .process_group(0)
-            .spawn()
-            .map_err(|e| {
-                let _ = fs::remove_dir_all(run_dir(prefix));
-                LabError::program(
-                    "start",
-                    object.clone(),
-                    e,
-                    "dpdk-testpmd is missing (apt-get install dpdk-dev)",
-                )
-            })?;
-        spawned = Some(child);
-        Ok(())
-    });
-    let Some(mut child) = spawned else {
-        return Err(entered.err().unwrap_or_else(|| {
-            LabError::os("start", &object, io::Error::other("no process was started"))
-        }));
-    };
-    let pid = child.id();
-    let started = entered.and_then(|()| wait_until_forwarding(&mut child, prefix, &object));
-    match started {
-        Ok(()) => Ok(pid),
-        Err(e) => {
-            // Nothing else knows this process yet: it goes with the error.
-            let _ = child.kill();
-            let _ = child.wait();
-            let _ = fs::remove_file(pid_file(prefix));
-            Err(e)
-        }
-    }
+    let testpmd = daemon(prefix);
+    let mut command = Command::new(PROGRAM);
+    command.args(arguments(prefix, driver, core));
+    testpmd.start(
+        ns,
+        command,
+        "dpdk-testpmd is missing (apt-get install dpdk-dev)",
+        START_TIMEOUT,
+        || testpmd.read_log().contains(FORWARDING_MARK),
+    )
 }
 
-/// Records testpmd's PID and waits until its log says it forwards; any error leaves the
-/// process to the caller to end.
-fn wait_until_forwarding(child: &mut Child, prefix: &str, object: &str) -> Result<(), LabError> {
-    let pid_path = pid_file(prefix);
-    fs::write(&pid_path, format!("{}\n", child.id()))
-        .map_err(|e| LabError::os("write", pid_path.display().to_string(), e))?;
-    let log_path = log_file(prefix);
-    let started = Instant::now();
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(LabError::os(
-                "start",
-                object,
-                io::Error::other(format!(
-                    "it exited ({status}) before forwarding; its last words ({}): {}",
-                    log_path.display(),
-                    log_tail(prefix)
-                )),
-            ));
-        }
-        if read_log(prefix).contains(FORWARDING_MARK) {
-            return Ok(());
-        }
-        if started.elapsed() > START_TIMEOUT {
-            return Err(LabError::os(
-                "start",
-                object,
-                io::Error::other(format!(
-                    "it did not start forwarding within {} s; its log ({}): {}",
-                    START_TIMEOUT.as_secs(),
-                    log_path.display(),
-                    log_tail(prefix)
-                )),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn read_log(prefix: &str) -> String {
-    let mut text = String::new();
-    if let Ok(mut file) = File::open(log_file(prefix)) {
-        let _ = file.read_to_string(&mut text);
-    }
-    text
-}
-
-/// The last lines of the log that say something (not EAL's start-up chatter).
-fn log_tail(prefix: &str) -> String {
-    let text = read_log(prefix);
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(4)..].join(" | ")
-}
-
-/// The PID of lab `prefix`'s testpmd if it runs: the PID its run directory records, still
-/// alive, and still this lab's testpmd (not a process that took over the number).
+/// The PID of lab `prefix`'s testpmd if it runs (and is still this lab's testpmd).
 pub fn running(prefix: &str) -> Option<u32> {
-    let pid = recorded_pid(prefix)?;
-    is_ours(pid, prefix).then_some(pid)
-}
-
-fn recorded_pid(prefix: &str) -> Option<u32> {
-    fs::read_to_string(pid_file(prefix))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+    daemon(prefix).running()
 }
 
 /// Whether `dpdk-testpmd` is on the PATH (to refuse up front what would fail later).
 pub fn installed() -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(PROGRAM).is_file()))
+    daemon::on_path(PROGRAM)
 }
 
-fn is_ours(pid: u32, prefix: &str) -> bool {
-    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    let mark = format!("--file-prefix={}", file_prefix(prefix));
-    let ours = cmdline.split(|&b| b == 0).any(|arg| arg == mark.as_bytes());
-    ours && !is_zombie(pid)
-}
-
-/// A process that exited but was not reaped yet (a test's own child) still has its PID.
-fn is_zombie(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
-            Some(state == 'Z' || state == 'X')
-        })
-        .unwrap_or(true)
-}
-
-/// Stops lab `prefix`'s testpmd if it runs (SIGTERM, then SIGKILL after [`STOP_TIMEOUT`])
-/// and removes its run directory and DPDK's files. Returns whether one was running.
+/// Stops lab `prefix`'s testpmd if it runs and removes DPDK's files of it. Returns whether
+/// one was running.
 pub(crate) fn stop(prefix: &str) -> Result<bool, LabError> {
-    let running = running(prefix);
-    if let (None, Some(pid)) = (running, recorded_pid(prefix)) {
-        // A testpmd that died as this process's own child (a long-lived strobe started it)
-        // is reaped; for any other process this fails with ECHILD and does nothing.
-        let _ = waitpid(Pid::from_raw(pid as i32), Some(WaitPidFlag::WNOHANG));
-    }
-    if let Some(pid) = running {
-        let target = Pid::from_raw(pid as i32);
-        let object = format!("testpmd (pid {pid}) of lab {prefix}");
-        for (signal, wait) in [
-            (Signal::SIGTERM, STOP_TIMEOUT),
-            (Signal::SIGKILL, STOP_TIMEOUT),
-        ] {
-            match kill(target, signal) {
-                Ok(()) | Err(Errno::ESRCH) => {}
-                Err(e) => return Err(LabError::errno("stop", &object, e)),
-            }
-            let since = Instant::now();
-            // Reaps it if it is this process's child (strobe's own tests start it in-process).
-            while is_ours(pid, prefix) && since.elapsed() < wait {
-                let _ = waitpid(target, Some(WaitPidFlag::WNOHANG));
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if !is_ours(pid, prefix) {
-                break;
-            }
-        }
-        if is_ours(pid, prefix) {
-            return Err(LabError::os(
-                "stop",
-                object,
-                io::Error::other("it is still running after SIGKILL"),
-            ));
-        }
-    }
-    for dir in [
-        run_dir(prefix),
-        PathBuf::from(DPDK_RUN_ROOT).join(file_prefix(prefix)),
-    ] {
-        match fs::remove_dir_all(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(LabError::os("remove", dir.display().to_string(), e)),
-        }
-    }
-    Ok(running.is_some())
+    let was_running = daemon(prefix).stop()?;
+    daemon::remove_dir(PathBuf::from(DPDK_RUN_ROOT).join(file_prefix(prefix)))?;
+    Ok(was_running)
 }
 
 /// One testpmd port's counters as DPDK's ethdev keeps them.
@@ -441,12 +264,6 @@ mod tests {
         assert!(args.contains("-- --forward-mode=io"), "{args}");
         let xdp = arguments("p", TestpmdDriver::AfXdp, 0).join(" ");
         assert!(xdp.contains("--vdev=net_af_xdp1,iface=dut1 "), "{xdp}");
-    }
-
-    #[test]
-    fn a_pid_that_is_not_this_labs_testpmd_is_not_running() {
-        assert!(!is_ours(std::process::id(), "p"));
-        assert!(!is_ours(u32::MAX, "p"));
     }
 
     #[test]

@@ -17,7 +17,8 @@ use etherparse::{
 use crate::netns::{Netns, NETNS_DIR};
 use crate::topology::{Role, MAC_DUT1, MAC_TX};
 use crate::{
-    down, status, test_hooks, testpmd, up, Dut, Endpoint, Lab, LabConfig, LabError, TestpmdDriver,
+    down, ovs, status, test_hooks, testpmd, up, Dut, Endpoint, Lab, LabConfig, LabError,
+    TestpmdDriver,
 };
 
 /// Owns a test's prefix; removes its lab on drop, also when the test fails.
@@ -507,26 +508,159 @@ fn the_testpmd_dut_is_a_pinned_process_the_lab_starts_checks_and_stops() {
     assert!(forwarded >= 5, "{before:?} {after:?}");
     assert_eq!(after.lost_toward_sink(), 0, "{after:?}");
 
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid as i32), None);
+    a_killed_process_damages_the_lab_and_down_stops_its_successor(
+        &guard,
+        dut,
+        pid,
+        "testpmd",
+        testpmd::running,
+    );
+}
+
+/// Kills the DUT's process `pid` (named `says` in the lab's words): the lab reads as
+/// damaged, `up` rebuilds it with a new process, and `down` stops that one and removes the
+/// lab's run directory.
+fn a_killed_process_damages_the_lab_and_down_stops_its_successor(
+    guard: &LabGuard,
+    dut: Dut,
+    pid: u32,
+    says: &str,
+    running: fn(&str) -> Option<u32>,
+) {
+    let target = nix::unistd::Pid::from_raw(pid as i32);
+    nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGKILL).unwrap();
+    let _ = nix::sys::wait::waitpid(target, None);
     let err = status(&guard.prefix).unwrap_err();
     assert!(
-        matches!(err, LabError::Broken { .. }) && err.to_string().contains("testpmd"),
+        matches!(err, LabError::Broken { .. }) && err.to_string().contains(says),
         "{err}"
     );
     let again = up(&guard.config(dut)).unwrap();
     assert_eq!(status(&guard.prefix).unwrap(), Some(again));
-    let second = testpmd::running(&guard.prefix).expect("a new testpmd runs");
+    let second = running(&guard.prefix).expect("a new process runs");
     assert_ne!(second, pid);
     assert!(down(&guard.prefix).unwrap());
-    assert_eq!(testpmd::running(&guard.prefix), None);
+    assert_eq!(running(&guard.prefix), None);
     let stat = fs::read_to_string(format!("/proc/{second}/stat")).unwrap_or_default();
     assert!(stat.is_empty() || stat.contains(") Z"), "{stat}");
     assert!(!std::path::Path::new(&format!("/run/strobe-lab/{}", guard.prefix)).exists());
+}
+
+#[test]
+fn ovs_lifecycle() {
+    lifecycle("o", Dut::Ovs { flows: None });
+}
+
+/// The ovs DUT is the lab's own Open vSwitch: its database server and switch run in the
+/// DUT's namespace with every file in the lab's run directory; a flow table replaces the
+/// learning bridge (a table that drops everything forwards nothing, by the switch's own
+/// counters) and is read again by `up` of the same DUT; a lab whose switch died reads as
+/// damaged and is rebuilt; `down` stops both daemons by PID.
+#[test]
+fn the_ovs_dut_is_the_labs_own_switch_with_the_flow_table_asked() {
+    let guard = LabGuard::new("ov");
+    let dir = std::env::temp_dir().join(format!("{}-flows", guard.prefix));
+    fs::create_dir_all(&dir).unwrap();
+    let flows = dir.join("Flows.txt");
+    fs::write(&flows, "priority=0,actions=drop\n").unwrap();
+    let dut = Dut::Ovs {
+        flows: Some(flows.clone()),
+    };
+    assert_eq!(dut.to_string().parse::<Dut>().unwrap(), dut);
+    let lab = up(&guard.config(dut.clone())).unwrap();
+    let pid = ovs::running(&guard.prefix).expect("ovs-vswitchd runs");
+    let process_ns = fs::metadata(format!("/proc/{pid}/ns/net")).unwrap().ino();
+    assert_eq!(process_ns, ns_inode(&format!("{}-dut", guard.prefix)));
+    let run_dir = format!("/run/strobe-lab/{}/ovs", guard.prefix);
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains(&format!("unix:{run_dir}/db.sock")),
+        "{}",
+        String::from_utf8_lossy(&cmdline)
+    );
+
+    // Dropped by the table: dut0 takes the frames in, dut1 sends none of them on.
+    let before = ovs::counters(&guard.prefix).unwrap();
+    let socket = PacketSocket::open(&lab.tx);
+    for _ in 0..5 {
+        socket.send(&udp_frame(&lab.tx, &lab.rx, false, 40_010, b"dropped"));
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut after = ovs::counters(&guard.prefix).unwrap();
+    while after[0].rx_packets < before[0].rx_packets + 5 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        after = ovs::counters(&guard.prefix).unwrap();
+    }
+    assert!(
+        after[0].rx_packets >= before[0].rx_packets + 5,
+        "{before:?} {after:?}"
+    );
+    assert_eq!(
+        after[1].tx_packets, before[1].tx_packets,
+        "{before:?} {after:?}"
+    );
+
+    // The same DUT again, its file edited: forwarding both ways, the same switch process.
+    fs::write(
+        &flows,
+        "in_port=dut0,actions=output:dut1\nin_port=dut1,actions=output:dut0\n",
+    )
+    .unwrap();
+    let again = up(&guard.config(dut.clone())).unwrap();
+    assert_eq!(again, lab);
+    assert_eq!(ovs::running(&guard.prefix), Some(pid));
+    for v6 in [false, true] {
+        frame_crosses(&lab, &lab.tx, &lab.rx, v6);
+        frame_crosses(&lab, &lab.rx, &lab.tx, v6);
+    }
+    let forwarded = ovs::counters(&guard.prefix).unwrap();
+    assert!(
+        forwarded[1].tx_packets >= after[1].tx_packets + 2,
+        "{forwarded:?}"
+    );
+
+    a_killed_process_damages_the_lab_and_down_stops_its_successor(
+        &guard,
+        dut,
+        pid,
+        "Open vSwitch",
+        ovs::running,
+    );
+    assert!(!std::path::Path::new(&run_dir).exists());
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A flow table Open vSwitch refuses fails `up` with its words, and leaves nothing behind:
+/// no namespaces, no switch. A file that is not there is refused before anything is built.
+#[test]
+fn a_bad_ovs_flow_table_is_refused_and_leaves_nothing() {
+    let guard = LabGuard::new("ob");
+    let dir = std::env::temp_dir().join(format!("{}-flows", guard.prefix));
+    fs::create_dir_all(&dir).unwrap();
+    let flows = dir.join("bad.flows");
+    fs::write(&flows, "in_port=dut0,actions=teleport\n").unwrap();
+    let err = up(&guard.config(Dut::Ovs {
+        flows: Some(flows.clone()),
+    }))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("refused its flow table") && err.contains("teleport"),
+        "{err}"
+    );
+    assert_eq!(guard.leftovers(), Vec::<String>::new());
+    assert_eq!(ovs::running(&guard.prefix), None);
+    assert!(!std::path::Path::new(&format!("/run/strobe-lab/{}", guard.prefix)).exists());
+    let missing = Dut::Ovs {
+        flows: Some(dir.join("absent.flows")),
+    };
+    let err = up(&guard.config(missing)).unwrap_err().to_string();
+    assert!(
+        err.contains("absent.flows") && err.contains("cannot be read"),
+        "{err}"
+    );
+    assert_eq!(guard.leftovers(), Vec::<String>::new());
+    let _ = fs::remove_dir_all(&dir);
 }
 
 #[test]

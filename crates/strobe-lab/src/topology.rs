@@ -217,7 +217,7 @@ impl Topology {
         }
         match *dut {
             // The forwarder's programs are attached after the links exist (`rtnl`).
-            Dut::Cable | Dut::Xdp | Dut::Testpmd { .. } => {}
+            Dut::Cable | Dut::Xdp | Dut::Testpmd { .. } | Dut::Ovs { .. } => {}
             Dut::Bridge => plan.bridge = Some((BR0, [DUT0, DUT1])),
             Dut::Tbf { rate_bps } => {
                 plan.bridge = Some((BR0, [DUT0, DUT1]));
