@@ -82,6 +82,10 @@ RFC2544_ROUNDS="${RFC2544_ROUNDS:-3}"
 HISTORY_RUNS="${HISTORY_RUNS:-10000}"
 DASHBOARD_SECONDS="${DASHBOARD_SECONDS:-8}"
 HISTORY_ROUNDS="${HISTORY_ROUNDS:-7}"
+STUDY_ROUNDS="${STUDY_ROUNDS:-3}"
+STUDY_DUTS="${STUDY_DUTS:-router,xdp,testpmd,ovs}"
+STUDY_RATES="${STUDY_RATES:-20kpps,50kpps}"
+STUDY_FRAMES="${STUDY_FRAMES:-200000}"
 RFC2544_DUTS="${RFC2544_DUTS:-tbf:50mbit router}"
 RFC2544_SIZES="${RFC2544_SIZES:-256,512,1518}"
 RFC2544_TRIAL="${RFC2544_TRIAL:-2s}"
@@ -102,7 +106,7 @@ RXCOUNT_REPEAT="${RXCOUNT_REPEAT:-10000000}"
 
 # Every section, in the order `bench/run` runs them; bench/sections/NAME.sh defines
 # section_NAME.
-SECTIONS=(null afxdp afpacket xdplive rxcount precision wire pacing flows rtt latcost truth serve dashboard trains rfc2544 history controller)
+SECTIONS=(null afxdp afpacket xdplive rxcount precision wire pacing flows rtt latcost truth serve dashboard trains rfc2544 history controller study)
 
 # Background processes this script started (peers, captures, servers), stopped on exit.
 # A PID leaves the list once it is reaped, so a recycled PID is never signalled.
@@ -359,6 +363,8 @@ bench_main() {
     require_positive_int HISTORY_RUNS "$HISTORY_RUNS"
     require_positive_int DASHBOARD_SECONDS "$DASHBOARD_SECONDS"
     require_positive_int HISTORY_ROUNDS "$HISTORY_ROUNDS"
+    require_positive_int STUDY_ROUNDS "$STUDY_ROUNDS"
+    require_positive_int STUDY_FRAMES "$STUDY_FRAMES"
     require_positive_int WIRE_ROUNDS "$WIRE_ROUNDS"
     require_positive_int WIRE_GAPS "$WIRE_GAPS"
     require_positive_int WIRE_CBR_SECONDS "$WIRE_CBR_SECONDS"
