@@ -262,13 +262,17 @@ pub fn up(cfg: &LabConfig) -> Result<Lab, LabError> {
             if cfg.dut == Dut::Xdp {
                 rtnl::attach_forwarder(&conns).await?;
             }
-            if let (Some(ns), Dut::Testpmd { driver, core }) = (&dut_ns, &cfg.dut) {
-                rtnl::prepare_endpoints_for_raw_frames(&conns)?;
-                testpmd::start(ns, prefix, *driver, *core)?;
-            }
-            if let (Some(ns), Dut::Ovs { flows }) = (&dut_ns, &cfg.dut) {
-                rtnl::prepare_endpoints_for_raw_frames(&conns)?;
-                ovs::start(ns, prefix, flows.as_deref())?;
+            // The user-space forwarders: each reads the DUT's veths through sockets.
+            match (&dut_ns, &cfg.dut) {
+                (Some(ns), Dut::Testpmd { driver, core }) => {
+                    rtnl::prepare_endpoints_for_raw_frames(&conns)?;
+                    testpmd::start(ns, prefix, *driver, *core)?;
+                }
+                (Some(ns), Dut::Ovs { flows }) => {
+                    rtnl::prepare_endpoints_for_raw_frames(&conns)?;
+                    ovs::start(ns, prefix, flows.as_deref())?;
+                }
+                _ => {}
             }
             // Blocks the runtime briefly, which is fine: no netlink request is in flight.
             queues::steer(&plan, cfg.receive_steering)?;
@@ -373,22 +377,44 @@ fn remove(prefix: &str) -> Result<bool, LabError> {
     Ok(removed)
 }
 
+/// The process a lab's DUT runs as (testpmd, Open vSwitch's switch and database).
+pub(crate) struct DutProcess {
+    /// What it is, in words.
+    pub name: &'static str,
+    /// Whether it runs (for Open vSwitch: both daemons).
+    pub running: bool,
+    /// Its log.
+    pub log: std::path::PathBuf,
+}
+
+impl DutProcess {
+    /// `dut`'s process in lab `prefix`; `None` for a DUT in the kernel.
+    pub(crate) fn of(dut: &Dut, prefix: &str) -> Option<DutProcess> {
+        let (name, running, log) = match dut {
+            Dut::Testpmd { .. } => (
+                "testpmd",
+                testpmd::running(prefix),
+                testpmd::log_file(prefix),
+            ),
+            Dut::Ovs { .. } => ("Open vSwitch", ovs::running(prefix), ovs::log_file(prefix)),
+            _ => return None,
+        };
+        Some(DutProcess {
+            name,
+            running: running.is_some(),
+            log,
+        })
+    }
+}
+
 /// The log of the process lab `lab`'s DUT runs as, for a DUT that is one.
 pub fn process_log(lab: &Lab) -> Option<std::path::PathBuf> {
-    match lab.dut {
-        Dut::Testpmd { .. } => Some(testpmd::log_file(&lab.prefix)),
-        Dut::Ovs { .. } => Some(ovs::log_file(&lab.prefix)),
-        _ => None,
-    }
+    DutProcess::of(&lab.dut, &lab.prefix).map(|p| p.log)
 }
 
 /// Whether the process lab `lab`'s DUT runs as still runs; `None` for a DUT in the kernel.
 pub fn process_running(lab: &Lab) -> Option<bool> {
-    match lab.dut {
-        Dut::Testpmd { .. } => Some(testpmd::running(&lab.prefix).is_some()),
-        Dut::Ovs { .. } => Some(ovs::running(&lab.prefix).is_some()),
-        _ => None,
-    }
+    DutProcess::of(&lab.dut, &lab.prefix).map(|p| p.running)
 }
 
 /// Stops whatever DUT process lab `prefix` runs (finding none is fine) and removes its run

@@ -5,8 +5,9 @@
 //! (`/run/strobe-lab/PREFIX/ovs`): a system Open vSwitch, if there is one, is never touched.
 //!
 //! The bridge switches as a learning bridge (`NORMAL`) unless the DUT names a flow table,
-//! which replaces the bridge's flows (`ovs-ofctl add-flows`). Its interface counters are
-//! read over OVSDB: the switch's own count of what it took in, sent and dropped.
+//! which replaces the bridge's flows (`ovs-ofctl add-flows`). Its port counters are read
+//! over OpenFlow (the switch's own count of what it took in, sent and dropped), beside the
+//! kernel's count of frames dropped at its packet sockets.
 
 use std::io;
 use std::path::{Path, PathBuf};

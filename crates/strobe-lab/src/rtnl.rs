@@ -597,17 +597,14 @@ pub(crate) async fn read(conns: &Conns, prefix: &str, has_dut_ns: bool) -> Resul
             )));
         }
     }
-    if matches!(dut, Dut::Testpmd { .. }) && crate::testpmd::running(prefix).is_none() {
-        return Err(broken(format!(
-            "its testpmd is not running (its log: {})",
-            crate::testpmd::log_file(prefix).display()
-        )));
-    }
-    if matches!(dut, Dut::Ovs { .. }) && crate::ovs::running(prefix).is_none() {
-        return Err(broken(format!(
-            "its Open vSwitch is not running (the switch's log: {})",
-            crate::ovs::log_file(prefix).display()
-        )));
+    if let Some(process) = crate::DutProcess::of(&dut, prefix) {
+        if !process.running {
+            return Err(broken(format!(
+                "its {} is not running (its log: {})",
+                process.name,
+                process.log.display()
+            )));
+        }
     }
     if let Some((port, _)) = plan.tbf {
         let index = conns.index(port).await?;

@@ -44,6 +44,20 @@ impl LabGuard {
         }
     }
 
+    /// Writes an OpenFlow table `text` as `name` in a directory of this test's own, which
+    /// goes with the guard.
+    fn flows_file(&self, name: &str, text: &str) -> std::path::PathBuf {
+        let dir = self.flows_dir();
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn flows_dir(&self) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("{}-flows", self.prefix))
+    }
+
     /// Namespace files whose name starts with the prefix.
     fn leftovers(&self) -> Vec<String> {
         let mine = format!("{}-", self.prefix);
@@ -60,6 +74,7 @@ impl LabGuard {
 impl Drop for LabGuard {
     fn drop(&mut self) {
         let _ = down(&self.prefix);
+        let _ = fs::remove_dir_all(self.flows_dir());
     }
 }
 
@@ -559,10 +574,7 @@ fn ovs_lifecycle() {
 #[test]
 fn the_ovs_dut_is_the_labs_own_switch_with_the_flow_table_asked() {
     let guard = LabGuard::new("ov");
-    let dir = std::env::temp_dir().join(format!("{}-flows", guard.prefix));
-    fs::create_dir_all(&dir).unwrap();
-    let flows = dir.join("Flows.txt");
-    fs::write(&flows, "priority=0,actions=drop\n").unwrap();
+    let flows = guard.flows_file("Flows.txt", "priority=0,actions=drop\n");
     let dut = Dut::Ovs {
         flows: Some(flows.clone()),
     };
@@ -627,7 +639,6 @@ fn the_ovs_dut_is_the_labs_own_switch_with_the_flow_table_asked() {
         ovs::running,
     );
     assert!(!std::path::Path::new(&run_dir).exists());
-    let _ = fs::remove_dir_all(&dir);
 }
 
 /// A flow table Open vSwitch refuses fails `up` with its words, and leaves nothing behind:
@@ -635,10 +646,7 @@ fn the_ovs_dut_is_the_labs_own_switch_with_the_flow_table_asked() {
 #[test]
 fn a_bad_ovs_flow_table_is_refused_and_leaves_nothing() {
     let guard = LabGuard::new("ob");
-    let dir = std::env::temp_dir().join(format!("{}-flows", guard.prefix));
-    fs::create_dir_all(&dir).unwrap();
-    let flows = dir.join("bad.flows");
-    fs::write(&flows, "in_port=dut0,actions=teleport\n").unwrap();
+    let flows = guard.flows_file("bad.flows", "in_port=dut0,actions=teleport\n");
     let err = up(&guard.config(Dut::Ovs {
         flows: Some(flows.clone()),
     }))
@@ -652,7 +660,7 @@ fn a_bad_ovs_flow_table_is_refused_and_leaves_nothing() {
     assert_eq!(ovs::running(&guard.prefix), None);
     assert!(!std::path::Path::new(&format!("/run/strobe-lab/{}", guard.prefix)).exists());
     let missing = Dut::Ovs {
-        flows: Some(dir.join("absent.flows")),
+        flows: Some(flows.with_file_name("absent.flows")),
     };
     let err = up(&guard.config(missing)).unwrap_err().to_string();
     assert!(
@@ -660,7 +668,6 @@ fn a_bad_ovs_flow_table_is_refused_and_leaves_nothing() {
         "{err}"
     );
     assert_eq!(guard.leftovers(), Vec::<String>::new());
-    let _ = fs::remove_dir_all(&dir);
 }
 
 #[test]
