@@ -81,22 +81,24 @@ fn model_fit(fit: &serde_json::Value, model: &str, field: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {model} {field}: {fit}"))
 }
 
-/// A floor fit of a coalescing sender's gaps: the share of gaps at the path's spacing is
-/// the perfect sender's, far from the plain model's (which no sender on the path can send,
-/// and which one frame per hand-over, sending none there, would be nearer), and the whole
-/// distribution is nearer the perfect sender too. Not a KS acceptance: this machine's
-/// hand-over cost varies with what shares its two cores, the model's floor is one value
-/// (BENCHMARKS.md has the fits on a quiet path). Where the two models put about the same
-/// share at the floor (within 1 %: a path whose spacing and hand-over are close), that
-/// share tells them apart no more than noise does, and the KS distance alone judges.
+/// A floor fit of a coalescing sender's gaps: the whole distribution is at least twice as
+/// near the perfect sender (KS D) as the plain model (which no sender on the path can send,
+/// and which one frame per hand-over, sending nothing at the floor, would be nearer), and
+/// where the two models put clearly different shares of gaps at the path's spacing (5 %
+/// apart or more), the observed share is the perfect sender's. Not a KS acceptance: this
+/// machine's hand-over cost varies with what shares its two cores, the model's floor is
+/// one value (BENCHMARKS.md has the fits on a quiet path). Under the full suite the share at
+/// the floor has moved 1-3 % off both models in CI runs (11.2-11.6 % where they put 10.1
+/// and 12.0; 22.9 % where they put 19.8 and 18.7) while KS D stayed 16-800 times nearer the
+/// perfect sender: a share difference smaller than that noise cannot judge.
 fn closer_to_the_perfect_sender(fit: &serde_json::Value) -> Result<(), String> {
     let observed = fit["share_at_floor"].as_f64().unwrap();
     let share = |model| model_fit(fit, model, "share_at_floor");
     let off = |model| (share(model) - observed).abs();
     let d = |model| model_fit(fit, model, "ks_d");
-    let shares_apart = (share("perfect_sender") - share("plain")).abs() > 0.01;
-    if (!shares_apart || off("perfect_sender") * 2.0 < off("plain"))
-        && d("perfect_sender") < d("plain")
+    let shares_apart = (share("perfect_sender") - share("plain")).abs() > 0.05;
+    if (!shares_apart || off("perfect_sender") < off("plain"))
+        && d("perfect_sender") * 2.0 < d("plain")
     {
         Ok(())
     } else {
