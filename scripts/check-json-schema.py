@@ -145,6 +145,17 @@ def main():
                     validate(kind, document, f"a {kind} run")
             finally:
                 strobe(binary, scratch, ["lab", "down", "--prefix", prefix])
+            # The forwarder study builds (and removes) a lab of its own under the prefix.
+            study = ["study", "forwarders", "--duts", "router", "--loads", "constant,poisson",
+                     "--rates", "20kpps", "--frames", "2000", "--lab", prefix, "--quiet",
+                     "--json", "-"]
+            try:
+                document = json.loads(strobe(binary, scratch, study))
+            finally:
+                strobe(binary, scratch, ["lab", "down", "--prefix", prefix])
+            if [run["latency"] is not None for run in document["runs"]] != [True, True]:
+                sys.exit(f"the study's two runs measured no latency: {document['runs']}")
+            validate("study", document, "a forwarder study")
         else:
             print("note: not root, the lab run (receive side, latency) is left out")
 

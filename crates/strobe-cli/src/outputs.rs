@@ -37,8 +37,8 @@ pub fn document<T: serde::Serialize>(kind: &str, result: &T) -> String {
 pub fn json_goes_to_stdout(args: &[String]) -> bool {
     // Only the commands whose `--json` takes a FILE write through the JSON writer; the others'
     // bare `--json` (calc, ports, clocks) prints the document alone on stdout already.
-    const TAKES_A_FILE: [&str; 7] = [
-        "gen", "rfc2544", "y1564", "trains", "reflect", "analyze", "runs",
+    const TAKES_A_FILE: [&str; 8] = [
+        "gen", "rfc2544", "y1564", "trains", "reflect", "analyze", "runs", "study",
     ];
     let command = args.iter().skip(1).find(|arg| !arg.starts_with('-'));
     if !command.is_some_and(|c| TAKES_A_FILE.contains(&c.as_str())) {

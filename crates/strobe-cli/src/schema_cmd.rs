@@ -8,7 +8,7 @@ use crate::failure::Failure;
 #[derive(Args)]
 pub struct SchemaArgs {
     /// Which document: gen (a run's results), gen-rates (a `--rates` sweep), rfc2544, y1564,
-    /// trains, analyze, reflect, runs-list or runs-show.
+    /// trains, analyze, reflect, runs-list, runs-show or study.
     #[arg(default_value = "gen")]
     kind: String,
 }

@@ -5,11 +5,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use strobe_control::lab::Dut;
-use strobe_control::study::{
-    run_study, Arrivals, StudyEvent, StudyRequest, StudyStop, STUDY_LAB_PREFIX,
-};
-use strobe_control::timing::Rate;
+use strobe_control::study::{run_study, StudyEvent, StudySpec, StudyStop, STUDY_LAB_PREFIX};
 
 use crate::failure::Failure;
 use crate::runs_cmd::HistoryArgs;
@@ -56,6 +52,10 @@ struct ForwardersArgs {
     /// by side, every run with its DUT's software and cores.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// The report as JSON (`-`: the standard output): every run with its DUT, load, loss,
+    /// latency percentiles and run id (docs/schema/study.schema.json).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
     /// Only the report at the end, no progress lines.
     #[arg(long, short)]
     quiet: bool,
@@ -65,13 +65,18 @@ struct ForwardersArgs {
 
 pub fn run(args: StudyArgs) -> Result<(), Failure> {
     let StudyCommand::Forwarders(a) = args.command;
-    let request = request(&a)?;
-    request
-        .check()
-        .map_err(|e| Failure::BadInput(e.to_string()))?;
-    if let Some(path) = &a.html {
-        crate::outputs::check_writable("--html", path)?;
+    let request = StudySpec {
+        duts: a.duts.clone(),
+        loads: a.loads.clone(),
+        rates: a.rates.clone(),
+        frames: a.frames,
+        size: a.size,
+        lab: a.lab.clone(),
     }
+    .request()
+    .and_then(|r| r.check().map(|()| r))
+    .map_err(|e| Failure::BadInput(e.to_string()))?;
+    crate::outputs::check_all(&[("--html", a.html.as_deref()), ("--json", a.json.as_deref())])?;
     let mut recorder = a.history.recorder()?;
     let signals = signals::install()?;
     let provenance = crate::runs_cmd::provenance("study");
@@ -107,12 +112,18 @@ pub fn run(args: StudyArgs) -> Result<(), Failure> {
         strobe_control::ControlError::BadInput(m) => Failure::BadInput(m),
         e => Failure::Runtime(e.to_string()),
     })?;
-    // Files first: after a SIGHUP the terminal may be gone.
+    // Files first: after a SIGHUP the terminal may be gone. One that cannot be written
+    // does not keep the other from being written.
+    let mut written = crate::outputs::WriteFailures::default();
     if let Some(path) = &a.html {
-        crate::outputs::write_file(path, study.html().as_bytes())?;
+        written.note(crate::outputs::write_file(path, study.html().as_bytes()));
+    }
+    if let Some(path) = &a.json {
+        let document = crate::outputs::document("study", &study.report(&request));
+        written.note(crate::outputs::write_file(path, document.as_bytes()));
     }
     print!("{}", study.text());
-    if let Some(path) = &a.html {
+    if let Some(path) = a.html.as_ref().filter(|p| !crate::outputs::is_stdout(p)) {
         println!("wrote the report: {}", path.display());
     }
     for w in &study.warnings {
@@ -125,54 +136,13 @@ pub fn run(args: StudyArgs) -> Result<(), Failure> {
             request.runs()
         );
     }
-    if let Some(failure) = &study.failure {
-        return Err(Failure::Runtime(format!(
+    let outcome = match &study.failure {
+        Some(failure) => Err(Failure::Runtime(format!(
             "the study ended after {} of {} runs: {failure}",
             study.runs.len(),
             request.runs()
-        )));
-    }
-    signals.outcome()
-}
-
-fn request(a: &ForwardersArgs) -> Result<StudyRequest, Failure> {
-    let duts = a
-        .duts
-        .iter()
-        .map(|d| {
-            d.parse::<Dut>()
-                .map_err(|e| Failure::BadInput(format!("--duts {d}: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let arrivals = a
-        .loads
-        .iter()
-        .map(|l| {
-            l.parse::<Arrivals>()
-                .map_err(|e| Failure::BadInput(format!("--loads: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let rates_pps = a
-        .rates
-        .iter()
-        .map(|r| match strobe_control::timing::parse_rate(r) {
-            Ok(Rate::Pps(pps)) if pps >= 1.0 => Ok(pps.round() as u64),
-            Ok(Rate::Pps(_)) => Err(Failure::BadInput(format!(
-                "--rates {r}: the study's rates are at least 1 packet per second"
-            ))),
-            Ok(_) => Err(Failure::BadInput(format!(
-                "--rates {r}: give packets per second (e.g. 20kpps): the study sets frame \
-                 rates, not bit rates"
-            ))),
-            Err(e) => Err(Failure::BadInput(format!("--rates {r}: {e}"))),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(StudyRequest {
-        duts,
-        arrivals,
-        rates_pps,
-        frames: a.frames,
-        size: a.size,
-        lab_prefix: a.lab.clone(),
-    })
+        ))),
+        None => signals.outcome(),
+    };
+    written.outcome(outcome)
 }

@@ -28,7 +28,7 @@ pub struct Document<T> {
     /// [`SCHEMA_VERSION`] of the strobe that wrote it.
     pub schema_version: u32,
     /// What wrote it: `gen`, `gen-rates` (`gen --rates`), `rfc2544`, `y1564`, `trains`,
-    /// `reflect`, `analyze`, `runs-list`, `runs-show`. (Not `kind`: results such as a
+    /// `reflect`, `analyze`, `runs-list`, `runs-show`, `study`. (Not `kind`: results such as a
     /// stored run have a `kind` of their own.)
     pub document: String,
     /// When the command started (before it read its input or opened a port), RFC 3339 in
@@ -131,7 +131,7 @@ pub struct RunShow {
 }
 
 /// The kinds of document that have a published JSON Schema (docs/schema/KIND.schema.json).
-pub const SCHEMA_KINDS: [&str; 9] = [
+pub const SCHEMA_KINDS: [&str; 10] = [
     "gen",
     "gen-rates",
     "rfc2544",
@@ -141,6 +141,7 @@ pub const SCHEMA_KINDS: [&str; 9] = [
     "reflect",
     "runs-list",
     "runs-show",
+    "study",
 ];
 
 /// The JSON Schema (draft 2020-12) of document `kind`, generated from the Rust types, or
@@ -156,6 +157,7 @@ pub fn json_schema(kind: &str) -> Option<serde_json::Value> {
         "reflect" => schemars::schema_for!(Document<ReflectResult>),
         "runs-list" => schemars::schema_for!(Document<RunsList>),
         "runs-show" => schemars::schema_for!(Document<RunShow>),
+        "study" => schemars::schema_for!(Document<crate::study::StudyReport>),
         _ => return None,
     };
     Some(schema.to_value())

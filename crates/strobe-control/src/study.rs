@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use strobe_analyze::latency::LatencyStats;
 use strobe_history::compare::{escape, page_start, Comparison, Series};
 use strobe_lab::{Dut, LabConfig};
@@ -25,7 +25,7 @@ use crate::ControlError;
 pub const STUDY_LAB_PREFIX: &str = "strobe-st";
 
 /// The arrival process of a load.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Arrivals {
     /// Frames evenly spaced at the rate.
@@ -54,6 +54,88 @@ impl std::str::FromStr for Arrivals {
                 "`{other}` is no load: the study knows constant and poisson"
             )),
         }
+    }
+}
+
+/// The study as a user asks for it, in words: the command line's options, the server's
+/// request body (`POST /strobe/study`); [`StudySpec::request`] reads it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct StudySpec {
+    /// The DUTs to compare, as `strobe lab up --dut` takes them, e.g. `router`, `xdp`,
+    /// `testpmd@1`, `nft:100`, `ovs`.
+    pub duts: Vec<String>,
+    /// The arrival processes: `constant`, `poisson`.
+    pub loads: Vec<String>,
+    /// The loads' rates in packets per second, e.g. `20kpps`.
+    pub rates: Vec<String>,
+    /// Frames per run.
+    pub frames: u64,
+    /// Frame size in bytes with the FCS.
+    pub size: u32,
+    /// The prefix of the labs the study builds one after the other and removes at its end.
+    pub lab: String,
+}
+
+impl Default for StudySpec {
+    fn default() -> Self {
+        StudySpec {
+            duts: ["router", "xdp", "testpmd"].map(String::from).to_vec(),
+            loads: ["constant", "poisson"].map(String::from).to_vec(),
+            rates: ["20kpps", "50kpps"].map(String::from).to_vec(),
+            frames: 200_000,
+            size: 64,
+            lab: STUDY_LAB_PREFIX.to_string(),
+        }
+    }
+}
+
+impl StudySpec {
+    /// The study these words ask for, or what in them is wrong (named as the option or
+    /// field: `--duts`/`duts` …); [`StudyRequest::check`] is left to the caller.
+    pub fn request(&self) -> Result<StudyRequest, ControlError> {
+        let bad = |m: String| ControlError::BadInput(m);
+        let duts = self
+            .duts
+            .iter()
+            .map(|d| {
+                d.parse::<Dut>()
+                    .map_err(|e| bad(format!("--duts {d}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let arrivals = self
+            .loads
+            .iter()
+            .map(|l| {
+                l.parse::<Arrivals>()
+                    .map_err(|e| bad(format!("--loads: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let rates_pps = self
+            .rates
+            .iter()
+            .map(|r| match strobe_timing::parse_rate(r) {
+                Ok(strobe_timing::Rate::Pps(pps)) if pps >= 1.0 && pps.is_finite() => {
+                    Ok(pps.round() as u64)
+                }
+                Ok(strobe_timing::Rate::Pps(_)) => Err(bad(format!(
+                    "--rates {r}: the study's rates are at least 1 packet per second"
+                ))),
+                Ok(_) => Err(bad(format!(
+                    "--rates {r}: give packets per second (e.g. 20kpps): the study sets frame \
+                     rates, not bit rates"
+                ))),
+                Err(e) => Err(bad(format!("--rates {r}: {e}"))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(StudyRequest {
+            duts,
+            arrivals,
+            rates_pps,
+            frames: self.frames,
+            size: self.size,
+            lab_prefix: self.lab.clone(),
+        })
     }
 }
 
@@ -170,6 +252,53 @@ pub struct Study {
     pub warnings: Vec<String>,
 }
 
+/// The study as a JSON document (`strobe study forwarders --json`, the reply of
+/// `POST /strobe/study`): what ran, and every run with its DUT, load, loss and latency.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StudyReport {
+    /// Which study: `forwarders`.
+    pub study: String,
+    /// The DUTs as asked, in the order run.
+    pub duts: Vec<String>,
+    pub loads: Vec<Arrivals>,
+    pub rates_pps: Vec<u64>,
+    /// Frames per run.
+    pub frames: u64,
+    /// Frame size with FCS, bytes.
+    pub size: u32,
+    /// The prefix of the labs the study built (removed at its end).
+    pub lab: String,
+    /// The runs in the order run: for each DUT, each load at each rate.
+    pub runs: Vec<StudyRunReport>,
+    /// A stop (signal, API stop, the server's shutdown) cut the study short.
+    pub stopped: bool,
+    /// What ended the study before its last run, if anything did.
+    pub failure: Option<String>,
+    /// What the user should know but did not end it (a run not recorded).
+    pub warnings: Vec<String>,
+}
+
+/// One run of the study in its report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StudyRunReport {
+    /// Its id in the run history (absent when not recorded).
+    pub run_id: Option<i64>,
+    /// Its label there, e.g. `study forwarders: dut=xdp load=poisson rate=20.00 kpps`.
+    pub label: String,
+    /// The DUT it ran through: kind, software and version, cores.
+    pub device_under_test: DeviceUnderTest,
+    pub load: Arrivals,
+    pub rate_pps: u64,
+    pub frames_tx: Option<u64>,
+    pub frames_lost: Option<u64>,
+    /// `completed`, `failed: …`, or how it was stopped.
+    pub outcome: String,
+    /// It sent every frame and no port failed: only such runs are compared.
+    pub complete: bool,
+    /// Every received frame's latency (absent when none was received).
+    pub latency: Option<LatencyStats>,
+}
+
 /// What the study is doing, for a front end to show.
 pub enum StudyEvent<'a> {
     /// A DUT's lab is being built.
@@ -211,7 +340,8 @@ pub fn run_study(
         Ok(None) => {}
         Ok(Some(_)) | Err(strobe_lab::LabError::Broken { .. }) => {
             return Err(ControlError::BadInput(format!(
-                "a lab with prefix `{0}` exists: the study builds and removes labs of its own;                  give --lab another prefix, or remove that lab (strobe lab down --prefix {0})",
+                "a lab with prefix `{0}` exists: the study builds and removes labs of its own; \
+                 give --lab another prefix, or remove that lab (strobe lab down --prefix {0})",
                 request.lab_prefix
             )))
         }
@@ -267,6 +397,11 @@ fn run_all(
                     total,
                     label: &label,
                 });
+                // Each run is recorded with its own start, not the study's.
+                let provenance = Provenance {
+                    started_unix_ns: crate::history::now_unix_ns(),
+                    ..provenance.clone()
+                };
                 let text = request.scenario_text(arrivals, rate_pps);
                 let scenario =
                     strobe_model::load_scenario(&text, "the study's load", &FileResources::cwd())
@@ -299,7 +434,7 @@ fn run_all(
                     .and_then(|f| f.as_ref()?.latency.as_ref())
                     .map(|l| l.histogram().clone());
                 let mut record = run_record(
-                    provenance,
+                    &provenance,
                     &outcome,
                     serde_json::json!({ "study": "forwarders", "scenario": text }),
                     &plan.scenario,
@@ -359,6 +494,44 @@ impl Drop for StudyLab {
 }
 
 impl Study {
+    /// The study as its JSON document, for `request`.
+    pub fn report(&self, request: &StudyRequest) -> StudyReport {
+        StudyReport {
+            study: "forwarders".into(),
+            duts: request.duts.iter().map(Dut::to_string).collect(),
+            loads: request.arrivals.clone(),
+            rates_pps: request.rates_pps.clone(),
+            frames: request.frames,
+            size: request.size,
+            lab: request.lab_prefix.clone(),
+            runs: self
+                .runs
+                .iter()
+                .map(|run| {
+                    let flow = run.results.flows.first();
+                    StudyRunReport {
+                        run_id: run.history_id,
+                        label: run.label.clone(),
+                        device_under_test: run.dut.clone(),
+                        load: run.arrivals,
+                        rate_pps: run.rate_pps,
+                        frames_tx: flow.and_then(|f| f.frames_tx),
+                        frames_lost: flow.and_then(|f| f.loss),
+                        outcome: run.outcome.clone(),
+                        complete: run.complete,
+                        latency: run
+                            .histogram
+                            .as_ref()
+                            .and_then(LatencyStats::from_histogram),
+                    }
+                })
+                .collect(),
+            stopped: self.stopped,
+            failure: self.failure.clone(),
+            warnings: self.warnings.clone(),
+        }
+    }
+
     /// The loads in the order run, each once.
     fn loads(&self) -> Vec<(Arrivals, u64)> {
         let mut loads: Vec<(Arrivals, u64)> = Vec::new();
@@ -380,15 +553,24 @@ impl Study {
             .filter(|r| r.arrivals == arrivals && r.rate_pps == rate_pps)
         {
             lines.push(format!(
-                "{}{}: {} ({}; {})",
+                "{}{}: {} ({}; {}){}",
                 run.history_id
                     .map(|id| format!("#{id} "))
                     .unwrap_or_default(),
                 run.dut.kind,
                 run.dut.name,
                 run.dut.software,
-                run.dut.runs_on
+                run.dut.runs_on,
+                if run.complete {
+                    String::new()
+                } else {
+                    format!(", not compared: {}", run.outcome)
+                }
             ));
+            // A run cut short or failed measured another load than the others.
+            if !run.complete {
+                continue;
+            }
             let Some(hist) = &run.histogram else { continue };
             let Some(stats) = LatencyStats::from_histogram(hist) else {
                 continue;
@@ -519,6 +701,40 @@ mod tests {
                 "{schedule}"
             );
         }
+    }
+
+    #[test]
+    fn a_study_in_words_reads_as_the_command_line_and_the_api_give_it() {
+        let spec: StudySpec = serde_json::from_str(
+            r#"{"duts": ["router", "testpmd@1", "nft:100"], "rates": ["20kpps", "1500"],
+                "loads": ["Poisson"], "frames": 10, "lab": "sx"}"#,
+        )
+        .unwrap();
+        let request = spec.request().unwrap();
+        request.check().unwrap();
+        assert_eq!(request.duts.len(), 3);
+        assert_eq!(request.duts[1].to_string(), "testpmd@1");
+        assert_eq!(request.rates_pps, vec![20_000, 1_500]);
+        assert_eq!(request.arrivals, vec![Arrivals::Poisson]);
+        assert_eq!((request.frames, request.size), (10, 64));
+        assert_eq!(request.lab_prefix, "sx");
+        // The defaults are the command line's.
+        let default: StudySpec = serde_json::from_str("{}").unwrap();
+        assert_eq!(default, StudySpec::default());
+        assert_eq!(default.request().unwrap().runs(), 3 * 2 * 2);
+        // What is wrong is named with the option (the field of the same name).
+        let spoilt = |json: &str| {
+            serde_json::from_str::<StudySpec>(json)
+                .map_err(|e| e.to_string())
+                .and_then(|s| s.request().map_err(|e| e.to_string()))
+                .unwrap_err()
+        };
+        assert!(spoilt(r#"{"dutz": []}"#).contains("dutz"));
+        assert!(spoilt(r#"{"duts": ["toaster"]}"#).contains("--duts toaster"));
+        assert!(spoilt(r#"{"loads": ["bursty"]}"#).contains("--loads"));
+        assert!(spoilt(r#"{"rates": ["10mbps"]}"#).contains("not bit rates"));
+        assert!(spoilt(r#"{"rates": ["0.5"]}"#).contains("at least 1 packet"));
+        assert!(spoilt(r#"{"rates": ["fast"]}"#).contains("--rates fast"));
     }
 
     #[test]

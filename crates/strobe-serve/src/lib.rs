@@ -36,6 +36,7 @@ use strobe_control::model::{warning_texts, Scenario, Warning};
 use strobe_control::otg::scenario_from_otg;
 use strobe_control::rfc2544::{Rfc2544Spec, TrialRun, TrialRunner};
 use strobe_control::session::{start_run, Session};
+use strobe_control::study::{StudySpec, StudyStop};
 use strobe_control::trains::TrainsSpec;
 use strobe_control::y1564::Y1564Spec;
 use strobe_control::{ControlError, PlanOptions, RunHandle};
@@ -175,6 +176,7 @@ pub fn router_with_shutdown(options: ServeOptions) -> Result<(Router, ShutdownHa
         .route("/strobe/trains", post(run_trains))
         .route("/strobe/rfc2544", post(run_rfc2544))
         .route("/strobe/y1564", post(run_y1564))
+        .route("/strobe/study", post(run_study))
         .route("/", get(web::index))
         .route("/ui/app.js", get(web::app_js))
         .route("/ui/app.css", get(web::app_css))
@@ -496,6 +498,54 @@ async fn run_y1564(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
     .await
 }
 
+/// strobe's own endpoint beside OTG's: the forwarder study
+/// (`strobe_control::study::StudySpec` as JSON) on labs of its own on this host, run to its
+/// end; the reply is its report, as `strobe study forwarders --json` writes it. Each run is
+/// recorded in the server's history on its own, labelled with its DUT and load. A study
+/// that failed before its first run is an error; one that failed later replies with the
+/// runs done and the failure in `failure`.
+async fn run_study(State(server): State<Arc<Server>>, body: Bytes) -> Reply {
+    let spec: StudySpec = serde_json::from_slice(&body).map_err(|e| {
+        validation(vec![format!(
+            "invalid study request: {e} (fields: duts, loads = [constant, poisson], rates, \
+             frames, size, lab)"
+        )])
+    })?;
+    let request = spec
+        .request()
+        .and_then(|r| r.check().map(|()| r))
+        .map_err(control_error)?;
+    let history = server.options.history.clone();
+    let report = alone(&server, move |stop| {
+        let (mut recorder, provenance, unrecorded) = record::study(history.as_ref());
+        let describe = || "stopped by a stop request or the server's shutdown".to_string();
+        let stopping = StudyStop {
+            stop,
+            abort_drain: None,
+            describe: &describe,
+        };
+        let mut study = strobe_control::study::run_study(
+            &request,
+            &provenance,
+            &mut recorder,
+            &stopping,
+            &mut |_| {},
+        )
+        .map_err(control_error)?;
+        study.warnings.extend(unrecorded);
+        match &study.failure {
+            Some(failure) if study.runs.is_empty() => Err(internal(vec![format!(
+                "the study ended before its first run: {failure}"
+            )])),
+            _ => Ok(study.report(&request)),
+        }
+    })
+    .await?;
+    serde_json::to_value(report)
+        .map(ok_json)
+        .map_err(|e| internal(vec![format!("cannot encode the report: {e}")]))
+}
+
 /// Runs a methodology to its end, off the async workers; its report is the reply. Config
 /// and control requests wait for it; metrics do not (there are none of it). Refused while
 /// traffic runs: the method's own runs would compete with it for the ports. A traffic stop
@@ -504,6 +554,51 @@ async fn run_method<T, F>(server: &Server, kind: &str, body: &Bytes, method: F) 
 where
     T: serde::Serialize + Send + 'static,
     F: FnOnce(&mut EngineRunner) -> Result<T, ControlError> + Send + 'static,
+{
+    let options = server.options.plan.clone();
+    let history = server.options.history.clone();
+    let request = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let kind = kind.to_owned();
+    let encoded = alone(server, move |stop| {
+        let mut runner = EngineRunner {
+            options,
+            stop: stop.clone(),
+            histograms: TrialHistograms::default(),
+        };
+        let started = strobe_control::history::now_unix_ns();
+        let outcome = method(&mut runner);
+        let encoded: Result<Value, String> = match &outcome {
+            Ok(report) => {
+                serde_json::to_value(report).map_err(|e| format!("cannot encode the report: {e}"))
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        let report = encoded.as_ref().map_err(String::as_str);
+        // Recorded on the same blocking thread as the method ran, so that a request the
+        // shutdown abandons still leaves its run in the history.
+        record::method(
+            history.as_ref(),
+            &kind,
+            request,
+            started,
+            report,
+            stop.load(Ordering::SeqCst),
+            &mut runner.histograms,
+        );
+        outcome.map_err(control_error)?;
+        encoded.map_err(|m| internal(vec![m]))
+    })
+    .await?;
+    Ok(ok_json(encoded))
+}
+
+/// Runs `work` off the async workers as the server's one methodology: refused while traffic
+/// runs or the server shuts down, holding the control lock to its end (config and control
+/// requests wait), with the stop flag a traffic stop request or the shutdown sets.
+async fn alone<T, F>(server: &Server, work: F) -> Result<T, OtgError>
+where
+    T: Send + 'static,
+    F: FnOnce(&Arc<AtomicBool>) -> Result<T, OtgError> + Send + 'static,
 {
     // Owned: it goes with the method onto its blocking thread, so that a client that hangs
     // up (its request's future dropped) leaves the server locked until the method has ended.
@@ -527,44 +622,11 @@ where
     server.method_running.store(true, Ordering::SeqCst);
     // Cleared when the method ends, however it ends.
     let running = ClearOnDrop(server.method_running.clone());
-    let mut runner = EngineRunner {
-        options: server.options.plan.clone(),
-        stop: stop.clone(),
-        histograms: TrialHistograms::default(),
-    };
-    let history = server.options.history.clone();
-    let request = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let kind = kind.to_owned();
-    // Recorded on the same blocking thread as the method ran, so that a request the
-    // shutdown abandons still leaves its run in the history.
-    let (outcome, encoded) = blocking(move || {
+    blocking(move || {
         let _held = (control, running);
-        let started = strobe_control::history::now_unix_ns();
-        let outcome = method(&mut runner);
-        let encoded: Result<Value, String> = match &outcome {
-            Ok(report) => {
-                serde_json::to_value(report).map_err(|e| format!("cannot encode the report: {e}"))
-            }
-            Err(e) => Err(e.to_string()),
-        };
-        let report = encoded.as_ref().map_err(String::as_str);
-        let stopped = stop.load(Ordering::SeqCst);
-        record::method(
-            history.as_ref(),
-            &kind,
-            request,
-            started,
-            report,
-            stopped,
-            &mut runner.histograms,
-        );
-        (outcome, encoded)
+        work(&stop)
     })
-    .await?;
-    match outcome {
-        Err(e) => Err(control_error(e)),
-        Ok(_) => encoded.map(ok_json).map_err(|m| internal(vec![m])),
-    }
+    .await?
 }
 
 /// Clears its flag when dropped.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use strobe_control::history::{self, Build, Provenance};
-use strobe_control::history::{History, RunRecord};
+use strobe_control::history::{History, Recorder, RunRecord};
 use strobe_control::RunEnd;
 
 /// Where the server records its runs, and what strobe it is.
@@ -107,4 +107,30 @@ pub fn method(
         trials.summary(),
         trials.take(),
     ));
+}
+
+/// Where a study through the server records each of its runs (kind `study`, the API call as
+/// its command), and a warning when the history cannot be opened (then nothing is).
+pub fn study(history: Option<&RunHistory>) -> (Recorder, Provenance, Option<String>) {
+    let command = "POST /strobe/study".to_string();
+    let Some(history) = history else {
+        let provenance = Provenance {
+            kind: "study".into(),
+            origin: "api".into(),
+            command,
+            started_unix_ns: strobe_control::history::now_unix_ns(),
+            strobe_version: env!("CARGO_PKG_VERSION").into(),
+            strobe_commit: None,
+        };
+        return (Recorder::off(), provenance, None);
+    };
+    let provenance = history.provenance("study", command);
+    match Recorder::open(Some(&history.path)) {
+        Ok((recorder, _)) => (recorder, provenance, None),
+        Err(e) => (
+            Recorder::off(),
+            provenance,
+            Some(format!("the study's runs are not recorded: {e}")),
+        ),
+    }
 }
