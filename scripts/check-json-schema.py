@@ -143,6 +143,11 @@ def main():
                 for kind, args in methodologies.items():
                     document = json.loads(strobe(binary, scratch, args, allowed=(0, 3)))
                     validate(kind, document, f"a {kind} run")
+                    # Each names the lab's DUT it measured, as a run's results do.
+                    dut = document.get("device_under_test") or {}
+                    if (dut.get("kind"), dut.get("lab")) != ("bridge", prefix):
+                        sys.exit(f"the {kind} document names no bridge DUT on lab {prefix}: "
+                                 f"{dut}")
             finally:
                 strobe(binary, scratch, ["lab", "down", "--prefix", prefix])
             # The forwarder study builds (and removes) a lab of its own under the prefix.

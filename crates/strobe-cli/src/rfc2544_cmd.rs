@@ -238,6 +238,9 @@ pub fn run(args: Rfc2544Args) -> Result<(), Failure> {
 }
 
 fn print_report(r: &Rfc2544Report) {
+    if let Some(d) = &r.device_under_test {
+        println!("device under test: {}", d.described());
+    }
     println!(
         "RFC 2544 on a {} link: {} trials in {}, each {} of traffic, {} wait, {} settle, {} \
          learning frames",

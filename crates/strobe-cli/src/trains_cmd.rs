@@ -232,6 +232,9 @@ fn experiment_name(e: &Experiment) -> &'static str {
 }
 
 fn print_report(r: &TrainsReport) {
+    if let Some(d) = &r.device_under_test {
+        println!("device under test: {}", d.described());
+    }
     if let Some(b) = &r.bottleneck {
         println!("bottleneck: {}", b.source);
     }

@@ -276,6 +276,9 @@ fn report_notes(r: &Y1564Report) -> Vec<String> {
 }
 
 fn print_report(r: &Y1564Report) {
+    if let Some(d) = &r.device_under_test {
+        println!("device under test: {}", d.described());
+    }
     for t in report_tables(r) {
         println!("{}:", t.title);
         println!(

@@ -44,7 +44,7 @@ pub use report::{
 pub use request::{
     Benchmark, Rfc2544Request, Rfc2544Spec, TrialSettings, DEFAULT_LATENCY_LOADS_PCT, DEFAULT_SIZES,
 };
-pub use trials::{run_benchmarks, TrialRun, TrialRunner};
+pub use trials::{run_benchmarks, NotingDut, TrialRun, TrialRunner};
 
 #[cfg(test)]
 mod tests;

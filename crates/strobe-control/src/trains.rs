@@ -336,6 +336,10 @@ pub struct TrainsReport {
     /// The first, short convoy that measured the bottleneck's buffer, when it ran.
     #[serde(default)]
     pub buffer_probe: Option<BufferProbe>,
+    /// The lab's device under test the trains went through (its kind, software and
+    /// version, cores); absent off a lab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_under_test: Option<strobe_model::DeviceUnderTest>,
 }
 
 /// A first, short convoy of the flow's own frames, sent when the bottleneck's rate is known
@@ -721,6 +725,24 @@ pub fn run_experiment<E: From<ControlError>>(
     stop: &AtomicBool,
     mut runner: impl FnMut(&str, Scenario, Pacing) -> Result<(Scenario, RunReport), E>,
 ) -> Result<TrainsReport, E> {
+    let mut device_under_test = None;
+    let mut report = run_steps(request, stop, |label, scenario, pacing| {
+        let ran = runner(label, scenario, pacing);
+        if let Ok((_, run)) = &ran {
+            device_under_test = device_under_test.take().or(run.device_under_test.clone());
+        }
+        ran
+    })?;
+    report.device_under_test = device_under_test;
+    Ok(report)
+}
+
+/// [`run_experiment`]'s steps, the buffer's probe first when it runs.
+fn run_steps<E: From<ControlError>>(
+    request: &TrainsRequest,
+    stop: &AtomicBool,
+    mut runner: impl FnMut(&str, Scenario, Pacing) -> Result<(Scenario, RunReport), E>,
+) -> Result<TrainsReport, E> {
     let (mut steps, mut bottleneck) = request.plan()?;
     let mut flows = request.flows();
     let mut buffer_probe = None;
@@ -735,6 +757,7 @@ pub fn run_experiment<E: From<ControlError>>(
                 steps: Vec::new(),
                 steps_asked: steps.len(),
                 buffer_probe: None,
+                device_under_test: None,
             });
         }
         let (scenario, pacing) = flows.step(&step)?;
@@ -754,6 +777,7 @@ pub fn run_experiment<E: From<ControlError>>(
         steps: Vec::with_capacity(steps.len()),
         steps_asked: steps.len(),
         buffer_probe,
+        device_under_test: None,
     };
     for PlannedStep {
         step,

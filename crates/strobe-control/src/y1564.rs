@@ -22,7 +22,7 @@ use strobe_timing::{Duration, Rate};
 use crate::methodology::{resolve_flow, sending, sleep_unless_stopped, spec_flow, unless_stopped};
 use crate::plan::Pacing;
 use crate::results::csv_text;
-use crate::rfc2544::{TrialRun, TrialRunner};
+use crate::rfc2544::{NotingDut, TrialRun, TrialRunner};
 use crate::source::OneFlow;
 use crate::text::{bps_text, duration_text};
 use crate::{ControlError, Results};
@@ -360,6 +360,10 @@ pub struct Y1564Report {
     pub elapsed_ns: u64,
     pub interrupted: bool,
     pub failure: Option<String>,
+    /// The lab's device under test the trials went through (its kind, software and
+    /// version, cores); absent off a lab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_under_test: Option<strobe_model::DeviceUnderTest>,
 }
 
 /// Each service's flow, resolved into the model the first time a step sends it (its UDP flow
@@ -599,7 +603,9 @@ pub fn run_y1564<R: TrialRunner>(
         elapsed_ns: 0,
         interrupted: false,
         failure: None,
+        device_under_test: None,
     };
+    let runner = &mut NotingDut::new(runner);
     let stopped = || stop.load(Ordering::Relaxed);
     let total: usize = request
         .services
@@ -697,6 +703,7 @@ pub fn run_y1564<R: TrialRunner>(
                     || s.performance_verdict.as_ref().is_some_and(|v| v.pass))
         });
     report.elapsed_ns = started.elapsed().as_nanos() as u64;
+    report.device_under_test = runner.device_under_test.take();
     Ok(report)
 }
 
@@ -1087,6 +1094,7 @@ mod tests {
             elapsed_ns: 0,
             interrupted: false,
             failure: None,
+            device_under_test: None,
         };
         let text = report.csv();
         let mut reader = csv::Reader::from_reader(text.as_bytes());

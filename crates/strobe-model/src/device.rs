@@ -22,3 +22,13 @@ pub struct DeviceUnderTest {
     /// Where its forwarding runs, in words.
     pub runs_on: String,
 }
+
+impl DeviceUnderTest {
+    /// One line for a report: `a Linux router (router on lab strobe: Linux 6.18; …)`.
+    pub fn described(&self) -> String {
+        format!(
+            "{} ({} on lab {}: {}; {})",
+            self.name, self.kind, self.lab, self.software, self.runs_on
+        )
+    }
+}

@@ -314,6 +314,10 @@ pub struct Rfc2544Report {
     pub interrupted: bool,
     /// The failed trial's reason, when one ended the benchmarks.
     pub failure: Option<String>,
+    /// The lab's device under test the trials went through (its kind, software and
+    /// version, cores); absent off a lab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_under_test: Option<strobe_model::DeviceUnderTest>,
 }
 
 /// A latency's figures as reports show them, in ns: the minimum, mean, median, 99th and
@@ -332,7 +336,12 @@ impl Rfc2544Report {
     /// What the HTML report draws.
     pub fn figures(&self) -> strobe_analyze::rfc2544_plot::Rfc2544Figures {
         use strobe_analyze::rfc2544_plot::{LatencyFigure, LossFigure, ThroughputFigure};
-        let mut notes = vec![format!(
+        let mut notes: Vec<String> = self
+            .device_under_test
+            .iter()
+            .map(|d| format!("Device under test: {}.", d.described()))
+            .collect();
+        notes.push(format!(
             "{} trials in {}: each {} of traffic, then {} for late frames and {} to settle; \
              {} learning frames before each; a {} link. Throughput: the {} search to {:.2} % \
              of the rate, NDR = no frame lost{}.",
@@ -355,7 +364,7 @@ impl Rfc2544Report {
                     ", PDR = at most {:.3} % lost",
                     t * 100.0
                 ))
-        )];
+        ));
         if !self.latency.is_empty() {
             notes.push(format!("Latency: {}.", self.latency_method));
         }

@@ -127,6 +127,7 @@ pub(crate) fn run_sizes<T: Trials>(
         elapsed_ns: 0,
         interrupted: false,
         failure: None,
+        device_under_test: None,
     };
     let wants = |b: Benchmark| request.tests.contains(&b);
     // The latency and system recovery need each size's throughput: it is searched even when

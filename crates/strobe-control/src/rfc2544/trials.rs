@@ -51,6 +51,43 @@ pub trait TrialRunner {
     fn finished(&mut self, _trial: &TrialResult) {}
 }
 
+/// A runner that notes the device under test of the first trial that ran on a lab, for a
+/// methodology's report to name.
+pub struct NotingDut<'a, R> {
+    inner: &'a mut R,
+    pub device_under_test: Option<strobe_model::DeviceUnderTest>,
+}
+
+impl<'a, R> NotingDut<'a, R> {
+    pub fn new(inner: &'a mut R) -> Self {
+        NotingDut {
+            inner,
+            device_under_test: None,
+        }
+    }
+
+    /// Notes `report`'s device under test unless one is noted already.
+    pub fn note(&mut self, report: &RunReport) {
+        if self.device_under_test.is_none() {
+            self.device_under_test = report.device_under_test.clone();
+        }
+    }
+}
+
+impl<R: TrialRunner> TrialRunner for NotingDut<'_, R> {
+    type Error = R::Error;
+
+    fn run(&mut self, trial: TrialRun) -> Result<(Scenario, RunReport), Self::Error> {
+        let (scenario, report) = self.inner.run(trial)?;
+        self.note(&report);
+        Ok((scenario, report))
+    }
+
+    fn finished(&mut self, trial: &TrialResult) {
+        self.inner.finished(trial);
+    }
+}
+
 /// Runs `request`'s benchmarks through `runner` until all ran or `stop` is set. A trial
 /// that fails (a port stops, nothing is sent) ends them too, with the failure in the
 /// report; what ran before is kept.
@@ -71,14 +108,17 @@ pub fn run_benchmarks<R: TrialRunner>(
         .map(|s| SizedFlow::resolve(request, s))
         .collect::<Result<Vec<_>, _>>()?;
     let sizes: Vec<FrameSize> = flows.iter().map(|f| f.size.clone()).collect();
+    let mut noting = NotingDut::new(runner);
     let mut trials = EngineTrials {
         request,
         flows,
         stop,
-        runner,
+        runner: &mut noting,
         failure: None,
     };
-    run_sizes(request, &sizes, &mut trials)
+    let mut report = run_sizes(request, &sizes, &mut trials)?;
+    report.device_under_test = noting.device_under_test;
+    Ok(report)
 }
 
 /// Trials run by the engine through a front end's runner.
