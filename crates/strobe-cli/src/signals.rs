@@ -46,6 +46,15 @@ impl Interruption {
     }
 }
 
+/// What a third signal says as it exits: what the command leaves behind that its normal end
+/// would have removed, and how to remove it.
+static LEFT_BEHIND: OnceLock<String> = OnceLock::new();
+
+/// Has a third signal say `note` before it exits (the first note given is kept).
+pub fn on_exit_say(note: String) {
+    let _ = LEFT_BEHIND.set(note);
+}
+
 /// The signal's name, e.g. "SIGTERM".
 pub fn name(signal: i32) -> &'static str {
     match signal {
@@ -105,6 +114,9 @@ pub fn install() -> Result<&'static Interruption, Failure> {
                     // The escape hatch when something does not notice the first two (a port
                     // that will not open, a hung write): the user should never need SIGKILL.
                     let _ = writeln!(std::io::stderr(), "\n{}: exiting now", name(signal));
+                    if let Some(note) = LEFT_BEHIND.get() {
+                        let _ = writeln!(std::io::stderr(), "{note}");
+                    }
                     std::process::exit(128 + signal);
                 }
             }

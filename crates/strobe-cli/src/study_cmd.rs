@@ -79,6 +79,10 @@ pub fn run(args: StudyArgs) -> Result<(), Failure> {
     crate::outputs::check_all(&[("--html", a.html.as_deref()), ("--json", a.json.as_deref())])?;
     let mut recorder = a.history.recorder()?;
     let signals = signals::install()?;
+    signals::on_exit_say(format!(
+        "the study's lab may be left up: remove it with strobe lab down --prefix {}",
+        request.lab_prefix
+    ));
     let provenance = crate::runs_cmd::provenance("study");
     let quiet = a.quiet;
     let describe = || match signals.signal() {
