@@ -12,6 +12,7 @@ import requests
 import snappi
 
 from conftest import STROBE, Server
+from otg_helpers import transmit
 
 
 def _history(db):
@@ -124,12 +125,9 @@ def test_a_stop_request_ends_the_study_with_the_runs_done(lab, tmp_path):
             thread = threading.Thread(target=post)
             thread.start()
             time.sleep(4)
+            # snappi's traffic stop (no traffic config is set: the stop is for the study).
             api = snappi.api(location=server.url, verify=False)
-            cs = api.control_state()
-            cs.choice = cs.TRAFFIC
-            cs.traffic.choice = cs.traffic.FLOW_TRANSMIT
-            cs.traffic.flow_transmit.state = cs.traffic.flow_transmit.STOP
-            api.set_control_state(cs)
+            transmit(api, "stop")
             thread.join(timeout=60)
             assert out["reply"].status_code == 200, out["reply"].text
             report = out["reply"].json()
