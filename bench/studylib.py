@@ -1,41 +1,36 @@
 #!/usr/bin/env python3
-"""bench/run study: summarises rounds of `strobe study forwarders` (their terminal
-reports). Each percentile of each DUT under each load is given as the median of the rounds
+"""bench/run study: summarises rounds of `strobe study forwarders` (their `--json`
+documents). Each percentile of each DUT under each load is given as the median of the rounds
 with the rounds' range, and each DUT's loss as the rounds' total.
 
-  studylib.py ROUND.txt... --meta JSON --built-from REV --out SUMMARY.json  (Markdown on stdout)
+  studylib.py ROUND.json... --meta JSON --built-from REV --out SUMMARY.json  (Markdown on stdout)
 """
 import argparse
 import json
-import re
 import statistics
 
-ROWS = ["p50", "p90", "p99", "p99.9", "p99.99", "max"]
-LOAD = re.compile(r"^== (\w+) load at ([\d.]+ \w+): latency in µs")
-RUN = re.compile(r"dut=(\S+) load=(\w+) rate=([\d.]+ \w+): (\d+) sent, (\d+) lost")
+# The table's rows, the fields of a run's `latency` (ns) they come from, and their quantile
+# (a percentile a run has too few frames to resolve is left out, as strobe's table does).
+ROWS = {"p50": ("p50_ns", 0.5), "p90": ("p90_ns", 0.9), "p99": ("p99_ns", 0.99),
+        "p99.9": ("p99_9_ns", 0.999), "p99.99": ("p99_99_ns", 0.9999), "max": ("max_ns", 0.0)}
 
 
-def parse(text):
-    """{(load, rate, dut): {row: value or None}} and {(load, rate, dut): (sent, lost)}."""
+def rate_text(pps):
+    """A rate as the study's report words it, e.g. 20.00 kpps."""
+    return f"{pps / 1000:.2f} kpps" if pps >= 1000 else f"{pps} pps"
+
+
+def parse(document):
+    """{(load, rate, dut): {row: µs}} of the runs compared (complete, with latency) and
+    {(load, rate, dut): (sent, lost)} of every run."""
     tables, losses = {}, {}
-    load, duts = None, []
-    for line in text.splitlines():
-        m = LOAD.match(line)
-        if m:
-            load, duts = (m.group(1), m.group(2)), []
-            continue
-        if load and line.startswith("µs"):
-            duts = line.split()[1:]
-            continue
-        words = line.split()
-        if load and duts and words and words[0] in ROWS and len(words) == len(duts) + 1:
-            for dut, value in zip(duts, words[1:]):
-                cell = tables.setdefault((load[0], load[1], dut), {})
-                cell[words[0]] = None if value == "-" else float(value)
-        m = RUN.search(line)
-        if m:
-            dut, arrivals, rate, sent, lost = m.groups()
-            losses[(arrivals, rate, dut)] = (int(sent), int(lost))
+    for run in document["runs"]:
+        key = (run["load"], rate_text(run["rate_pps"]), run["device_under_test"]["kind"])
+        losses[key] = (run["frames_tx"] or 0, run["frames_lost"] or 0)
+        latency = run["latency"]
+        if run["complete"] and latency:
+            tables[key] = {row: latency[field] / 1000 for row, (field, q) in ROWS.items()
+                           if latency["count"] * (1 - q) >= 1 - 1e-9}
     return tables, losses
 
 
@@ -46,7 +41,10 @@ def main():
     ap.add_argument("--built-from", required=True)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    parsed = [parse(open(path, encoding="utf-8").read()) for path in a.rounds]
+    parsed = []
+    for path in a.rounds:
+        with open(path, encoding="utf-8") as f:
+            parsed.append(parse(json.load(f)))
     keys = []
     for tables, _ in parsed:
         keys += [k for k in tables if k not in keys]

@@ -20,10 +20,10 @@ section_study() {
         log "study round $round/$STUDY_ROUNDS: --duts $STUDY_DUTS --rates $STUDY_RATES --frames $STUDY_FRAMES"
         "$STROBE" study forwarders --duts "$STUDY_DUTS" --loads constant,poisson \
             --rates "$STUDY_RATES" --frames "$STUDY_FRAMES" --lab "$prefix" --quiet \
-            --html "$RUN_DIR/study-$round.html" --db "$RUN_DIR/runs.db" \
-            >"$RUN_DIR/study-$round.txt" 2>"$RUN_DIR/study-$round.log" ||
+            --html "$RUN_DIR/study-$round.html" --json "$RUN_DIR/study-$round.json" \
+            --db "$RUN_DIR/runs.db" >"$RUN_DIR/study-$round.txt" 2>"$RUN_DIR/study-$round.log" ||
             die "strobe study forwarders failed in round $round (log: $RUN_DIR/study-$round.log)"
-        outputs+=("$RUN_DIR/study-$round.txt")
+        outputs+=("$RUN_DIR/study-$round.json")
     done
     python3 "$BENCH_DIR/studylib.py" "${outputs[@]}" \
         --meta "$(machine_meta "$ROOT")" --built-from "$STROBE_BUILT_FROM" \
