@@ -63,19 +63,27 @@ struct ForwardersArgs {
     history: HistoryArgs,
 }
 
+impl ForwardersArgs {
+    /// The study in the words the server's `POST /strobe/study` takes too.
+    fn spec(&self) -> StudySpec {
+        StudySpec {
+            duts: self.duts.clone(),
+            loads: self.loads.clone(),
+            rates: self.rates.clone(),
+            frames: self.frames,
+            size: self.size,
+            lab: self.lab.clone(),
+        }
+    }
+}
+
 pub fn run(args: StudyArgs) -> Result<(), Failure> {
     let StudyCommand::Forwarders(a) = args.command;
-    let request = StudySpec {
-        duts: a.duts.clone(),
-        loads: a.loads.clone(),
-        rates: a.rates.clone(),
-        frames: a.frames,
-        size: a.size,
-        lab: a.lab.clone(),
-    }
-    .request()
-    .and_then(|r| r.check().map(|()| r))
-    .map_err(|e| Failure::BadInput(e.to_string()))?;
+    let request = a
+        .spec()
+        .request()
+        .and_then(|r| r.check().map(|()| r))
+        .map_err(|e| Failure::BadInput(e.to_string()))?;
     crate::outputs::check_all(&[("--html", a.html.as_deref()), ("--json", a.json.as_deref())])?;
     let mut recorder = a.history.recorder()?;
     let signals = signals::install()?;
@@ -149,4 +157,22 @@ pub fn run(args: StudyArgs) -> Result<(), Failure> {
         None => signals.outcome(),
     };
     written.outcome(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Options {
+        #[command(flatten)]
+        forwarders: ForwardersArgs,
+    }
+
+    #[test]
+    fn the_command_lines_defaults_are_the_apis() {
+        let given = Options::try_parse_from(["forwarders"]).unwrap();
+        assert_eq!(given.forwarders.spec(), StudySpec::default());
+    }
 }

@@ -718,7 +718,7 @@ mod tests {
         assert_eq!(request.arrivals, vec![Arrivals::Poisson]);
         assert_eq!((request.frames, request.size), (10, 64));
         assert_eq!(request.lab_prefix, "sx");
-        // The defaults are the command line's.
+        // Fields left out take the defaults (the command line's: see study_cmd's test).
         let default: StudySpec = serde_json::from_str("{}").unwrap();
         assert_eq!(default, StudySpec::default());
         assert_eq!(default.request().unwrap().runs(), 3 * 2 * 2);

@@ -728,8 +728,8 @@ pub fn run_experiment<E: From<ControlError>>(
     let mut device_under_test = None;
     let mut report = run_steps(request, stop, |label, scenario, pacing| {
         let ran = runner(label, scenario, pacing);
-        if let Ok((_, run)) = &ran {
-            device_under_test = device_under_test.take().or(run.device_under_test.clone());
+        if let (None, Ok((_, run))) = (&device_under_test, &ran) {
+            device_under_test = run.device_under_test.clone();
         }
         ran
     })?;

@@ -67,7 +67,7 @@ impl<'a, R> NotingDut<'a, R> {
     }
 
     /// Notes `report`'s device under test unless one is noted already.
-    pub fn note(&mut self, report: &RunReport) {
+    fn note(&mut self, report: &RunReport) {
         if self.device_under_test.is_none() {
             self.device_under_test = report.device_under_test.clone();
         }
